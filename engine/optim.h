@@ -1,0 +1,47 @@
+/*
+ * optim: Adam/AdamW (DeepSpeed FusedAdam equations) and SGD (torch.optim.SGD)
+ * on one flat shard of fp32 parameters: the whole model at stage 0, the rank's
+ * partition at stages 1-3. The math is the backend's `adam`/`sgd` op; the CPU
+ * versions below are that op on the CPU backend and (later) the offloaded
+ * optimizer. This module owns only the step counter and hyper-parameters.
+ *
+ * Memory: the optimizer state (Adam m and v; SGD momentum buffer) is a flat
+ * float array provided by the caller (an OPTIM arena), zeroed before the first
+ * step; zt_optim_state_numel says how large. Layout: Adam [m(numel) | v(numel)],
+ * SGD [buf(numel)] (empty when momentum == 0).
+ * Collective: none.
+ */
+#ifndef ZT_OPTIM_H
+#define ZT_OPTIM_H
+
+#include <stdint.h>
+
+#include "backend.h"
+#include "config.h"
+
+typedef struct {
+    zt_optim_config cfg;
+    const zt_backend *be;
+    int64_t numel;
+    float *state;  /* device pointer, zt_optim_state_numel(cfg, numel) floats */
+    int64_t steps; /* applied steps so far (Adam's t, bias correction) */
+} zt_optim;
+
+/* Floats of optimizer state per `numel` parameters (Adam 2, SGD 1 or 0). */
+int64_t zt_optim_state_numel(const zt_optim_config *cfg, int64_t numel);
+
+void zt_optim_init(zt_optim *opt, const zt_optim_config *cfg, const zt_backend *be,
+                   int64_t numel, float *state);
+
+/* One applied step: params -= update(grads) with learning rate `lr`; beta1 and
+ * beta2 replace the config's betas (OneCycle momentum; SGD momentum = beta1)
+ * when >= 0. Increments `steps`. Skipped steps must not call this. */
+void zt_optim_step(zt_optim *opt, float *params, const float *grads, double lr, double beta1,
+                   double beta2);
+
+/* CPU kernels (OpenMP over chunks, compiler-vectorised inner loops). */
+void zt_adam_cpu(float *p, const float *g, float *m, float *v, int64_t n,
+                 const zt_adam_hparams *hp);
+void zt_sgd_cpu(float *p, const float *g, float *buf, int64_t n, const zt_sgd_hparams *hp);
+
+#endif
