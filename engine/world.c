@@ -1,0 +1,91 @@
+#include "world.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static zt_status zt_world_mpi(int rc, const char *what)
+{
+    if (rc == MPI_SUCCESS)
+        return ZT_OK;
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(rc, msg, &len);
+    return zt_fail(ZT_ERR_COMM, "check the MPI installation and the mpirun command line",
+                   "%s failed: %s", what, msg);
+}
+
+zt_status zt_world_init(zt_world *w, int *argc, char ***argv)
+{
+    memset(w, 0, sizeof *w);
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (!inited) {
+        int provided = 0;
+        ZT_TRY(zt_world_mpi(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided),
+                            "MPI_Init_thread"));
+    }
+    ZT_TRY(zt_world_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &w->comm), "MPI_Comm_dup"));
+    MPI_Comm_set_errhandler(w->comm, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(w->comm, &w->rank);
+    MPI_Comm_size(w->comm, &w->size);
+    zt_status_set_rank(w->rank);
+    if (gethostname(w->host, sizeof w->host - 1) != 0)
+        snprintf(w->host, sizeof w->host, "unknown");
+
+    /* Node groups: the shared-memory split, unless the user simulates nodes. */
+    const char *rpn = getenv("ZT_RANKS_PER_NODE");
+    if (rpn && *rpn) {
+        char *end = NULL;
+        long n = strtol(rpn, &end, 10);
+        if (*end != '\0' || n <= 0 || w->size % n != 0)
+            return zt_fail(ZT_ERR_USAGE, "set ZT_RANKS_PER_NODE to a divisor of the world size",
+                           "ZT_RANKS_PER_NODE=%s does not divide the world size %d", rpn,
+                           w->size);
+        ZT_TRY(zt_world_mpi(MPI_Comm_split(w->comm, w->rank / (int)n, w->rank, &w->node_comm),
+                            "MPI_Comm_split"));
+    } else {
+        ZT_TRY(zt_world_mpi(MPI_Comm_split_type(w->comm, MPI_COMM_TYPE_SHARED, w->rank,
+                                                MPI_INFO_NULL, &w->node_comm),
+                            "MPI_Comm_split_type"));
+    }
+    MPI_Comm_rank(w->node_comm, &w->local_rank);
+    MPI_Comm_size(w->node_comm, &w->local_size);
+
+    /* Node index = how many node leaders come before ours. */
+    int is_leader = w->local_rank == 0;
+    int leaders_before = 0;
+    ZT_TRY(zt_world_mpi(MPI_Exscan(&is_leader, &leaders_before, 1, MPI_INT, MPI_SUM, w->comm),
+                        "MPI_Exscan"));
+    if (w->rank == 0)
+        leaders_before = 0;
+    /* Every member takes its leader's count (MPI_Exscan leaves rank 0 undefined). */
+    int node = leaders_before;
+    MPI_Bcast(&node, 1, MPI_INT, 0, w->node_comm);
+    w->node = node;
+    ZT_TRY(zt_world_mpi(MPI_Allreduce(&is_leader, &w->n_nodes, 1, MPI_INT, MPI_SUM, w->comm),
+                        "MPI_Allreduce"));
+    return ZT_OK;
+}
+
+void zt_world_free(zt_world *w)
+{
+    if (w->node_comm != MPI_COMM_NULL && w->node_comm)
+        MPI_Comm_free(&w->node_comm);
+    if (w->comm != MPI_COMM_NULL && w->comm)
+        MPI_Comm_free(&w->comm);
+}
+
+zt_status zt_world_agree(const zt_world *w, zt_status local, int *failed_rank)
+{
+    int mine = local == ZT_OK ? w->size : w->rank;
+    int first = w->size;
+    MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, w->comm);
+    int st = (int)local;
+    if (first < w->size)
+        MPI_Bcast(&st, 1, MPI_INT, first, w->comm);
+    if (failed_rank)
+        *failed_rank = first < w->size ? first : -1;
+    return first < w->size ? (zt_status)st : ZT_OK;
+}

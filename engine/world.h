@@ -1,0 +1,38 @@
+/*
+ * world: the MPI job as zerotrain sees it. Initialises MPI (thread level
+ * FUNNELED: only the main thread calls MPI; OpenMP threads only compute), finds
+ * the rank, the world size, the local rank and node groups (shared-memory split
+ * of MPI_COMM_WORLD, overridable with ZT_RANKS_PER_NODE so tests can simulate
+ * several nodes on one machine). Running the binary without mpirun is a world
+ * of one rank (Open MPI singleton).
+ *
+ * Memory: the communicators are owned by the world and freed by zt_world_free.
+ * Collective: zt_world_init, zt_world_free, zt_world_agree.
+ */
+#ifndef ZT_WORLD_H
+#define ZT_WORLD_H
+
+#include <mpi.h>
+#include <stdbool.h>
+
+#include "status.h"
+
+typedef struct {
+    int rank, size;
+    int local_rank, local_size; /* within the node group */
+    int node, n_nodes;
+    char host[64];
+    MPI_Comm comm;      /* duplicate of MPI_COMM_WORLD */
+    MPI_Comm node_comm; /* ranks of this node group */
+} zt_world;
+
+zt_status zt_world_init(zt_world *w, int *argc, char ***argv);
+void zt_world_free(zt_world *w);
+
+/* Every rank learns whether any rank failed: returns the first failing rank's
+ * status (lowest rank wins) on all ranks and sets *failed_rank, or ZT_OK. Used
+ * after steps where ranks may disagree (file reads) so no rank waits forever
+ * in a later collective. */
+zt_status zt_world_agree(const zt_world *w, zt_status local, int *failed_rank);
+
+#endif
