@@ -1,0 +1,92 @@
+#include "unit.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "rng.h"
+
+void zt_unit_add_param(zt_unit *u, const char *name, int ndim, const int64_t *shape,
+                       zt_init_kind init, float bound)
+{
+    zt_param_spec *p = &u->params[u->n_params++];
+    snprintf(p->name, sizeof p->name, "%s", name);
+    p->ndim = ndim;
+    p->numel = 1;
+    for (int d = 0; d < ndim; d++) {
+        p->shape[d] = shape[d];
+        p->numel *= shape[d];
+    }
+    p->init = init;
+    p->bound = bound;
+    u->param_numel += p->numel;
+}
+
+void zt_unit_init_range(const zt_unit *u, uint64_t seed, int64_t global_offset, int64_t lo,
+                        int64_t hi, float *out)
+{
+    int64_t start = 0;
+    for (int t = 0; t < u->n_params; t++) {
+        const zt_param_spec *p = &u->params[t];
+        int64_t a = lo > start ? lo : start;
+        int64_t b = hi < start + p->numel ? hi : start + p->numel;
+        for (int64_t i = a; i < b; i++) {
+            float v = 0.0f;
+            if (p->init == ZT_INIT_UNIFORM) {
+                float r = zt_rng_uniform(seed, ZT_RNG_STREAM_INIT, (uint64_t)(global_offset + i));
+                v = p->bound * (2.0f * r - 1.0f);
+            } else if (p->init == ZT_INIT_ONES) {
+                v = 1.0f;
+            }
+            out[i - lo] = v;
+        }
+        start += p->numel;
+    }
+}
+
+static void linear_relu_forward(const zt_unit *u, const zt_backend *be, const float *params,
+                                const float *x, float *y, float *saved, const zt_batch *b)
+{
+    (void)saved;
+    int64_t in = u->dims[0], out = u->dims[1];
+    const float *w = params;           // (out, in)
+    const float *bias = params + out * in; // (out)
+    be->gemm(be, false, true, b->n, out, in, 1.0f, x, in, w, in, 0.0f, y, out); // (n, out)
+    be->bias_add(be, y, bias, b->n, out);
+    be->relu_forward(be, y, y, b->n * out);
+}
+
+static void linear_relu_backward(const zt_unit *u, const zt_backend *be, const float *params,
+                                 const float *x, const float *y, const float *saved, float *dy,
+                                 float *dx, float *dparams, bool accumulate, const zt_batch *b)
+{
+    (void)saved;
+    int64_t in = u->dims[0], out = u->dims[1];
+    const float *w = params;
+    float *dw = dparams;               // (out, in)
+    float *dbias = dparams + out * in; // (out)
+    float *dz = dy;                    // (n, out): dy through the ReLU, in place
+    be->relu_backward(be, dz, dy, y, b->n * out);
+    be->gemm(be, true, false, out, in, b->n, 1.0f, dz, out, x, in, accumulate ? 1.0f : 0.0f, dw,
+             in);
+    be->bias_grad(be, dbias, dz, b->n, out, accumulate);
+    if (dx)
+        be->gemm(be, false, false, b->n, in, out, 1.0f, dz, out, w, in, 0.0f, dx, in); // (n, in)
+}
+
+static const zt_unit_ops zt_linear_relu_ops = {linear_relu_forward, linear_relu_backward};
+
+void zt_unit_linear_relu(zt_unit *u, const char *name, int64_t in, int64_t out)
+{
+    memset(u, 0, sizeof *u);
+    snprintf(u->name, sizeof u->name, "%s", name);
+    u->ops = &zt_linear_relu_ops;
+    u->dims[0] = in;
+    u->dims[1] = out;
+    u->in_numel = in;
+    u->out_numel = out;
+    /* PyTorch's Linear default: kaiming-uniform(a=sqrt(5)) = U(+-1/sqrt(fan_in)), bias alike. */
+    float bound = 1.0f / sqrtf((float)in);
+    zt_unit_add_param(u, "weight", 2, (int64_t[]){out, in}, ZT_INIT_UNIFORM, bound);
+    zt_unit_add_param(u, "bias", 1, (int64_t[]){out}, ZT_INIT_UNIFORM, bound);
+}
