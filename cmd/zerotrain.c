@@ -1,0 +1,359 @@
+/*
+ * zerotrain: flags -> config -> world -> model -> trainer. The only place that
+ * exits. Exit codes: 0 success; 2 bad flags, config or data (the user's input);
+ * 1 anything that went wrong while running. An error every rank agrees on is
+ * printed once (by the lowest failing rank) and all ranks exit; an error on one
+ * rank alone is printed by that rank and ends the job with MPI_Abort, so no
+ * rank is left waiting in a collective.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "comm.h"
+#include "config.h"
+#include "model.h"
+#include "monitor.h"
+#include "synthetic.h"
+#include "trainer.h"
+#include "world.h"
+
+typedef struct {
+    const char *config_path;
+    zt_model_args model;
+    int64_t steps, epochs, num_samples;
+    uint64_t seed;
+    const char *device;
+    const char *report_path, *dump_path;
+    zt_config_overrides ov;
+} zt_flags;
+
+static const char *usage_text =
+    "usage: zerotrain --config FILE --model mlp [options]\n"
+    "\n"
+    "Trains a built-in model with DeepSpeed-style ZeRO data parallelism. Start it with\n"
+    "mpirun (one rank per device); without mpirun it is a world of one rank.\n"
+    "\n"
+    "  --config FILE, --deepspeed_config FILE   DeepSpeed JSON config (comments and\n"
+    "                                  trailing commas allowed)\n"
+    "  --model NAME                    mlp\n"
+    "  --width W --layers L            mlp shape (default 1024, 4)\n"
+    "  --in-size N --out-size N        mlp input features / classes (default: W)\n"
+    "  --num-samples N                 synthetic data set length (default 65536)\n"
+    "  --steps N                       optimizer steps of the run, counted from step 0\n"
+    "  --epochs N                      or: N passes over the data set (default 1)\n"
+    "  --seed S                        seed of data, init and dropout (default 1234)\n"
+    "  --device auto|cpu               compute device (default auto)\n"
+    "  --lr X                          learning rate for \"auto\" or a missing optimizer\n"
+    "  --train-batch-size N            fills \"auto\"/missing train_batch_size\n"
+    "  --micro-batch-size N            fills train_micro_batch_size_per_gpu\n"
+    "  --gradient-accumulation-steps N fills gradient_accumulation_steps\n"
+    "  --report FILE                   write the run's JSON report (rank 0)\n"
+    "  --dump-params FILE              write all fp32 parameters after training\n"
+    "                                  (raw little-endian float32, model order)\n"
+    "  --help, --version\n";
+
+/* Before MPI is up every rank would print the same usage error: only the first
+ * one does (Open MPI tells each process its rank in the environment). */
+static bool cmd_is_first_process(void)
+{
+    const char *r = getenv("OMPI_COMM_WORLD_RANK");
+    return !r || strcmp(r, "0") == 0;
+}
+
+static int cmd_usage_error(const char *fmt, const char *a, const char *b)
+{
+    if (cmd_is_first_process()) {
+        fprintf(stderr, "zerotrain: error: ");
+        fprintf(stderr, fmt, a, b);
+        fprintf(stderr, "\nhint: run `zerotrain --help` for the list of flags\n");
+    }
+    return 2;
+}
+
+static bool cmd_parse_i64(const char *s, int64_t min, int64_t *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end != '\0' || v < min)
+        return false;
+    *out = v;
+    return true;
+}
+
+static bool cmd_parse_f64(const char *s, double *out)
+{
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end != '\0' || !isfinite(v) || v < 0)
+        return false;
+    *out = v;
+    return true;
+}
+
+/* Returns 0 to go on, 2 for a usage error, -1 for --help/--version done. */
+static int cmd_parse_flags(int argc, char **argv, zt_flags *f)
+{
+    memset(f, 0, sizeof *f);
+    zt_model_args_init(&f->model);
+    f->model.name[0] = '\0';
+    f->steps = f->epochs = -1;
+    f->num_samples = ZT_SYNTHETIC_DEFAULT_SAMPLES;
+    f->seed = 1234;
+    f->device = "auto";
+    zt_config_overrides_init(&f->ov);
+    for (int i = 1; i < argc; i++) {
+        char *arg = argv[i];
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            if (cmd_is_first_process())
+                fputs(usage_text, stdout);
+            return -1;
+        }
+        if (strcmp(arg, "--version") == 0) {
+            if (cmd_is_first_process())
+                printf("zerotrain %s (backends: cpu)\n", ZT_VERSION);
+            return -1;
+        }
+        if (strncmp(arg, "--", 2) != 0)
+            return cmd_usage_error("unexpected argument '%s'%s", arg, "");
+        /* --flag=value or --flag value */
+        char name[64];
+        const char *val = NULL;
+        const char *eq = strchr(arg, '=');
+        if (eq) {
+            snprintf(name, sizeof name, "%.*s", (int)(eq - arg), arg);
+            val = eq + 1;
+        } else {
+            snprintf(name, sizeof name, "%s", arg);
+            if (i + 1 < argc)
+                val = argv[i + 1];
+        }
+        static const char *known[] = {"--config", "--deepspeed_config", "--model", "--width",
+                                      "--layers", "--in-size", "--out-size", "--num-samples",
+                                      "--steps", "--epochs", "--seed", "--device", "--lr",
+                                      "--train-batch-size", "--micro-batch-size",
+                                      "--gradient-accumulation-steps", "--report",
+                                      "--dump-params"};
+        bool found = false;
+        for (size_t k = 0; k < sizeof known / sizeof *known; k++)
+            found |= strcmp(name, known[k]) == 0;
+        if (!found)
+            return cmd_usage_error("unknown flag '%s'%s", name, "");
+        if (!val)
+            return cmd_usage_error("flag '%s' needs a value%s", name, "");
+        if (!eq)
+            i++;
+
+        int64_t iv = 0;
+        bool ok = true;
+        if (!strcmp(name, "--config") || !strcmp(name, "--deepspeed_config"))
+            f->config_path = val;
+        else if (!strcmp(name, "--model"))
+            snprintf(f->model.name, sizeof f->model.name, "%s", val);
+        else if (!strcmp(name, "--width"))
+            ok = cmd_parse_i64(val, 1, &f->model.width);
+        else if (!strcmp(name, "--layers"))
+            ok = cmd_parse_i64(val, 2, &f->model.layers);
+        else if (!strcmp(name, "--in-size"))
+            ok = cmd_parse_i64(val, 1, &f->model.in_size);
+        else if (!strcmp(name, "--out-size"))
+            ok = cmd_parse_i64(val, 2, &f->model.out_size);
+        else if (!strcmp(name, "--num-samples"))
+            ok = cmd_parse_i64(val, 1, &f->num_samples);
+        else if (!strcmp(name, "--steps"))
+            ok = cmd_parse_i64(val, 0, &f->steps);
+        else if (!strcmp(name, "--epochs"))
+            ok = cmd_parse_i64(val, 1, &f->epochs);
+        else if (!strcmp(name, "--seed")) {
+            ok = cmd_parse_i64(val, 0, &iv);
+            f->seed = (uint64_t)iv;
+        } else if (!strcmp(name, "--device")) {
+            if (strcmp(val, "auto") && strcmp(val, "cpu") && strcmp(val, "cuda"))
+                return cmd_usage_error("--device must be auto, cpu or cuda, not '%s'%s", val, "");
+            f->device = val;
+        } else if (!strcmp(name, "--lr"))
+            ok = cmd_parse_f64(val, &f->ov.lr) && f->ov.lr > 0;
+        else if (!strcmp(name, "--train-batch-size"))
+            ok = cmd_parse_i64(val, 1, &f->ov.train_batch_size);
+        else if (!strcmp(name, "--micro-batch-size"))
+            ok = cmd_parse_i64(val, 1, &f->ov.micro_batch_size);
+        else if (!strcmp(name, "--gradient-accumulation-steps"))
+            ok = cmd_parse_i64(val, 1, &f->ov.gradient_accumulation_steps);
+        else if (!strcmp(name, "--report"))
+            f->report_path = val;
+        else if (!strcmp(name, "--dump-params"))
+            f->dump_path = val;
+        if (!ok)
+            return cmd_usage_error("bad value '%s' for %s", val, name);
+    }
+    if (!f->config_path)
+        return cmd_usage_error("--config FILE is required%s%s", "", "");
+    if (!f->model.name[0])
+        return cmd_usage_error("--model NAME is required (mlp)%s%s", "", "");
+    if (f->steps >= 0 && f->epochs >= 0)
+        return cmd_usage_error("give --steps or --epochs, not both%s%s", "", "");
+    if (!strcmp(f->device, "cuda"))
+        return cmd_usage_error("--device cuda: this zerotrain was built without the CUDA "
+                               "backend%s%s", "", "");
+    return 0;
+}
+
+static int cmd_exit_code(zt_status st) { return st == ZT_ERR_USAGE || st == ZT_ERR_CONFIG || st == ZT_ERR_DATA || st == ZT_ERR_UNSUPPORTED || st == ZT_ERR_IO ? 2 : 1; }
+
+static void cmd_print_error(const zt_world *w)
+{
+    fprintf(stderr, "[rank %d %s] error: %s\n", w->rank, w->host, zt_status_message());
+    if (zt_status_hint()[0])
+        fprintf(stderr, "hint: %s\n", zt_status_hint());
+    fflush(stderr);
+}
+
+/* An error all ranks know about: the first failing rank prints, all exit. */
+static int cmd_agreed_failure(zt_world *w, zt_status local)
+{
+    int first = -1;
+    zt_status st = zt_world_agree(w, local, &first);
+    if (st == ZT_OK)
+        return 0;
+    if (w->rank == first)
+        cmd_print_error(w);
+    zt_world_free(w);
+    MPI_Finalize();
+    return cmd_exit_code(st);
+}
+
+/* An error on this rank alone mid-run: print and take the whole job down. */
+static void cmd_fatal(zt_world *w, zt_comm *comm, zt_status st)
+{
+    cmd_print_error(w);
+    comm->ops->abort(comm, cmd_exit_code(st));
+}
+
+static void cmd_print_summary(const zt_world *w, const zt_config *cfg, const zt_model *m,
+                              const zt_trainer *t, int64_t steps)
+{
+    printf("zerotrain %s: %d rank(s) on %d node(s), device cpu, comm mpi\n", ZT_VERSION,
+           w->size, w->n_nodes);
+    printf("  model %s: %lld parameters in %d units (flat %lld, padded for %d ranks)\n",
+           m->name, (long long)m->n_params, m->n_units, (long long)t->layout.padded_numel,
+           w->size);
+    printf("  batch: train_batch_size %lld = micro %lld x gas %lld x world %d; %lld steps "
+           "(%lld per epoch)\n",
+           (long long)cfg->train_batch_size, (long long)cfg->micro_batch_size,
+           (long long)cfg->gradient_accumulation_steps, w->size, (long long)steps,
+           (long long)t->sampler.steps_per_epoch);
+    printf("  zero stage %d, precision fp32, optimizer %s lr %g, scheduler %s, "
+           "gradient_clipping %g, reduce_bucket_size %lld, overlap_comm %s\n",
+           cfg->zero.stage, zt_optim_type_name(cfg->optimizer.type), cfg->optimizer.lr,
+           zt_sched_type_name(cfg->scheduler.type), cfg->gradient_clipping,
+           (long long)cfg->zero.reduce_bucket_size, cfg->zero.overlap_comm ? "on" : "off");
+    for (int i = 0; i < cfg->n_notes; i++)
+        printf("  note: %s\n", cfg->notes[i]);
+    fflush(stdout);
+}
+
+int main(int argc, char **argv)
+{
+    zt_flags flags;
+    int rc = cmd_parse_flags(argc, argv, &flags);
+    if (rc != 0)
+        return rc < 0 ? 0 : rc;
+
+    zt_world world;
+    zt_status st = zt_world_init(&world, &argc, &argv);
+    if (st != ZT_OK) {
+        fprintf(stderr, "zerotrain: error: %s\nhint: %s\n", zt_status_message(),
+                zt_status_hint());
+        return 1;
+    }
+
+    zt_config cfg;
+    st = zt_config_load_file(flags.config_path, &flags.ov, world.size, &cfg);
+    if ((rc = cmd_agreed_failure(&world, st)) != 0)
+        return rc;
+
+    zt_model model;
+    zt_dataset data;
+    zt_backend be;
+    zt_comm comm;
+    zt_trainer trainer;
+    st = zt_model_build(&flags.model, &model);
+    if (st == ZT_OK) {
+        zt_synthetic_init(&data, flags.num_samples, model.in_numel, model.n_classes, flags.seed);
+        st = zt_backend_cpu_init(&be);
+    }
+    if ((rc = cmd_agreed_failure(&world, st)) != 0)
+        return rc;
+    st = zt_comm_mpi_init(&comm, world.comm);
+    if (st == ZT_OK)
+        st = zt_trainer_init(&trainer, &cfg, &model, &data, &world, &be, &comm, flags.seed);
+    if ((rc = cmd_agreed_failure(&world, st)) != 0)
+        return rc;
+
+    int64_t steps = flags.steps >= 0 ? flags.steps
+                                     : (flags.epochs > 0 ? flags.epochs : 1) *
+                                           zt_trainer_steps_per_epoch(&trainer);
+    if (world.rank == 0)
+        cmd_print_summary(&world, &cfg, &model, &trainer, steps);
+
+    st = zt_trainer_train(&trainer, steps);
+    if (st != ZT_OK)
+        cmd_fatal(&world, &comm, st);
+
+    if (flags.dump_path && (rc = cmd_agreed_failure(
+                                &world, zt_trainer_dump_params(&trainer, flags.dump_path))) != 0)
+        return rc;
+    double param_norm = zt_trainer_param_norm(&trainer);
+    /* Throughput over the timed steps (DeepSpeed skips 2), or all steps of a short run. */
+    double sps = trainer.timed_steps > 0
+                     ? (double)cfg.train_batch_size * (double)trainer.timed_steps /
+                           trainer.timed_seconds
+                     : (trainer.train_seconds > 0 ? (double)cfg.train_batch_size *
+                                                        (double)trainer.global_steps /
+                                                        trainer.train_seconds
+                                                  : 0.0);
+    if (flags.report_path) {
+        zt_report rep = {.model_name = model.name,
+                         .model_params = model.n_params,
+                         .device = be.name,
+                         .precision = "fp32",
+                         .stage = cfg.zero.stage,
+                         .train_batch_size = cfg.train_batch_size,
+                         .micro_batch_size = cfg.micro_batch_size,
+                         .gradient_accumulation_steps = cfg.gradient_accumulation_steps,
+                         .steps = trainer.global_steps,
+                         .skipped_steps = trainer.skipped_steps,
+                         .loss_history = trainer.loss_history,
+                         .n_loss = trainer.global_steps,
+                         .samples_per_sec = sps,
+                         .param_norm = param_norm,
+                         .train_seconds = trainer.train_seconds};
+        if ((rc = cmd_agreed_failure(&world, zt_monitor_write_report(flags.report_path, &rep,
+                                                                     &world, &trainer.mem,
+                                                                     &comm))) != 0)
+            return rc;
+    }
+    if (world.rank == 0) {
+        printf("zerotrain: done: %lld steps in %.2f s, final loss %.6f, %.2f samples/s, "
+               "param norm %.6f, peak device memory %.3f GiB\n",
+               (long long)trainer.global_steps, trainer.train_seconds,
+               trainer.global_steps > 0 ? trainer.loss_history[trainer.global_steps - 1] : NAN,
+               sps, param_norm,
+               (double)trainer.mem.total_peak[ZT_MEM_DEVICE] / (1024.0 * 1024.0 * 1024.0));
+        fflush(stdout);
+    }
+    zt_trainer_free(&trainer);
+    zt_comm_free(&comm);
+    zt_backend_cpu_free(&be);
+    zt_model_free(&model);
+    zt_world_free(&world);
+    MPI_Finalize();
+    return 0;
+}

@@ -1,0 +1,191 @@
+#include "monitor.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static const char *timer_names[ZT_TIMER_N] = {"fwd", "bwd", "bwd_inner", "bwd_allreduce", "step"};
+static const char *timer_csv_names[ZT_TIMER_N] = {"forward", "backward", "backward_inner",
+                                                  "backward_allreduce", "step"};
+
+static zt_status monitor_open_csv(const char *dir, const char *event, FILE **out)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s.csv", dir, event);
+    *out = fopen(path, "w");
+    if (!*out)
+        return zt_fail(ZT_ERR_IO, "check csv_monitor.output_path",
+                       "cannot create csv_monitor file %s: %s", path, strerror(errno));
+    fprintf(*out, "step,%s\n", strrchr(event, '_') + 1);
+    return ZT_OK;
+}
+
+static zt_status monitor_mkdirs(const char *dir)
+{
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", dir);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+            return zt_fail(ZT_ERR_IO, "check csv_monitor.output_path", "cannot create %s: %s",
+                           buf, strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+        return zt_fail(ZT_ERR_IO, "check csv_monitor.output_path", "cannot create %s: %s", buf,
+                       strerror(errno));
+    return ZT_OK;
+}
+
+zt_status zt_monitor_init(zt_monitor *mon, const zt_config *cfg, int rank)
+{
+    memset(mon, 0, sizeof *mon);
+    mon->cfg = cfg;
+    mon->rank = rank;
+    if (rank != 0 || !cfg->csv_monitor.enabled)
+        return ZT_OK;
+    /* DeepSpeed: files go to output_path/job_name, one per event, '/' -> '_'. */
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s%s%s", cfg->csv_monitor.output_path,
+             cfg->csv_monitor.output_path[0] ? "/" : "", cfg->csv_monitor.job_name);
+    ZT_TRY(monitor_mkdirs(dir));
+    ZT_TRY(monitor_open_csv(dir, "Train_Samples_lr", &mon->csv_lr));
+    if (cfg->wall_clock_breakdown)
+        for (int k = 0; k < ZT_TIMER_N; k++) {
+            char ev[128];
+            snprintf(ev, sizeof ev, "Train_Samples_elapsed_time_ms_%s", timer_csv_names[k]);
+            ZT_TRY(monitor_open_csv(dir, ev, &mon->csv_timers[k]));
+        }
+    return ZT_OK;
+}
+
+void zt_monitor_free(zt_monitor *mon)
+{
+    if (mon->csv_lr)
+        fclose(mon->csv_lr);
+    for (int k = 0; k < ZT_TIMER_N; k++)
+        if (mon->csv_timers[k])
+            fclose(mon->csv_timers[k]);
+    memset(mon, 0, sizeof *mon);
+}
+
+static double monitor_gib(size_t bytes) { return (double)bytes / (1024.0 * 1024.0 * 1024.0); }
+
+void zt_monitor_step(zt_monitor *mon, const zt_step_info *s)
+{
+    if (mon->rank != 0)
+        return;
+    const zt_config *cfg = mon->cfg;
+    if (mon->csv_lr) {
+        fprintf(mon->csv_lr, "%lld,%.10g\n", (long long)s->global_samples, s->lr);
+        for (int k = 0; k < ZT_TIMER_N; k++)
+            if (mon->csv_timers[k])
+                fprintf(mon->csv_timers[k], "%lld,%.4f\n", (long long)s->global_samples,
+                        s->timers_ms[k]);
+    }
+    bool print = cfg->steps_per_print > 0 && s->global_steps % cfg->steps_per_print == 0;
+    if (print) {
+        if (s->is_sgd)
+            printf("[Rank 0] step=%lld, skipped=%lld, loss=%.6f, lr=[%.6g], mom=[%.6g]\n",
+                   (long long)s->global_steps, (long long)s->skipped_steps, s->loss, s->lr,
+                   s->beta1);
+        else
+            printf("[Rank 0] step=%lld, skipped=%lld, loss=%.6f, lr=[%.6g], mom=[(%.6g, %.6g)]\n",
+                   (long long)s->global_steps, (long long)s->skipped_steps, s->loss, s->lr,
+                   s->beta1, s->beta2);
+        if (cfg->throughput_timer)
+            printf("epoch=%lld/micro_step=%lld/global_step=%lld, RunningAvgSamplesPerSec=%.4f, "
+                   "CurrSamplesPerSec=%.4f, MemAllocated=%.2fGB, MaxMemAllocated=%.2fGB\n",
+                   (long long)s->epoch, (long long)s->micro_steps, (long long)s->global_steps,
+                   s->running_samples_per_sec, s->curr_samples_per_sec,
+                   monitor_gib(s->mem_allocated), monitor_gib(s->max_mem_allocated));
+    }
+    if (cfg->wall_clock_breakdown && (print || cfg->steps_per_print == 0)) {
+        printf("[Rank 0] time (ms)");
+        for (int k = 0; k < ZT_TIMER_N; k++)
+            printf(" | %s: %.2f", timer_names[k], s->timers_ms[k]);
+        printf("\n");
+    }
+    fflush(stdout);
+}
+
+/* What each rank contributes to the report, gathered to rank 0. */
+typedef struct {
+    char host[64];
+    uint64_t mem[ZT_MEM_NLOC][ZT_MEM_NCLASS][3]; /* current, peak, avg */
+    uint64_t comm_bytes[ZT_COMM_NKINDS];
+} monitor_rank_stats;
+
+static json_t *monitor_rank_json(int rank, const monitor_rank_stats *r)
+{
+    json_t *mem = json_object();
+    for (int l = 0; l < ZT_MEM_NLOC; l++) {
+        json_t *loc = json_object();
+        for (int c = 0; c < ZT_MEM_NCLASS; c++)
+            json_object_set_new(loc, zt_mem_class_name((zt_mem_class)c),
+                                json_pack("{s:I, s:I, s:I}", "current", (json_int_t)r->mem[l][c][0],
+                                          "peak", (json_int_t)r->mem[l][c][1], "avg",
+                                          (json_int_t)r->mem[l][c][2]));
+        json_object_set_new(mem, zt_mem_loc_name((zt_mem_loc)l), loc);
+    }
+    json_t *comm = json_object();
+    for (int k = 0; k < ZT_COMM_NKINDS; k++)
+        json_object_set_new(comm, zt_comm_kind_name((zt_comm_kind)k),
+                            json_integer((json_int_t)r->comm_bytes[k]));
+    return json_pack("{s:i, s:s, s:o, s:o}", "rank", rank, "host", r->host, "memory_bytes", mem,
+                     "comm_bytes", comm);
+}
+
+zt_status zt_monitor_write_report(const char *path, const zt_report *r, const zt_world *w,
+                                  zt_memory *mem, const zt_comm *comm)
+{
+    monitor_rank_stats mine;
+    memset(&mine, 0, sizeof mine);
+    snprintf(mine.host, sizeof mine.host, "%s", w->host);
+    for (int l = 0; l < ZT_MEM_NLOC; l++)
+        for (int c = 0; c < ZT_MEM_NCLASS; c++) {
+            zt_mem_stats s = zt_arena_stats(zt_memory_arena(mem, (zt_mem_loc)l, (zt_mem_class)c));
+            mine.mem[l][c][0] = s.current;
+            mine.mem[l][c][1] = s.peak;
+            mine.mem[l][c][2] = s.avg;
+        }
+    memcpy(mine.comm_bytes, comm->bytes, sizeof mine.comm_bytes);
+    monitor_rank_stats *all = NULL;
+    if (w->rank == 0) {
+        all = calloc((size_t)w->size, sizeof *all);
+        if (!all)
+            return zt_world_agree(w, zt_fail(ZT_ERR_OOM, "", "cannot gather report"), NULL);
+    }
+    MPI_Gather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, 0, w->comm);
+
+    zt_status st = ZT_OK;
+    if (w->rank == 0) {
+        json_t *loss = json_array();
+        for (int64_t i = 0; i < r->n_loss; i++)
+            json_array_append_new(loss, json_real(r->loss_history[i]));
+        json_t *ranks = json_array();
+        for (int i = 0; i < w->size; i++)
+            json_array_append_new(ranks, monitor_rank_json(i, &all[i]));
+        json_t *doc = json_pack(
+            "{s:s, s:{s:s, s:I}, s:i, s:s, s:i, s:s, s:I, s:I, s:I, s:I, s:I, s:o, s:f, s:f, "
+            "s:f, s:f, s:o}",
+            "zerotrain_version", ZT_VERSION, "model", "name", r->model_name, "params",
+            (json_int_t)r->model_params, "world_size", w->size, "device", r->device, "stage",
+            r->stage, "precision", r->precision, "train_batch_size",
+            (json_int_t)r->train_batch_size, "micro_batch_size", (json_int_t)r->micro_batch_size,
+            "gradient_accumulation_steps", (json_int_t)r->gradient_accumulation_steps, "steps",
+            (json_int_t)r->steps, "skipped_steps", (json_int_t)r->skipped_steps, "loss_history",
+            loss, "final_loss", r->n_loss > 0 ? r->loss_history[r->n_loss - 1] : 0.0,
+            "samples_per_sec", r->samples_per_sec, "param_norm", r->param_norm, "train_seconds",
+            r->train_seconds, "ranks", ranks);
+        if (!doc || json_dump_file(doc, path, JSON_INDENT(1) | JSON_REAL_PRECISION(17)) != 0)
+            st = zt_fail(ZT_ERR_IO, "check that the report's directory exists and is writable",
+                         "cannot write report %s: %s", path, strerror(errno));
+        json_decref(doc);
+        free(all);
+    }
+    return zt_world_agree(w, st, NULL);
+}

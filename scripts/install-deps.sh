@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs the Debian packages zerotrain needs (idempotent: only what is missing).
+# Build: Open MPI, jansson, OpenBLAS, cmocka (tests), python3-torch (reference
+# tests and the PyTorch peer benchmark). CUDA is not a Debian package here: the
+# Makefile finds it at /usr/local/cuda (or CUDA_HOME) when present.
+set -eu
+pkgs=(make gcc openmpi-bin libopenmpi-dev libjansson-dev libopenblas-dev libcmocka-dev
+      python3-torch python3-numpy)
+missing=()
+for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+    echo "deps: all present (${pkgs[*]})"
+    exit 0
+fi
+echo "deps: installing ${missing[*]}"
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO=sudo
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

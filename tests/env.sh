@@ -1,0 +1,12 @@
+# Environment shared by the test scripts: Open MPI as root (CI runs as root),
+# one thread per rank when ranks outnumber cores, and where things live.
+export OMPI_ALLOW_RUN_AS_ROOT=1
+export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# Open MPI's shared-memory transport needs no network; keep it off the NICs.
+export OMPI_MCA_btl=self,vader
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
+export ZT_PYTHON=${ZT_PYTHON:-/usr/bin/python3}
+export ZT_SHARED=${ZT_SHARED:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/shared}
+ZT_MPIRUN="mpirun --oversubscribe --bind-to none"

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Runs every test: cmocka unit tests, multi-rank MPI tests, PyTorch reference
+# tests. Each is one executable or script; its exit status decides. Prints a
+# final "N passed, N failed" line and exits non-zero on any failure.
+set -u
+cd "$(dirname "$0")/.."
+source tests/env.sh
+
+passed=0
+failed=0
+failures=()
+run_one() {
+    local name=$1; shift
+    local log="build/test-logs/${name//\//_}.log"
+    mkdir -p build/test-logs
+    local t0=$SECONDS
+    if "$@" >"$log" 2>&1; then
+        passed=$((passed + 1))
+        printf 'PASS %-50s %4ss\n' "$name" $((SECONDS - t0))
+    else
+        failed=$((failed + 1))
+        failures+=("$name")
+        printf 'FAIL %-50s %4ss (log: %s)\n' "$name" $((SECONDS - t0)) "$log"
+        tail -n 40 "$log" | sed 's/^/    /'
+    fi
+}
+
+for t in build/tests/test_*; do
+    [ -x "$t" ] && run_one "unit/$(basename "$t")" "$t"
+done
+for t in tests/mpi/test_*.sh; do
+    run_one "mpi/$(basename "$t" .sh)" bash "$t"
+done
+for t in tests/reference/test_*.py; do
+    run_one "reference/$(basename "$t" .py)" "$ZT_PYTHON" "$t" --zerotrain ./zerotrain
+done
+
+echo
+if [ "$failed" -gt 0 ]; then
+    printf 'failed: %s\n' "${failures[@]}"
+fi
+echo "tests: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
