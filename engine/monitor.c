@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <math.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -112,6 +113,9 @@ void zt_monitor_step(zt_monitor *mon, const zt_step_info *s)
     fflush(stdout);
 }
 
+/* JSON has no NaN or infinity: a diverged run reports null there. */
+static json_t *monitor_real(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+
 /* What each rank contributes to the report, gathered to rank 0. */
 typedef struct {
     char host[64];
@@ -165,22 +169,23 @@ zt_status zt_monitor_write_report(const char *path, const zt_report *r, const zt
     if (w->rank == 0) {
         json_t *loss = json_array();
         for (int64_t i = 0; i < r->n_loss; i++)
-            json_array_append_new(loss, json_real(r->loss_history[i]));
+            json_array_append_new(loss, monitor_real(r->loss_history[i]));
         json_t *ranks = json_array();
         for (int i = 0; i < w->size; i++)
             json_array_append_new(ranks, monitor_rank_json(i, &all[i]));
         json_t *doc = json_pack(
-            "{s:s, s:{s:s, s:I}, s:i, s:s, s:i, s:s, s:I, s:I, s:I, s:I, s:I, s:o, s:f, s:f, "
-            "s:f, s:f, s:o}",
+            "{s:s, s:{s:s, s:I}, s:i, s:s, s:i, s:s, s:I, s:I, s:I, s:I, s:I, s:o, s:o, s:o, "
+            "s:o, s:o, s:o}",
             "zerotrain_version", ZT_VERSION, "model", "name", r->model_name, "params",
             (json_int_t)r->model_params, "world_size", w->size, "device", r->device, "stage",
             r->stage, "precision", r->precision, "train_batch_size",
             (json_int_t)r->train_batch_size, "micro_batch_size", (json_int_t)r->micro_batch_size,
             "gradient_accumulation_steps", (json_int_t)r->gradient_accumulation_steps, "steps",
             (json_int_t)r->steps, "skipped_steps", (json_int_t)r->skipped_steps, "loss_history",
-            loss, "final_loss", r->n_loss > 0 ? r->loss_history[r->n_loss - 1] : 0.0,
-            "samples_per_sec", r->samples_per_sec, "param_norm", r->param_norm, "train_seconds",
-            r->train_seconds, "ranks", ranks);
+            loss, "final_loss", monitor_real(r->n_loss > 0 ? r->loss_history[r->n_loss - 1] : NAN),
+            "samples_per_sec", monitor_real(r->samples_per_sec), "param_norm",
+            monitor_real(r->param_norm), "train_seconds", monitor_real(r->train_seconds), "ranks",
+            ranks);
         if (!doc || json_dump_file(doc, path, JSON_INDENT(1) | JSON_REAL_PRECISION(17)) != 0)
             st = zt_fail(ZT_ERR_IO, "check that the report's directory exists and is writable",
                          "cannot write report %s: %s", path, strerror(errno));

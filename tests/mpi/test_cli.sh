@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Bad input never crashes or hangs: unknown flags and bad values exit 2 with a
+# message and a hint; config errors under mpirun are printed once and every
+# rank exits; --help/--version work; --steps 0 dumps the initial weights; a
+# run with the quick-start config trains.
+set -eu
+cd "$(dirname "$0")/../.."
+source tests/env.sh
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+# expect CODE PATTERN -- command...: exit status CODE and PATTERN in stderr+stdout
+expect() {
+    local code=$1 pattern=$2; shift 3
+    set +e
+    timeout 60 "$@" >"$tmp/out" 2>&1
+    local got=$?
+    set -e
+    [ "$got" = "$code" ] || { cat "$tmp/out"; fail "expected exit $code, got $got: $*"; }
+    grep -q -- "$pattern" "$tmp/out" || { cat "$tmp/out"; fail "no '$pattern' in output of: $*"; }
+    echo "ok: exit $code, '$pattern': ${*:1:6}"
+}
+
+good='{"train_batch_size": 8, "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}}'
+echo "$good" >"$tmp/good.json"
+m=(--model mlp --width 16 --layers 2 --steps 2)
+
+expect 0 "usage: zerotrain" -- ./zerotrain --help
+expect 0 "zerotrain 0" -- ./zerotrain --version
+expect 2 "unknown flag '--widht'" -- ./zerotrain --config "$tmp/good.json" --model mlp --widht 3
+expect 2 "hint:" -- ./zerotrain --config "$tmp/good.json" --model mlp --widht 3
+expect 2 "bad value 'abc' for --width" -- ./zerotrain --config "$tmp/good.json" --model mlp --width abc
+expect 2 "bad value '-3' for --steps" -- ./zerotrain --config "$tmp/good.json" --model mlp --steps -3
+expect 2 "bad value '1' for --layers" -- ./zerotrain --config "$tmp/good.json" --model mlp --layers 1
+expect 2 "needs a value" -- ./zerotrain --config "$tmp/good.json" --model
+expect 2 "--config FILE is required" -- ./zerotrain --model mlp
+expect 2 "not both" -- ./zerotrain --config "$tmp/good.json" "${m[@]}" --epochs 1
+expect 2 "built without the CUDA backend" -- ./zerotrain --config "$tmp/good.json" "${m[@]}" --device cuda
+expect 2 "unknown model 'resnet'" -- ./zerotrain --config "$tmp/good.json" --model resnet
+expect 2 "no-such.json" -- ./zerotrain --config "$tmp/no-such.json" "${m[@]}"
+
+# A config error at np 2: one message (not one per rank), both ranks exit.
+echo '{"train_batch_size": 8, "zero_optimization": {"stage": 0, "reduce_bucket_sise": 5}}' >"$tmp/typo.json"
+expect 2 "did you mean" -- $ZT_MPIRUN -np 2 ./zerotrain --config "$tmp/typo.json" "${m[@]}"
+[ "$(grep -c 'error:' "$tmp/out")" = 1 ] || { cat "$tmp/out"; fail "config error printed more than once"; }
+expect 2 "train_batch_size is not equal to" -- $ZT_MPIRUN -np 2 ./zerotrain --config "$tmp/good.json" "${m[@]}" --micro-batch-size 3 --gradient-accumulation-steps 1
+expect 2 "not implemented yet" -- ./zerotrain --config <(echo '{"train_batch_size": 8, "zero_optimization": {"stage": 2}}') "${m[@]}"
+expect 2 "fewer than one global batch" -- ./zerotrain --config "$tmp/good.json" "${m[@]}" --num-samples 4
+expect 2 "cannot write parameter dump" -- ./zerotrain --config "$tmp/good.json" "${m[@]}" --dump-params /nonexistent/dir/p.bin
+
+# --steps 0 writes the initial weights: 16*16+16 + 16*16+16 floats.
+./zerotrain --config "$tmp/good.json" --model mlp --width 16 --layers 2 --steps 0 --dump-params "$tmp/init.bin" >/dev/null
+[ "$(stat -c %s "$tmp/init.bin")" = $(( (16 * 16 + 16) * 2 * 4 )) ] || fail "init dump has the wrong size"
+echo "ok: --steps 0 dump has $(stat -c %s "$tmp/init.bin") bytes"
+
+# The quick-start config trains at np 2 and prints DeepSpeed-shaped lines.
+$ZT_MPIRUN -np 2 ./zerotrain --config scripts/configs/mlp-stage0.json --model mlp --width 32 --layers 3 \
+    --steps 40 --report "$tmp/r.json" >"$tmp/run.log" 2>&1 || { cat "$tmp/run.log"; fail "quick-start config did not run"; }
+grep -q '^\[Rank 0\] step=40, skipped=0, loss=' "$tmp/run.log" || { cat "$tmp/run.log"; fail "no progress line"; }
+grep -q 'RunningAvgSamplesPerSec=.*MemAllocated=.*MaxMemAllocated=' "$tmp/run.log" || fail "no throughput line"
+$ZT_PYTHON - "$tmp/r.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+for k in ["model", "world_size", "device", "stage", "precision", "train_batch_size", "micro_batch_size",
+          "gradient_accumulation_steps", "steps", "skipped_steps", "loss_history", "final_loss",
+          "samples_per_sec", "param_norm", "ranks"]:
+    assert k in r, k
+assert r["world_size"] == 2 and len(r["ranks"]) == 2 and r["steps"] == 40 and len(r["loss_history"]) == 40
+assert r["gradient_accumulation_steps"] == 2 and r["micro_batch_size"] == 64
+for rk in r["ranks"]:
+    dev = rk["memory_bytes"]["device"]
+    assert set(dev) == {"PARAMS", "GRADS", "MASTER", "OPTIM", "ACTS", "COMM", "WORK"}
+    # fp32 AdamW at stage 0: params 4, grads 4, moments 8 bytes per (padded) parameter
+    p = dev["PARAMS"]["current"]
+    assert p > 0 and dev["GRADS"]["current"] == p and dev["OPTIM"]["current"] == 2 * p, dev
+    assert set(rk["comm_bytes"]) == {"all_reduce", "reduce_scatter", "all_gather", "broadcast"}
+    # one all-reduce of every (padded) gradient per step
+    assert rk["comm_bytes"]["all_reduce"] == 40 * p, rk["comm_bytes"]
+print("ok: report fields, memory classes and comm bytes")
+PY
