@@ -1,0 +1,195 @@
+/*
+ * config: the DeepSpeed JSON config (version 0.19.6 semantics, see
+ * ../shared/reference/deepspeed-semantics.md), read with jansson.
+ *
+ * The file may carry hjson-isms seen in the wild: `#` and `//` line comments,
+ * `/ * * /` block comments and trailing commas. They are blanked out (newlines kept)
+ * before jansson parses, so every error keeps the user's line numbers. Duplicate
+ * keys, unknown keys (with a "did you mean"), wrong types, negative sizes and
+ * out-of-range values are errors that name the JSON path, the value and what was
+ * expected. `"auto"` values resolve from command-line overrides or defaults and
+ * the choice is recorded in `notes`. Features that are parsed but not built yet
+ * are a ZT_ERR_UNSUPPORTED "not implemented yet" error when enabled.
+ *
+ * Memory: zt_config is a plain value; nothing inside needs freeing.
+ * Collective: none (each rank parses the file itself).
+ */
+#ifndef ZT_CONFIG_H
+#define ZT_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "status.h"
+
+#define ZT_CONFIG_MAX_NOTES 32
+#define ZT_CONFIG_NOTE_LEN 256
+
+typedef enum { ZT_OPTIM_ADAM = 0, ZT_OPTIM_ADAMW, ZT_OPTIM_SGD } zt_optim_type;
+
+typedef enum {
+    ZT_SCHED_NONE = 0,
+    ZT_SCHED_WARMUP_LR,
+    ZT_SCHED_WARMUP_DECAY_LR,
+    ZT_SCHED_WARMUP_COSINE_LR,
+    ZT_SCHED_ONE_CYCLE,
+    ZT_SCHED_LR_RANGE_TEST
+} zt_sched_type;
+
+typedef enum { ZT_WARMUP_LOG = 0, ZT_WARMUP_LINEAR } zt_warmup_type;
+
+typedef enum { ZT_OFFLOAD_NONE = 0, ZT_OFFLOAD_CPU, ZT_OFFLOAD_NVME } zt_offload_device;
+
+typedef struct {
+    zt_optim_type type;
+    bool from_default; /* no "optimizer" section: AdamW with the --lr value */
+    double lr, beta1, beta2, eps, weight_decay;
+    bool adam_w_mode;      /* effective decoupled decay (type AdamW, or Adam with adam_w_mode) */
+    bool bias_correction;
+    double momentum, dampening; /* SGD */
+    bool nesterov;
+} zt_optim_config;
+
+typedef struct {
+    zt_sched_type type;
+    /* WarmupLR / WarmupDecayLR */
+    double warmup_min_lr, warmup_max_lr; /* warmup_max_lr < 0: the optimizer lr */
+    int64_t warmup_num_steps;
+    zt_warmup_type warmup_type;
+    int64_t total_num_steps; /* WarmupDecayLR, WarmupCosineLR */
+    /* WarmupCosineLR */
+    double warmup_min_ratio, cos_min_ratio;
+    /* OneCycle */
+    double cycle_min_lr, cycle_max_lr;
+    int64_t cycle_first_step_size, cycle_second_step_size;
+    int64_t cycle_first_stair_count, cycle_second_stair_count;
+    int64_t decay_step_size;
+    double decay_lr_rate;
+    bool cycle_momentum;
+    double cycle_min_mom, cycle_max_mom, decay_mom_rate;
+    /* LRRangeTest */
+    double lr_range_test_min_lr, lr_range_test_step_rate;
+    int64_t lr_range_test_step_size;
+    bool lr_range_test_staircase;
+} zt_sched_config;
+
+typedef struct {
+    zt_offload_device device;
+    char nvme_path[256];
+    int64_t buffer_count, buffer_size, max_in_cpu;
+    bool pin_memory;
+    bool pipeline_read, pipeline_write, fast_init;
+    double ratio;
+} zt_offload_config;
+
+typedef struct {
+    int stage;
+    bool contiguous_gradients, reduce_scatter, allgather_partitions;
+    bool overlap_comm; /* resolved: default is stage == 3 */
+    bool round_robin_gradients, load_from_fp32_weights, ignore_unused_parameters;
+    bool use_multi_rank_bucket_allreduce, elastic_checkpoint;
+    int64_t reduce_bucket_size, allgather_bucket_size; /* elements */
+    int64_t sub_group_size;
+    int64_t stage3_prefetch_bucket_size, stage3_param_persistence_threshold;
+    int64_t stage3_model_persistence_threshold, stage3_max_live_parameters;
+    int64_t stage3_max_reuse_distance;
+    bool stage3_gather_16bit_weights_on_model_save, stage3_allgather_sequential;
+    int64_t zero_hpz_partition_size, mics_shard_size;
+    bool zero_quantized_weights, zero_quantized_gradients;
+    bool zero_quantized_nontrainable_weights;
+    zt_offload_config offload_optimizer, offload_param;
+} zt_zero_config;
+
+typedef struct {
+    bool enabled, auto_cast;
+    double loss_scale; /* 0 = dynamic */
+    int initial_scale_power;
+    int64_t loss_scale_window;
+    int hysteresis;
+    bool consecutive_hysteresis;
+    double min_loss_scale;
+    bool fp16_master_weights_and_grads;
+} zt_fp16_config;
+
+typedef struct {
+    bool enabled, immediate_grad_update, check_grad_overflow;
+    bool bf16_master_weights_and_grads, bf16_optimizer_states;
+} zt_bf16_config;
+
+typedef struct {
+    bool partition_activations, contiguous_memory_optimization, cpu_checkpointing;
+    int64_t number_checkpoints; /* -1 = None */
+    bool synchronize_checkpoint_boundary, profile;
+} zt_act_ckpt_config;
+
+typedef struct {
+    bool enabled;
+    char output_path[512];
+    char job_name[128];
+} zt_csv_monitor_config;
+
+typedef struct {
+    /* resolved batch triple (after DeepSpeed's derivation with the real world size) */
+    int64_t train_batch_size, micro_batch_size, gradient_accumulation_steps;
+    int64_t steps_per_print; /* 0 = off (DeepSpeed 0.19.6 default None) */
+    double gradient_clipping; /* 0 = off; default 1.0 */
+    bool prescale_gradients;
+    double gradient_predivide_factor;
+    bool wall_clock_breakdown, memory_breakdown;
+    bool zero_allow_untested_optimizer;
+    bool throughput_timer; /* timers.throughput.enabled, default true */
+    zt_optim_config optimizer;
+    zt_sched_config scheduler;
+    zt_zero_config zero;
+    zt_fp16_config fp16;
+    zt_bf16_config bf16;
+    bool activation_checkpointing_present;
+    zt_act_ckpt_config activation_checkpointing;
+    zt_csv_monitor_config csv_monitor;
+    char communication_data_type[8]; /* "fp16" | "bf16" | "fp32"; "" = the training precision */
+    char log_level[16];              /* lower case; DeepSpeed's default "warning" */
+
+    /* JSON path of the first DeepSpeed feature switched on in the file that this
+     * build has no field for (a monitor such as "tensorboard.enabled", a section
+     * such as "flops_profiler"); "" when none. zt_config_check_supported refuses it. */
+    char unbuilt_feature[96];
+
+    /* What rank 0 should print: resolved "auto" values, defaults taken,
+     * deprecation warnings. */
+    int n_notes;
+    char notes[ZT_CONFIG_MAX_NOTES][ZT_CONFIG_NOTE_LEN];
+} zt_config;
+
+/* Values from the command line. A field < 0 (or lr < 0) means "not given".
+ * A flag fills a missing or "auto" config value; a flag that contradicts an
+ * explicit config value is a ZT_ERR_CONFIG error naming both. */
+typedef struct {
+    int64_t train_batch_size, micro_batch_size, gradient_accumulation_steps;
+    double lr;
+} zt_config_overrides;
+
+void zt_config_overrides_init(zt_config_overrides *ov); /* all "not given" */
+
+/* Parse, validate and resolve a config for `world_size` data-parallel ranks.
+ * `path` is used in messages. Errors: ZT_ERR_IO (unreadable file),
+ * ZT_ERR_CONFIG (anything wrong with the content), ZT_ERR_UNSUPPORTED (a valid
+ * feature this build cannot run yet). */
+zt_status zt_config_load_file(const char *path, const zt_config_overrides *ov, int world_size,
+                              zt_config *out);
+zt_status zt_config_load_string(const char *text, const char *name,
+                                const zt_config_overrides *ov, int world_size,
+                                zt_config *out);
+
+/* The same without the support check: parse, validate and resolve only. */
+zt_status zt_config_parse_string(const char *text, const char *name,
+                                 const zt_config_overrides *ov, int world_size,
+                                 zt_config *out);
+
+/* ZT_ERR_UNSUPPORTED "... is not implemented yet" for valid settings this build
+ * cannot run (the one place later features remove their refusal from). */
+zt_status zt_config_check_supported(const zt_config *cfg);
+
+const char *zt_optim_type_name(zt_optim_type t);
+const char *zt_sched_type_name(zt_sched_type t);
+
+#endif
