@@ -7,6 +7,13 @@ CSTD     := -std=c11 -D_GNU_SOURCE
 WARN     := -Wall -Wextra -Werror
 OPT      ?= -O3 -march=x86-64-v2 -fno-math-errno
 CFLAGS   += $(CSTD) $(WARN) $(OPT) -g -fopenmp -iquote . -iquote engine -iquote models -iquote data
+# The OpenMP build of OpenBLAS shares our OpenMP thread pool; the pthread build
+# would run its own threads that fight our idle-spinning OpenMP threads.
+OPENBLAS_DIR ?= $(firstword $(wildcard /usr/lib/x86_64-linux-gnu/openblas-openmp /usr/lib/aarch64-linux-gnu/openblas-openmp))
+ifneq ($(OPENBLAS_DIR),)
+CFLAGS   += -I$(subst /lib/,/include/,$(OPENBLAS_DIR))
+LDLIBS   += -L$(OPENBLAS_DIR) -Wl,-rpath,$(OPENBLAS_DIR)
+endif
 LDLIBS   += -ljansson -lopenblas -lm
 VERSION  := 0.1.0
 CFLAGS   += -DZT_VERSION=\"$(VERSION)\"
@@ -31,7 +38,7 @@ UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 all: toolkit zerotrain
 
 toolkit:
-	@echo "zerotrain: CPU backend: OpenBLAS + OpenMP (always built)"
+	@echo "zerotrain: CPU backend: OpenBLAS ($(if $(OPENBLAS_DIR),$(OPENBLAS_DIR),system default: install libopenblas-openmp-dev for the OpenMP build)) + OpenMP (always built)"
 	@if [ -n "$(NVCC)" ]; then echo "zerotrain: found nvcc at $(NVCC)$(if $(HAVE_CUBLAS), with cuBLAS,)$(if $(HAVE_NCCL), with NCCL,); CUDA backend: not built yet (arrives with the CUDA backend)"; \
 	 else echo "zerotrain: no nvcc found (CUDA_HOME=$(CUDA_HOME), NO_CUDA=$(NO_CUDA)): CPU-only build"; fi
 

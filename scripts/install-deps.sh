@@ -4,7 +4,7 @@
 # tests and the PyTorch peer benchmark). CUDA is not a Debian package here: the
 # Makefile finds it at /usr/local/cuda (or CUDA_HOME) when present.
 set -eu
-pkgs=(make gcc openmpi-bin libopenmpi-dev libjansson-dev libopenblas-dev libcmocka-dev
+pkgs=(make gcc openmpi-bin libopenmpi-dev libjansson-dev libopenblas-openmp-dev libcmocka-dev
       python3-torch python3-numpy)
 missing=()
 for p in "${pkgs[@]}"; do
