@@ -12,7 +12,7 @@
  * its kind: all_reduce and broadcast the buffer; reduce_scatter the full input
  * (recv_numel * size); all_gather the full output (send_numel * size). So a
  * reduce-scatter plus an all-gather of Psi elements count Psi each, exactly the
- * ZeRO paper's volume terms.
+ * ZeRO paper's volume terms. A communicator of one rank counts nothing.
  *
  * Memory: buffers belong to the caller and must stay untouched until the
  * request completes. The comm owns its (duplicated) MPI communicator.

@@ -79,3 +79,7 @@ for rk in r["ranks"]:
     assert rk["comm_bytes"]["all_reduce"] == 40 * p, rk["comm_bytes"]
 print("ok: report fields, memory classes and comm bytes")
 PY
+
+# One rank communicates nothing, and its report says so.
+./zerotrain --config "$tmp/good.json" "${m[@]}" --report "$tmp/r1.json" >/dev/null
+$ZT_PYTHON -c "import json,sys; c=json.load(open(sys.argv[1]))['ranks'][0]['comm_bytes']; assert sum(c.values()) == 0, c; print('ok: np 1 comm bytes', c)" "$tmp/r1.json"
