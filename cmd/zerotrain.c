@@ -205,7 +205,14 @@ static int cmd_parse_flags(int argc, char **argv, zt_flags *f)
     return 0;
 }
 
-static int cmd_exit_code(zt_status st) { return st == ZT_ERR_USAGE || st == ZT_ERR_CONFIG || st == ZT_ERR_DATA || st == ZT_ERR_UNSUPPORTED || st == ZT_ERR_IO ? 2 : 1; }
+/* The user's input (flags, config, data, files) is exit 2; the rest 1. */
+static int cmd_exit_code(zt_status st)
+{
+    return st == ZT_ERR_USAGE || st == ZT_ERR_CONFIG || st == ZT_ERR_DATA ||
+                   st == ZT_ERR_UNSUPPORTED || st == ZT_ERR_IO
+               ? 2
+               : 1;
+}
 
 static void cmd_print_error(const zt_world *w)
 {
@@ -352,6 +359,7 @@ int main(int argc, char **argv)
     zt_trainer_free(&trainer);
     zt_comm_free(&comm);
     zt_backend_cpu_free(&be);
+    data.free(&data);
     zt_model_free(&model);
     zt_world_free(&world);
     MPI_Finalize();

@@ -39,36 +39,49 @@ static int64_t trainer_max_act_numel(const zt_model *m)
     return w;
 }
 
-static void trainer_plan(zt_trainer *t)
+/* One buffer of the trainer: planned into its arena on the first pass, carved
+ * out of the reservation on the second, so plan and use cannot disagree. */
+static zt_status trainer_buf(zt_trainer *t, bool reserved, zt_mem_loc loc, zt_mem_class cls,
+                             size_t bytes, void *out)
 {
-    const zt_model *m = t->model;
-    zt_memory *mem = &t->mem;
-    int64_t mb = t->cfg->micro_batch_size;
-    size_t flat = (size_t)t->layout.padded_numel * sizeof(float);
-    zt_memory_plan(mem, ZT_MEM_DEVICE, ZT_MEM_PARAMS, flat);
-    zt_memory_plan(mem, ZT_MEM_DEVICE, ZT_MEM_GRADS, flat);
-    int64_t state = zt_optim_state_numel(&t->cfg->optimizer, t->layout.padded_numel);
-    if (state > 0)
-        zt_memory_plan(mem, ZT_MEM_DEVICE, ZT_MEM_OPTIM, (size_t)state * sizeof(float));
-    zt_memory_plan(mem, ZT_MEM_DEVICE, ZT_MEM_ACTS, (size_t)(mb * m->in_numel) * sizeof(float));
-    zt_memory_plan(mem, ZT_MEM_DEVICE, ZT_MEM_ACTS, (size_t)mb * sizeof(int32_t));
-    for (int u = 0; u < m->n_units; u++) {
-        zt_memory_plan(mem, ZT_MEM_DEVICE, ZT_MEM_ACTS,
-                       (size_t)(mb * m->units[u].out_numel) * sizeof(float));
-        if (m->units[u].saved_numel > 0)
-            zt_memory_plan(mem, ZT_MEM_DEVICE, ZT_MEM_ACTS,
-                           (size_t)(mb * m->units[u].saved_numel) * sizeof(float));
+    if (!reserved) {
+        zt_memory_plan(&t->mem, loc, cls, bytes);
+        return ZT_OK;
     }
-    size_t dact = (size_t)(mb * trainer_max_act_numel(m)) * sizeof(float);
-    zt_memory_plan(mem, ZT_MEM_DEVICE, ZT_MEM_WORK, dact);
-    zt_memory_plan(mem, ZT_MEM_DEVICE, ZT_MEM_WORK, dact);
-    zt_memory_plan(mem, ZT_MEM_HOST, ZT_MEM_WORK, (size_t)(mb * m->in_numel) * sizeof(float));
-    zt_memory_plan(mem, ZT_MEM_HOST, ZT_MEM_WORK, (size_t)mb * sizeof(int32_t));
+    return zt_arena_alloc(zt_memory_arena(&t->mem, loc, cls), bytes, (void **)out);
 }
 
-static zt_status trainer_alloc(zt_arena *a, size_t bytes, void *out)
+/* Every buffer the trainer holds, in one list. */
+static zt_status trainer_buffers(zt_trainer *t, bool reserved)
 {
-    return zt_arena_alloc(a, bytes, (void **)out);
+    const zt_model *m = t->model;
+    int64_t mb = t->cfg->micro_batch_size;
+    size_t flat = (size_t)t->layout.padded_numel * sizeof(float);
+    ZT_TRY(trainer_buf(t, reserved, ZT_MEM_DEVICE, ZT_MEM_PARAMS, flat, &t->params));
+    ZT_TRY(trainer_buf(t, reserved, ZT_MEM_DEVICE, ZT_MEM_GRADS, flat, &t->grads));
+    int64_t state = zt_optim_state_numel(&t->cfg->optimizer, t->layout.padded_numel);
+    if (state > 0)
+        ZT_TRY(trainer_buf(t, reserved, ZT_MEM_DEVICE, ZT_MEM_OPTIM,
+                           (size_t)state * sizeof(float), &t->optim_state));
+    ZT_TRY(trainer_buf(t, reserved, ZT_MEM_DEVICE, ZT_MEM_ACTS,
+                       (size_t)(mb * m->in_numel) * sizeof(float), &t->x));
+    ZT_TRY(trainer_buf(t, reserved, ZT_MEM_DEVICE, ZT_MEM_ACTS, (size_t)mb * sizeof(int32_t),
+                       &t->labels));
+    for (int u = 0; u < m->n_units; u++) {
+        ZT_TRY(trainer_buf(t, reserved, ZT_MEM_DEVICE, ZT_MEM_ACTS,
+                           (size_t)(mb * m->units[u].out_numel) * sizeof(float), &t->acts[u]));
+        if (m->units[u].saved_numel > 0)
+            ZT_TRY(trainer_buf(t, reserved, ZT_MEM_DEVICE, ZT_MEM_ACTS,
+                               (size_t)(mb * m->units[u].saved_numel) * sizeof(float),
+                               &t->saved[u]));
+    }
+    size_t dact = (size_t)(mb * trainer_max_act_numel(m)) * sizeof(float);
+    ZT_TRY(trainer_buf(t, reserved, ZT_MEM_DEVICE, ZT_MEM_WORK, dact, &t->dact[0]));
+    ZT_TRY(trainer_buf(t, reserved, ZT_MEM_DEVICE, ZT_MEM_WORK, dact, &t->dact[1]));
+    ZT_TRY(trainer_buf(t, reserved, ZT_MEM_HOST, ZT_MEM_WORK,
+                       (size_t)(mb * m->in_numel) * sizeof(float), &t->x_host));
+    return trainer_buf(t, reserved, ZT_MEM_HOST, ZT_MEM_WORK, (size_t)mb * sizeof(int32_t),
+                       &t->labels_host);
 }
 
 /* Every rank builds the same initial weights from the counter PRNG. */
@@ -112,43 +125,17 @@ zt_status zt_trainer_init(zt_trainer *t, const zt_config *cfg, const zt_model *m
     ZT_TRY(zt_sampler_init(&t->sampler, data->n_samples, cfg->train_batch_size,
                            cfg->micro_batch_size, w->size, w->rank, data->shuffle, seed));
 
-    zt_memory_init(&t->mem, be);
-    trainer_plan(t);
-    ZT_TRY(zt_memory_reserve(&t->mem));
-    zt_memory *mem = &t->mem;
-    int64_t mb = cfg->micro_batch_size;
-    size_t flat = (size_t)t->layout.padded_numel * sizeof(float);
-    ZT_TRY(trainer_alloc(zt_memory_arena(mem, ZT_MEM_DEVICE, ZT_MEM_PARAMS), flat, &t->params));
-    ZT_TRY(trainer_alloc(zt_memory_arena(mem, ZT_MEM_DEVICE, ZT_MEM_GRADS), flat, &t->grads));
-    int64_t state = zt_optim_state_numel(&cfg->optimizer, t->layout.padded_numel);
-    if (state > 0) {
-        ZT_TRY(trainer_alloc(zt_memory_arena(mem, ZT_MEM_DEVICE, ZT_MEM_OPTIM),
-                             (size_t)state * sizeof(float), &t->optim_state));
-    }
-    zt_arena *acts = zt_memory_arena(mem, ZT_MEM_DEVICE, ZT_MEM_ACTS);
-    ZT_TRY(trainer_alloc(acts, (size_t)(mb * m->in_numel) * sizeof(float), &t->x));
-    ZT_TRY(trainer_alloc(acts, (size_t)mb * sizeof(int32_t), &t->labels));
     t->acts = calloc((size_t)m->n_units, sizeof *t->acts);
     t->saved = calloc((size_t)m->n_units, sizeof *t->saved);
     if (!t->acts || !t->saved)
         return zt_fail(ZT_ERR_OOM, "", "cannot allocate activation tables");
-    for (int u = 0; u < m->n_units; u++) {
-        ZT_TRY(trainer_alloc(acts, (size_t)(mb * m->units[u].out_numel) * sizeof(float),
-                             &t->acts[u]));
-        if (m->units[u].saved_numel > 0)
-            ZT_TRY(trainer_alloc(acts, (size_t)(mb * m->units[u].saved_numel) * sizeof(float),
-                                 &t->saved[u]));
-    }
-    size_t dact = (size_t)(mb * trainer_max_act_numel(m)) * sizeof(float);
-    zt_arena *work = zt_memory_arena(mem, ZT_MEM_DEVICE, ZT_MEM_WORK);
-    ZT_TRY(trainer_alloc(work, dact, &t->dact[0]));
-    ZT_TRY(trainer_alloc(work, dact, &t->dact[1]));
-    zt_arena *hwork = zt_memory_arena(mem, ZT_MEM_HOST, ZT_MEM_WORK);
-    ZT_TRY(trainer_alloc(hwork, (size_t)(mb * m->in_numel) * sizeof(float), &t->x_host));
-    ZT_TRY(trainer_alloc(hwork, (size_t)mb * sizeof(int32_t), &t->labels_host));
+    zt_memory_init(&t->mem, be);
+    ZT_TRY(trainer_buffers(t, false));
+    ZT_TRY(zt_memory_reserve(&t->mem));
+    ZT_TRY(trainer_buffers(t, true));
 
     ZT_TRY(trainer_init_params(t));
-    be->memset_zero(be, t->grads, flat);
+    be->memset_zero(be, t->grads, (size_t)t->layout.padded_numel * sizeof(float));
     zt_optim_init(&t->optim, &cfg->optimizer, be, t->layout.padded_numel, t->optim_state);
     zt_sched_init(&t->sched, &cfg->scheduler, &cfg->optimizer);
     ZT_TRY(zt_zero_reducer_init(&t->reducer, cfg, be, comm, &t->layout, t->grads));
@@ -230,20 +217,18 @@ static zt_status trainer_micro_step(zt_trainer *t, int64_t m, double *loss_sum, 
     return ZT_OK;
 }
 
-/* Global L2 norm of the averaged gradients: each rank sums squares over its own
- * partition in float64, the sums are added over ranks (DeepSpeed's rule). */
-static zt_status trainer_grad_norm(zt_trainer *t, double *norm)
+/* Sum of squares (float64) of this rank's partition of a flat buffer, summed
+ * over ranks: DeepSpeed's global norm, the same value on every rank. */
+static zt_status trainer_partition_sumsq(zt_trainer *t, const float *flat, double *sq)
 {
     const zt_layout *lay = &t->layout;
-    double sq = 0.0;
+    *sq = 0.0;
     for (int u = 0; u < lay->n_units; u++) {
         const zt_unit_layout *ul = &lay->units[u];
-        sq += t->be->sum_squares(t->be, t->grads + ul->offset + lay->rank * ul->shard_numel,
-                                 ul->shard_numel);
+        *sq += t->be->sum_squares(t->be, flat + ul->offset + lay->rank * ul->shard_numel,
+                                  ul->shard_numel);
     }
-    ZT_TRY(trainer_sum_f64(t, &sq, 1));
-    *norm = sqrt(sq);
-    return ZT_OK;
+    return trainer_sum_f64(t, sq, 1);
 }
 
 static zt_status trainer_step(zt_trainer *t, zt_monitor *mon)
@@ -259,7 +244,8 @@ static zt_status trainer_step(zt_trainer *t, zt_monitor *mon)
 
     double ts = trainer_now();
     double norm = 0.0;
-    ZT_TRY(trainer_grad_norm(t, &norm));
+    ZT_TRY(trainer_partition_sumsq(t, t->grads, &norm));
+    norm = sqrt(norm);
     t->last_grad_norm = isfinite(norm) ? norm : -1.0;
     if (cfg->gradient_clipping > 0.0 && isfinite(norm)) {
         double coef = cfg->gradient_clipping / (norm + 1e-6);
@@ -333,16 +319,8 @@ zt_status zt_trainer_train(zt_trainer *t, int64_t until_step)
 
 double zt_trainer_param_norm(zt_trainer *t)
 {
-    const zt_layout *lay = &t->layout;
     double sq = 0.0;
-    for (int u = 0; u < lay->n_units; u++) {
-        const zt_unit_layout *ul = &lay->units[u];
-        sq += t->be->sum_squares(t->be, t->params + ul->offset + lay->rank * ul->shard_numel,
-                                 ul->shard_numel);
-    }
-    if (trainer_sum_f64(t, &sq, 1) != ZT_OK)
-        return NAN;
-    return sqrt(sq);
+    return trainer_partition_sumsq(t, t->params, &sq) == ZT_OK ? sqrt(sq) : NAN;
 }
 
 zt_status zt_trainer_dump_params(zt_trainer *t, const char *path)
