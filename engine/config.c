@@ -2088,10 +2088,6 @@ zt_status zt_config_parse_string(const char *text, const char *name,
 zt_status zt_config_check_supported(const zt_config *cfg)
 {
     const zt_zero_config *z = &cfg->zero;
-    if (z->stage > 0)
-        return zt_fail(ZT_ERR_UNSUPPORTED, "use \"stage\": 0 (plain data parallelism) for now",
-                       "zero_optimization.stage %d: ZeRO stage %d is not implemented yet",
-                       z->stage, z->stage);
     const char *fp32_hint = "train in fp32: remove the section or set \"enabled\": false";
     if (cfg->fp16.enabled)
         return zt_fail(ZT_ERR_UNSUPPORTED, fp32_hint,
@@ -2130,11 +2126,13 @@ zt_status zt_config_check_supported(const zt_config *cfg)
                            "implemented yet",
                            ckpt[i].key);
     const char *zpp_hint = "remove the ZeRO++ / MiCS settings";
-    if (z->zero_hpz_partition_size > 1)
-        return zt_fail(ZT_ERR_UNSUPPORTED, zpp_hint,
-                       "zero_optimization.zero_hpz_partition_size %lld: ZeRO++ hierarchical "
-                       "partitioning is not implemented yet",
-                       (long long)z->zero_hpz_partition_size);
+    /* DeepSpeed ignores hpZ below stage 3; a setting that does nothing is
+     * refused rather than silently dropped. */
+    if (z->zero_hpz_partition_size > 1 && z->stage != 3)
+        return zt_fail(ZT_ERR_UNSUPPORTED, "use \"stage\": 3, or remove zero_hpz_partition_size",
+                       "zero_optimization.zero_hpz_partition_size %lld: hpZ partitions "
+                       "parameters, which only ZeRO stage 3 does (stage is %d)",
+                       (long long)z->zero_hpz_partition_size, z->stage);
     const struct {
         bool on;
         const char *key;

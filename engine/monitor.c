@@ -119,9 +119,20 @@ static json_t *monitor_real(double v) { return isfinite(v) ? json_real(v) : json
 /* What each rank contributes to the report, gathered to rank 0. */
 typedef struct {
     char host[64];
-    uint64_t mem[ZT_MEM_NLOC][ZT_MEM_NCLASS][3]; /* current, peak, avg */
-    uint64_t comm_bytes[ZT_COMM_NKINDS];
+    uint64_t mem[ZT_MEM_NLOC][ZT_MEM_NCLASS][4]; /* current, peak, avg, reserved */
+    uint64_t comm_bytes[2][ZT_COMM_NKINDS];       /* world, hpz */
+    uint64_t comm_calls[2][ZT_COMM_NKINDS];
+    int has_hpz;
+    int64_t gather_peak_live;
 } monitor_rank_stats;
+
+static json_t *monitor_kinds(const uint64_t *v)
+{
+    json_t *o = json_object();
+    for (int k = 0; k < ZT_COMM_NKINDS; k++)
+        json_object_set_new(o, zt_comm_kind_name((zt_comm_kind)k), json_integer((json_int_t)v[k]));
+    return o;
+}
 
 static json_t *monitor_rank_json(int rank, const monitor_rank_stats *r)
 {
@@ -130,21 +141,29 @@ static json_t *monitor_rank_json(int rank, const monitor_rank_stats *r)
         json_t *loc = json_object();
         for (int c = 0; c < ZT_MEM_NCLASS; c++)
             json_object_set_new(loc, zt_mem_class_name((zt_mem_class)c),
-                                json_pack("{s:I, s:I, s:I}", "current", (json_int_t)r->mem[l][c][0],
-                                          "peak", (json_int_t)r->mem[l][c][1], "avg",
-                                          (json_int_t)r->mem[l][c][2]));
+                                json_pack("{s:I, s:I, s:I, s:I}", "current",
+                                      (json_int_t)r->mem[l][c][0], "peak",
+                                      (json_int_t)r->mem[l][c][1], "avg",
+                                      (json_int_t)r->mem[l][c][2], "reserved",
+                                      (json_int_t)r->mem[l][c][3]));
         json_object_set_new(mem, zt_mem_loc_name((zt_mem_loc)l), loc);
     }
-    json_t *comm = json_object();
+    uint64_t total[ZT_COMM_NKINDS];
     for (int k = 0; k < ZT_COMM_NKINDS; k++)
-        json_object_set_new(comm, zt_comm_kind_name((zt_comm_kind)k),
-                            json_integer((json_int_t)r->comm_bytes[k]));
-    return json_pack("{s:i, s:s, s:o, s:o}", "rank", rank, "host", r->host, "memory_bytes", mem,
-                     "comm_bytes", comm);
+        total[k] = r->comm_bytes[0][k] + r->comm_bytes[1][k];
+    json_t *groups = json_object();
+    static const char *const group_names[2] = {"world", "hpz"};
+    for (int gi = 0; gi < 1 + r->has_hpz; gi++)
+        json_object_set_new(groups, group_names[gi],
+                            json_pack("{s:o, s:o}", "bytes", monitor_kinds(r->comm_bytes[gi]),
+                                      "calls", monitor_kinds(r->comm_calls[gi])));
+    return json_pack("{s:i, s:s, s:o, s:o, s:o, s:I}", "rank", rank, "host", r->host,
+                     "memory_bytes", mem, "comm_bytes", monitor_kinds(total), "comm", groups,
+                     "gather_peak_live_params", (json_int_t)r->gather_peak_live);
 }
 
 zt_status zt_monitor_write_report(const char *path, const zt_report *r, const zt_world *w,
-                                  zt_memory *mem, const zt_comm *comm)
+                                  zt_memory *mem, const zt_comm *comm, const zt_comm *hpz_comm)
 {
     monitor_rank_stats mine;
     memset(&mine, 0, sizeof mine);
@@ -155,8 +174,16 @@ zt_status zt_monitor_write_report(const char *path, const zt_report *r, const zt
             mine.mem[l][c][0] = s.current;
             mine.mem[l][c][1] = s.peak;
             mine.mem[l][c][2] = s.avg;
+            mine.mem[l][c][3] = s.reserved;
         }
-    memcpy(mine.comm_bytes, comm->bytes, sizeof mine.comm_bytes);
+    memcpy(mine.comm_bytes[0], comm->bytes, sizeof comm->bytes);
+    memcpy(mine.comm_calls[0], comm->calls, sizeof comm->calls);
+    if (hpz_comm) {
+        mine.has_hpz = 1;
+        memcpy(mine.comm_bytes[1], hpz_comm->bytes, sizeof hpz_comm->bytes);
+        memcpy(mine.comm_calls[1], hpz_comm->calls, sizeof hpz_comm->calls);
+    }
+    mine.gather_peak_live = r->gather_peak_live_params;
     monitor_rank_stats *all = NULL;
     if (w->rank == 0) {
         all = calloc((size_t)w->size, sizeof *all);
@@ -186,6 +213,18 @@ zt_status zt_monitor_write_report(const char *path, const zt_report *r, const zt
             "samples_per_sec", monitor_real(r->samples_per_sec), "param_norm",
             monitor_real(r->param_norm), "train_seconds", monitor_real(r->train_seconds), "ranks",
             ranks);
+        const zt_zero_config *z = r->zero;
+        json_t *zero = json_pack(
+            "{s:i, s:I, s:I, s:I, s:I, s:b, s:I, s:I, s:b, s:b}", "stage", z->stage,
+            "padded_params", (json_int_t)r->padded_params, "partition_params",
+            (json_int_t)r->partition_params, "persistent_params",
+            (json_int_t)r->persistent_params, "hpz_partition_size",
+            (json_int_t)z->zero_hpz_partition_size, "overlap_comm", z->overlap_comm,
+            "reduce_bucket_size", (json_int_t)z->reduce_bucket_size, "allgather_bucket_size",
+            (json_int_t)z->allgather_bucket_size, "reduce_scatter", z->reduce_scatter,
+            "allgather_partitions", z->allgather_partitions);
+        if (doc)
+            json_object_set_new(doc, "zero", zero);
         if (!doc || json_dump_file(doc, path, JSON_INDENT(1) | JSON_REAL_PRECISION(17)) != 0)
             st = zt_fail(ZT_ERR_IO, "check that the report's directory exists and is writable",
                          "cannot write report %s: %s", path, strerror(errno));

@@ -3,7 +3,24 @@
  * shaped progress lines every steps_per_print steps, wall_clock_breakdown
  * timers, the csv_monitor files, the final summary, and the --report JSON
  * (settings, loss history, throughput, per-rank memory by class and
- * communication bytes by kind).
+ * communication bytes by kind and communicator).
+ *
+ * Report JSON (what scripts and tests read):
+ *   zerotrain_version, model {name, params}, world_size, device, stage,
+ *   precision, train_batch_size, micro_batch_size, gradient_accumulation_steps,
+ *   steps, skipped_steps, loss_history [..], final_loss, samples_per_sec,
+ *   param_norm, train_seconds,
+ *   zero {stage, padded_params, partition_params, persistent_params,
+ *         hpz_partition_size, overlap_comm, reduce_bucket_size,
+ *         allgather_bucket_size, reduce_scatter, allgather_partitions},
+ *   ranks [ {rank, host,
+ *            memory_bytes {device|host {CLASS {current, peak, avg, reserved}}},
+ *            comm_bytes {KIND: bytes summed over communicators},
+ *            comm {world|hpz {bytes {KIND}, calls {KIND}}},  (hpz only with hpZ)
+ *            gather_peak_live_params} ]   (stage 3's largest gathered window)
+ * CLASS: PARAMS GRADS MASTER OPTIM ACTS COMM WORK; KIND: all_reduce
+ * reduce_scatter all_gather broadcast. Bytes are whole logical buffers (see
+ * comm.h). Non-finite numbers are written as null.
  *
  * Memory: the monitor owns its open CSV files. Collective:
  * zt_monitor_write_report (gathers every rank's memory and comm counters).
@@ -66,9 +83,15 @@ typedef struct {
     double samples_per_sec;
     double param_norm;
     double train_seconds;
+    /* zero section */
+    const zt_zero_config *zero;
+    int64_t padded_params, partition_params, persistent_params;
+    /* this rank's */
+    int64_t gather_peak_live_params;
 } zt_report;
 
+/* comm: the world communicator; hpz_comm: the hpZ group's or NULL. */
 zt_status zt_monitor_write_report(const char *path, const zt_report *r, const zt_world *w,
-                                  zt_memory *mem, const zt_comm *comm);
+                                  zt_memory *mem, const zt_comm *comm, const zt_comm *hpz_comm);
 
 #endif

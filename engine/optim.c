@@ -42,10 +42,11 @@ void zt_optim_init(zt_optim *opt, const zt_optim_config *cfg, const zt_backend *
         be->memset_zero(be, state, (size_t)state_numel * sizeof(float));
 }
 
-void zt_optim_step(zt_optim *opt, float *params, const float *grads, double lr, double beta1,
-                   double beta2)
+void zt_optim_step_segs(zt_optim *opt, const zt_optim_seg *segs, int n_segs, double lr,
+                        double beta1, double beta2)
 {
     const zt_optim_config *c = &opt->cfg;
+    const zt_backend *be = opt->be;
     opt->steps++;
     if (c->type == ZT_OPTIM_SGD) {
         /* The override needs a momentum buffer, which exists only when the
@@ -59,7 +60,9 @@ void zt_optim_step(zt_optim *opt, float *params, const float *grads, double lr, 
             .nesterov = c->nesterov,
             .first_step = opt->steps == 1,
         };
-        opt->be->sgd(opt->be, params, grads, opt->state, opt->numel, &hp);
+        for (int i = 0; i < n_segs; i++)
+            be->sgd(be, segs[i].params, segs[i].grads,
+                    opt->state ? opt->state + segs[i].offset : NULL, segs[i].numel, &hp);
         return;
     }
     zt_adam_hparams hp = {
@@ -72,7 +75,16 @@ void zt_optim_step(zt_optim *opt, float *params, const float *grads, double lr, 
         .bias_correction = c->bias_correction,
         .step = opt->steps,
     };
-    opt->be->adam(opt->be, params, grads, opt->state, opt->state + opt->numel, opt->numel, &hp);
+    for (int i = 0; i < n_segs; i++)
+        be->adam(be, segs[i].params, segs[i].grads, opt->state + segs[i].offset,
+                 opt->state + opt->numel + segs[i].offset, segs[i].numel, &hp);
+}
+
+void zt_optim_step(zt_optim *opt, float *params, const float *grads, double lr, double beta1,
+                   double beta2)
+{
+    zt_optim_seg all = {params, grads, 0, opt->numel};
+    zt_optim_step_segs(opt, &all, 1, lr, beta1, beta2);
 }
 
 void zt_adam_cpu(float *p_, const float *g_, float *m_, float *v_, int64_t n,

@@ -39,6 +39,19 @@ void zt_optim_init(zt_optim *opt, const zt_optim_config *cfg, const zt_backend *
 void zt_optim_step(zt_optim *opt, float *params, const float *grads, double lr, double beta1,
                    double beta2);
 
+/* A piece of the optimizer's span: `numel` parameters at `params` with their
+ * gradients, whose state starts at element `offset` of the span's state. */
+typedef struct {
+    float *params;
+    const float *grads;
+    int64_t offset, numel;
+} zt_optim_seg;
+
+/* One applied step over the span given as segments (the rank's slices of each
+ * unit at stages 1-3); same arguments and counting as zt_optim_step. */
+void zt_optim_step_segs(zt_optim *opt, const zt_optim_seg *segs, int n_segs, double lr,
+                        double beta1, double beta2);
+
 /* CPU kernels (OpenMP over chunks, compiler-vectorised inner loops). */
 void zt_adam_cpu(float *p, const float *g, float *m, float *v, int64_t n,
                  const zt_adam_hparams *hp);

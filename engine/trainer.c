@@ -39,71 +39,237 @@ static int64_t trainer_max_act_numel(const zt_model *m)
     return w;
 }
 
-/* One buffer of the trainer: planned into its arena on the first pass, carved
- * out of the reservation on the second, so plan and use cannot disagree. */
-static zt_status trainer_buf(zt_trainer *t, bool reserved, zt_mem_loc loc, zt_mem_class cls,
+/* One buffer of the trainer: planned into `mem` on the first pass, carved out
+ * of the reservation on the second, so plan and use cannot disagree. */
+static zt_status trainer_buf(zt_memory *mem, bool reserved, zt_mem_loc loc, zt_mem_class cls,
                              size_t bytes, void *out)
 {
     if (!reserved) {
-        zt_memory_plan(&t->mem, loc, cls, bytes);
+        zt_memory_plan(mem, loc, cls, bytes);
         return ZT_OK;
     }
-    return zt_arena_alloc(zt_memory_arena(&t->mem, loc, cls), bytes, (void **)out);
+    return zt_arena_alloc(zt_memory_arena(mem, loc, cls), bytes, (void **)out);
 }
 
-/* Every buffer the trainer holds, in one list. */
-static zt_status trainer_buffers(zt_trainer *t, bool reserved)
+static size_t trainer_floats(int64_t numel) { return (size_t)numel * sizeof(float); }
+
+/* Elements the optimizer steps on: everything at stage 0, the partition above. */
+static int64_t trainer_optim_span(const zt_trainer *t)
 {
+    return t->cfg->zero.stage == 0 ? t->layout.padded_numel : t->layout.partition_numel;
+}
+
+/* Every buffer the trainer holds, in one list (see trainer.h for what each
+ * stage keeps). */
+static zt_status trainer_buffers(zt_trainer *t, zt_memory *mem, bool reserved)
+{
+    const zt_config *cfg = t->cfg;
     const zt_model *m = t->model;
-    int64_t mb = t->cfg->micro_batch_size;
-    size_t flat = (size_t)t->layout.padded_numel * sizeof(float);
-    ZT_TRY(trainer_buf(t, reserved, ZT_MEM_DEVICE, ZT_MEM_PARAMS, flat, &t->params));
-    ZT_TRY(trainer_buf(t, reserved, ZT_MEM_DEVICE, ZT_MEM_GRADS, flat, &t->grads));
-    int64_t state = zt_optim_state_numel(&t->cfg->optimizer, t->layout.padded_numel);
+    const zt_layout *lay = &t->layout;
+    int stage = cfg->zero.stage;
+    int64_t mb = cfg->micro_batch_size;
+    zt_mem_loc opt_loc = cfg->zero.offload_optimizer.device != ZT_OFFLOAD_NONE && stage > 0
+                             ? ZT_MEM_HOST
+                             : ZT_MEM_DEVICE;
+    zt_mem_loc shard_loc = cfg->zero.offload_param.device != ZT_OFFLOAD_NONE && stage == 3
+                               ? ZT_MEM_HOST
+                               : ZT_MEM_DEVICE;
+
+    if (stage < 3) {
+        ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_PARAMS,
+                           trainer_floats(lay->padded_numel), &t->params));
+    } else {
+        for (int u = 0; u < lay->n_units; u++) {
+            const zt_unit_layout *ul = &lay->units[u];
+            ZT_TRY(trainer_buf(mem, reserved, ul->persistent ? ZT_MEM_DEVICE : shard_loc,
+                               ZT_MEM_PARAMS,
+                               trainer_floats(ul->persistent ? ul->padded_numel : ul->shard_numel),
+                               &t->unit_store[u]));
+        }
+        int64_t h = cfg->zero.zero_hpz_partition_size;
+        for (int u = 0; h > 1 && u < lay->n_units; u++)
+            if (!lay->units[u].persistent)
+                ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_PARAMS,
+                                   trainer_floats(lay->units[u].padded_numel / h),
+                                   &t->secondary[u]));
+    }
+    ZT_TRY(trainer_buf(mem, reserved, stage < 2 ? ZT_MEM_DEVICE : opt_loc, ZT_MEM_GRADS,
+                       trainer_floats(stage < 2 ? lay->padded_numel : lay->partition_numel),
+                       &t->grads));
+    int64_t state = zt_optim_state_numel(&cfg->optimizer, trainer_optim_span(t));
     if (state > 0)
-        ZT_TRY(trainer_buf(t, reserved, ZT_MEM_DEVICE, ZT_MEM_OPTIM,
-                           (size_t)state * sizeof(float), &t->optim_state));
-    ZT_TRY(trainer_buf(t, reserved, ZT_MEM_DEVICE, ZT_MEM_ACTS,
-                       (size_t)(mb * m->in_numel) * sizeof(float), &t->x));
-    ZT_TRY(trainer_buf(t, reserved, ZT_MEM_DEVICE, ZT_MEM_ACTS, (size_t)mb * sizeof(int32_t),
+        ZT_TRY(trainer_buf(mem, reserved, opt_loc, ZT_MEM_OPTIM, trainer_floats(state),
+                           &t->optim_state));
+
+    if (stage > 0) {
+        int count;
+        int64_t send_numel, recv_numel;
+        zt_zero_rs_buffers(cfg, lay, &count, &send_numel, &recv_numel);
+        for (int i = 0; i < count; i++) {
+            ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_COMM,
+                               trainer_floats(send_numel), &t->rs_send[i]));
+            if (recv_numel > 0)
+                ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_COMM,
+                                   trainer_floats(recv_numel), &t->rs_recv[i]));
+        }
+    }
+    if (stage == 1 || stage == 2)
+        ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_COMM,
+                           trainer_floats(zt_zero_allgather_buffer_numel(cfg, lay)), &t->ag_buf));
+    if (stage >= 2)
+        ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_COMM,
+                           trainer_floats(lay->max_unit_numel), &t->unit_grad));
+    /* The gather window allocates its own blocks from this part of COMM. */
+    int64_t pool = zt_zero_gather_pool_numel(cfg, lay);
+    if (pool > 0 && !reserved)
+        zt_memory_plan(mem, ZT_MEM_DEVICE, ZT_MEM_COMM, trainer_floats(pool));
+
+    ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_ACTS, trainer_floats(mb * m->in_numel),
+                       &t->x));
+    ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_ACTS, (size_t)mb * sizeof(int32_t),
                        &t->labels));
     for (int u = 0; u < m->n_units; u++) {
-        ZT_TRY(trainer_buf(t, reserved, ZT_MEM_DEVICE, ZT_MEM_ACTS,
-                           (size_t)(mb * m->units[u].out_numel) * sizeof(float), &t->acts[u]));
+        ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_ACTS,
+                           trainer_floats(mb * m->units[u].out_numel), &t->acts[u]));
         if (m->units[u].saved_numel > 0)
-            ZT_TRY(trainer_buf(t, reserved, ZT_MEM_DEVICE, ZT_MEM_ACTS,
-                               (size_t)(mb * m->units[u].saved_numel) * sizeof(float),
-                               &t->saved[u]));
+            ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_ACTS,
+                               trainer_floats(mb * m->units[u].saved_numel), &t->saved[u]));
     }
-    size_t dact = (size_t)(mb * trainer_max_act_numel(m)) * sizeof(float);
-    ZT_TRY(trainer_buf(t, reserved, ZT_MEM_DEVICE, ZT_MEM_WORK, dact, &t->dact[0]));
-    ZT_TRY(trainer_buf(t, reserved, ZT_MEM_DEVICE, ZT_MEM_WORK, dact, &t->dact[1]));
-    ZT_TRY(trainer_buf(t, reserved, ZT_MEM_HOST, ZT_MEM_WORK,
-                       (size_t)(mb * m->in_numel) * sizeof(float), &t->x_host));
-    return trainer_buf(t, reserved, ZT_MEM_HOST, ZT_MEM_WORK, (size_t)mb * sizeof(int32_t),
+    size_t dact = trainer_floats(mb * trainer_max_act_numel(m));
+    ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_WORK, dact, &t->dact[0]));
+    ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_WORK, dact, &t->dact[1]));
+    ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_HOST, ZT_MEM_WORK, trainer_floats(mb * m->in_numel),
+                       &t->x_host));
+    return trainer_buf(mem, reserved, ZT_MEM_HOST, ZT_MEM_WORK, (size_t)mb * sizeof(int32_t),
                        &t->labels_host);
 }
 
-/* Every rank builds the same initial weights from the counter PRNG. */
+/* Per-unit pointer tables (host bookkeeping, outside the arenas). */
+static zt_status trainer_tables(zt_trainer *t)
+{
+    size_t n = (size_t)t->model->n_units;
+    t->acts = calloc(n, sizeof *t->acts);
+    t->saved = calloc(n, sizeof *t->saved);
+    t->unit_store = calloc(n, sizeof *t->unit_store);
+    t->own_p = calloc(n, sizeof *t->own_p);
+    t->own_g = calloc(n, sizeof *t->own_g);
+    t->secondary = calloc(n, sizeof *t->secondary);
+    t->segs = calloc(n, sizeof *t->segs);
+    if (!t->acts || !t->saved || !t->unit_store || !t->own_p || !t->own_g || !t->secondary ||
+        !t->segs)
+        return zt_fail(ZT_ERR_OOM, "", "cannot allocate per-unit tables");
+    return ZT_OK;
+}
+
+static void trainer_tables_free(zt_trainer *t)
+{
+    free(t->acts);
+    free(t->saved);
+    free(t->unit_store);
+    free(t->own_p);
+    free(t->own_g);
+    free(t->secondary);
+    free(t->segs);
+    t->acts = t->saved = t->unit_store = t->own_p = t->own_g = t->secondary = NULL;
+    t->segs = NULL;
+}
+
+zt_status zt_trainer_plan(const zt_config *cfg, const zt_model *m, int world_size,
+                          zt_memory *mem)
+{
+    zt_trainer t;
+    memset(&t, 0, sizeof t);
+    t.cfg = cfg;
+    t.model = m;
+    zt_status st = zt_layout_init(&t.layout, m, &cfg->zero, world_size, 0);
+    if (st == ZT_OK)
+        st = trainer_tables(&t);
+    if (st == ZT_OK)
+        st = trainer_buffers(&t, mem, false);
+    trainer_tables_free(&t);
+    zt_layout_free(&t.layout);
+    return st;
+}
+
+/* Every rank builds the same initial weights from the counter PRNG; at stage 3
+ * each rank makes only its own slices (and the persistent units whole). */
 static zt_status trainer_init_params(zt_trainer *t)
 {
     const zt_backend *be = t->be;
-    be->memset_zero(be, t->params, (size_t)t->layout.padded_numel * sizeof(float));
-    int64_t max_numel = 0;
-    for (int u = 0; u < t->layout.n_units; u++)
-        if (t->layout.units[u].numel > max_numel)
-            max_numel = t->layout.units[u].numel;
-    float *host = malloc((size_t)max_numel * sizeof(float));
+    const zt_layout *lay = &t->layout;
+    float *host = malloc(trainer_floats(lay->max_unit_numel));
     if (!host)
         return zt_fail(ZT_ERR_OOM, "", "cannot allocate %lld floats to initialise parameters",
-                       (long long)max_numel);
-    for (int u = 0; u < t->layout.n_units; u++) {
-        const zt_unit_layout *ul = &t->layout.units[u];
-        zt_unit_init_range(&t->model->units[u], t->seed, ul->global_index, 0, ul->numel, host);
-        be->copy_h2d(be, t->params + ul->offset, host, (size_t)ul->numel * sizeof(float));
+                       (long long)lay->max_unit_numel);
+    for (int u = 0; u < lay->n_units; u++) {
+        const zt_unit_layout *ul = &lay->units[u];
+        bool whole = t->cfg->zero.stage < 3 || ul->persistent;
+        int64_t lo = whole ? 0 : (int64_t)lay->rank * ul->shard_numel;
+        int64_t hi = whole ? ul->padded_numel : lo + ul->shard_numel;
+        int64_t real_hi = hi < ul->numel ? hi : ul->numel;
+        memset(host, 0, trainer_floats(hi - lo));
+        if (real_hi > lo)
+            zt_unit_init_range(&t->model->units[u], t->seed, ul->global_index, lo, real_hi, host);
+        float *dst = t->cfg->zero.stage < 3 ? t->params + ul->offset : t->unit_store[u];
+        be->copy_h2d(be, dst, host, trainer_floats(hi - lo));
     }
     free(host);
     return ZT_OK;
+}
+
+/* Where each unit's own slices live, by stage (see trainer.h). */
+static void trainer_views(zt_trainer *t)
+{
+    const zt_layout *lay = &t->layout;
+    int stage = t->cfg->zero.stage;
+    for (int u = 0; u < lay->n_units; u++) {
+        const zt_unit_layout *ul = &lay->units[u];
+        int64_t own = ul->offset + (int64_t)lay->rank * ul->shard_numel;
+        if (stage < 3)
+            t->own_p[u] = t->params + own;
+        else
+            t->own_p[u] = t->unit_store[u] +
+                          (ul->persistent ? (int64_t)lay->rank * ul->shard_numel : 0);
+        t->own_g[u] = stage < 2 ? t->grads + own : t->grads + ul->part_offset;
+        t->segs[u] = (zt_optim_seg){t->own_p[u], t->own_g[u], ul->part_offset, ul->shard_numel};
+    }
+}
+
+/* hpZ: groups of h consecutive ranks, each inside one node. */
+static zt_status trainer_hpz_init(zt_trainer *t)
+{
+    const zt_world *w = t->world;
+    int64_t h = t->cfg->zero.zero_hpz_partition_size;
+    if (t->cfg->zero.stage != 3 || h <= 1)
+        return ZT_OK;
+    if (w->size % h != 0)
+        return zt_fail(ZT_ERR_CONFIG,
+                       "set zero_hpz_partition_size to the ranks per node (or a divisor of it)",
+                       "zero_optimization.zero_hpz_partition_size %lld does not divide the "
+                       "world size %d",
+                       (long long)h, w->size);
+    MPI_Comm group;
+    if (MPI_Comm_split(w->comm, (int)(w->rank / h), w->rank, &group) != MPI_SUCCESS)
+        return zt_fail(ZT_ERR_COMM, "", "cannot split the hpZ groups");
+    int node_lo = w->node, node_hi = w->node;
+    MPI_Allreduce(MPI_IN_PLACE, &node_lo, 1, MPI_INT, MPI_MIN, group);
+    MPI_Allreduce(MPI_IN_PLACE, &node_hi, 1, MPI_INT, MPI_MAX, group);
+    zt_status st = ZT_OK;
+    if (node_lo != node_hi)
+        st = zt_fail(ZT_ERR_CONFIG,
+                     "hpZ keeps the backward gather inside a node: use a size that divides the "
+                     "ranks per node (ZT_RANKS_PER_NODE simulates nodes)",
+                     "zero_optimization.zero_hpz_partition_size %lld: ranks %lld-%lld span "
+                     "nodes %d-%d",
+                     (long long)h, (long long)(w->rank / h * h), (long long)(w->rank / h * h + h - 1),
+                     node_lo, node_hi);
+    if (st == ZT_OK) {
+        t->hpz_comm = calloc(1, sizeof *t->hpz_comm);
+        st = t->hpz_comm ? zt_comm_mpi_init(t->hpz_comm, group)
+                         : zt_fail(ZT_ERR_OOM, "", "cannot allocate the hpZ communicator");
+    }
+    MPI_Comm_free(&group);
+    return st;
 }
 
 zt_status zt_trainer_init(zt_trainer *t, const zt_config *cfg, const zt_model *m,
@@ -121,36 +287,48 @@ zt_status zt_trainer_init(zt_trainer *t, const zt_config *cfg, const zt_model *m
     if (data->x_numel != m->in_numel || data->n_classes != m->n_classes)
         return zt_fail(ZT_ERR_INTERNAL, "", "data (%lld inputs, %lld classes) does not fit model",
                        (long long)data->x_numel, (long long)data->n_classes);
-    ZT_TRY(zt_layout_init(&t->layout, m, w->size, w->rank));
+    ZT_TRY(zt_layout_init(&t->layout, m, &cfg->zero, w->size, w->rank));
     ZT_TRY(zt_sampler_init(&t->sampler, data->n_samples, cfg->train_batch_size,
                            cfg->micro_batch_size, w->size, w->rank, data->shuffle, seed));
-
-    t->acts = calloc((size_t)m->n_units, sizeof *t->acts);
-    t->saved = calloc((size_t)m->n_units, sizeof *t->saved);
-    if (!t->acts || !t->saved)
-        return zt_fail(ZT_ERR_OOM, "", "cannot allocate activation tables");
+    ZT_TRY(trainer_hpz_init(t));
+    ZT_TRY(trainer_tables(t));
     zt_memory_init(&t->mem, be);
-    ZT_TRY(trainer_buffers(t, false));
+    ZT_TRY(trainer_buffers(t, &t->mem, false));
     ZT_TRY(zt_memory_reserve(&t->mem));
-    ZT_TRY(trainer_buffers(t, true));
+    ZT_TRY(trainer_buffers(t, &t->mem, true));
+    trainer_views(t);
 
     ZT_TRY(trainer_init_params(t));
-    be->memset_zero(be, t->grads, (size_t)t->layout.padded_numel * sizeof(float));
-    zt_optim_init(&t->optim, &cfg->optimizer, be, t->layout.padded_numel, t->optim_state);
+    int stage = cfg->zero.stage;
+    be->memset_zero(be, t->grads,
+                    trainer_floats(stage < 2 ? t->layout.padded_numel : t->layout.partition_numel));
+    zt_optim_init(&t->optim, &cfg->optimizer, be, trainer_optim_span(t), t->optim_state);
     zt_sched_init(&t->sched, &cfg->scheduler, &cfg->optimizer);
-    ZT_TRY(zt_zero_reducer_init(&t->reducer, cfg, be, comm, &t->layout, t->grads));
+    if (stage == 0)
+        return zt_zero_reducer_init(&t->reducer, cfg, be, comm, &t->layout, t->grads);
+    ZT_TRY(zt_zero_rs_init(&t->rs, cfg, be, comm, &t->layout, t->own_g, t->rs_send, t->rs_recv));
+    if (stage == 3) {
+        zt_arena *pool = zt_memory_arena(&t->mem, ZT_MEM_DEVICE, ZT_MEM_COMM);
+        ZT_TRY(zt_zero_gather_init(&t->gather, cfg, be, comm, t->hpz_comm, &t->layout, pool,
+                                   t->unit_store, t->secondary));
+    }
     return ZT_OK;
 }
 
 void zt_trainer_free(zt_trainer *t)
 {
     zt_zero_reducer_free(&t->reducer);
+    zt_zero_rs_free(&t->rs);
+    zt_zero_gather_free(&t->gather);
+    if (t->hpz_comm) {
+        zt_comm_free(t->hpz_comm);
+        free(t->hpz_comm);
+        t->hpz_comm = NULL;
+    }
     zt_memory_free(&t->mem);
     zt_layout_free(&t->layout);
-    free(t->acts);
-    free(t->saved);
+    trainer_tables_free(t);
     free(t->loss_history);
-    t->acts = t->saved = NULL;
     t->loss_history = NULL;
 }
 
@@ -167,12 +345,24 @@ static void trainer_load_batch(zt_trainer *t, int64_t micro_step)
     t->be->copy_h2d(t->be, t->labels, t->labels_host, (size_t)mb * sizeof(int32_t));
 }
 
+/* The parameters unit u computes with: the full flat vector's slice, or at
+ * stage 3 the gathered copy. */
+static zt_status trainer_unit_params(zt_trainer *t, int u, zt_gather_dir dir, float **p)
+{
+    if (t->cfg->zero.stage < 3) {
+        *p = t->params + t->layout.units[u].offset;
+        return ZT_OK;
+    }
+    return zt_zero_gather_fetch(&t->gather, u, dir, p);
+}
+
 /* One micro-step: forward, loss, backward. Returns this rank's loss sum. */
 static zt_status trainer_micro_step(zt_trainer *t, int64_t m, double *loss_sum, double *timers)
 {
     const zt_model *model = t->model;
     const zt_backend *be = t->be;
     const zt_layout *lay = &t->layout;
+    int stage = t->cfg->zero.stage;
     int64_t mb = t->cfg->micro_batch_size, gas = t->cfg->gradient_accumulation_steps;
     bool boundary = m == gas - 1;
     int last = model->n_units - 1;
@@ -183,8 +373,11 @@ static zt_status trainer_micro_step(zt_trainer *t, int64_t m, double *loss_sum, 
     double t0 = trainer_now();
     const float *in = t->x;
     for (int u = 0; u <= last; u++) {
-        model->units[u].ops->forward(&model->units[u], be, t->params + lay->units[u].offset, in,
-                                     t->acts[u], t->saved[u], &b);
+        float *p;
+        ZT_TRY(trainer_unit_params(t, u, ZT_GATHER_FWD, &p));
+        model->units[u].ops->forward(&model->units[u], be, p, in, t->acts[u], t->saved[u], &b);
+        if (stage == 3)
+            ZT_TRY(zt_zero_gather_release(&t->gather, u, ZT_GATHER_FWD, false));
         in = t->acts[u];
     }
     /* The mean over this micro-batch, divided by GAS as DeepSpeed scales the loss. */
@@ -194,41 +387,69 @@ static zt_status trainer_micro_step(zt_trainer *t, int64_t m, double *loss_sum, 
     double t1 = trainer_now();
     timers[ZT_TIMER_FWD] += 1e3 * (t1 - t0);
 
-    if (boundary)
+    /* Stages 0-1 accumulate full gradients and reduce at the boundary; stages
+     * 2-3 reduce every micro-step from a one-unit buffer into the partition. */
+    bool reduce = stage >= 2 || boundary;
+    if (reduce && stage == 0)
         zt_zero_reducer_begin(&t->reducer);
+    else if (reduce)
+        zt_zero_rs_begin(&t->rs, stage >= 2 && m > 0);
     int cur = 0;
     for (int u = last; u >= 0; u--) {
+        const zt_unit_layout *ul = &lay->units[u];
         const float *x = u > 0 ? t->acts[u - 1] : t->x;
         float *dx = u > 0 ? t->dact[1 - cur] : NULL;
-        model->units[u].ops->backward(&model->units[u], be, t->params + lay->units[u].offset, x,
-                                      t->acts[u], t->saved[u], t->dact[cur], dx,
-                                      t->grads + lay->units[u].offset, m > 0, &b);
-        if (boundary)
+        float *p;
+        ZT_TRY(trainer_unit_params(t, u, ZT_GATHER_BWD, &p));
+        float *dp = stage < 2 ? t->grads + ul->offset : t->unit_grad;
+        model->units[u].ops->backward(&model->units[u], be, p, x, t->acts[u], t->saved[u],
+                                      t->dact[cur], dx, dp, stage < 2 && m > 0, &b);
+        if (stage == 3)
+            ZT_TRY(zt_zero_gather_release(&t->gather, u, ZT_GATHER_BWD, boundary));
+        if (stage >= 2) /* the buffer's tail past this unit's parameters is padding */
+            be->memset_zero(be, dp + ul->numel, trainer_floats(ul->padded_numel - ul->numel));
+        if (reduce && stage == 0)
             ZT_TRY(zt_zero_reducer_unit_done(&t->reducer, u));
+        else if (reduce)
+            ZT_TRY(zt_zero_rs_unit(&t->rs, u, stage < 2 ? t->grads + ul->offset : dp));
         cur = 1 - cur;
     }
     double t2 = trainer_now();
     timers[ZT_TIMER_BWD_INNER] += 1e3 * (t2 - t1);
-    if (boundary)
+    if (reduce && stage == 0)
         ZT_TRY(zt_zero_reducer_finish(&t->reducer));
+    else if (reduce)
+        ZT_TRY(zt_zero_rs_finish(&t->rs));
     double t3 = trainer_now();
     timers[ZT_TIMER_BWD_ALLREDUCE] += 1e3 * (t3 - t2);
     timers[ZT_TIMER_BWD] += 1e3 * (t3 - t1);
     return ZT_OK;
 }
 
-/* Sum of squares (float64) of this rank's partition of a flat buffer, summed
+/* Sum of squares (float64) of this rank's slices (per-unit pointers), summed
  * over ranks: DeepSpeed's global norm, the same value on every rank. */
-static zt_status trainer_partition_sumsq(zt_trainer *t, const float *flat, double *sq)
+static zt_status trainer_slices_sumsq(zt_trainer *t, float *const *slices, double *sq)
 {
     const zt_layout *lay = &t->layout;
     *sq = 0.0;
-    for (int u = 0; u < lay->n_units; u++) {
-        const zt_unit_layout *ul = &lay->units[u];
-        *sq += t->be->sum_squares(t->be, flat + ul->offset + lay->rank * ul->shard_numel,
-                                  ul->shard_numel);
-    }
+    for (int u = 0; u < lay->n_units; u++)
+        *sq += t->be->sum_squares(t->be, slices[u], lay->units[u].shard_numel);
     return trainer_sum_f64(t, sq, 1);
+}
+
+/* The optimizer step and what makes every rank's parameters current again. */
+static zt_status trainer_apply(zt_trainer *t, double lr, double b1, double b2)
+{
+    const zt_config *cfg = t->cfg;
+    int stage = cfg->zero.stage;
+    if (stage == 0) {
+        zt_optim_step(&t->optim, t->params, t->grads, lr, b1, b2);
+        return ZT_OK;
+    }
+    zt_optim_step_segs(&t->optim, t->segs, t->layout.n_units, lr, b1, b2);
+    if (stage < 3)
+        return zt_zero_allgather_params(cfg, t->be, t->comm, &t->layout, t->params, t->ag_buf);
+    return zt_zero_gather_end_step(&t->gather);
 }
 
 static zt_status trainer_step(zt_trainer *t, zt_monitor *mon)
@@ -244,18 +465,22 @@ static zt_status trainer_step(zt_trainer *t, zt_monitor *mon)
 
     double ts = trainer_now();
     double norm = 0.0;
-    ZT_TRY(trainer_partition_sumsq(t, t->grads, &norm));
+    ZT_TRY(trainer_slices_sumsq(t, t->own_g, &norm));
     norm = sqrt(norm);
     t->last_grad_norm = isfinite(norm) ? norm : -1.0;
     if (cfg->gradient_clipping > 0.0 && isfinite(norm)) {
         double coef = cfg->gradient_clipping / (norm + 1e-6);
-        if (coef < 1.0)
+        /* Stage 0 steps on the whole vector; above, each rank on its slices. */
+        if (coef < 1.0 && cfg->zero.stage == 0)
             t->be->scale(t->be, t->grads, (float)coef, t->layout.padded_numel);
+        else if (coef < 1.0)
+            for (int u = 0; u < t->layout.n_units; u++)
+                t->be->scale(t->be, t->own_g[u], (float)coef, t->layout.units[u].shard_numel);
     }
     double lr = zt_sched_lr(&t->sched);
     double b1 = -1.0, b2 = -1.0;
     zt_sched_momentum(&t->sched, &b1, &b2);
-    zt_optim_step(&t->optim, t->params, t->grads, lr, b1, b2);
+    ZT_TRY(trainer_apply(t, lr, b1, b2));
     zt_sched_step(&t->sched);
     t->be->sync(t->be);
     double t1 = trainer_now();
@@ -320,38 +545,41 @@ zt_status zt_trainer_train(zt_trainer *t, int64_t until_step)
 double zt_trainer_param_norm(zt_trainer *t)
 {
     double sq = 0.0;
-    return trainer_partition_sumsq(t, t->params, &sq) == ZT_OK ? sqrt(sq) : NAN;
+    return trainer_slices_sumsq(t, t->own_p, &sq) == ZT_OK ? sqrt(sq) : NAN;
 }
 
+/* Rank 0 collects each unit from every rank's slices (host MPI, outside the
+ * comm counters: a dump is not training traffic), so no stage needs the whole
+ * model in one buffer. */
 zt_status zt_trainer_dump_params(zt_trainer *t, const char *path)
 {
+    const zt_layout *lay = &t->layout;
+    bool root = t->world->rank == 0;
     zt_status st = ZT_OK;
-    if (t->world->rank == 0) {
-        FILE *f = fopen(path, "wb");
-        if (!f) {
-            st = zt_fail(ZT_ERR_IO, "check that the directory exists and is writable",
-                         "cannot write parameter dump %s: %s", path, strerror(errno));
-        } else {
-            float *host = malloc((size_t)t->layout.padded_numel * sizeof(float));
-            if (!host) {
-                st = zt_fail(ZT_ERR_OOM, "", "cannot stage %lld floats for the dump",
-                             (long long)t->layout.padded_numel);
-            } else {
-                t->be->copy_d2h(t->be, host, t->params,
-                                (size_t)t->layout.padded_numel * sizeof(float));
-                for (int u = 0; u < t->layout.n_units && st == ZT_OK; u++) {
-                    const zt_unit_layout *ul = &t->layout.units[u];
-                    if (fwrite(host + ul->offset, sizeof(float), (size_t)ul->numel, f) !=
-                        (size_t)ul->numel)
-                        st = zt_fail(ZT_ERR_IO, "check free disk space",
-                                     "writing parameter dump %s failed", path);
-                }
-                free(host);
-            }
-            if (fclose(f) != 0 && st == ZT_OK)
-                st = zt_fail(ZT_ERR_IO, "check free disk space", "closing %s failed: %s", path,
-                             strerror(errno));
-        }
+    FILE *f = NULL;
+    if (root && !(f = fopen(path, "wb")))
+        st = zt_fail(ZT_ERR_IO, "check that the directory exists and is writable",
+                     "cannot write parameter dump %s: %s", path, strerror(errno));
+    float *mine = malloc(trainer_floats(lay->max_unit_numel / lay->world_size));
+    float *unit = root ? malloc(trainer_floats(lay->max_unit_numel)) : NULL;
+    if (!mine || (root && !unit))
+        st = zt_fail(ZT_ERR_OOM, "", "cannot stage one unit for the dump");
+    st = zt_world_agree(t->world, st, NULL);
+    for (int u = 0; u < lay->n_units && st == ZT_OK; u++) {
+        const zt_unit_layout *ul = &lay->units[u];
+        t->be->copy_d2h(t->be, mine, t->own_p[u], trainer_floats(ul->shard_numel));
+        if (MPI_Gather(mine, (int)ul->shard_numel, MPI_FLOAT, unit, (int)ul->shard_numel,
+                       MPI_FLOAT, 0, t->world->comm) != MPI_SUCCESS)
+            st = zt_fail(ZT_ERR_COMM, "a peer rank may have died", "gathering the dump failed");
+        else if (root && fwrite(unit, sizeof(float), (size_t)ul->numel, f) != (size_t)ul->numel)
+            st = zt_fail(ZT_ERR_IO, "check free disk space", "writing parameter dump %s failed",
+                         path);
+        st = zt_world_agree(t->world, st, NULL);
     }
+    if (f && fclose(f) != 0 && st == ZT_OK)
+        st = zt_fail(ZT_ERR_IO, "check free disk space", "closing %s failed: %s", path,
+                     strerror(errno));
+    free(mine);
+    free(unit);
     return zt_world_agree(t->world, st, NULL);
 }

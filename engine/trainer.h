@@ -2,16 +2,26 @@
  * trainer: the training loop. Per optimizer step: for each of the
  * gradient_accumulation_steps micro-steps, read this rank's micro-batch,
  * run the units forward, the loss, the units backward (writing or accumulating
- * gradients into the flat buffer; on the boundary micro-step the ZeRO policy
- * reduces them as units finish); then at the boundary: global-norm clipping,
- * the optimizer step on the rank's shard, the scheduler step, progress lines.
+ * gradients as the ZeRO stage says, see zero.h); then at the boundary:
+ * global-norm clipping, the optimizer step on the rank's shard, the parameter
+ * all-gather (stages 1-2) or the persistent re-gather (stage 3), the scheduler
+ * step, progress lines.
+ *
+ * What each stage holds (fp32; Psi = padded parameters, N = ranks, k = 2 for
+ * Adam): stage 0 PARAMS Psi, GRADS Psi, OPTIM k Psi; stage 1 PARAMS Psi, GRADS
+ * Psi, OPTIM k Psi/N; stage 2 PARAMS Psi, GRADS Psi/N, OPTIM k Psi/N; stage 3
+ * PARAMS Psi/N (+ persistent units whole, + the hpZ secondary Psi/h), GRADS
+ * Psi/N, OPTIM k Psi/N. COMM holds the reduce buckets, the all-gather bucket
+ * (stages 1-2), one unit's gradient (stages 2-3) and the gather window
+ * (stage 3).
  *
  * Memory: every buffer is planned into and allocated from the trainer's arenas
  * (zt_memory): PARAMS, GRADS, OPTIM on the device; ACTS (inputs, unit outputs,
- * saved tensors); WORK (activation-gradient ping-pong, host staging of the
- * micro-batch). Nothing is allocated inside the step loop.
+ * saved tensors); COMM; WORK (activation-gradient ping-pong, host staging of
+ * the micro-batch). Nothing is allocated inside the step loop except stage-3
+ * gather blocks, which come from the COMM arena's reservation.
  * Collective: zt_trainer_init, zt_trainer_train, zt_trainer_dump_params,
- * zt_trainer_param_norm, zt_trainer_write_report.
+ * zt_trainer_param_norm.
  */
 #ifndef ZT_TRAINER_H
 #define ZT_TRAINER_H
@@ -45,9 +55,24 @@ typedef struct {
     zt_sampler sampler;
     zt_optim optim;
     zt_sched sched;
-    zt_zero_reducer reducer;
+    zt_zero_reducer reducer; /* stage 0 */
+    zt_zero_rs rs;           /* stages 1-3 */
+    zt_zero_gather gather;   /* stage 3 */
+    zt_comm *hpz_comm;       /* hpZ group communicator or NULL (owned) */
 
-    float *params, *grads, *optim_state; /* flat (padded_numel) on the device */
+    /* Stages 0-2: params full flat (padded_numel). Stage 3: NULL; unit_store. */
+    float *params;
+    /* Stages 0-1: full flat; stages 2-3: the partition (partition_numel). */
+    float *grads;
+    float *optim_state;   /* zt_optim_state_numel of the optimizer's span */
+    float **unit_store;   /* stage 3, per unit: own shard or persistent full copy */
+    float **own_p;        /* per unit: this rank's parameter slice (shard_numel) */
+    float **own_g;        /* per unit: this rank's gradient slice (shard_numel) */
+    float **secondary;    /* hpZ, per unit: padded_numel / h, else NULL */
+    float *unit_grad;     /* stages 2-3: one unit's full gradient (COMM) */
+    float *rs_send[2], *rs_recv[2]; /* reduce buckets (COMM) */
+    float *ag_buf;        /* stages 1-2: all-gather bucket (COMM) */
+    zt_optim_seg *segs;   /* stages 1-3, per unit: the optimizer's view of own slices */
     float *x;                            /* (micro, in_numel) model input, device */
     int32_t *labels;                     /* (micro) labels, device */
     float **acts;                        /* per unit: output (micro, out_numel) */
@@ -63,6 +88,13 @@ typedef struct {
     double train_seconds, timed_seconds;
     int64_t timed_steps;
 } zt_trainer;
+
+/* Plans (allocates nothing) every buffer one rank of a `world_size`-rank run
+ * would hold into `mem` (zt_memory_init(mem, NULL) first): the same list
+ * zt_trainer_init reserves, so --estimate-memory and the trainer agree. Offload
+ * settings in cfg place the optimizer's buffers on the host. */
+zt_status zt_trainer_plan(const zt_config *cfg, const zt_model *m, int world_size,
+                          zt_memory *mem);
 
 zt_status zt_trainer_init(zt_trainer *t, const zt_config *cfg, const zt_model *m,
                           zt_dataset *data, const zt_world *w, const zt_backend *be,

@@ -53,9 +53,10 @@ static void test_layout_padding(void **state)
     (void)state;
     zt_model m;
     build_mlp(&m, 64, 4, 32, 10);
+    zt_zero_config z = {.stage = 0};
     for (int ws = 1; ws <= 4; ws++) {
         zt_layout l;
-        assert_int_equal(zt_layout_init(&l, &m, ws, ws - 1), ZT_OK);
+        assert_int_equal(zt_layout_init(&l, &m, &z, ws, ws - 1), ZT_OK);
         int64_t off = 0, global = 0;
         for (int u = 0; u < l.n_units; u++) {
             const zt_unit_layout *ul = &l.units[u];
@@ -65,6 +66,8 @@ static void test_layout_padding(void **state)
             assert_true(ul->padded_numel - ul->numel < ws * 16);
             assert_int_equal(ul->shard_numel * ws, ul->padded_numel);
             assert_int_equal(ul->global_index, global);
+            assert_int_equal(ul->part_offset * ws, off);
+            assert_false(ul->persistent);
             off += ul->padded_numel;
             global += ul->numel;
         }
@@ -73,6 +76,74 @@ static void test_layout_padding(void **state)
         assert_int_equal(l.partition_numel * ws, off);
         zt_layout_free(&l);
     }
+    zt_model_free(&m);
+}
+
+/* Stage 3 keeps units of at most the threshold whole, until the model-wide
+ * cap (unpadded elements) is reached; other stages keep nothing whole. */
+static void test_layout_persistence(void **state)
+{
+    (void)state;
+    zt_model m;
+    build_mlp(&m, 64, 4, 32, 10); /* units 2112, 4160, 4160, 650 */
+    zt_zero_config z = {.stage = 3,
+                        .stage3_param_persistence_threshold = 2112,
+                        .stage3_model_persistence_threshold = INT64_MAX};
+    zt_layout l;
+    assert_int_equal(zt_layout_init(&l, &m, &z, 4, 0), ZT_OK);
+    assert_true(l.units[0].persistent && l.units[3].persistent);
+    assert_false(l.units[1].persistent || l.units[2].persistent);
+    assert_int_equal(l.persistent_numel, l.units[0].padded_numel + l.units[3].padded_numel);
+    assert_int_equal(l.max_unit_numel, l.units[1].padded_numel);
+    zt_layout_free(&l);
+    z.stage3_model_persistence_threshold = 2112 + 649;
+    assert_int_equal(zt_layout_init(&l, &m, &z, 4, 0), ZT_OK);
+    assert_true(l.units[0].persistent);
+    assert_false(l.units[3].persistent);
+    zt_layout_free(&l);
+    z.stage = 2;
+    assert_int_equal(zt_layout_init(&l, &m, &z, 4, 0), ZT_OK);
+    assert_int_equal(l.persistent_numel, 0);
+    zt_layout_free(&l);
+    zt_model_free(&m);
+}
+
+/* The declared COMM buffers: bucket widths per rank, the gather window. */
+static void test_zero_buffer_sizes(void **state)
+{
+    (void)state;
+    zt_model m;
+    build_mlp(&m, 64, 4, 32, 10);
+    zt_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.zero.stage = 3;
+    cfg.zero.reduce_bucket_size = 1000;
+    cfg.zero.allgather_bucket_size = 1000000000;
+    cfg.zero.reduce_scatter = true;
+    cfg.zero.overlap_comm = true;
+    cfg.zero.stage3_max_live_parameters = 5000;
+    cfg.zero.zero_hpz_partition_size = 2;
+    zt_layout l;
+    assert_int_equal(zt_layout_init(&l, &m, &cfg.zero, 4, 1), ZT_OK);
+    int count;
+    int64_t send, recv;
+    zt_zero_rs_buffers(&cfg, &l, &count, &send, &recv);
+    assert_int_equal(count, 2);
+    assert_int_equal(send, 1000);
+    assert_int_equal(recv, 250);
+    /* an all-gather bucket never exceeds the model */
+    assert_int_equal(zt_zero_allgather_buffer_numel(&cfg, &l), l.padded_numel);
+    /* live limit plus one unit over it plus one unit of slack */
+    assert_int_equal(zt_zero_gather_pool_numel(&cfg, &l), 5000 + 2 * l.max_unit_numel);
+    assert_int_equal(zt_zero_secondary_numel(&cfg, &l), l.padded_numel / 2);
+    cfg.zero.overlap_comm = false;
+    cfg.zero.reduce_scatter = false;
+    cfg.zero.stage3_max_live_parameters = 1000000000;
+    zt_zero_rs_buffers(&cfg, &l, &count, &send, &recv);
+    assert_int_equal(count, 1);
+    assert_int_equal(recv, 0);
+    assert_int_equal(zt_zero_gather_pool_numel(&cfg, &l), l.padded_numel + l.max_unit_numel);
+    zt_layout_free(&l);
     zt_model_free(&m);
 }
 
@@ -151,6 +222,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mlp_shape),
         cmocka_unit_test(test_layout_padding),
+        cmocka_unit_test(test_layout_persistence),
+        cmocka_unit_test(test_zero_buffer_sizes),
         cmocka_unit_test(test_init_is_rank_free_and_bounded),
         cmocka_unit_test(test_synthetic_definition),
         cmocka_unit_test(test_bad_model_args),
