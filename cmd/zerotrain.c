@@ -17,6 +17,7 @@
 #include "backend.h"
 #include "comm.h"
 #include "config.h"
+#include "estimate.h"
 #include "model.h"
 #include "monitor.h"
 #include "synthetic.h"
@@ -31,10 +32,14 @@ typedef struct {
     const char *device;
     const char *report_path, *dump_path;
     zt_config_overrides ov;
+    bool estimate_memory;
+    int64_t num_gpus, num_nodes; /* --estimate-memory's hardware; < 0: not given */
 } zt_flags;
 
 static const char *usage_text =
     "usage: zerotrain --config FILE --model mlp [options]\n"
+    "       zerotrain --estimate-memory --model mlp [--config FILE] [--num-gpus G]\n"
+    "                 [--num-nodes N] [--report FILE]\n"
     "\n"
     "Trains a built-in model with DeepSpeed-style ZeRO data parallelism. Start it with\n"
     "mpirun (one rank per device); without mpirun it is a world of one rank.\n"
@@ -56,6 +61,11 @@ static const char *usage_text =
     "  --report FILE                   write the run's JSON report (rank 0)\n"
     "  --dump-params FILE              write all fp32 parameters after training\n"
     "                                  (raw little-endian float32, model order)\n"
+    "  --estimate-memory               no training: print the memory one rank holds at every\n"
+    "                                  ZeRO stage and offload variant (--report: as JSON);\n"
+    "                                  --config is optional (default: Adam), its stage ignored\n"
+    "  --num-gpus G --num-nodes N      hardware to estimate for: ranks per node (default: this\n"
+    "                                  run's, 1 without mpirun) and nodes (default 1)\n"
     "  --help, --version\n";
 
 /* Before MPI is up every rank would print the same usage error: only the first
@@ -108,6 +118,7 @@ static int cmd_parse_flags(int argc, char **argv, zt_flags *f)
     f->num_samples = ZT_SYNTHETIC_DEFAULT_SAMPLES;
     f->seed = 1234;
     f->device = "auto";
+    f->num_gpus = f->num_nodes = -1;
     zt_config_overrides_init(&f->ov);
     for (int i = 1; i < argc; i++) {
         char *arg = argv[i];
@@ -123,6 +134,13 @@ static int cmd_parse_flags(int argc, char **argv, zt_flags *f)
         }
         if (strncmp(arg, "--", 2) != 0)
             return cmd_usage_error("unexpected argument '%s'%s", arg, "");
+        if (strncmp(arg, "--estimate-memory", 17) == 0 && (arg[17] == '\0' || arg[17] == '=')) {
+            if (arg[17] == '=')
+                return cmd_usage_error("--estimate-memory takes no value (got '%s')%s", arg + 18,
+                                       "");
+            f->estimate_memory = true;
+            continue;
+        }
         /* --flag=value or --flag value */
         char name[64];
         const char *val = NULL;
@@ -140,7 +158,7 @@ static int cmd_parse_flags(int argc, char **argv, zt_flags *f)
                                       "--steps", "--epochs", "--seed", "--device", "--lr",
                                       "--train-batch-size", "--micro-batch-size",
                                       "--gradient-accumulation-steps", "--report",
-                                      "--dump-params"};
+                                      "--dump-params", "--num-gpus", "--num-nodes"};
         bool found = false;
         for (size_t k = 0; k < sizeof known / sizeof *known; k++)
             found |= strcmp(name, known[k]) == 0;
@@ -190,10 +208,25 @@ static int cmd_parse_flags(int argc, char **argv, zt_flags *f)
             f->report_path = val;
         else if (!strcmp(name, "--dump-params"))
             f->dump_path = val;
+        else if (!strcmp(name, "--num-gpus") || !strcmp(name, "--num-nodes")) {
+            int64_t *dst = !strcmp(name, "--num-gpus") ? &f->num_gpus : &f->num_nodes;
+            if (!cmd_parse_i64(val, 1, dst) || *dst > ZT_ESTIMATE_MAX_WORLD)
+                return cmd_usage_error("%s needs a positive integer (at most 1048576), not '%s'",
+                                       name, val);
+        }
         if (!ok)
             return cmd_usage_error("bad value '%s' for %s", val, name);
     }
-    if (!f->config_path)
+    if ((f->num_gpus > 0 ? f->num_gpus : 1) * (f->num_nodes > 0 ? f->num_nodes : 1) >
+        ZT_ESTIMATE_MAX_WORLD)
+        return cmd_usage_error("--num-gpus x --num-nodes is more than 1048576 ranks%s%s", "", "");
+    if (!f->estimate_memory && (f->num_gpus > 0 || f->num_nodes > 0))
+        return cmd_usage_error("%s is only valid together with --estimate-memory%s",
+                               f->num_gpus > 0 ? "--num-gpus" : "--num-nodes", "");
+    if (f->estimate_memory && f->dump_path)
+        return cmd_usage_error("--dump-params needs a training run; --estimate-memory trains "
+                               "nothing%s%s", "", "");
+    if (!f->config_path && !f->estimate_memory)
         return cmd_usage_error("--config FILE is required%s%s", "", "");
     if (!f->model.name[0])
         return cmd_usage_error("--model NAME is required (mlp)%s%s", "", "");
@@ -250,7 +283,7 @@ static void cmd_print_summary(const zt_world *w, const zt_config *cfg, const zt_
            w->size, w->n_nodes);
     printf("  model %s: %lld parameters in %d units (flat %lld, padded for %d ranks)\n",
            m->name, (long long)m->n_params, m->n_units, (long long)t->layout.padded_numel,
-           w->size);
+           t->layout.world_size);
     printf("  batch: train_batch_size %lld = micro %lld x gas %lld x world %d; %lld steps "
            "(%lld per epoch)\n",
            (long long)cfg->train_batch_size, (long long)cfg->micro_batch_size,
@@ -261,9 +294,127 @@ static void cmd_print_summary(const zt_world *w, const zt_config *cfg, const zt_
            cfg->zero.stage, zt_optim_type_name(cfg->optimizer.type), cfg->optimizer.lr,
            zt_sched_type_name(cfg->scheduler.type), cfg->gradient_clipping,
            (long long)cfg->zero.reduce_bucket_size, cfg->zero.overlap_comm ? "on" : "off");
+    if (cfg->zero.stage == 3)
+        printf("  stage 3: %lld of %lld parameters in persistent units, prefetch %lld, "
+               "max live %lld, max reuse distance %lld, hpZ %lld, MiCS shard %lld\n",
+               (long long)t->layout.persistent_numel, (long long)t->layout.padded_numel,
+               (long long)cfg->zero.stage3_prefetch_bucket_size,
+               (long long)cfg->zero.stage3_max_live_parameters,
+               (long long)cfg->zero.stage3_max_reuse_distance,
+               (long long)cfg->zero.zero_hpz_partition_size,
+               (long long)(cfg->zero.mics_shard_size > 0 ? cfg->zero.mics_shard_size : w->size));
     for (int i = 0; i < cfg->n_notes; i++)
         printf("  note: %s\n", cfg->notes[i]);
     fflush(stdout);
+}
+
+/* The whole file as a string, for the parse-only config path (the estimator
+ * must read configs whose features this build cannot train yet). */
+static zt_status cmd_read_text(const char *path, char **out)
+{
+    const char *hint = "check the --config path";
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return zt_fail(ZT_ERR_IO, hint, "%s: cannot open the config file: %s", path,
+                       strerror(errno));
+    char *text = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len + 4096 + 1 > cap) {
+            size_t ncap = cap ? 2 * cap : 16384;
+            char *t = realloc(text, ncap);
+            if (!t) {
+                free(text);
+                fclose(f);
+                return zt_fail(ZT_ERR_OOM, "", "%s: no memory to read the config", path);
+            }
+            text = t;
+            cap = ncap;
+        }
+        size_t n = fread(text + len, 1, cap - len - 1, f);
+        len += n;
+        if (n == 0)
+            break;
+    }
+    int read_error = ferror(f);
+    int saved = errno;
+    fclose(f);
+    if (read_error) {
+        free(text);
+        return zt_fail(ZT_ERR_IO, hint, "%s: cannot read the config file: %s", path,
+                       strerror(saved));
+    }
+    text[len] = '\0';
+    if (strlen(text) != len) {
+        free(text);
+        return zt_fail(ZT_ERR_CONFIG, "is this a JSON file?",
+                       "%s: contains a NUL byte (not a text file)", path);
+    }
+    *out = text;
+    return ZT_OK;
+}
+
+/* --estimate-memory: plans every stage for G x N ranks, rank 0 prints (and
+ * writes --report), nothing trains. Every rank computes the same plan so a
+ * config error is agreed on like a training run's. */
+static int cmd_estimate(zt_world *w, const zt_flags *f)
+{
+    int num_gpus = f->num_gpus > 0 ? (int)f->num_gpus : w->local_size;
+    int num_nodes = f->num_nodes > 0 ? (int)f->num_nodes : 1;
+    int rc;
+    /* The flags were capped; this run's own ranks per node may still exceed. */
+    if ((int64_t)num_gpus * num_nodes > ZT_ESTIMATE_MAX_WORLD)
+        return cmd_agreed_failure(
+            w, zt_fail(ZT_ERR_USAGE, "give --num-gpus and --num-nodes",
+                       "%d GPU(s) per node x %d node(s) is more than %d ranks", num_gpus,
+                       num_nodes, ZT_ESTIMATE_MAX_WORLD));
+    /* Without a config: DeepSpeed's defaults with an Adam optimizer; the
+     * batch and lr flags fill the "auto" values as for any config. */
+    static const char *default_text =
+        "{\"train_micro_batch_size_per_gpu\": \"auto\",\n"
+        " \"optimizer\": {\"type\": \"Adam\", \"params\": {\"lr\": \"auto\"}}}\n";
+    char *text = NULL;
+    zt_status st = ZT_OK;
+    if (f->config_path)
+        st = cmd_read_text(f->config_path, &text);
+    zt_config cfg;
+    if (st == ZT_OK)
+        st = zt_config_parse_string(text ? text : default_text,
+                                    f->config_path ? f->config_path : "default config (Adam)",
+                                    &f->ov, num_gpus * num_nodes, &cfg);
+    /* The parsed config cannot tell a default overlap_comm from a given one,
+     * and the default differs by stage; the key is unique in DeepSpeed's schema. */
+    bool overlap_given = text && strstr(text, "\"overlap_comm\"") != NULL;
+    free(text);
+    if ((rc = cmd_agreed_failure(w, st)) != 0)
+        return rc;
+
+    zt_model model;
+    zt_estimate est;
+    st = zt_model_build(&f->model, &model);
+    if (st == ZT_OK) {
+        st = zt_estimate_run(&est, &cfg, &model, num_gpus, num_nodes, overlap_given);
+        if (st != ZT_OK)
+            zt_model_free(&model);
+    }
+    if ((rc = cmd_agreed_failure(w, st)) != 0)
+        return rc;
+    st = ZT_OK;
+    if (w->rank == 0) {
+        zt_estimate_print(&est, stdout);
+        for (int i = 0; i < cfg.n_notes; i++)
+            printf("  note: %s\n", cfg.notes[i]);
+        fflush(stdout);
+        if (f->report_path)
+            st = zt_estimate_write_json(&est, f->report_path);
+    }
+    zt_model_free(&model);
+    if ((rc = cmd_agreed_failure(w, st)) != 0)
+        return rc;
+    zt_world_free(w);
+    MPI_Finalize();
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -280,6 +431,8 @@ int main(int argc, char **argv)
                 zt_status_hint());
         return 1;
     }
+    if (flags.estimate_memory)
+        return cmd_estimate(&world, &flags);
 
     zt_config cfg;
     st = zt_config_load_file(flags.config_path, &flags.ov, world.size, &cfg);
@@ -341,10 +494,17 @@ int main(int argc, char **argv)
                          .n_loss = trainer.global_steps,
                          .samples_per_sec = sps,
                          .param_norm = param_norm,
-                         .train_seconds = trainer.train_seconds};
+                         .train_seconds = trainer.train_seconds,
+                         .zero = &cfg.zero,
+                         .padded_params = trainer.layout.padded_numel,
+                         .partition_params = trainer.layout.partition_numel,
+                         .persistent_params = trainer.layout.persistent_numel,
+                         .gather_peak_live_params = trainer.gather.peak_live_numel};
+        const zt_comm *groups[ZT_GROUP_N] = {&comm, trainer.hpz_comm, trainer.shard_comm,
+                                             trainer.replica_comm};
         if ((rc = cmd_agreed_failure(&world, zt_monitor_write_report(flags.report_path, &rep,
                                                                      &world, &trainer.mem,
-                                                                     &comm))) != 0)
+                                                                     groups))) != 0)
             return rc;
     }
     if (world.rank == 0) {

@@ -1,0 +1,248 @@
+#include "estimate.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <string.h>
+
+#include "trainer.h"
+#include "zero.h"
+
+/* Longest line the tables may print. */
+#define ZT_ESTIMATE_LINE_MAX 119
+
+static const struct {
+    int stage;
+    zt_offload_device opt, param;
+} estimate_variants[ZT_ESTIMATE_NVARIANTS] = {
+    {0, ZT_OFFLOAD_NONE, ZT_OFFLOAD_NONE}, {1, ZT_OFFLOAD_NONE, ZT_OFFLOAD_NONE},
+    {1, ZT_OFFLOAD_CPU, ZT_OFFLOAD_NONE},  {2, ZT_OFFLOAD_NONE, ZT_OFFLOAD_NONE},
+    {2, ZT_OFFLOAD_CPU, ZT_OFFLOAD_NONE},  {3, ZT_OFFLOAD_NONE, ZT_OFFLOAD_NONE},
+    {3, ZT_OFFLOAD_CPU, ZT_OFFLOAD_NONE},  {3, ZT_OFFLOAD_CPU, ZT_OFFLOAD_CPU},
+};
+
+static const char *estimate_offload_name(zt_offload_device d)
+{
+    switch (d) {
+    case ZT_OFFLOAD_NONE: return "none";
+    case ZT_OFFLOAD_CPU: return "cpu";
+    case ZT_OFFLOAD_NVME: return "nvme";
+    }
+    return "?";
+}
+
+size_t zt_estimate_model_state_bytes(const zt_estimate_variant *v, zt_mem_loc loc)
+{
+    return v->bytes[loc][ZT_MEM_PARAMS] + v->bytes[loc][ZT_MEM_GRADS] +
+           v->bytes[loc][ZT_MEM_MASTER] + v->bytes[loc][ZT_MEM_OPTIM];
+}
+
+zt_status zt_estimate_run(zt_estimate *e, const zt_config *cfg, const zt_model *m,
+                          int num_gpus, int num_nodes, bool overlap_comm_given)
+{
+    memset(e, 0, sizeof *e);
+    if (num_gpus < 1 || num_nodes < 1 || (int64_t)num_gpus * num_nodes > ZT_ESTIMATE_MAX_WORLD)
+        return zt_fail(ZT_ERR_USAGE, "give --num-gpus x --num-nodes of at most 1048576 ranks",
+                       "cannot estimate for %d GPU(s) per node x %d node(s)", num_gpus,
+                       num_nodes);
+    const int ws = num_gpus * num_nodes;
+    e->model_name = m->name;
+    e->params = m->n_params;
+    e->num_gpus = num_gpus;
+    e->num_nodes = num_nodes;
+    e->world_size = ws;
+    e->micro_batch_size = cfg->micro_batch_size;
+    e->mixed_precision_requested = cfg->fp16.enabled || cfg->bf16.enabled;
+
+    zt_layout l;
+    ZT_TRY(zt_layout_init(&l, m, &cfg->zero, ws, 0));
+    e->padded_params = l.padded_numel;
+    for (int u = 0; u < l.n_units; u++)
+        if (l.units[u].numel > e->largest_unit_params)
+            e->largest_unit_params = l.units[u].numel;
+    zt_layout_free(&l);
+
+    for (int i = 0; i < ZT_ESTIMATE_NVARIANTS; i++) {
+        zt_config c = *cfg;
+        zt_zero_config *z = &c.zero;
+        z->stage = estimate_variants[i].stage;
+        /* Parsing resolved a missing overlap_comm for the file's stage; a run
+         * at this stage would have resolved it for this one. */
+        if (!overlap_comm_given)
+            z->overlap_comm = z->stage == 3;
+        z->offload_optimizer.device = estimate_variants[i].opt;
+        z->offload_param.device = estimate_variants[i].param;
+        /* As the config parser does for an offloaded optimizer (DeepSpeed). */
+        if (z->offload_optimizer.device != ZT_OFFLOAD_NONE)
+            z->contiguous_gradients = true;
+
+        zt_estimate_variant *v = &e->variants[i];
+        v->stage = z->stage;
+        v->offload_optimizer = z->offload_optimizer.device;
+        v->offload_param = z->offload_param.device;
+        zt_memory mem;
+        zt_memory_init(&mem, NULL);
+        ZT_TRY(zt_trainer_plan(&c, m, ws, &mem));
+        memcpy(v->bytes, mem.planned_bytes, sizeof v->bytes);
+    }
+    e->n_variants = ZT_ESTIMATE_NVARIANTS;
+    return ZT_OK;
+}
+
+/* ------------------------------------------------------------------ printing */
+
+static double estimate_gib(size_t bytes) { return (double)bytes / (1024.0 * 1024.0 * 1024.0); }
+
+/* Short column label of a variant for the class table. */
+static void estimate_label(const zt_estimate_variant *v, char *buf, size_t n)
+{
+    snprintf(buf, n, "s%d%s%s", v->stage, v->offload_param != ZT_OFFLOAD_NONE ? "+op" : "",
+             v->offload_optimizer != ZT_OFFLOAD_NONE ? "+oo" : "");
+}
+
+enum { ESTIMATE_ROWS = 9 };
+
+static const char *const estimate_row_names[ESTIMATE_ROWS] = {
+    "PARAMS", "GRADS", "MASTER", "OPTIM", "model states", "ACTS", "COMM", "WORK", "total"};
+
+static size_t estimate_row_value(const zt_estimate_variant *v, zt_mem_loc loc, int row)
+{
+    static const zt_mem_class classes[ESTIMATE_ROWS] = {
+        ZT_MEM_PARAMS, ZT_MEM_GRADS, ZT_MEM_MASTER, ZT_MEM_OPTIM, ZT_MEM_NCLASS,
+        ZT_MEM_ACTS,   ZT_MEM_COMM,  ZT_MEM_WORK,   ZT_MEM_NCLASS};
+    if (row == 4)
+        return zt_estimate_model_state_bytes(v, loc);
+    if (row == ESTIMATE_ROWS - 1) {
+        size_t t = 0;
+        for (int c = 0; c < ZT_MEM_NCLASS; c++)
+            t += v->bytes[loc][c];
+        return t;
+    }
+    return v->bytes[loc][classes[row]];
+}
+
+/* One location's class table; variants beyond the line limit wrap into
+ * further blocks so large byte counts never make a line too long. */
+static void estimate_class_table(const zt_estimate *e, zt_mem_loc loc, FILE *out)
+{
+    const int label_w = 14;
+    char labels[ZT_ESTIMATE_NVARIANTS][16];
+    int width[ZT_ESTIMATE_NVARIANTS];
+    for (int i = 0; i < e->n_variants; i++) {
+        estimate_label(&e->variants[i], labels[i], sizeof labels[i]);
+        int w = (int)strlen(labels[i]);
+        for (int r = 0; r < ESTIMATE_ROWS; r++) {
+            char num[32];
+            int len = snprintf(num, sizeof num, "%zu", estimate_row_value(&e->variants[i], loc, r));
+            if (len > w)
+                w = len;
+        }
+        width[i] = w + 2;
+    }
+    const char *title = loc == ZT_MEM_DEVICE ? "device bytes" : "host bytes";
+    for (int start = 0; start < e->n_variants;) {
+        int end = start, line = label_w;
+        while (end < e->n_variants && (end == start || line + width[end] <= ZT_ESTIMATE_LINE_MAX))
+            line += width[end++];
+        fprintf(out, "%-*s", label_w, title);
+        for (int i = start; i < end; i++)
+            fprintf(out, "%*s", width[i], labels[i]);
+        fputc('\n', out);
+        for (int r = 0; r < ESTIMATE_ROWS; r++) {
+            fprintf(out, "  %-*s", label_w - 2, estimate_row_names[r]);
+            for (int i = start; i < end; i++)
+                fprintf(out, "%*zu", width[i], estimate_row_value(&e->variants[i], loc, r));
+            fputc('\n', out);
+        }
+        start = end;
+    }
+}
+
+void zt_estimate_print(const zt_estimate *e, FILE *out)
+{
+    /* DeepSpeed's header and row format (estimate_zero3_model_states_mem_needs),
+     * so users can compare the two side by side. */
+    fprintf(out, "Estimated memory needed for params, optim states and gradients for a:\n");
+    fprintf(out, "HW: Setup with %d node%s, %d GPU%s per node.\n", e->num_nodes,
+            e->num_nodes > 1 ? "s" : "", e->num_gpus, e->num_gpus > 1 ? "s" : "");
+    fprintf(out, "SW: Model with %lldM total params, %lldM largest layer params.\n",
+            (long long)(e->params / 1000000), (long long)(e->largest_unit_params / 1000000));
+    fprintf(out, "  per CPU  |  per GPU |   Options\n");
+    for (int i = 0; i < e->n_variants; i++) {
+        const zt_estimate_variant *v = &e->variants[i];
+        size_t cpu = zt_estimate_model_state_bytes(v, ZT_MEM_HOST) * (size_t)e->num_gpus;
+        size_t gpu = zt_estimate_model_state_bytes(v, ZT_MEM_DEVICE);
+        fprintf(out, " %7.2fGB | %6.2fGB | stage=%d, offload_param=%-4s, offload_optimizer=%s\n",
+                estimate_gib(cpu), estimate_gib(gpu), v->stage,
+                estimate_offload_name(v->offload_param),
+                estimate_offload_name(v->offload_optimizer));
+    }
+    fprintf(out, "Exact plans of this build (fp32), not DeepSpeed's formulas: no 1.5 buffer factor "
+                 "applied.\n"
+                 "per GPU: one rank's params, grads, master weights and optimizer states on the "
+                 "device;\n"
+                 "per CPU: the same on the host x %d rank(s) per node. Activations and buffers: "
+                 "table below.\n",
+            e->num_gpus);
+    fprintf(out, "Offload rows show the planned placement; offload training is not implemented "
+                 "yet.\n");
+    if (e->mixed_precision_requested)
+        fprintf(out, "The config enables fp16/bf16: mixed precision is not implemented yet, so "
+                     "these are fp32 plans.\n");
+
+    fprintf(out, "\nModel %s: %lld parameters, padded to %lld for %d rank(s) (each unit to a "
+                 "multiple of %d).\n",
+            e->model_name, (long long)e->params, (long long)e->padded_params, e->world_size,
+            e->world_size * ZT_ZERO_ALIGN);
+    fprintf(out, "Bytes per rank by class, micro batch %lld. Every rank holds the same: the layout "
+                 "gives every\n"
+                 "rank an equal shard of every unit. Columns: sN = stage N, +op = "
+                 "offload_param=cpu,\n"
+                 "+oo = offload_optimizer=cpu.\n",
+            (long long)e->micro_batch_size);
+    estimate_class_table(e, ZT_MEM_DEVICE, out);
+    estimate_class_table(e, ZT_MEM_HOST, out);
+    fflush(out);
+}
+
+/* ------------------------------------------------------------------ JSON */
+
+static json_t *estimate_classes_json(const zt_estimate_variant *v, zt_mem_loc loc)
+{
+    json_t *o = json_object();
+    for (int c = 0; c < ZT_MEM_NCLASS; c++)
+        json_object_set_new(o, zt_mem_class_name((zt_mem_class)c),
+                            json_integer((json_int_t)v->bytes[loc][c]));
+    return o;
+}
+
+zt_status zt_estimate_write_json(const zt_estimate *e, const char *path)
+{
+    json_t *variants = json_array();
+    for (int i = 0; i < e->n_variants; i++) {
+        const zt_estimate_variant *v = &e->variants[i];
+        json_array_append_new(
+            variants,
+            json_pack("{s:i, s:s, s:s, s:o, s:o, s:I, s:I}", "stage", v->stage,
+                      "offload_optimizer", estimate_offload_name(v->offload_optimizer),
+                      "offload_param", estimate_offload_name(v->offload_param), "device_bytes",
+                      estimate_classes_json(v, ZT_MEM_DEVICE), "host_bytes",
+                      estimate_classes_json(v, ZT_MEM_HOST), "model_state_device_bytes",
+                      (json_int_t)zt_estimate_model_state_bytes(v, ZT_MEM_DEVICE),
+                      "model_state_host_bytes",
+                      (json_int_t)zt_estimate_model_state_bytes(v, ZT_MEM_HOST)));
+    }
+    json_t *doc = json_pack(
+        "{s:s, s:I, s:I, s:I, s:i, s:i, s:i, s:I, s:o}", "model", e->model_name, "params",
+        (json_int_t)e->params, "padded_params", (json_int_t)e->padded_params,
+        "largest_layer_params", (json_int_t)e->largest_unit_params, "world_size", e->world_size,
+        "num_gpus", e->num_gpus, "num_nodes", e->num_nodes, "micro_batch_size",
+        (json_int_t)e->micro_batch_size, "variants", variants);
+    zt_status st = ZT_OK;
+    errno = 0;
+    if (!doc || json_dump_file(doc, path, JSON_INDENT(1)) != 0)
+        st = zt_fail(ZT_ERR_IO, "check that the report's directory exists and is writable",
+                     "cannot write memory estimate %s: %s", path,
+                     errno ? strerror(errno) : "JSON error");
+    json_decref(doc);
+    return st;
+}

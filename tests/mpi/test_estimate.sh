@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# --estimate-memory agrees with what training really holds: for stages 0-3 at
+# np 4 (stage 3 with every unit persistent, the default threshold for this
+# small MLP, and with none), the estimate's model-state device bytes (PARAMS +
+# GRADS + MASTER + OPTIM) match each rank's measured peaks within 1%, every
+# class's estimate equals the run's reservation, and model-state classes match
+# their peaks. Bad --num-gpus/--num-nodes use exits 2 with a message.
+set -eu
+cd "$(dirname "$0")/../.."
+source tests/env.sh
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+model=(--model mlp --width 64 --layers 4 --in-size 32 --out-size 10 --steps 3)
+write_cfg() { # name stage extra-zero-keys
+    cat >"$tmp/cfg-$1.json" <<JSON
+{
+  "train_batch_size": 16,
+  "optimizer": {"type": "Adam", "params": {"lr": 1e-3}},
+  "zero_optimization": {"stage": $2$3}
+}
+JSON
+}
+write_cfg s0 0 ""
+write_cfg s1 1 ""
+write_cfg s2 2 ""
+write_cfg s3-persist 3 ""
+write_cfg s3-shard 3 ', "stage3_param_persistence_threshold": 0'
+
+for name in s0 s1 s2 s3-persist s3-shard; do
+    stage=${name:1:1}
+    ./zerotrain --estimate-memory --num-gpus 4 --num-nodes 1 --config "$tmp/cfg-$name.json" \
+        "${model[@]}" --report "$tmp/est-$name.json" >"$tmp/est-$name.log" 2>&1 ||
+        { cat "$tmp/est-$name.log"; fail "estimator failed for $name"; }
+    grep -q "^HW: Setup with 1 node, 4 GPUs per node\.$" "$tmp/est-$name.log" ||
+        { cat "$tmp/est-$name.log"; fail "no HW line for $name"; }
+    $ZT_MPIRUN -np 4 ./zerotrain --config "$tmp/cfg-$name.json" "${model[@]}" \
+        --report "$tmp/run-$name.json" >"$tmp/run-$name.log" 2>&1 ||
+        { cat "$tmp/run-$name.log"; fail "training run failed for $name"; }
+    $ZT_PYTHON tests/tools/ztcheck.py estimate "$tmp/est-$name.json" "$tmp/run-$name.json" \
+        --stage "$stage" --tol 0.01
+done
+cat "$tmp/est-s0.log"
+
+# The config's stage is ignored: configs that differ only in it estimate the
+# same (overlap_comm's stage-dependent default included).
+$ZT_PYTHON - "$tmp"/est-s0.json "$tmp"/est-s1.json "$tmp"/est-s2.json "$tmp"/est-s3-persist.json <<'PY'
+import json, sys
+ests = [json.load(open(f))["variants"] for f in sys.argv[1:]]
+for f, e in zip(sys.argv[2:], ests[1:]):
+    assert e == ests[0], f"{f} differs from {sys.argv[1]}"
+print(f"ok: the config's stage does not change the estimate ({len(ests)} configs)")
+PY
+
+# Persistent units are held whole at stage 3: the default threshold must plan
+# more PARAMS than a threshold of 0 (otherwise the two runs test the same thing).
+$ZT_PYTHON - "$tmp/est-s3-persist.json" "$tmp/est-s3-shard.json" <<'PY'
+import json, sys
+def params(f):
+    v = [v for v in json.load(open(f))["variants"] if v["stage"] == 3 and v["offload_optimizer"] == "none"]
+    return v[0]["device_bytes"]["PARAMS"]
+p, s = params(sys.argv[1]), params(sys.argv[2])
+assert p > s, (p, s)
+print(f"ok: stage 3 PARAMS with persistent units {p} > sharded {s}")
+PY
+
+# Without --config (DeepSpeed defaults, Adam) and without mpirun (world of 1).
+./zerotrain --estimate-memory "${model[@]}" >"$tmp/default.log" 2>&1 ||
+    { cat "$tmp/default.log"; fail "estimator without --config failed"; }
+grep -q "^HW: Setup with 1 node, 1 GPU per node\.$" "$tmp/default.log" ||
+    { cat "$tmp/default.log"; fail "default --num-gpus is not 1 without mpirun"; }
+[ "$(grep -c 'stage=' "$tmp/default.log")" = 8 ] || { cat "$tmp/default.log"; fail "expected 8 variant rows"; }
+awk 'length($0) >= 120 { bad = 1 } END { exit bad }' "$tmp/default.log" ||
+    { cat "$tmp/default.log"; fail "estimate lines of 120 characters or more"; }
+echo "ok: estimator without --config, world of 1, 8 rows, lines < 120 characters"
+
+# Under mpirun it prints once, and --num-gpus defaults to the ranks per node.
+$ZT_MPIRUN -np 2 ./zerotrain --estimate-memory "${model[@]}" >"$tmp/np2.log" 2>&1 ||
+    { cat "$tmp/np2.log"; fail "estimator at np 2 failed"; }
+[ "$(grep -c '^Estimated memory needed' "$tmp/np2.log")" = 1 ] || { cat "$tmp/np2.log"; fail "printed more than once"; }
+grep -q "^HW: Setup with 1 node, 2 GPUs per node\.$" "$tmp/np2.log" || { cat "$tmp/np2.log"; fail "default --num-gpus at np 2"; }
+echo "ok: np 2 prints once with 2 GPUs per node"
+
+# expect CODE PATTERN -- command...: exit status CODE and PATTERN in stderr+stdout
+expect() {
+    local code=$1 pattern=$2; shift 3
+    set +e
+    timeout 60 "$@" >"$tmp/out" 2>&1
+    local got=$?
+    set -e
+    [ "$got" = "$code" ] || { cat "$tmp/out"; fail "expected exit $code, got $got: $*"; }
+    grep -q -- "$pattern" "$tmp/out" || { cat "$tmp/out"; fail "no '$pattern' in output of: $*"; }
+    echo "ok: exit $code, '$pattern': ${*:1:6}"
+}
+c="$tmp/cfg-s0.json"
+expect 2 "--num-gpus needs a positive integer (at most 1048576), not '0'" -- ./zerotrain --estimate-memory --num-gpus 0 "${model[@]}"
+expect 2 "--num-nodes needs a positive integer (at most 1048576), not 'x'" -- ./zerotrain --estimate-memory --num-nodes x "${model[@]}"
+expect 2 "--num-gpus is only valid together with --estimate-memory" -- ./zerotrain --config "$c" --num-gpus 2 "${model[@]}"
+expect 2 "--num-nodes is only valid together with --estimate-memory" -- ./zerotrain --config "$c" --num-nodes 2 "${model[@]}"
+expect 2 "more than 1048576 ranks" -- ./zerotrain --estimate-memory --num-gpus 2048 --num-nodes 1024 "${model[@]}"
+expect 2 "cannot write memory estimate" -- ./zerotrain --estimate-memory "${model[@]}" --report /nonexistent/dir/e.json
+expect 2 "--estimate-memory takes no value" -- ./zerotrain --estimate-memory=yes "${model[@]}"
+expect 2 "did you mean" -- ./zerotrain --estimate-memory --config <(echo '{"zero_optimization": {"stgae": 1}}') "${model[@]}"
+# Features this build cannot train yet are estimated, not refused.
+expect 0 "offload_optimizer=cpu" -- ./zerotrain --estimate-memory --config <(echo '{"train_batch_size": 8, "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}}}') "${model[@]}"
