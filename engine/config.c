@@ -2146,10 +2146,16 @@ zt_status zt_config_check_supported(const zt_config *cfg)
             return zt_fail(ZT_ERR_UNSUPPORTED, zpp_hint,
                            "zero_optimization.%s: ZeRO++ quantization is not implemented yet",
                            quant[i].key);
-    if (z->mics_shard_size > 0)
-        return zt_fail(ZT_ERR_UNSUPPORTED, zpp_hint,
-                       "zero_optimization.mics_shard_size %lld: MiCS is not implemented yet",
-                       (long long)z->mics_shard_size);
+    if (z->mics_shard_size > 0 && z->stage != 3)
+        return zt_fail(ZT_ERR_UNSUPPORTED, "use \"stage\": 3, or remove mics_shard_size",
+                       "zero_optimization.mics_shard_size %lld: MiCS partitions parameters, "
+                       "which only ZeRO stage 3 does (stage is %d)",
+                       (long long)z->mics_shard_size, z->stage);
+    if (z->mics_shard_size > 0 && z->zero_hpz_partition_size > 1)
+        return zt_fail(ZT_ERR_UNSUPPORTED, "choose one of the two",
+                       "zero_optimization: mics_shard_size %lld with zero_hpz_partition_size "
+                       "%lld: MiCS and hpZ both decide who holds which parameters",
+                       (long long)z->mics_shard_size, (long long)z->zero_hpz_partition_size);
     if (cfg->communication_data_type[0] && strcmp(cfg->communication_data_type, "fp32") != 0)
         return zt_fail(ZT_ERR_UNSUPPORTED,
                        "remove communication_data_type: fp32 training communicates in fp32",

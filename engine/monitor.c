@@ -120,9 +120,9 @@ static json_t *monitor_real(double v) { return isfinite(v) ? json_real(v) : json
 typedef struct {
     char host[64];
     uint64_t mem[ZT_MEM_NLOC][ZT_MEM_NCLASS][4]; /* current, peak, avg, reserved */
-    uint64_t comm_bytes[2][ZT_COMM_NKINDS];       /* world, hpz */
-    uint64_t comm_calls[2][ZT_COMM_NKINDS];
-    int has_hpz;
+    uint64_t comm_bytes[ZT_GROUP_N][ZT_COMM_NKINDS];
+    uint64_t comm_calls[ZT_GROUP_N][ZT_COMM_NKINDS];
+    int has_group[ZT_GROUP_N];
     int64_t gather_peak_live;
 } monitor_rank_stats;
 
@@ -149,12 +149,16 @@ static json_t *monitor_rank_json(int rank, const monitor_rank_stats *r)
         json_object_set_new(mem, zt_mem_loc_name((zt_mem_loc)l), loc);
     }
     uint64_t total[ZT_COMM_NKINDS];
-    for (int k = 0; k < ZT_COMM_NKINDS; k++)
-        total[k] = r->comm_bytes[0][k] + r->comm_bytes[1][k];
+    memset(total, 0, sizeof total);
+    for (int gi = 0; gi < ZT_GROUP_N; gi++)
+        for (int k = 0; k < ZT_COMM_NKINDS; k++)
+            total[k] += r->comm_bytes[gi][k];
     json_t *groups = json_object();
-    static const char *const group_names[2] = {"world", "hpz"};
-    for (int gi = 0; gi < 1 + r->has_hpz; gi++)
-        json_object_set_new(groups, group_names[gi],
+    static const char *const group_names[ZT_GROUP_N] = {"world", "hpz", "mics_shard",
+                                                        "mics_replica"};
+    for (int gi = 0; gi < ZT_GROUP_N; gi++)
+        if (r->has_group[gi])
+            json_object_set_new(groups, group_names[gi],
                             json_pack("{s:o, s:o}", "bytes", monitor_kinds(r->comm_bytes[gi]),
                                       "calls", monitor_kinds(r->comm_calls[gi])));
     return json_pack("{s:i, s:s, s:o, s:o, s:o, s:I}", "rank", rank, "host", r->host,
@@ -163,7 +167,7 @@ static json_t *monitor_rank_json(int rank, const monitor_rank_stats *r)
 }
 
 zt_status zt_monitor_write_report(const char *path, const zt_report *r, const zt_world *w,
-                                  zt_memory *mem, const zt_comm *comm, const zt_comm *hpz_comm)
+                                  zt_memory *mem, const zt_comm *const groups[ZT_GROUP_N])
 {
     monitor_rank_stats mine;
     memset(&mine, 0, sizeof mine);
@@ -176,13 +180,12 @@ zt_status zt_monitor_write_report(const char *path, const zt_report *r, const zt
             mine.mem[l][c][2] = s.avg;
             mine.mem[l][c][3] = s.reserved;
         }
-    memcpy(mine.comm_bytes[0], comm->bytes, sizeof comm->bytes);
-    memcpy(mine.comm_calls[0], comm->calls, sizeof comm->calls);
-    if (hpz_comm) {
-        mine.has_hpz = 1;
-        memcpy(mine.comm_bytes[1], hpz_comm->bytes, sizeof hpz_comm->bytes);
-        memcpy(mine.comm_calls[1], hpz_comm->calls, sizeof hpz_comm->calls);
-    }
+    for (int gi = 0; gi < ZT_GROUP_N; gi++)
+        if (groups[gi]) {
+            mine.has_group[gi] = 1;
+            memcpy(mine.comm_bytes[gi], groups[gi]->bytes, sizeof groups[gi]->bytes);
+            memcpy(mine.comm_calls[gi], groups[gi]->calls, sizeof groups[gi]->calls);
+        }
     mine.gather_peak_live = r->gather_peak_live_params;
     monitor_rank_stats *all = NULL;
     if (w->rank == 0) {
@@ -215,11 +218,13 @@ zt_status zt_monitor_write_report(const char *path, const zt_report *r, const zt
             ranks);
         const zt_zero_config *z = r->zero;
         json_t *zero = json_pack(
-            "{s:i, s:I, s:I, s:I, s:I, s:b, s:I, s:I, s:b, s:b}", "stage", z->stage,
+            "{s:i, s:I, s:I, s:I, s:I, s:I, s:b, s:I, s:I, s:b, s:b}", "stage", z->stage,
             "padded_params", (json_int_t)r->padded_params, "partition_params",
             (json_int_t)r->partition_params, "persistent_params",
             (json_int_t)r->persistent_params, "hpz_partition_size",
-            (json_int_t)z->zero_hpz_partition_size, "overlap_comm", z->overlap_comm,
+            (json_int_t)z->zero_hpz_partition_size, "mics_shard_size",
+            (json_int_t)(z->mics_shard_size > 0 ? z->mics_shard_size : 0), "overlap_comm",
+            z->overlap_comm,
             "reduce_bucket_size", (json_int_t)z->reduce_bucket_size, "allgather_bucket_size",
             (json_int_t)z->allgather_bucket_size, "reduce_scatter", z->reduce_scatter,
             "allgather_partitions", z->allgather_partitions);

@@ -11,13 +11,14 @@
  *   steps, skipped_steps, loss_history [..], final_loss, samples_per_sec,
  *   param_norm, train_seconds,
  *   zero {stage, padded_params, partition_params, persistent_params,
- *         hpz_partition_size, overlap_comm, reduce_bucket_size,
+ *         hpz_partition_size, mics_shard_size (0: off), overlap_comm, reduce_bucket_size,
  *         allgather_bucket_size, reduce_scatter, allgather_partitions},
  *   ranks [ {rank, host,
  *            memory_bytes {device|host {CLASS {current, peak, avg, reserved}}},
  *            comm_bytes {KIND: bytes summed over communicators},
- *            comm {world|hpz {bytes {KIND}, calls {KIND}}},  (hpz only with hpZ)
+ *            comm {GROUP {bytes {KIND}, calls {KIND}}},
  *            gather_peak_live_params} ]   (stage 3's largest gathered window)
+ * GROUP: world, and with hpZ hpz, with MiCS mics_shard and mics_replica.
  * CLASS: PARAMS GRADS MASTER OPTIM ACTS COMM WORK; KIND: all_reduce
  * reduce_scatter all_gather broadcast. Bytes are whole logical buffers (see
  * comm.h). Non-finite numbers are written as null.
@@ -90,8 +91,16 @@ typedef struct {
     int64_t gather_peak_live_params;
 } zt_report;
 
-/* comm: the world communicator; hpz_comm: the hpZ group's or NULL. */
+typedef enum {
+    ZT_GROUP_WORLD = 0,
+    ZT_GROUP_HPZ,
+    ZT_GROUP_MICS_SHARD,
+    ZT_GROUP_MICS_REPLICA,
+    ZT_GROUP_N
+} zt_group_kind;
+
+/* groups: the communicators by kind, NULL where absent (the world never is). */
 zt_status zt_monitor_write_report(const char *path, const zt_report *r, const zt_world *w,
-                                  zt_memory *mem, const zt_comm *comm, const zt_comm *hpz_comm);
+                                  zt_memory *mem, const zt_comm *const groups[ZT_GROUP_N]);
 
 #endif

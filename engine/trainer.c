@@ -18,9 +18,9 @@ static double trainer_now(void)
 
 /* Host scalars (loss sums, norms) travel over MPI directly: they are not the
  * tensor traffic the comm counters account for. */
-static zt_status trainer_sum_f64(const zt_trainer *t, double *v, int n)
+static zt_status trainer_sum_f64(MPI_Comm comm, double *v, int n)
 {
-    int rc = MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_SUM, t->world->comm);
+    int rc = MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_SUM, comm);
     if (rc != MPI_SUCCESS)
         return zt_fail(ZT_ERR_COMM, "a peer rank may have died; check the other ranks' output",
                        "all-reduce of %d scalars failed (MPI error %d)", n, rc);
@@ -181,7 +181,11 @@ zt_status zt_trainer_plan(const zt_config *cfg, const zt_model *m, int world_siz
     memset(&t, 0, sizeof t);
     t.cfg = cfg;
     t.model = m;
-    zt_status st = zt_layout_init(&t.layout, m, &cfg->zero, world_size, 0);
+    /* MiCS partitions over its shard groups, not the world. */
+    int part = cfg->zero.stage == 3 && cfg->zero.mics_shard_size > 0
+                   ? (int)cfg->zero.mics_shard_size
+                   : world_size;
+    zt_status st = zt_layout_init(&t.layout, m, &cfg->zero, part, 0);
     if (st == ZT_OK)
         st = trainer_tables(&t);
     if (st == ZT_OK)
@@ -235,12 +239,41 @@ static void trainer_views(zt_trainer *t)
     }
 }
 
-/* hpZ: groups of h consecutive ranks, each inside one node. */
-static zt_status trainer_hpz_init(zt_trainer *t)
+/* A communicator over the ranks sharing `color`, owned by the trainer. */
+static zt_status trainer_split(const zt_world *w, int color, MPI_Comm *group, zt_comm **out)
+{
+    if (MPI_Comm_split(w->comm, color, w->rank, group) != MPI_SUCCESS)
+        return zt_fail(ZT_ERR_COMM, "", "cannot split the world into groups");
+    *out = calloc(1, sizeof **out);
+    if (!*out)
+        return zt_fail(ZT_ERR_OOM, "", "cannot allocate a group communicator");
+    return zt_comm_mpi_init(*out, *group);
+}
+
+/* hpZ: groups of h consecutive ranks, each inside one node. MiCS: shard groups
+ * of m consecutive ranks, replica groups of the ranks with the same index in
+ * their shard group. */
+static zt_status trainer_groups_init(zt_trainer *t)
 {
     const zt_world *w = t->world;
-    int64_t h = t->cfg->zero.zero_hpz_partition_size;
-    if (t->cfg->zero.stage != 3 || h <= 1)
+    const zt_zero_config *z = &t->cfg->zero;
+    t->zcomm = t->comm;
+    int64_t m = z->mics_shard_size;
+    if (z->stage == 3 && m > 0) {
+        if (w->size % m != 0)
+            return zt_fail(ZT_ERR_CONFIG, "use a shard size that divides the number of ranks",
+                           "zero_optimization.mics_shard_size %lld does not divide the world "
+                           "size %d",
+                           (long long)m, w->size);
+        MPI_Comm shard, replica;
+        ZT_TRY(trainer_split(w, (int)(w->rank / m), &shard, &t->shard_comm));
+        MPI_Comm_free(&shard);
+        ZT_TRY(trainer_split(w, (int)(w->rank % m), &replica, &t->replica_comm));
+        MPI_Comm_free(&replica);
+        t->zcomm = t->shard_comm;
+    }
+    int64_t h = z->zero_hpz_partition_size;
+    if (z->stage != 3 || h <= 1)
         return ZT_OK;
     if (w->size % h != 0)
         return zt_fail(ZT_ERR_CONFIG,
@@ -249,27 +282,29 @@ static zt_status trainer_hpz_init(zt_trainer *t)
                        "world size %d",
                        (long long)h, w->size);
     MPI_Comm group;
-    if (MPI_Comm_split(w->comm, (int)(w->rank / h), w->rank, &group) != MPI_SUCCESS)
-        return zt_fail(ZT_ERR_COMM, "", "cannot split the hpZ groups");
+    ZT_TRY(trainer_split(w, (int)(w->rank / h), &group, &t->hpz_comm));
     int node_lo = w->node, node_hi = w->node;
     MPI_Allreduce(MPI_IN_PLACE, &node_lo, 1, MPI_INT, MPI_MIN, group);
     MPI_Allreduce(MPI_IN_PLACE, &node_hi, 1, MPI_INT, MPI_MAX, group);
-    zt_status st = ZT_OK;
-    if (node_lo != node_hi)
-        st = zt_fail(ZT_ERR_CONFIG,
-                     "hpZ keeps the backward gather inside a node: use a size that divides the "
-                     "ranks per node (ZT_RANKS_PER_NODE simulates nodes)",
-                     "zero_optimization.zero_hpz_partition_size %lld: ranks %lld-%lld span "
-                     "nodes %d-%d",
-                     (long long)h, (long long)(w->rank / h * h), (long long)(w->rank / h * h + h - 1),
-                     node_lo, node_hi);
-    if (st == ZT_OK) {
-        t->hpz_comm = calloc(1, sizeof *t->hpz_comm);
-        st = t->hpz_comm ? zt_comm_mpi_init(t->hpz_comm, group)
-                         : zt_fail(ZT_ERR_OOM, "", "cannot allocate the hpZ communicator");
-    }
     MPI_Comm_free(&group);
-    return st;
+    if (node_lo != node_hi)
+        return zt_fail(ZT_ERR_CONFIG,
+                       "hpZ keeps the backward gather inside a node: use a size that divides "
+                       "the ranks per node (ZT_RANKS_PER_NODE simulates nodes)",
+                       "zero_optimization.zero_hpz_partition_size %lld: ranks %lld-%lld span "
+                       "nodes %d-%d",
+                       (long long)h, (long long)(w->rank / h * h),
+                       (long long)(w->rank / h * h + h - 1), node_lo, node_hi);
+    return ZT_OK;
+}
+
+static void trainer_comm_free(zt_comm **c)
+{
+    if (*c) {
+        zt_comm_free(*c);
+        free(*c);
+        *c = NULL;
+    }
 }
 
 zt_status zt_trainer_init(zt_trainer *t, const zt_config *cfg, const zt_model *m,
@@ -287,10 +322,10 @@ zt_status zt_trainer_init(zt_trainer *t, const zt_config *cfg, const zt_model *m
     if (data->x_numel != m->in_numel || data->n_classes != m->n_classes)
         return zt_fail(ZT_ERR_INTERNAL, "", "data (%lld inputs, %lld classes) does not fit model",
                        (long long)data->x_numel, (long long)data->n_classes);
-    ZT_TRY(zt_layout_init(&t->layout, m, &cfg->zero, w->size, w->rank));
     ZT_TRY(zt_sampler_init(&t->sampler, data->n_samples, cfg->train_batch_size,
                            cfg->micro_batch_size, w->size, w->rank, data->shuffle, seed));
-    ZT_TRY(trainer_hpz_init(t));
+    ZT_TRY(trainer_groups_init(t));
+    ZT_TRY(zt_layout_init(&t->layout, m, &cfg->zero, t->zcomm->size, t->zcomm->rank));
     ZT_TRY(trainer_tables(t));
     zt_memory_init(&t->mem, be);
     ZT_TRY(trainer_buffers(t, &t->mem, false));
@@ -306,10 +341,11 @@ zt_status zt_trainer_init(zt_trainer *t, const zt_config *cfg, const zt_model *m
     zt_sched_init(&t->sched, &cfg->scheduler, &cfg->optimizer);
     if (stage == 0)
         return zt_zero_reducer_init(&t->reducer, cfg, be, comm, &t->layout, t->grads);
-    ZT_TRY(zt_zero_rs_init(&t->rs, cfg, be, comm, &t->layout, t->own_g, t->rs_send, t->rs_recv));
+    ZT_TRY(zt_zero_rs_init(&t->rs, cfg, be, t->zcomm, t->replica_comm, &t->layout, t->own_g,
+                           t->rs_send, t->rs_recv));
     if (stage == 3) {
         zt_arena *pool = zt_memory_arena(&t->mem, ZT_MEM_DEVICE, ZT_MEM_COMM);
-        ZT_TRY(zt_zero_gather_init(&t->gather, cfg, be, comm, t->hpz_comm, &t->layout, pool,
+        ZT_TRY(zt_zero_gather_init(&t->gather, cfg, be, t->zcomm, t->hpz_comm, &t->layout, pool,
                                    t->unit_store, t->secondary));
     }
     return ZT_OK;
@@ -320,11 +356,9 @@ void zt_trainer_free(zt_trainer *t)
     zt_zero_reducer_free(&t->reducer);
     zt_zero_rs_free(&t->rs);
     zt_zero_gather_free(&t->gather);
-    if (t->hpz_comm) {
-        zt_comm_free(t->hpz_comm);
-        free(t->hpz_comm);
-        t->hpz_comm = NULL;
-    }
+    trainer_comm_free(&t->hpz_comm);
+    trainer_comm_free(&t->shard_comm);
+    trainer_comm_free(&t->replica_comm);
     zt_memory_free(&t->mem);
     zt_layout_free(&t->layout);
     trainer_tables_free(t);
@@ -427,14 +461,15 @@ static zt_status trainer_micro_step(zt_trainer *t, int64_t m, double *loss_sum, 
 }
 
 /* Sum of squares (float64) of this rank's slices (per-unit pointers), summed
- * over ranks: DeepSpeed's global norm, the same value on every rank. */
+ * over the partition group (MiCS replicas hold the same slices): DeepSpeed's
+ * global norm, the same value on every rank. */
 static zt_status trainer_slices_sumsq(zt_trainer *t, float *const *slices, double *sq)
 {
     const zt_layout *lay = &t->layout;
     *sq = 0.0;
     for (int u = 0; u < lay->n_units; u++)
         *sq += t->be->sum_squares(t->be, slices[u], lay->units[u].shard_numel);
-    return trainer_sum_f64(t, sq, 1);
+    return trainer_sum_f64(t->zcomm->mpi, sq, 1);
 }
 
 /* The optimizer step and what makes every rank's parameters current again. */
@@ -448,7 +483,7 @@ static zt_status trainer_apply(zt_trainer *t, double lr, double b1, double b2)
     }
     zt_optim_step_segs(&t->optim, t->segs, t->layout.n_units, lr, b1, b2);
     if (stage < 3)
-        return zt_zero_allgather_params(cfg, t->be, t->comm, &t->layout, t->params, t->ag_buf);
+        return zt_zero_allgather_params(cfg, t->be, t->zcomm, &t->layout, t->params, t->ag_buf);
     return zt_zero_gather_end_step(&t->gather);
 }
 
@@ -460,7 +495,7 @@ static zt_status trainer_step(zt_trainer *t, zt_monitor *mon)
     double loss_sum = 0.0;
     for (int64_t m = 0; m < cfg->gradient_accumulation_steps; m++)
         ZT_TRY(trainer_micro_step(t, m, &loss_sum, timers));
-    ZT_TRY(trainer_sum_f64(t, &loss_sum, 1));
+    ZT_TRY(trainer_sum_f64(t->world->comm, &loss_sum, 1));
     double loss = loss_sum / (double)cfg->train_batch_size;
 
     double ts = trainer_now();
@@ -554,10 +589,12 @@ double zt_trainer_param_norm(zt_trainer *t)
 zt_status zt_trainer_dump_params(zt_trainer *t, const char *path)
 {
     const zt_layout *lay = &t->layout;
-    bool root = t->world->rank == 0;
+    /* Every partition group gathers its copy; world rank 0 (root of the first
+     * group) writes it. */
+    bool root = t->zcomm->rank == 0, writer = t->world->rank == 0;
     zt_status st = ZT_OK;
     FILE *f = NULL;
-    if (root && !(f = fopen(path, "wb")))
+    if (writer && !(f = fopen(path, "wb")))
         st = zt_fail(ZT_ERR_IO, "check that the directory exists and is writable",
                      "cannot write parameter dump %s: %s", path, strerror(errno));
     float *mine = malloc(trainer_floats(lay->max_unit_numel / lay->world_size));
@@ -569,9 +606,9 @@ zt_status zt_trainer_dump_params(zt_trainer *t, const char *path)
         const zt_unit_layout *ul = &lay->units[u];
         t->be->copy_d2h(t->be, mine, t->own_p[u], trainer_floats(ul->shard_numel));
         if (MPI_Gather(mine, (int)ul->shard_numel, MPI_FLOAT, unit, (int)ul->shard_numel,
-                       MPI_FLOAT, 0, t->world->comm) != MPI_SUCCESS)
+                       MPI_FLOAT, 0, t->zcomm->mpi) != MPI_SUCCESS)
             st = zt_fail(ZT_ERR_COMM, "a peer rank may have died", "gathering the dump failed");
-        else if (root && fwrite(unit, sizeof(float), (size_t)ul->numel, f) != (size_t)ul->numel)
+        else if (writer && fwrite(unit, sizeof(float), (size_t)ul->numel, f) != (size_t)ul->numel)
             st = zt_fail(ZT_ERR_IO, "check free disk space", "writing parameter dump %s failed",
                          path);
         st = zt_world_agree(t->world, st, NULL);

@@ -59,6 +59,9 @@ typedef struct {
     zt_zero_rs rs;           /* stages 1-3 */
     zt_zero_gather gather;   /* stage 3 */
     zt_comm *hpz_comm;       /* hpZ group communicator or NULL (owned) */
+    zt_comm *shard_comm;     /* MiCS shard group or NULL (owned) */
+    zt_comm *replica_comm;   /* MiCS replica group or NULL (owned) */
+    zt_comm *zcomm;          /* what the layout partitions over: shard_comm or comm */
 
     /* Stages 0-2: params full flat (padded_numel). Stage 3: NULL; unit_store. */
     float *params;

@@ -152,12 +152,13 @@ void zt_zero_rs_buffers(const zt_config *cfg, const zt_layout *layout, int *coun
 }
 
 zt_status zt_zero_rs_init(zt_zero_rs *r, const zt_config *cfg, const zt_backend *be,
-                          zt_comm *comm, const zt_layout *layout, float *const *dest,
-                          float *const *send, float *const *recv)
+                          zt_comm *comm, zt_comm *replica, const zt_layout *layout,
+                          float *const *dest, float *const *send, float *const *recv)
 {
     memset(r, 0, sizeof *r);
     r->be = be;
     r->comm = comm;
+    r->replica = replica;
     r->layout = layout;
     r->dest = dest;
     r->width = zero_clamp_width(cfg->zero.reduce_bucket_size, layout);
@@ -165,7 +166,8 @@ zt_status zt_zero_rs_init(zt_zero_rs *r, const zt_config *cfg, const zt_backend 
     r->use_reduce_scatter = cfg->zero.reduce_scatter;
     r->n_buckets = r->overlap ? 2 : 1;
     r->open = -1;
-    zt_zero_scales(cfg, comm->size, &r->pre_scale, &r->post_scale);
+    zt_zero_scales(cfg, comm->size * (replica ? replica->size : 1), &r->pre_scale,
+                   &r->post_scale);
     for (int i = 0; i < r->n_buckets; i++) {
         r->buckets[i].send = send[i];
         r->buckets[i].recv = r->use_reduce_scatter ? recv[i] : NULL;
@@ -196,7 +198,9 @@ static zt_status rs_deliver(zt_zero_rs *r, zt_zero_bucket *b)
     const zt_backend *be = r->be;
     ZT_TRY(r->comm->ops->wait(r->comm, &b->req));
     int64_t width = b->b1 - b->b0;
-    const float *src = b->recv ? b->recv : b->send + (int64_t)r->layout->rank * width;
+    float *src = b->recv ? b->recv : b->send + (int64_t)r->layout->rank * width;
+    if (r->replica)
+        ZT_TRY(r->replica->ops->all_reduce(r->replica, src, width, ZT_RED_SUM, NULL));
     for (int i = 0; i < b->n_segs; i++) {
         const zt_zero_seg *s = &b->segs[i];
         const zt_unit_layout *ul = &r->layout->units[s->unit];

@@ -37,6 +37,11 @@
  * slices are all-gathered in allgather_bucket_size buckets of partition
  * coordinates (or broadcast from each owner when allgather_partitions is false).
  *
+ * MiCS (mics_shard_size m): the layout partitions over groups of m consecutive
+ * ranks instead of the world; each group holds a full replica of the sharded
+ * model state, and a reduced gradient slice is all-reduced over the N/m ranks
+ * that hold the same slice.
+ *
  * Stage 3 (zt_zero_gather): a unit's parameters are all-gathered from the
  * shards into a block of the COMM arena before its forward and again before its
  * backward, and released after use unless the parameters gathered before its
@@ -142,7 +147,8 @@ typedef struct {
 
 typedef struct {
     const zt_backend *be;
-    zt_comm *comm;
+    zt_comm *comm;       /* the partition group (the world, or a MiCS shard group) */
+    zt_comm *replica;    /* MiCS: ranks holding the same slices, else NULL */
     const zt_layout *layout;
     float *const *dest;  /* per unit: shard_numel destination slice */
     int64_t width;       /* per-rank bucket width in elements */
@@ -159,9 +165,12 @@ typedef struct {
 void zt_zero_rs_buffers(const zt_config *cfg, const zt_layout *layout, int *count,
                         int64_t *send_numel, int64_t *recv_numel);
 /* send/recv: `count` buffers each as zt_zero_rs_buffers says (recv may be NULL
- * entries when recv_numel is 0). dest: per-unit destination slices. */
+ * entries when recv_numel is 0). dest: per-unit destination slices. comm: the
+ * group the layout partitions over; replica: with MiCS, the group each reduced
+ * slice is then all-reduced over (NULL otherwise). */
 zt_status zt_zero_rs_init(zt_zero_rs *r, const zt_config *cfg, const zt_backend *be,
-                          zt_comm *comm, const zt_layout *layout, float *const *dest,
+                          zt_comm *comm, zt_comm *replica, const zt_layout *layout,
+                          float *const *dest,
                           float *const *send, float *const *recv);
 void zt_zero_rs_free(zt_zero_rs *r);
 /* Start of a reducing backward; accumulate: add into dest instead of assigning. */

@@ -1049,7 +1049,13 @@ static void test_check_supported_refusals(void **state)
     assert_refused("{" MB1 ", \"zero_optimization\": {\"zero_quantized_gradients\": true}}",
                    "zero_quantized_gradients");
     assert_refused("{" MB1 ", \"zero_optimization\": {\"mics_shard_size\": 4}}",
-                   "mics_shard_size 4: MiCS is not implemented yet");
+                   "mics_shard_size 4: MiCS partitions parameters, which only ZeRO stage 3 does");
+    assert_refused("{" MB1 ", \"zero_optimization\": {\"stage\": 3, \"mics_shard_size\": 2, "
+                   "\"zero_hpz_partition_size\": 2}}",
+                   "MiCS and hpZ both decide");
+    assert_int_equal(parse("{" MB1 ", \"zero_optimization\": {\"stage\": 3, \"mics_shard_size\": 2}}"),
+                     ZT_OK);
+    assert_int_equal(zt_config_check_supported(&cfg), ZT_OK);
     assert_refused("{" MB1 ", \"tensorboard\": {\"enabled\": true, \"output_path\": \"tb\"}}",
                    "tensorboard.enabled: the tensorboard monitor is not supported");
     assert_refused("{" MB1 ", \"wandb\": {\"enabled\": true}}", "wandb monitor is not supported");
