@@ -4,12 +4,74 @@
   ztcheck.py dumps REF OTHER --tol T     relative L2 distance of two --dump-params files
   ztcheck.py losses REF OTHER --tol T    per-step loss histories of two --report files
   ztcheck.py loss-falls REPORT           mean of the last 5 losses < mean of the first 5
+  ztcheck.py estimate EST RUN --stage S --tol T
+                                         --estimate-memory JSON vs a training report at
+                                         stage S (no offload): model-state device bytes
+                                         (PARAMS+GRADS+MASTER+OPTIM) and each of those
+                                         classes within T of every rank's peak; every
+                                         class equal to the rank's reservation
 """
 import argparse
 import json
 import sys
 
 import numpy as np
+
+MODEL_STATES = ["PARAMS", "GRADS", "MASTER", "OPTIM"]
+CLASSES = MODEL_STATES + ["ACTS", "COMM", "WORK"]
+
+
+def close(a, b, tol):
+    return abs(a - b) <= tol * max(abs(a), abs(b))
+
+
+def check_estimate(est_path, run_path, stage, tol):
+    est, run = json.load(open(est_path)), json.load(open(run_path))
+    ok = True
+    if run["stage"] != stage:
+        print(f"FAIL: {run_path} ran stage {run['stage']}, expected {stage}")
+        return False
+    if est["world_size"] != run["world_size"]:
+        print(f"FAIL: estimate for {est['world_size']} ranks, run at {run['world_size']}")
+        return False
+    vs = [v for v in est["variants"]
+          if v["stage"] == stage and v["offload_optimizer"] == "none" and v["offload_param"] == "none"]
+    if len(vs) != 1:
+        print(f"FAIL: {est_path} has {len(vs)} stage-{stage} variants without offload")
+        return False
+    v = vs[0]
+    want = v["model_state_device_bytes"]
+    if want != sum(v["device_bytes"][c] for c in MODEL_STATES):
+        print(f"FAIL: model_state_device_bytes {want} is not the sum of {MODEL_STATES}")
+        ok = False
+    for r in run["ranks"]:
+        mem = r["memory_bytes"]
+        got = sum(mem["device"][c]["peak"] for c in MODEL_STATES)
+        good = close(want, got, tol)
+        ok &= good
+        print(f"{'ok' if good else 'FAIL'}: stage {stage} rank {r['rank']}: model states on the device "
+              f"estimated {want} B, measured peak {got} B (tol {tol:g})")
+        for c in MODEL_STATES:
+            e, m = v["device_bytes"][c], mem["device"][c]["peak"]
+            if not close(e, m, tol):
+                print(f"FAIL: stage {stage} rank {r['rank']}: {c} estimated {e} B, measured peak {m} B")
+                ok = False
+        for loc, key in (("device", "device_bytes"), ("host", "host_bytes")):
+            for c in CLASSES:
+                e, got_c = v[key][c], mem[loc][c]
+                if "reserved" not in got_c:
+                    continue
+                if e != got_c["reserved"]:
+                    print(f"FAIL: stage {stage} rank {r['rank']}: {loc} {c} estimated {e} B, "
+                          f"reserved {got_c['reserved']} B")
+                    ok = False
+                if got_c["peak"] > e:
+                    print(f"FAIL: stage {stage} rank {r['rank']}: {loc} {c} peak {got_c['peak']} B "
+                          f"exceeds the estimate {e} B")
+                    ok = False
+    if ok:
+        print(f"ok: stage {stage}: every class of every rank agrees with {est_path}")
+    return ok
 
 
 def rel_l2(a, b):
@@ -18,11 +80,16 @@ def rel_l2(a, b):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["dumps", "losses", "loss-falls"])
+    ap.add_argument("what", choices=["dumps", "losses", "loss-falls", "estimate"])
     ap.add_argument("files", nargs="+")
     ap.add_argument("--tol", type=float, default=1e-6)
+    ap.add_argument("--stage", type=int, default=0)
     args = ap.parse_args()
-    if args.what == "dumps":
+    if args.what == "estimate":
+        if len(args.files) != 2:
+            sys.exit("FAIL: estimate needs EST RUN")
+        ok = check_estimate(args.files[0], args.files[1], args.stage, args.tol)
+    elif args.what == "dumps":
         ref, other = (np.fromfile(f, dtype="<f4").astype(np.float64) for f in args.files)
         if ref.shape != other.shape:
             sys.exit(f"FAIL: {args.files[1]} has {other.size} params, {args.files[0]} {ref.size}")
