@@ -123,6 +123,7 @@ typedef struct {
     uint64_t comm_bytes[ZT_GROUP_N][ZT_COMM_NKINDS];
     uint64_t comm_calls[ZT_GROUP_N][ZT_COMM_NKINDS];
     int has_group[ZT_GROUP_N];
+    uint64_t total[ZT_MEM_NLOC][2]; /* all classes at once: current, peak */
     int64_t gather_peak_live;
 } monitor_rank_stats;
 
@@ -148,6 +149,11 @@ static json_t *monitor_rank_json(int rank, const monitor_rank_stats *r)
                                       (json_int_t)r->mem[l][c][3]));
         json_object_set_new(mem, zt_mem_loc_name((zt_mem_loc)l), loc);
     }
+    json_t *mem_total = json_object();
+    for (int l = 0; l < ZT_MEM_NLOC; l++)
+        json_object_set_new(mem_total, zt_mem_loc_name((zt_mem_loc)l),
+                            json_pack("{s:I, s:I}", "current", (json_int_t)r->total[l][0], "peak",
+                                      (json_int_t)r->total[l][1]));
     uint64_t total[ZT_COMM_NKINDS];
     memset(total, 0, sizeof total);
     for (int gi = 0; gi < ZT_GROUP_N; gi++)
@@ -161,8 +167,9 @@ static json_t *monitor_rank_json(int rank, const monitor_rank_stats *r)
             json_object_set_new(groups, group_names[gi],
                             json_pack("{s:o, s:o}", "bytes", monitor_kinds(r->comm_bytes[gi]),
                                       "calls", monitor_kinds(r->comm_calls[gi])));
-    return json_pack("{s:i, s:s, s:o, s:o, s:o, s:I}", "rank", rank, "host", r->host,
-                     "memory_bytes", mem, "comm_bytes", monitor_kinds(total), "comm", groups,
+    return json_pack("{s:i, s:s, s:o, s:o, s:o, s:o, s:I}", "rank", rank, "host", r->host,
+                     "memory_bytes", mem, "memory_total_bytes", mem_total, "comm_bytes",
+                     monitor_kinds(total), "comm", groups,
                      "gather_peak_live_params", (json_int_t)r->gather_peak_live);
 }
 
@@ -180,6 +187,10 @@ zt_status zt_monitor_write_report(const char *path, const zt_report *r, const zt
             mine.mem[l][c][2] = s.avg;
             mine.mem[l][c][3] = s.reserved;
         }
+    for (int l = 0; l < ZT_MEM_NLOC; l++) {
+        mine.total[l][0] = mem->total_current[l];
+        mine.total[l][1] = mem->total_peak[l];
+    }
     for (int gi = 0; gi < ZT_GROUP_N; gi++)
         if (groups[gi]) {
             mine.has_group[gi] = 1;

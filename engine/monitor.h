@@ -15,6 +15,7 @@
  *         allgather_bucket_size, reduce_scatter, allgather_partitions},
  *   ranks [ {rank, host,
  *            memory_bytes {device|host {CLASS {current, peak, avg, reserved}}},
+ *            memory_total_bytes {device|host {current, peak}},  (all classes at once)
  *            comm_bytes {KIND: bytes summed over communicators},
  *            comm {GROUP {bytes {KIND}, calls {KIND}}},
  *            gather_peak_live_params} ]   (stage 3's largest gathered window)
