@@ -308,53 +308,6 @@ static void cmd_print_summary(const zt_world *w, const zt_config *cfg, const zt_
     fflush(stdout);
 }
 
-/* The whole file as a string, for the parse-only config path (the estimator
- * must read configs whose features this build cannot train yet). */
-static zt_status cmd_read_text(const char *path, char **out)
-{
-    const char *hint = "check the --config path";
-    *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return zt_fail(ZT_ERR_IO, hint, "%s: cannot open the config file: %s", path,
-                       strerror(errno));
-    char *text = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (len + 4096 + 1 > cap) {
-            size_t ncap = cap ? 2 * cap : 16384;
-            char *t = realloc(text, ncap);
-            if (!t) {
-                free(text);
-                fclose(f);
-                return zt_fail(ZT_ERR_OOM, "", "%s: no memory to read the config", path);
-            }
-            text = t;
-            cap = ncap;
-        }
-        size_t n = fread(text + len, 1, cap - len - 1, f);
-        len += n;
-        if (n == 0)
-            break;
-    }
-    int read_error = ferror(f);
-    int saved = errno;
-    fclose(f);
-    if (read_error) {
-        free(text);
-        return zt_fail(ZT_ERR_IO, hint, "%s: cannot read the config file: %s", path,
-                       strerror(saved));
-    }
-    text[len] = '\0';
-    if (strlen(text) != len) {
-        free(text);
-        return zt_fail(ZT_ERR_CONFIG, "is this a JSON file?",
-                       "%s: contains a NUL byte (not a text file)", path);
-    }
-    *out = text;
-    return ZT_OK;
-}
-
 /* --estimate-memory: plans every stage for G x N ranks, rank 0 prints (and
  * writes --report), nothing trains. Every rank computes the same plan so a
  * config error is agreed on like a training run's. */
@@ -374,19 +327,11 @@ static int cmd_estimate(zt_world *w, const zt_flags *f)
     static const char *default_text =
         "{\"train_micro_batch_size_per_gpu\": \"auto\",\n"
         " \"optimizer\": {\"type\": \"Adam\", \"params\": {\"lr\": \"auto\"}}}\n";
-    char *text = NULL;
-    zt_status st = ZT_OK;
-    if (f->config_path)
-        st = cmd_read_text(f->config_path, &text);
     zt_config cfg;
-    if (st == ZT_OK)
-        st = zt_config_parse_string(text ? text : default_text,
-                                    f->config_path ? f->config_path : "default config (Adam)",
-                                    &f->ov, num_gpus * num_nodes, &cfg);
-    /* The parsed config cannot tell a default overlap_comm from a given one,
-     * and the default differs by stage; the key is unique in DeepSpeed's schema. */
-    bool overlap_given = text && strstr(text, "\"overlap_comm\"") != NULL;
-    free(text);
+    zt_status st = f->config_path ? zt_config_parse_file(f->config_path, &f->ov,
+                                                         num_gpus * num_nodes, &cfg)
+                                  : zt_config_parse_string(default_text, "default config (Adam)",
+                                                           &f->ov, num_gpus * num_nodes, &cfg);
     if ((rc = cmd_agreed_failure(w, st)) != 0)
         return rc;
 
@@ -394,7 +339,7 @@ static int cmd_estimate(zt_world *w, const zt_flags *f)
     zt_estimate est;
     st = zt_model_build(&f->model, &model);
     if (st == ZT_OK) {
-        st = zt_estimate_run(&est, &cfg, &model, num_gpus, num_nodes, overlap_given);
+        st = zt_estimate_run(&est, &cfg, &model, num_gpus, num_nodes);
         if (st != ZT_OK)
             zt_model_free(&model);
     }

@@ -1373,6 +1373,7 @@ static zt_status zt_parse_zero(const zt_ctx *c, json_t *root)
             ZT_TRY(zt_parse_zero_object(c, zobj, &overlap_given, &opt_offload_given));
     }
 
+    z->overlap_comm_given = overlap_given;
     if (!overlap_given)
         z->overlap_comm = z->stage == 3;
     if (opt_offload_given && z->offload_optimizer.ratio < 1.0 && z->stage != 3)
@@ -2196,8 +2197,8 @@ zt_status zt_config_load_string(const char *text, const char *name,
     return zt_fail(st, hint, "%s: %s", name ? name : "config", msg);
 }
 
-zt_status zt_config_load_file(const char *path, const zt_config_overrides *ov, int world_size,
-                              zt_config *out)
+/* The whole file as a NUL-terminated string (caller frees). */
+static zt_status config_read_file(const char *path, char **out)
 {
     const char *hint = "check the --config path";
     FILE *f = fopen(path, "rb");
@@ -2237,9 +2238,31 @@ zt_status zt_config_load_file(const char *path, const zt_config_overrides *ov, i
         return zt_fail(ZT_ERR_CONFIG, "is this a JSON file?",
                        "%s: contains a NUL byte (not a text file)", path);
     }
-    zt_status st = zt_config_load_string(text, path, ov, world_size, out);
+    *out = text;
+    return ZT_OK;
+}
+
+static zt_status config_file(const char *path, const zt_config_overrides *ov, int world_size,
+                             zt_config *out, bool check_supported)
+{
+    char *text = NULL;
+    ZT_TRY(config_read_file(path, &text));
+    zt_status st = check_supported ? zt_config_load_string(text, path, ov, world_size, out)
+                                   : zt_config_parse_string(text, path, ov, world_size, out);
     free(text);
     return st;
+}
+
+zt_status zt_config_load_file(const char *path, const zt_config_overrides *ov, int world_size,
+                              zt_config *out)
+{
+    return config_file(path, ov, world_size, out, true);
+}
+
+zt_status zt_config_parse_file(const char *path, const zt_config_overrides *ov, int world_size,
+                               zt_config *out)
+{
+    return config_file(path, ov, world_size, out, false);
 }
 
 const char *zt_optim_type_name(zt_optim_type t)

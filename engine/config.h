@@ -86,6 +86,7 @@ typedef struct {
     int stage;
     bool contiguous_gradients, reduce_scatter, allgather_partitions;
     bool overlap_comm; /* resolved: default is stage == 3 */
+    bool overlap_comm_given; /* the config set it (else it follows the stage) */
     bool round_robin_gradients, load_from_fp32_weights, ignore_unused_parameters;
     bool use_multi_rank_bucket_allreduce, elastic_checkpoint;
     int64_t reduce_bucket_size, allgather_bucket_size; /* elements */
@@ -180,7 +181,10 @@ zt_status zt_config_load_string(const char *text, const char *name,
                                 const zt_config_overrides *ov, int world_size,
                                 zt_config *out);
 
-/* The same without the support check: parse, validate and resolve only. */
+/* The same without the support check: parse, validate and resolve only (the
+ * estimator reads configs whose features this build cannot train yet). */
+zt_status zt_config_parse_file(const char *path, const zt_config_overrides *ov, int world_size,
+                               zt_config *out);
 zt_status zt_config_parse_string(const char *text, const char *name,
                                  const zt_config_overrides *ov, int world_size,
                                  zt_config *out);

@@ -37,7 +37,7 @@ size_t zt_estimate_model_state_bytes(const zt_estimate_variant *v, zt_mem_loc lo
 }
 
 zt_status zt_estimate_run(zt_estimate *e, const zt_config *cfg, const zt_model *m,
-                          int num_gpus, int num_nodes, bool overlap_comm_given)
+                          int num_gpus, int num_nodes)
 {
     memset(e, 0, sizeof *e);
     if (num_gpus < 1 || num_nodes < 1 || (int64_t)num_gpus * num_nodes > ZT_ESTIMATE_MAX_WORLD)
@@ -67,7 +67,7 @@ zt_status zt_estimate_run(zt_estimate *e, const zt_config *cfg, const zt_model *
         z->stage = estimate_variants[i].stage;
         /* Parsing resolved a missing overlap_comm for the file's stage; a run
          * at this stage would have resolved it for this one. */
-        if (!overlap_comm_given)
+        if (!z->overlap_comm_given)
             z->overlap_comm = z->stage == 3;
         z->offload_optimizer.device = estimate_variants[i].opt;
         z->offload_param.device = estimate_variants[i].param;

@@ -57,11 +57,11 @@ typedef struct {
 
 /* Plans every variant for num_gpus * num_nodes ranks. cfg must have been
  * parsed for that world size (its micro batch sizes the activations).
- * overlap_comm_given: the config set overlap_comm; otherwise each stage takes
- * DeepSpeed's default (on at stage 3 only), as a run at that stage would.
+ * Unless the config set overlap_comm, each stage takes DeepSpeed's default
+ * (on at stage 3 only), as a run at that stage would.
  * ZT_ERR_USAGE when the world is too large to plan. */
 zt_status zt_estimate_run(zt_estimate *e, const zt_config *cfg, const zt_model *m,
-                          int num_gpus, int num_nodes, bool overlap_comm_given);
+                          int num_gpus, int num_nodes);
 
 /* PARAMS + GRADS + MASTER + OPTIM of one rank at `loc`. */
 size_t zt_estimate_model_state_bytes(const zt_estimate_variant *v, zt_mem_loc loc);

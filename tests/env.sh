@@ -10,3 +10,18 @@ export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
 export ZT_PYTHON=${ZT_PYTHON:-/usr/bin/python3}
 export ZT_SHARED=${ZT_SHARED:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/shared}
 ZT_MPIRUN="mpirun --oversubscribe --bind-to none"
+
+fail() { echo "FAIL: $*"; exit 1; }
+
+# expect CODE PATTERN -- command...: exit status CODE and PATTERN in stdout+stderr
+# (the calling script's $tmp holds the output).
+expect() {
+    local code=$1 pattern=$2; shift 3
+    set +e
+    timeout 60 "$@" >"$tmp/out" 2>&1
+    local got=$?
+    set -e
+    [ "$got" = "$code" ] || { cat "$tmp/out"; fail "expected exit $code, got $got: $*"; }
+    grep -q -- "$pattern" "$tmp/out" || { cat "$tmp/out"; fail "no '$pattern' in output of: $*"; }
+    echo "ok: exit $code, '$pattern': ${*:1:6}"
+}

@@ -8,19 +8,7 @@ cd "$(dirname "$0")/../.."
 source tests/env.sh
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
 
-# expect CODE PATTERN -- command...: exit status CODE and PATTERN in stderr+stdout
-expect() {
-    local code=$1 pattern=$2; shift 3
-    set +e
-    timeout 60 "$@" >"$tmp/out" 2>&1
-    local got=$?
-    set -e
-    [ "$got" = "$code" ] || { cat "$tmp/out"; fail "expected exit $code, got $got: $*"; }
-    grep -q -- "$pattern" "$tmp/out" || { cat "$tmp/out"; fail "no '$pattern' in output of: $*"; }
-    echo "ok: exit $code, '$pattern': ${*:1:6}"
-}
 
 good='{"train_batch_size": 8, "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}}'
 echo "$good" >"$tmp/good.json"

@@ -10,7 +10,6 @@ cd "$(dirname "$0")/../.."
 source tests/env.sh
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
 
 model=(--model mlp --width 64 --layers 4 --in-size 32 --out-size 10 --steps 3)
 write_cfg() { # name stage extra-zero-keys
@@ -82,17 +81,6 @@ $ZT_MPIRUN -np 2 ./zerotrain --estimate-memory "${model[@]}" >"$tmp/np2.log" 2>&
 grep -q "^HW: Setup with 1 node, 2 GPUs per node\.$" "$tmp/np2.log" || { cat "$tmp/np2.log"; fail "default --num-gpus at np 2"; }
 echo "ok: np 2 prints once with 2 GPUs per node"
 
-# expect CODE PATTERN -- command...: exit status CODE and PATTERN in stderr+stdout
-expect() {
-    local code=$1 pattern=$2; shift 3
-    set +e
-    timeout 60 "$@" >"$tmp/out" 2>&1
-    local got=$?
-    set -e
-    [ "$got" = "$code" ] || { cat "$tmp/out"; fail "expected exit $code, got $got: $*"; }
-    grep -q -- "$pattern" "$tmp/out" || { cat "$tmp/out"; fail "no '$pattern' in output of: $*"; }
-    echo "ok: exit $code, '$pattern': ${*:1:6}"
-}
 c="$tmp/cfg-s0.json"
 expect 2 "--num-gpus needs a positive integer (at most 1048576), not '0'" -- ./zerotrain --estimate-memory --num-gpus 0 "${model[@]}"
 expect 2 "--num-nodes needs a positive integer (at most 1048576), not 'x'" -- ./zerotrain --estimate-memory --num-nodes x "${model[@]}"
