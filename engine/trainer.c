@@ -445,7 +445,7 @@ static zt_status trainer_micro_step(zt_trainer *t, int64_t m, double *loss_sum, 
         if (reduce && stage == 0)
             ZT_TRY(zt_zero_reducer_unit_done(&t->reducer, u));
         else if (reduce)
-            ZT_TRY(zt_zero_rs_unit(&t->rs, u, stage < 2 ? t->grads + ul->offset : dp));
+            ZT_TRY(zt_zero_rs_unit(&t->rs, u, dp));
         cur = 1 - cur;
     }
     double t2 = trainer_now();

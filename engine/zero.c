@@ -393,8 +393,13 @@ zt_status zt_zero_gather_init(zt_zero_gather *g, const zt_config *cfg, const zt_
     g->prefetch = cfg->zero.stage3_prefetch_bucket_size;
     g->reuse_distance = cfg->zero.stage3_max_reuse_distance;
     g->units = calloc((size_t)layout->n_units, sizeof *g->units);
-    if (!g->units)
+    g->gathered_before = calloc((size_t)layout->n_units + 1, sizeof *g->gathered_before);
+    if (!g->units || !g->gathered_before)
         return zt_fail(ZT_ERR_OOM, "", "cannot allocate the gather table");
+    for (int u = 0; u < layout->n_units; u++) {
+        const zt_unit_layout *ul = &layout->units[u];
+        g->gathered_before[u + 1] = g->gathered_before[u] + (ul->persistent ? 0 : ul->padded_numel);
+    }
     for (int u = 0; u < layout->n_units; u++)
         if (layout->units[u].persistent) {
             g->units[u].state = ZT_UNIT_READY;
@@ -406,7 +411,9 @@ zt_status zt_zero_gather_init(zt_zero_gather *g, const zt_config *cfg, const zt_
 void zt_zero_gather_free(zt_zero_gather *g)
 {
     free(g->units);
+    free(g->gathered_before);
     g->units = NULL;
+    g->gathered_before = NULL;
 }
 
 static void gather_drop(zt_zero_gather *g, int u)
@@ -474,10 +481,16 @@ static zt_status gather_start(zt_zero_gather *g, int u, zt_gather_dir dir)
     return ZT_OK;
 }
 
+/* The communicator a unit's gather is in flight on. */
+static zt_comm *gather_comm(const zt_zero_gather *g, const zt_gather_unit *gu)
+{
+    return gu->from_world ? g->comm : g->group;
+}
+
 static zt_status gather_complete(zt_zero_gather *g, int u)
 {
     zt_gather_unit *gu = &g->units[u];
-    zt_comm *c = gu->from_world ? g->comm : g->group;
+    zt_comm *c = gather_comm(g, gu);
     ZT_TRY(c->ops->wait(c, &gu->req));
     gu->state = ZT_UNIT_READY;
     if (gu->from_world && g->group) {
@@ -494,9 +507,22 @@ static void gather_progress(zt_zero_gather *g)
     for (int v = 0; v < g->layout->n_units; v++) {
         zt_gather_unit *gv = &g->units[v];
         if (gv->state == ZT_UNIT_INFLIGHT)
-            (gv->from_world ? g->comm : g->group)->ops->test(gv->from_world ? g->comm : g->group,
-                                                             &gv->req);
+            gather_comm(g, gv)->ops->test(gather_comm(g, gv), &gv->req);
     }
+}
+
+/* Drops every gathered unit not in use, finishing gathers still in flight. */
+static zt_status gather_drop_idle(zt_zero_gather *g)
+{
+    for (int v = 0; v < g->layout->n_units; v++) {
+        zt_gather_unit *gv = &g->units[v];
+        if (g->layout->units[v].persistent || gv->in_use || gv->state == ZT_UNIT_RELEASED)
+            continue;
+        if (gv->state == ZT_UNIT_INFLIGHT)
+            ZT_TRY(gather_complete(g, v));
+        gather_drop(g, v);
+    }
+    return ZT_OK;
 }
 
 /* Issues gathers for the units after u in direction dir while they fit the
@@ -531,17 +557,8 @@ zt_status zt_zero_gather_fetch(zt_zero_gather *g, int u, zt_gather_dir dir, floa
         while (g->live_numel + ul->padded_numel > g->max_live && gather_drop_retained(g, u, dir))
             ;
         zt_status st = gather_start(g, u, dir);
-        if (st == ZT_ERR_OOM) {
-            /* Fragmented: make room from everything not in use, then retry. */
-            for (int v = 0; v < g->layout->n_units; v++) {
-                zt_gather_unit *gv = &g->units[v];
-                if (g->layout->units[v].persistent || gv->in_use ||
-                    gv->state == ZT_UNIT_RELEASED)
-                    continue;
-                if (gv->state == ZT_UNIT_INFLIGHT)
-                    ZT_TRY(gather_complete(g, v));
-                gather_drop(g, v);
-            }
+        if (st == ZT_ERR_OOM) { /* fragmented: make room, then retry */
+            ZT_TRY(gather_drop_idle(g));
             st = gather_start(g, u, dir);
         }
         ZT_TRY(st);
@@ -561,11 +578,8 @@ zt_status zt_zero_gather_fetch(zt_zero_gather *g, int u, zt_gather_dir dir, floa
  * the next micro-step's forward). */
 static int64_t gather_reuse_numel(const zt_zero_gather *g, int u, zt_gather_dir dir)
 {
-    int64_t sum = 0;
-    for (int v = 0; v < g->layout->n_units; v++)
-        if (!g->layout->units[v].persistent && (dir == ZT_GATHER_FWD ? v > u : v < u))
-            sum += g->layout->units[v].padded_numel;
-    return 2 * sum;
+    const int64_t *before = g->gathered_before;
+    return 2 * (dir == ZT_GATHER_FWD ? before[g->layout->n_units] - before[u + 1] : before[u]);
 }
 
 zt_status zt_zero_gather_release(zt_zero_gather *g, int u, zt_gather_dir dir, bool last_use)
@@ -585,19 +599,12 @@ zt_status zt_zero_gather_release(zt_zero_gather *g, int u, zt_gather_dir dir, bo
 zt_status zt_zero_gather_end_step(zt_zero_gather *g)
 {
     const zt_layout *l = g->layout;
-    for (int v = 0; v < l->n_units; v++) {
-        zt_gather_unit *gv = &g->units[v];
-        if (l->units[v].persistent || gv->state == ZT_UNIT_RELEASED)
-            continue;
-        if (gv->state == ZT_UNIT_INFLIGHT)
-            ZT_TRY(gather_complete(g, v));
-        gather_drop(g, v);
-    }
+    ZT_TRY(gather_drop_idle(g));
     for (int v = 0; v < l->n_units; v++) {
         const zt_unit_layout *vl = &l->units[v];
+        float *own = g->shard[v] + (int64_t)l->rank * vl->shard_numel;
         if (vl->persistent)
-            ZT_TRY(g->comm->ops->all_gather(g->comm, g->shard[v] + (int64_t)l->rank * vl->shard_numel,
-                                            g->shard[v], vl->shard_numel, NULL));
+            ZT_TRY(g->comm->ops->all_gather(g->comm, own, g->shard[v], vl->shard_numel, NULL));
     }
     return ZT_OK;
 }

@@ -217,6 +217,7 @@ typedef struct {
     int64_t live_numel;  /* elements of gathered (or in-flight) non-persistent units */
     int64_t peak_live_numel;
     zt_gather_unit *units;
+    int64_t *gathered_before; /* (n_units + 1) non-persistent elements of units < u */
 } zt_zero_gather;
 
 /* Elements of COMM the window may need at once (its reservation). */

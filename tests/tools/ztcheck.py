@@ -21,6 +21,26 @@ MODEL_STATES = ["PARAMS", "GRADS", "MASTER", "OPTIM"]
 CLASSES = MODEL_STATES + ["ACTS", "COMM", "WORK"]
 
 
+def dump_distance(ref_path, other_path):
+    """(relative L2 of two --dump-params files, problem or None)"""
+    ref, other = (np.fromfile(f, dtype="<f4").astype(np.float64) for f in (ref_path, other_path))
+    if ref.shape != other.shape:
+        return float("nan"), f"{other_path} has {other.size} params, {ref_path} {ref.size}"
+    if not np.all(np.isfinite(other)):
+        return float("nan"), f"{other_path} has non-finite parameters"
+    return rel_l2(other, ref), None
+
+
+def loss_distance(ref_path, other_path):
+    """(max relative difference of two reports' loss histories, problem or None);
+    a diverged step (null) counts as NaN"""
+    ref, other = (np.array([np.nan if v is None else v for v in json.load(open(f))["loss_history"]],
+                           dtype=np.float64) for f in (ref_path, other_path))
+    if ref.shape != other.shape:
+        return float("nan"), f"loss histories differ in length: {ref.size} vs {other.size}"
+    return float(np.max(np.abs(other - ref) / np.maximum(np.abs(ref), 1e-30))), None
+
+
 def close(a, b, tol):
     return abs(a - b) <= tol * max(abs(a), abs(b))
 
@@ -90,19 +110,15 @@ def main():
             sys.exit("FAIL: estimate needs EST RUN")
         ok = check_estimate(args.files[0], args.files[1], args.stage, args.tol)
     elif args.what == "dumps":
-        ref, other = (np.fromfile(f, dtype="<f4").astype(np.float64) for f in args.files)
-        if ref.shape != other.shape:
-            sys.exit(f"FAIL: {args.files[1]} has {other.size} params, {args.files[0]} {ref.size}")
-        if not np.all(np.isfinite(other)):
-            sys.exit(f"FAIL: {args.files[1]} has non-finite parameters")
-        d = rel_l2(other, ref)
+        d, problem = dump_distance(*args.files)
+        if problem:
+            sys.exit(f"FAIL: {problem}")
         ok = d <= args.tol
         print(f"{'ok' if ok else 'FAIL'}: params {args.files[1]} vs {args.files[0]}: rel L2 {d:.3e} (tol {args.tol:g})")
     elif args.what == "losses":
-        ref, other = (np.array(json.load(open(f))["loss_history"]) for f in args.files)
-        if ref.shape != other.shape:
-            sys.exit(f"FAIL: loss histories differ in length: {ref.size} vs {other.size}")
-        d = float(np.max(np.abs(other - ref) / np.maximum(np.abs(ref), 1e-30)))
+        d, problem = loss_distance(*args.files)
+        if problem:
+            sys.exit(f"FAIL: {problem}")
         ok = d <= args.tol
         print(f"{'ok' if ok else 'FAIL'}: losses {args.files[1]} vs {args.files[0]}: max rel {d:.3e} (tol {args.tol:g})")
     else:

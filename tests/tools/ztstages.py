@@ -40,44 +40,32 @@ Every other kind is 0; a world of one rank counts nothing.
 """
 import argparse
 import json
+import os
 import sys
 
-import numpy as np
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ztcheck import dump_distance, loss_distance  # noqa: E402
 
 ALIGN = 16
 CLASSES = ["PARAMS", "GRADS", "MASTER", "OPTIM", "ACTS", "COMM", "WORK"]
 KINDS = ["all_reduce", "reduce_scatter", "all_gather", "broadcast"]
 
 
-def rel_l2(a, b):
-    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
-
-
 def cmd_same(args):
     ref_bin, ref_json, run_bin, run_json = args.files
     tag = args.tag or run_bin
     problems = []
-    ref = np.fromfile(ref_bin, dtype="<f4").astype(np.float64)
-    run = np.fromfile(run_bin, dtype="<f4").astype(np.float64)
-    d_params = float("nan")
-    if ref.shape != run.shape:
-        problems.append(f"dump has {run.size} params, reference {ref.size}")
-    elif not np.all(np.isfinite(run)):
-        problems.append("dump has non-finite parameters")
-    else:
-        d_params = rel_l2(run, ref)
-        if not d_params <= args.tol:
-            problems.append(f"params rel L2 {d_params:.3e} > {args.tol:g}")
-    rref, rrun = json.load(open(ref_json)), json.load(open(run_json))
-    lref = np.array(rref["loss_history"], dtype=np.float64)
-    lrun = np.array([np.nan if v is None else v for v in rrun["loss_history"]], dtype=np.float64)
-    d_loss = float("nan")
-    if lref.shape != lrun.shape:
-        problems.append(f"loss history has {lrun.size} steps, reference {lref.size}")
-    else:
-        d_loss = float(np.max(np.abs(lrun - lref) / np.maximum(np.abs(lref), 1e-30)))
-        if not d_loss <= args.tol:
-            problems.append(f"losses max rel {d_loss:.3e} > {args.tol:g}")
+    d_params, problem = dump_distance(ref_bin, run_bin)
+    if problem:
+        problems.append(problem)
+    elif not d_params <= args.tol:
+        problems.append(f"params rel L2 {d_params:.3e} > {args.tol:g}")
+    d_loss, problem = loss_distance(ref_json, run_json)
+    if problem:
+        problems.append(problem)
+    elif not d_loss <= args.tol:
+        problems.append(f"losses max rel {d_loss:.3e} > {args.tol:g}")
+    rrun = json.load(open(run_json))
     if args.expect:
         got = {"stage": rrun.get("stage"), "np": rrun.get("world_size"),
                "gas": rrun.get("gradient_accumulation_steps")}
