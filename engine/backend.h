@@ -34,6 +34,22 @@ typedef struct {
     int64_t step;         /* applied steps including this one, >= 1 */
 } zt_adam_hparams;
 
+/* Keyed dropout over a tensor (n, a, b, c), contiguous. Element (s, i, j, k)
+ * is kept iff zt_rng_uniform(row_seed, 0, (i * key_b + j) * key_c + k) >= p,
+ * row_seed = zt_dropout_row_seed(seed, site, step, row_keys[s]) (engine/rng.h).
+ * key_b >= b and key_c >= c are the extents of the model's largest shape, so a
+ * position's mask never depends on how much padding its batch carries; row_keys
+ * are global sample positions, so it never depends on the rank either. */
+typedef struct {
+    uint64_t seed;
+    uint64_t site;             /* which dropout of the model (zt_dropout_site) */
+    int64_t step;              /* optimizer step */
+    const uint64_t *row_keys;  /* (n) device */
+    int64_t n, a, b, c;
+    int64_t key_b, key_c;
+    float p;                   /* drop probability in [0, 1) */
+} zt_dropout_desc;
+
 /* torch.optim.SGD semantics. */
 typedef struct {
     float lr, momentum, dampening, weight_decay;
@@ -88,6 +104,73 @@ struct zt_backend {
     double (*sum_squares)(const zt_backend *be, const float *x, int64_t n);
     /* any inf or nan in x */
     bool (*has_inf_nan)(const zt_backend *be, const float *x, int64_t n);
+    /* ---- Transformer layers. Float32 in and out; reductions accumulate in
+     * float32 in a fixed order (the result never depends on the thread count),
+     * except where float64 is stated. ---- */
+
+    /* y(rows, cols) = (accumulate ? y : 0) + table[ids[r]] (table (vocab, cols)). */
+    void (*embedding_forward)(const zt_backend *be, float *y, const int32_t *ids,
+                              const float *table, int64_t rows, int64_t cols, bool accumulate);
+    /* dtable(vocab, cols) = (accumulate ? dtable : 0) + sum over rows r with
+     * ids[r] == v of dy[r], added in increasing r. */
+    void (*embedding_backward)(const zt_backend *be, float *dtable, const int32_t *ids,
+                               const float *dy, int64_t rows, int64_t cols, int64_t vocab,
+                               bool accumulate);
+    /* y(n, t, cols) += PE(t, cols), PyTorch's sinusoidal table:
+     * PE[i][2k] = sin(i * w_k), PE[i][2k+1] = cos(i * w_k), w_k = exp(-2k ln(10000) / cols),
+     * computed in float64 and rounded. */
+    void (*sinusoid_add)(const zt_backend *be, float *y, int64_t n, int64_t t, int64_t cols);
+    /* Per row of x (rows, cols): mean, rstd = 1/sqrt(var + eps) (biased var,
+     * accumulated in float64), y = (x - mean) * rstd * w + b. y may not alias x. */
+    void (*layernorm_forward)(const zt_backend *be, float *y, float *mean, float *rstd,
+                              const float *x, const float *w, const float *b, int64_t rows,
+                              int64_t cols, float eps);
+    /* From dy: dx = (accumulate_dx ? dx : 0) + d/dx; dw, db = (accumulate_params ?
+     * dw, db : 0) + sums over rows, added to the starting value in increasing row
+     * order. dx == dy allowed. mean and rstd are what forward wrote. */
+    void (*layernorm_backward)(const zt_backend *be, float *dx, float *dw, float *db,
+                               const float *dy, const float *x, const float *mean,
+                               const float *rstd, const float *w, int64_t rows, int64_t cols,
+                               bool accumulate_dx, bool accumulate_params);
+    /* GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); y == x allowed. */
+    void (*gelu_forward)(const zt_backend *be, float *y, const float *x, int64_t n);
+    /* dx = dy * gelu'(x); dx == dy allowed. */
+    void (*gelu_backward)(const zt_backend *be, float *dx, const float *dy, const float *x,
+                          int64_t n);
+    /* For i in [0, batch): C_i = alpha op(A_i) op(B_i) + beta C_i with A_i = a + i *
+     * stride_a, B_i = b + i * stride_b, C_i = c + i * stride_c; otherwise as gemm.
+     * The C_i must not overlap. k == 0 gives C = beta C (beta == 0 writes zeros)
+     * without reading A or B. */
+    void (*gemm_batched)(const zt_backend *be, bool trans_a, bool trans_b, int64_t m,
+                         int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
+                         int64_t stride_a, const float *b, int64_t ldb, int64_t stride_b,
+                         float beta, float *c, int64_t ldc, int64_t stride_c, int64_t batch);
+    /* In place on scores att (n, h, t, t): row (s, hh, i) becomes
+     * softmax_j(scale * att) over the allowed keys j (j <= i when causal, and
+     * j < lengths[s] <= t when lengths is not NULL); other entries become exactly
+     * 0. A row with no allowed key (lengths[s] == 0) is all 0. Row maxima and
+     * sums in float32, left to right; p = e * (1 / sum). */
+    void (*attn_softmax_forward)(const zt_backend *be, float *att, int64_t n, int64_t h,
+                                 int64_t t, float scale, bool causal, const int32_t *lengths);
+    /* In place: datt (rows, t) holds dL/dP for probabilities p (rows, t) and
+     * becomes dL/dscores = scale * p * (dP - sum_j dP_j p_j). */
+    void (*attn_softmax_backward)(const zt_backend *be, float *datt, const float *p,
+                                  int64_t rows, int64_t t, float scale);
+    /* y = x * (keep ? scale : 0) with scale = 1.0f / (1.0f - p) in float32 and the
+     * keyed mask of `d` (as torch does: inf or nan at a dropped position gives
+     * nan, which the overflow check sees); p == 0 is an exact copy. y == x
+     * allowed. The same call with dy for x gives the backward pass: masks are
+     * recomputed, never stored. */
+    void (*dropout)(const zt_backend *be, float *y, const float *x, const zt_dropout_desc *d);
+    /* y(n, cols) = mean over i < lengths[s] of x(n, t, cols) (all t when lengths
+     * is NULL); sums in float32 in increasing i, then divided by the length.
+     * 1 <= lengths[s] <= t. */
+    void (*mean_pool_forward)(const zt_backend *be, float *y, const float *x,
+                              const int32_t *lengths, int64_t n, int64_t t, int64_t cols);
+    /* dx(n, t, cols) = dy / len (a division) at i < len, 0 elsewhere (assigns). */
+    void (*mean_pool_backward)(const zt_backend *be, float *dx, const float *dy,
+                               const int32_t *lengths, int64_t n, int64_t t, int64_t cols);
+
     /* One Adam/AdamW step on a flat shard, in place on p, m, v. */
     void (*adam)(const zt_backend *be, float *p, const float *g, float *m, float *v,
                  int64_t n, const zt_adam_hparams *hp);

@@ -25,8 +25,9 @@ enum {
     ZT_RNG_STREAM_INIT = 1,    /* parameter init, counter = global parameter index */
     ZT_RNG_STREAM_DATA = 2,    /* synthetic data, counter = sample * in_size + j */
     ZT_RNG_STREAM_SHUFFLE = 3, /* sampler permutation keys, counter = epoch */
-    ZT_RNG_STREAM_DROPOUT = 4, /* dropout masks */
-    ZT_RNG_STREAM_WINDOW = 5   /* text window offsets, counter = sample index */
+    ZT_RNG_STREAM_DROPOUT = 4, /* dropout masks: zt_dropout_row_seed */
+    ZT_RNG_STREAM_WINDOW = 5,  /* text window offsets, counter = sample index */
+    ZT_RNG_STREAM_SAMPLE = 6   /* text generation, counter = generated token index */
 };
 
 static inline uint64_t zt_rng_mix(uint64_t z)
@@ -45,6 +46,16 @@ static inline uint64_t zt_rng_u64(uint64_t seed, uint64_t stream, uint64_t i)
 static inline float zt_rng_uniform(uint64_t seed, uint64_t stream, uint64_t i)
 {
     return (float)(zt_rng_u64(seed, stream, i) >> 40) * (1.0f / 16777216.0f);
+}
+
+/* Dropout (backend.h, zt_dropout_desc): the seed of one sample's mask at one
+ * dropout site in one optimizer step. row_key is the sample's global position
+ * in the training stream (step * train_batch + position in the batch). */
+static inline uint64_t zt_dropout_row_seed(uint64_t seed, uint64_t site, int64_t step,
+                                           uint64_t row_key)
+{
+    return zt_rng_u64(seed, ZT_RNG_STREAM_DROPOUT,
+                      zt_rng_mix(zt_rng_mix((uint64_t)step) ^ site) ^ row_key);
 }
 
 #endif

@@ -9,6 +9,7 @@
  * Collective: none.
  */
 #include "backend.h"
+#include "backend_cpu_nn.h"
 #include "optim.h"
 
 #include <cblas.h>
@@ -17,10 +18,6 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Below this many elements an op runs on one thread: waking the team costs
- * more than the loop. */
-#define ZT_CPU_PAR_MIN 32768
 
 /* Fixed reduction geometry: partial sums are taken over ZT_CPU_CHUNK elements
  * and combined in index order, ZT_CPU_ROUND chunks at a time through a stack
@@ -300,6 +297,7 @@ zt_status zt_backend_cpu_init(zt_backend *be)
         .adam = cpu_adam,
         .sgd = cpu_sgd,
     };
+    zt_backend_cpu_nn_ops(be);
     return ZT_OK;
 }
 

@@ -1,0 +1,27 @@
+/*
+ * backend_cpu_nn: the CPU backend's transformer-layer ops (embedding, sinusoidal
+ * positions, layernorm, GELU, batched gemm, attention softmax, keyed dropout,
+ * mean pooling), kept apart from backend_cpu.c so each file stays readable.
+ * Private to engine/cpu: the rest of the tree reaches these ops only through
+ * the zt_backend function pointers that zt_backend_cpu_init fills.
+ *
+ * Every op writes each output element from one thread with a fixed order of
+ * additions, so results are bit-identical for any OMP_NUM_THREADS.
+ *
+ * Memory: ops write only the buffers they are given and allocate nothing.
+ * Collective: none.
+ */
+#ifndef ZT_BACKEND_CPU_NN_H
+#define ZT_BACKEND_CPU_NN_H
+
+#include "backend.h"
+
+/* Below this many elements an op runs on one thread: waking the team costs
+ * more than the loop. Shared by every CPU op. */
+#define ZT_CPU_PAR_MIN 32768
+
+/* Fills the transformer-layer function pointers of a CPU backend; the rest of
+ * *be is left as it is. */
+void zt_backend_cpu_nn_ops(zt_backend *be);
+
+#endif
