@@ -60,6 +60,10 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libzt.a
 $(BUILD)/bench-sgemm: scripts/bench_sgemm.c $(BUILD)/libzt.a
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libzt.a $(LDLIBS)
 
+$(BUILD)/tests/tokenize-tool: tests/tools/tokenize_main.c $(BUILD)/libzt.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libzt.a $(LDLIBS)
+
 unit-test: $(UNIT_BIN)
 
 deps:

@@ -2,8 +2,16 @@
  * dataset: the interface the trainer reads samples through. A sample is a pure
  * function of its global index, so which rank reads it never matters.
  *
+ * A sample has up to three parts, sized per dataset: x (x_numel floats: the
+ * MLP's input), tokens (tokens_numel ids in [0, vocab_size): the transformers'
+ * input) and labels (labels_numel class indices in [0, n_classes), or
+ * ZT_IGNORE_INDEX: one per sample for classification, one per token for a
+ * language model). Variable-length datasets fill `length` <= tokens_numel
+ * tokens and leave the rest of `tokens` to the caller, which pads with pad_id
+ * and masks the padding out.
+ *
  * Memory: a dataset owns whatever its impl holds (freed by `free`); callers own
- * the x / label buffers they pass. Collective: none.
+ * the sample buffers they pass. Collective: none.
  */
 #ifndef ZT_DATASET_H
 #define ZT_DATASET_H
@@ -11,15 +19,28 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#define ZT_IGNORE_INDEX (-100)
+
+typedef struct {
+    float *x;         /* (x_numel) or NULL when x_numel == 0 */
+    int32_t *tokens;  /* (tokens_numel) or NULL when tokens_numel == 0 */
+    int32_t *labels;  /* (labels_numel) */
+    int64_t length;   /* out: valid tokens (tokens_numel unless variable_length) */
+} zt_sample;
+
 typedef struct zt_dataset zt_dataset;
 
 struct zt_dataset {
     const char *name;
     int64_t n_samples;
-    int64_t x_numel;   /* floats per sample input */
-    int64_t n_classes;
-    /* x: (x_numel) floats; label: one class index */
-    void (*get)(const zt_dataset *ds, int64_t index, float *x, int32_t *label);
+    int64_t x_numel;      /* floats per sample input (0: none) */
+    int64_t tokens_numel; /* token ids per sample (0: none) */
+    int64_t labels_numel; /* labels per sample */
+    int64_t n_classes;    /* labels lie in [0, n_classes) */
+    int64_t vocab_size;   /* tokens lie in [0, vocab_size) */
+    int32_t pad_id;       /* the id the caller pads short samples with */
+    bool variable_length; /* samples may be shorter than tokens_numel */
+    void (*get)(const zt_dataset *ds, int64_t index, zt_sample *out);
     void (*free)(zt_dataset *ds);
     void *impl;
     uint64_t seed;

@@ -4,8 +4,9 @@
 
 #include "rng.h"
 
-static void synthetic_get(const zt_dataset *ds, int64_t index, float *x, int32_t *label)
+static void synthetic_get(const zt_dataset *ds, int64_t index, zt_sample *out)
 {
+    float *x = out->x;
     int64_t in = ds->x_numel;
     double sq = 0.0;
     for (int64_t j = 0; j < in; j++) {
@@ -13,7 +14,8 @@ static void synthetic_get(const zt_dataset *ds, int64_t index, float *x, int32_t
         x[j] = -10.0f + 20.0f * u;
         sq += (double)x[j] * (double)x[j];
     }
-    *label = (int32_t)((int64_t)floor(sq) % ds->n_classes);
+    out->labels[0] = (int32_t)((int64_t)floor(sq) % ds->n_classes);
+    out->length = 0;
 }
 
 static void synthetic_free(zt_dataset *ds) { (void)ds; }
@@ -24,6 +26,7 @@ void zt_synthetic_init(zt_dataset *ds, int64_t n_samples, int64_t in_size, int64
     *ds = (zt_dataset){.name = "synthetic",
                        .n_samples = n_samples,
                        .x_numel = in_size,
+                       .labels_numel = 1,
                        .n_classes = n_classes,
                        .get = synthetic_get,
                        .free = synthetic_free,

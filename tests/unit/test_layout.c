@@ -181,7 +181,8 @@ static void test_synthetic_definition(void **state)
     zt_synthetic_init(&ds, 65536, 16, 10, 42);
     float x[16];
     int32_t y = -1;
-    ds.get(&ds, 12345, x, &y);
+    zt_sample smp = {.x = x, .labels = &y};
+    ds.get(&ds, 12345, &smp);
     double sq = 0.0;
     for (int j = 0; j < 16; j++) {
         float u = zt_rng_uniform(42, ZT_RNG_STREAM_DATA, 12345u * 16u + (uint64_t)j);
@@ -195,7 +196,7 @@ static void test_synthetic_definition(void **state)
     /* labels are spread over the classes */
     int counts[10] = {0};
     for (int64_t i = 0; i < 2000; i++) {
-        ds.get(&ds, i, x, &y);
+        ds.get(&ds, i, &smp);
         assert_true(y >= 0 && y < 10);
         counts[y]++;
     }
