@@ -4,12 +4,26 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "classifier.h"
+#include "dataset.h"
+#include "gptlite.h"
+
 void zt_model_args_init(zt_model_args *a)
 {
     memset(a, 0, sizeof *a);
     snprintf(a->name, sizeof a->name, "mlp");
     a->width = 1024;
     a->layers = 4;
+    a->dropout = -1.0;
+}
+
+static zt_status model_alloc_units(zt_model *m, int n)
+{
+    m->n_units = n;
+    m->units = calloc((size_t)n, sizeof *m->units);
+    if (!m->units)
+        return zt_fail(ZT_ERR_OOM, "", "cannot allocate %d units", n);
+    return ZT_OK;
 }
 
 static zt_status model_build_mlp(const zt_model_args *a, zt_model *m)
@@ -25,10 +39,7 @@ static zt_status model_build_mlp(const zt_model_args *a, zt_model *m)
     if (out < 2)
         return zt_fail(ZT_ERR_USAGE, "classification needs at least 2 classes: --out-size >= 2",
                        "mlp out size %lld must be >= 2", (long long)out);
-    m->n_units = (int)a->layers;
-    m->units = calloc((size_t)m->n_units, sizeof *m->units);
-    if (!m->units)
-        return zt_fail(ZT_ERR_OOM, "", "cannot allocate %d units", m->n_units);
+    ZT_TRY(model_alloc_units(m, (int)a->layers));
     for (int l = 0; l < m->n_units; l++) {
         char name[32];
         snprintf(name, sizeof name, "layers.%d", l);
@@ -36,7 +47,79 @@ static zt_status model_build_mlp(const zt_model_args *a, zt_model *m)
         zt_unit_linear_relu(&m->units[l], name, fi, fo);
     }
     m->in_numel = in;
+    m->labels_numel = 1;
     m->n_classes = out;
+    return ZT_OK;
+}
+
+static int64_t model_or(int64_t v, int64_t dflt) { return v > 0 ? v : dflt; }
+
+/* Shape checks shared by the transformers. */
+static zt_status model_check_transformer(const char *name, int64_t layers, int64_t width,
+                                         int64_t heads, int64_t seq, double dropout,
+                                         int64_t vocab)
+{
+    if (vocab <= 0)
+        return zt_fail(ZT_ERR_INTERNAL, "", "%s built without a vocabulary", name);
+    if (layers < 1 || width < 1 || heads < 1 || seq < 1)
+        return zt_fail(ZT_ERR_USAGE, "layers, width, heads and sequence length are >= 1",
+                       "%s: layers %lld, width %lld, heads %lld, sequence %lld", name,
+                       (long long)layers, (long long)width, (long long)heads, (long long)seq);
+    if (width % heads != 0)
+        return zt_fail(ZT_ERR_USAGE, "choose a width that is a multiple of the head count",
+                       "%s: width %lld is not divisible by %lld heads", name, (long long)width,
+                       (long long)heads);
+    if (!(dropout >= 0.0 && dropout < 1.0))
+        return zt_fail(ZT_ERR_USAGE, "--dropout takes a probability in [0, 1)",
+                       "%s: dropout %g is not in [0, 1)", name, dropout);
+    return ZT_OK;
+}
+
+/* models.md §2 defaults: 12 layers, C 768, 12 heads, T 2048, dropout 0.1. */
+static zt_status model_build_gptlite(const zt_model_args *a, zt_model *m)
+{
+    int64_t layers = model_or(a->n_layer, 12), c = model_or(a->n_embd, 768);
+    int64_t heads = model_or(a->n_head, 12), seq = model_or(a->block_size, 2048);
+    int64_t vocab = a->vocab_size;
+    double p = a->dropout >= 0.0 ? a->dropout : 0.1;
+    ZT_TRY(model_check_transformer("gptlite", layers, c, heads, seq, p, vocab));
+    ZT_TRY(model_alloc_units(m, (int)layers + 2));
+    zt_gptlite_embed(&m->units[0], vocab, seq, c);
+    for (int l = 0; l < layers; l++) {
+        char name[32];
+        snprintf(name, sizeof name, "h.%d", l);
+        zt_gptlite_block(&m->units[1 + l], name, seq, c, heads, (float)p, a->gelu);
+    }
+    zt_gptlite_head(&m->units[layers + 1], seq, c, vocab);
+    m->seq_len = seq;
+    m->vocab_size = vocab;
+    m->labels_numel = seq;
+    m->labels_per_token = true;
+    m->n_classes = vocab;
+    return ZT_OK;
+}
+
+/* models.md §3 defaults: E 256, 8 heads, 6 layers, H 1024, max_len 1024,
+ * dropout 0.2; two classes. */
+static zt_status model_build_classifier(const zt_model_args *a, zt_model *m)
+{
+    int64_t layers = model_or(a->n_layer, 6), e = model_or(a->n_embd, 256);
+    int64_t heads = model_or(a->n_head, 8), hidden = model_or(a->hidden_dim, 1024);
+    int64_t seq = model_or(a->max_len, 1024), vocab = a->vocab_size;
+    double p = a->dropout >= 0.0 ? a->dropout : 0.2;
+    ZT_TRY(model_check_transformer("classifier", layers, e, heads, seq, p, vocab));
+    ZT_TRY(model_alloc_units(m, (int)layers + 2));
+    zt_classifier_embed(&m->units[0], vocab, seq, e, (float)p);
+    for (int l = 0; l < layers; l++) {
+        char name[32];
+        snprintf(name, sizeof name, "layers.%d", l);
+        zt_classifier_layer(&m->units[1 + l], name, seq, e, heads, hidden, (float)p, a->gelu);
+    }
+    zt_classifier_head(&m->units[layers + 1], seq, e, hidden, 2, (float)p);
+    m->seq_len = seq;
+    m->vocab_size = vocab;
+    m->labels_numel = 1;
+    m->n_classes = 2;
     return ZT_OK;
 }
 
@@ -44,15 +127,25 @@ zt_status zt_model_build(const zt_model_args *a, zt_model *m)
 {
     memset(m, 0, sizeof *m);
     snprintf(m->name, sizeof m->name, "%s", a->name);
-    m->ignore_index = -100;
-    if (strcmp(a->name, "mlp") == 0) {
-        ZT_TRY(model_build_mlp(a, m));
-    } else {
-        return zt_fail(ZT_ERR_USAGE, "models: mlp (gptlite and classifier come later)",
-                       "unknown model '%s'", a->name);
+    m->ignore_index = ZT_IGNORE_INDEX;
+    zt_status st;
+    if (strcmp(a->name, "mlp") == 0)
+        st = model_build_mlp(a, m);
+    else if (strcmp(a->name, "gptlite") == 0)
+        st = model_build_gptlite(a, m);
+    else if (strcmp(a->name, "classifier") == 0)
+        st = model_build_classifier(a, m);
+    else
+        return zt_fail(ZT_ERR_USAGE, "models: mlp, gptlite, classifier", "unknown model '%s'",
+                       a->name);
+    if (st != ZT_OK) {
+        zt_model_free(m);
+        return st;
     }
-    for (int u = 0; u < m->n_units; u++)
+    for (int u = 0; u < m->n_units; u++) {
+        m->units[u].index = u;
         m->n_params += m->units[u].param_numel;
+    }
     return ZT_OK;
 }
 

@@ -1,18 +1,55 @@
 /*
- * model: the built-in models as sequences of units, chosen by name.
+ * model: the built-in models as sequences of units, chosen by name
+ * (../shared/reference/models.md is the spec; PyTorch reference tests rebuild
+ * each one from the names and orders below).
  *
- *   mlp   models.md §1: Linear(in, W)+ReLU, (L-2) x Linear(W, W)+ReLU,
- *         Linear(W, out)+ReLU (ReLU on the logits, as users run it); one unit per
- *         layer; softmax cross-entropy over `out` classes.
+ *   mlp         Linear(in, W)+ReLU, (L-2) x Linear(W, W)+ReLU, Linear(W, out)+ReLU
+ *               (ReLU on the logits, as users run it); one unit per layer
+ *               ("layers.l": weight (out, in), bias (out)).
+ *   gptlite     units: "embed" (wte (V, C), wpe (T, C)), "h.0".."h.{L-1}" (one
+ *               pre-LN block each), "head" (ln_f.weight, ln_f.bias (C),
+ *               lm_head.weight (V, C), lm_head.bias (V)). A block's tensors:
+ *               ln_1.weight, ln_1.bias (C); attn.qkv.weight (3C, C) = the query,
+ *               key and value Linear(C, C) weights stacked in that order;
+ *               attn.qkv.bias (3C); attn.proj.weight (C, C), attn.proj.bias (C);
+ *               ln_2.weight, ln_2.bias (C); mlp.fc.weight (4C, C),
+ *               mlp.fc.bias (4C); mlp.proj.weight (C, 4C), mlp.proj.bias (C).
+ *               Block: x += drop(proj(attn(ln_1(x)))); x += drop(mlp(ln_2(x))),
+ *               attention causal with dropout on its weights, mlp = fc, act
+ *               (ReLU, or GELU-tanh with --activation gelu), proj. Loss: mean
+ *               cross-entropy over all n * T positions.
+ *   classifier  units: "embed" (embedding.weight (V, E); + the fixed sinusoidal
+ *               table, then dropout), "layers.0".."layers.{N-1}" (PyTorch's
+ *               nn.TransformerEncoderLayer, batch_first, post-LN: tensors in its
+ *               state_dict order: self_attn.in_proj_weight (3E, E),
+ *               self_attn.in_proj_bias (3E), self_attn.out_proj.weight (E, E),
+ *               self_attn.out_proj.bias (E), linear1.weight (H, E),
+ *               linear1.bias (H), linear2.weight (E, H), linear2.bias (E),
+ *               norm1.weight, norm1.bias, norm2.weight, norm2.bias (E)), "head"
+ *               (masked mean pool, fc1.weight (H, E), fc1.bias (H), ReLU,
+ *               dropout, fc2.weight (2, H), fc2.bias (2)). Layer:
+ *               x = norm1(x + drop(attn(x, key padding))),
+ *               x = norm2(x + drop(linear2(drop(act(linear1(x)))))). Loss: mean
+ *               cross-entropy over samples.
  *
- * The loss is applied by the engine to the last unit's output (n, n_classes)
- * with the batch labels (mean over counted rows).
+ * Initialisation follows PyTorch's module defaults: Linear U(+-1/sqrt(fan_in))
+ * for weight and bias; Embedding N(0, 1); LayerNorm weight 1, bias 0;
+ * MultiheadAttention's in_proj_weight xavier-uniform U(+-sqrt(6 / (E + 3E)))
+ * with zero in_proj_bias and out_proj.bias (out_proj.weight as a Linear).
+ * gptlite's stacked query/key/value weight is three Linear(C, C) and its bias
+ * U(+-1/sqrt(C)); wpe is an Embedding. LayerNorm eps 1e-5, attention scale
+ * 1/sqrt(head size). Dropout sites are keyed per unit (zt_dropout_site).
+ *
+ * The loss is applied by the engine to the last unit's output, read as
+ * (rows, n_classes) logits: rows = n * seq_len when labels_per_token (gptlite),
+ * n otherwise, with the batch labels (mean over counted rows).
  *
  * Memory: zt_model owns its unit array (host). Collective: none.
  */
 #ifndef ZT_MODEL_H
 #define ZT_MODEL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "status.h"
@@ -22,19 +59,31 @@ typedef struct {
     char name[32];
     /* mlp */
     int64_t width, layers, in_size, out_size; /* in/out <= 0: = width */
+    /* gptlite and classifier (<= 0: the model's default from models.md) */
+    int64_t n_layer, n_embd, n_head, block_size; /* n_embd is E for the classifier */
+    int64_t hidden_dim, max_len;                 /* classifier */
+    double dropout;                              /* < 0: default */
+    bool gelu;                                   /* --activation gelu */
+    int64_t vocab_size;                          /* from the data's tokenizer */
 } zt_model_args;
 
 typedef struct {
     char name[32];
     int n_units;
     zt_unit *units;
-    int64_t n_params;   /* unpadded total */
-    int64_t in_numel;   /* floats per input sample */
-    int64_t n_classes;  /* width of the last unit's output */
+    int64_t n_params;      /* unpadded total */
+    int64_t in_numel;      /* floats per input sample (mlp), 0 for token models */
+    int64_t seq_len;       /* tokens per sample at most (0: no tokens) */
+    int64_t vocab_size;    /* token ids lie in [0, vocab_size) */
+    int64_t labels_numel;  /* labels per sample: 1, or seq_len when labels_per_token */
+    bool labels_per_token; /* language model: one label per position */
+    int64_t n_classes;     /* logits per loss row */
     int32_t ignore_index;
 } zt_model;
 
-void zt_model_args_init(zt_model_args *a); /* mlp defaults: W 1024, L 4 */
+/* mlp defaults (W 1024, L 4); transformer fields at their "use the default"
+ * values. */
+void zt_model_args_init(zt_model_args *a);
 zt_status zt_model_build(const zt_model_args *a, zt_model *m);
 void zt_model_free(zt_model *m);
 

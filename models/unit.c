@@ -6,6 +6,13 @@
 
 #include "rng.h"
 
+void zt_unit_reset(zt_unit *u, const char *name, const zt_unit_ops *ops)
+{
+    memset(u, 0, sizeof *u);
+    snprintf(u->name, sizeof u->name, "%s", name);
+    u->ops = ops;
+}
+
 void zt_unit_add_param(zt_unit *u, const char *name, int ndim, const int64_t *shape,
                        zt_init_kind init, float bound)
 {
@@ -32,9 +39,14 @@ void zt_unit_init_range(const zt_unit *u, uint64_t seed, int64_t global_offset, 
         int64_t b = hi < start + p->numel ? hi : start + p->numel;
         for (int64_t i = a; i < b; i++) {
             float v = 0.0f;
+            uint64_t g = (uint64_t)(global_offset + i);
             if (p->init == ZT_INIT_UNIFORM) {
-                float r = zt_rng_uniform(seed, ZT_RNG_STREAM_INIT, (uint64_t)(global_offset + i));
+                float r = zt_rng_uniform(seed, ZT_RNG_STREAM_INIT, g);
                 v = p->bound * (2.0f * r - 1.0f);
+            } else if (p->init == ZT_INIT_NORMAL) {
+                double u1 = zt_rng_uniform(seed, ZT_RNG_STREAM_INIT, g);
+                double u2 = zt_rng_uniform(seed, ZT_RNG_STREAM_INIT, g ^ (1ull << 63));
+                v = (float)((double)p->bound * sqrt(-2.0 * log(1.0 - u1)) * cos(2.0 * M_PI * u2));
             } else if (p->init == ZT_INIT_ONES) {
                 v = 1.0f;
             }
@@ -45,9 +57,11 @@ void zt_unit_init_range(const zt_unit *u, uint64_t seed, int64_t global_offset, 
 }
 
 static void linear_relu_forward(const zt_unit *u, const zt_backend *be, const float *params,
-                                const float *x, float *y, float *saved, const zt_batch *b)
+                                const float *x, float *y, float *saved, float *work,
+                                const zt_batch *b)
 {
     (void)saved;
+    (void)work;
     int64_t in = u->dims[0], out = u->dims[1];
     const float *w = params;           // (out, in)
     const float *bias = params + out * in; // (out)
@@ -58,9 +72,11 @@ static void linear_relu_forward(const zt_unit *u, const zt_backend *be, const fl
 
 static void linear_relu_backward(const zt_unit *u, const zt_backend *be, const float *params,
                                  const float *x, const float *y, const float *saved, float *dy,
-                                 float *dx, float *dparams, bool accumulate, const zt_batch *b)
+                                 float *dx, float *dparams, float *work, bool accumulate,
+                                 const zt_batch *b)
 {
     (void)saved;
+    (void)work;
     int64_t in = u->dims[0], out = u->dims[1];
     const float *w = params;
     float *dw = dparams;               // (out, in)
@@ -78,9 +94,7 @@ static const zt_unit_ops zt_linear_relu_ops = {linear_relu_forward, linear_relu_
 
 void zt_unit_linear_relu(zt_unit *u, const char *name, int64_t in, int64_t out)
 {
-    memset(u, 0, sizeof *u);
-    snprintf(u->name, sizeof u->name, "%s", name);
-    u->ops = &zt_linear_relu_ops;
+    zt_unit_reset(u, name, &zt_linear_relu_ops);
     u->dims[0] = in;
     u->dims[1] = out;
     u->in_numel = in;

@@ -11,7 +11,12 @@
  * slice of `param_numel` floats; `params`/`dparams` below point at that slice.
  *
  * Memory: units own nothing on the device. Activations x (n, in_numel),
- * y (n, out_numel) and saved (n, saved_numel) are engine buffers (ACTS arena).
+ * y (n, out_numel), saved (n, saved_numel) and the scratch `work`
+ * (n, work_numel) are engine buffers (ACTS; WORK for work), sized per sample
+ * at the model's largest shape. With token inputs a batch may be shorter
+ * (b->t <= the model's sequence length): units then use (n, b->t, ...) prefixes
+ * laid out densely, so a (n, t, C) tensor occupies n * t * C floats.
+ * `work` holds nothing between calls.
  * Collective: none.
  */
 #ifndef ZT_UNIT_H
@@ -26,7 +31,8 @@
 #define ZT_UNIT_MAX_DIMS 8
 
 typedef enum {
-    ZT_INIT_UNIFORM = 0, /* U(-bound, bound), bound = 1/sqrt(fan_in) for Linear */
+    ZT_INIT_UNIFORM = 0, /* U(-bound, bound); Linear: bound = 1/sqrt(fan_in) */
+    ZT_INIT_NORMAL,      /* N(0, bound^2) (Box-Muller on two counter draws) */
     ZT_INIT_ZEROS,
     ZT_INIT_ONES
 } zt_init_kind;
@@ -40,26 +46,30 @@ typedef struct {
     float bound;
 } zt_param_spec;
 
-/* One micro-batch as the units see it. */
+/* One micro-batch as the units see it. Device pointers unless stated. */
 typedef struct {
-    int64_t n;              /* samples */
-    const int32_t *labels;  /* (n) host copy for losses */
+    int64_t n;                 /* samples */
+    int64_t t;                 /* tokens per sample in this batch (0: no tokens) */
+    const int32_t *tokens;     /* (n, t) token ids, or NULL */
+    const int32_t *lengths;    /* (n) valid tokens per sample (>= 1), or NULL: all t */
+    const uint64_t *row_keys;  /* (n) global sample positions: dropout keys */
     uint64_t seed;
     int64_t step;
-    bool training;
+    bool training;             /* dropout on */
 } zt_batch;
 
 typedef struct zt_unit zt_unit;
 
 typedef struct {
-    /* y = f(x); writes what backward needs into `saved`. */
+    /* y = f(x); writes what backward needs into `saved`. x is NULL for a unit
+     * that reads b->tokens instead (the embedding). */
     void (*forward)(const zt_unit *u, const zt_backend *be, const float *params, const float *x,
-                    float *y, float *saved, const zt_batch *b);
+                    float *y, float *saved, float *work, const zt_batch *b);
     /* From dy (may be overwritten: it is scratch after this call) computes dx
      * (skipped when NULL: the first unit) and dparams (= or += when accumulate). */
     void (*backward)(const zt_unit *u, const zt_backend *be, const float *params, const float *x,
                      const float *y, const float *saved, float *dy, float *dx, float *dparams,
-                     bool accumulate, const zt_batch *b);
+                     float *work, bool accumulate, const zt_batch *b);
 } zt_unit_ops;
 
 struct zt_unit {
@@ -68,17 +78,28 @@ struct zt_unit {
     int n_params;
     zt_param_spec params[ZT_UNIT_MAX_PARAMS];
     int64_t param_numel;
-    int64_t in_numel, out_numel, saved_numel; /* per sample */
+    int64_t in_numel, out_numel, saved_numel, work_numel; /* per sample, floats */
+    int index;           /* position in the model: keys the unit's dropout sites */
+    float dropout;       /* drop probability of the unit's dropout sites */
     int64_t dims[ZT_UNIT_MAX_DIMS];
 };
+
+/* The zt_dropout_desc.site of dropout k (< 16) of unit `index`. */
+static inline uint64_t zt_dropout_site(int index, int k) { return (uint64_t)index * 16 + (uint64_t)k; }
+
+/* Clears u and names it: the start of every unit constructor. */
+void zt_unit_reset(zt_unit *u, const char *name, const zt_unit_ops *ops);
 
 /* Appends a parameter tensor to the unit's packed slice. */
 void zt_unit_add_param(zt_unit *u, const char *name, int ndim, const int64_t *shape,
                        zt_init_kind init, float bound);
 
 /* Initial values of elements [lo, hi) of the unit's packed slice, keyed by
- * (seed, global parameter index = global_offset + i) so any rank can make any
- * shard without the rest. out has hi - lo floats. */
+ * (seed, global parameter index g = global_offset + i) so any rank can make any
+ * shard without the rest. out has hi - lo floats. With
+ * u(c) = zt_rng_uniform(seed, ZT_RNG_STREAM_INIT, c):
+ *   UNIFORM  bound * (2 u(g) - 1)                  (float32 arithmetic)
+ *   NORMAL   bound * sqrt(-2 ln(1 - u(g))) * cos(2 pi u(g ^ 2^63))  (float64, rounded) */
 void zt_unit_init_range(const zt_unit *u, uint64_t seed, int64_t global_offset, int64_t lo,
                         int64_t hi, float *out);
 

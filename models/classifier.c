@@ -1,0 +1,307 @@
+#include "classifier.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "layers.h"
+
+#define ZT_LN_EPS 1e-5f
+
+static size_t floats(int64_t n) { return (size_t)n * sizeof(float); }
+
+/* ---- embedding: y = drop(embedding[tokens] + PE) ---- */
+
+static void embed_forward(const zt_unit *u, const zt_backend *be, const float *params,
+                          const float *x, float *y, float *saved, float *work, const zt_batch *b)
+{
+    (void)x;
+    (void)saved;
+    (void)work;
+    int64_t seq = u->dims[1], e = u->dims[2];
+    be->embedding_forward(be, y, b->tokens, params, b->n * b->t, e, false); // (n, t, E)
+    be->sinusoid_add(be, y, b->n, b->t, e);
+    zt_dropout_desc d = zt_layer_dropout(u, 0, b, 1, b->t, e, seq, e);
+    if (d.p > 0.0f)
+        be->dropout(be, y, y, &d);
+}
+
+static void embed_backward(const zt_unit *u, const zt_backend *be, const float *params,
+                           const float *x, const float *y, const float *saved, float *dy,
+                           float *dx, float *dparams, float *work, bool accumulate,
+                           const zt_batch *b)
+{
+    (void)params;
+    (void)x;
+    (void)y;
+    (void)saved;
+    (void)dx;
+    (void)work;
+    int64_t vocab = u->dims[0], seq = u->dims[1], e = u->dims[2];
+    zt_dropout_desc d = zt_layer_dropout(u, 0, b, 1, b->t, e, seq, e);
+    if (d.p > 0.0f)
+        be->dropout(be, dy, dy, &d);
+    be->embedding_backward(be, dparams, b->tokens, dy, b->n * b->t, e, vocab, accumulate);
+}
+
+static const zt_unit_ops embed_ops = {embed_forward, embed_backward};
+
+void zt_classifier_embed(zt_unit *u, int64_t vocab, int64_t max_len, int64_t e, float dropout)
+{
+    zt_unit_reset(u, "embed", &embed_ops);
+    u->dims[0] = vocab;
+    u->dims[1] = max_len;
+    u->dims[2] = e;
+    u->dropout = dropout;
+    u->out_numel = max_len * e;
+    zt_unit_add_param(u, "embedding.weight", 2, (int64_t[]){vocab, e}, ZT_INIT_NORMAL, 1.0f);
+}
+
+/* ---- encoder layer (post-LN):
+ *      z1 = x + drop(out_proj(attn(x))), x1 = norm1(z1),
+ *      z2 = x1 + drop(linear2(drop(act(linear1(x1))))), y = norm2(z2) ---- */
+
+typedef struct {
+    int64_t seq, e, heads, h, rows;
+    bool gelu;
+    const float *p[12];
+    float *dp[12];
+    float *qkv, *att, *atty, *z1, *x1, *mean1, *rstd1, *hid, *act, *z2, *mean2, *rstd2;
+    float *w_z, *w_t, *w_h, *w_x1, *w_ay, *w_att, *w_qkv;
+    zt_attn_shape shape;
+} layer_view;
+
+enum { L_INW, L_INB, L_OUTW, L_OUTB, L_W1, L_B1, L_W2, L_B2, L_N1W, L_N1B, L_N2W, L_N2B };
+
+static void layer_view_init(layer_view *v, const zt_unit *u, const float *params,
+                            float *dparams, float *saved, float *work, const zt_batch *b)
+{
+    memset(v, 0, sizeof *v);
+    v->seq = u->dims[0];
+    v->e = u->dims[1];
+    v->heads = u->dims[2];
+    v->h = u->dims[3];
+    v->gelu = u->dims[4] != 0;
+    v->rows = b->n * b->t;
+    int64_t off = 0;
+    for (int i = 0; i < u->n_params; i++) {
+        v->p[i] = params + off;
+        v->dp[i] = dparams ? dparams + off : NULL;
+        off += u->params[i].numel;
+    }
+    int64_t n = b->n, t = v->seq, te = t * v->e, th = t * v->h;
+    float *s = saved;
+    v->qkv = s, s += n * 3 * te;
+    v->att = s, s += n * v->heads * t * t;
+    v->atty = s, s += n * te;
+    v->z1 = s, s += n * te;
+    v->x1 = s, s += n * te;
+    v->mean1 = s, s += n * t;
+    v->rstd1 = s, s += n * t;
+    v->hid = s, s += n * th;
+    v->act = s, s += n * th;
+    v->z2 = s, s += n * te;
+    v->mean2 = s, s += n * t;
+    v->rstd2 = s;
+    float *w = work;
+    v->w_z = w, w += n * te;
+    v->w_t = w, w += n * te;
+    v->w_h = w, w += n * th;
+    v->w_x1 = w, w += n * te;
+    v->w_ay = w, w += n * te;
+    v->w_att = w, w += n * v->heads * t * t;
+    v->w_qkv = w;
+    v->shape = (zt_attn_shape){.n = n, .t = b->t, .max_t = t, .c = v->e, .heads = v->heads,
+                               .causal = false, .lengths = b->lengths};
+}
+
+static void layer_dropouts(const zt_unit *u, const layer_view *v, const zt_batch *b,
+                           zt_dropout_desc d[4])
+{
+    d[0] = zt_layer_dropout(u, 0, b, v->heads, b->t, b->t, v->seq, v->seq);
+    d[1] = zt_layer_dropout(u, 1, b, 1, b->t, v->e, v->seq, v->e);
+    d[2] = zt_layer_dropout(u, 2, b, 1, b->t, v->h, v->seq, v->h);
+    d[3] = zt_layer_dropout(u, 3, b, 1, b->t, v->e, v->seq, v->e);
+}
+
+/* dst = drop(src), or a copy when the site is off. */
+static void drop_into(const zt_backend *be, float *dst, const float *src, int64_t numel,
+                      const zt_dropout_desc *d)
+{
+    if (d->p > 0.0f)
+        be->dropout(be, dst, src, d);
+    else if (dst != src)
+        be->copy_d2d(be, dst, src, floats(numel));
+}
+
+static void layer_forward(const zt_unit *u, const zt_backend *be, const float *params,
+                          const float *x, float *y, float *saved, float *work, const zt_batch *b)
+{
+    layer_view v;
+    layer_view_init(&v, u, params, NULL, saved, work, b);
+    zt_dropout_desc d[4];
+    layer_dropouts(u, &v, b, d);
+    int64_t rows = v.rows, e = v.e, h = v.h;
+
+    zt_linear_forward(be, v.qkv, x, v.p[L_INW], v.p[L_INB], rows, e, 3 * e); // (rows, 3E)
+    zt_attention_forward(be, v.atty, v.att, v.w_att, v.qkv, &v.shape, &d[0]);
+    zt_linear_forward(be, v.w_t, v.atty, v.p[L_OUTW], v.p[L_OUTB], rows, e, e);
+    drop_into(be, v.w_t, v.w_t, rows * e, &d[1]);
+    be->copy_d2d(be, v.z1, x, floats(rows * e));
+    be->axpy(be, v.z1, 1.0f, v.w_t, rows * e);
+    be->layernorm_forward(be, v.x1, v.mean1, v.rstd1, v.z1, v.p[L_N1W], v.p[L_N1B], rows, e,
+                          ZT_LN_EPS);
+
+    zt_linear_forward(be, v.hid, v.x1, v.p[L_W1], v.p[L_B1], rows, e, h); // (rows, H)
+    if (v.gelu)
+        be->gelu_forward(be, v.act, v.hid, rows * h);
+    else
+        be->relu_forward(be, v.act, v.hid, rows * h);
+    drop_into(be, v.w_h, v.act, rows * h, &d[2]);
+    zt_linear_forward(be, v.w_t, v.w_h, v.p[L_W2], v.p[L_B2], rows, h, e);
+    drop_into(be, v.w_t, v.w_t, rows * e, &d[3]);
+    be->copy_d2d(be, v.z2, v.x1, floats(rows * e));
+    be->axpy(be, v.z2, 1.0f, v.w_t, rows * e);
+    be->layernorm_forward(be, y, v.mean2, v.rstd2, v.z2, v.p[L_N2W], v.p[L_N2B], rows, e,
+                          ZT_LN_EPS);
+}
+
+static void layer_backward(const zt_unit *u, const zt_backend *be, const float *params,
+                           const float *x, const float *y, const float *saved, float *dy,
+                           float *dx, float *dparams, float *work, bool accumulate,
+                           const zt_batch *b)
+{
+    (void)y;
+    layer_view v;
+    layer_view_init(&v, u, params, dparams, (float *)saved, work, b);
+    zt_dropout_desc d[4];
+    layer_dropouts(u, &v, b, d);
+    int64_t rows = v.rows, e = v.e, h = v.h;
+    bool acc = accumulate;
+
+    /* norm2, then the feed-forward branch; dz2 also flows to x1 directly. */
+    be->layernorm_backward(be, v.w_z, v.dp[L_N2W], v.dp[L_N2B], dy, v.z2, v.mean2, v.rstd2,
+                           v.p[L_N2W], rows, e, false, acc);
+    drop_into(be, v.w_t, v.w_z, rows * e, &d[3]);
+    drop_into(be, v.w_h, v.act, rows * h, &d[2]); // the dropped activation linear2 saw
+    be->gemm(be, true, false, e, h, rows, 1.0f, v.w_t, e, v.w_h, h, acc ? 1.0f : 0.0f,
+             v.dp[L_W2], h); // dW2 (E, H)
+    be->bias_grad(be, v.dp[L_B2], v.w_t, rows, e, acc);
+    be->gemm(be, false, false, rows, h, e, 1.0f, v.w_t, e, v.p[L_W2], h, 0.0f, v.w_h, h);
+    drop_into(be, v.w_h, v.w_h, rows * h, &d[2]);
+    if (v.gelu)
+        be->gelu_backward(be, v.w_h, v.w_h, v.hid, rows * h);
+    else
+        be->relu_backward(be, v.w_h, v.w_h, v.act, rows * h);
+    be->copy_d2d(be, v.w_x1, v.w_z, floats(rows * e));
+    zt_linear_backward(be, v.w_x1, v.dp[L_W1], v.dp[L_B1], v.w_h, v.x1, v.p[L_W1], rows, e, h,
+                       acc, true); // dx1 = dz2 + linear1's input gradient
+
+    /* norm1, then the attention branch; dz1 also flows to x directly. */
+    be->layernorm_backward(be, v.w_z, v.dp[L_N1W], v.dp[L_N1B], v.w_x1, v.z1, v.mean1, v.rstd1,
+                           v.p[L_N1W], rows, e, false, acc);
+    drop_into(be, v.w_t, v.w_z, rows * e, &d[1]);
+    zt_linear_backward(be, v.w_ay, v.dp[L_OUTW], v.dp[L_OUTB], v.w_t, v.atty, v.p[L_OUTW], rows,
+                       e, e, acc, false);
+    zt_attention_backward(be, v.w_qkv, v.w_ay, v.att, v.qkv, v.w_att, &v.shape, &d[0]);
+    if (dx)
+        be->copy_d2d(be, dx, v.w_z, floats(rows * e));
+    zt_linear_backward(be, dx, v.dp[L_INW], v.dp[L_INB], v.w_qkv, x, v.p[L_INW], rows, e, 3 * e,
+                       acc, true);
+}
+
+static const zt_unit_ops layer_ops = {layer_forward, layer_backward};
+
+void zt_classifier_layer(zt_unit *u, const char *name, int64_t max_len, int64_t e, int64_t heads,
+                         int64_t hidden, float dropout, bool gelu)
+{
+    int64_t t = max_len;
+    zt_unit_reset(u, name, &layer_ops);
+    u->dims[0] = max_len;
+    u->dims[1] = e;
+    u->dims[2] = heads;
+    u->dims[3] = hidden;
+    u->dims[4] = gelu;
+    u->dropout = dropout;
+    u->in_numel = u->out_numel = t * e;
+    u->saved_numel = 7 * t * e + heads * t * t + 2 * t * hidden + 4 * t;
+    u->work_numel = 7 * t * e + t * hidden + heads * t * t;
+    float lin_e = 1.0f / sqrtf((float)e), lin_h = 1.0f / sqrtf((float)hidden);
+    /* xavier_uniform_ on the (3E, E) in_proj_weight: fan_in E, fan_out 3E. */
+    float xavier = sqrtf(6.0f / (float)(e + 3 * e));
+    zt_unit_add_param(u, "self_attn.in_proj_weight", 2, (int64_t[]){3 * e, e}, ZT_INIT_UNIFORM,
+                      xavier);
+    zt_unit_add_param(u, "self_attn.in_proj_bias", 1, (int64_t[]){3 * e}, ZT_INIT_ZEROS, 0.0f);
+    zt_unit_add_param(u, "self_attn.out_proj.weight", 2, (int64_t[]){e, e}, ZT_INIT_UNIFORM,
+                      lin_e);
+    zt_unit_add_param(u, "self_attn.out_proj.bias", 1, (int64_t[]){e}, ZT_INIT_ZEROS, 0.0f);
+    zt_unit_add_param(u, "linear1.weight", 2, (int64_t[]){hidden, e}, ZT_INIT_UNIFORM, lin_e);
+    zt_unit_add_param(u, "linear1.bias", 1, (int64_t[]){hidden}, ZT_INIT_UNIFORM, lin_e);
+    zt_unit_add_param(u, "linear2.weight", 2, (int64_t[]){e, hidden}, ZT_INIT_UNIFORM, lin_h);
+    zt_unit_add_param(u, "linear2.bias", 1, (int64_t[]){e}, ZT_INIT_UNIFORM, lin_h);
+    zt_unit_add_param(u, "norm1.weight", 1, (int64_t[]){e}, ZT_INIT_ONES, 0.0f);
+    zt_unit_add_param(u, "norm1.bias", 1, (int64_t[]){e}, ZT_INIT_ZEROS, 0.0f);
+    zt_unit_add_param(u, "norm2.weight", 1, (int64_t[]){e}, ZT_INIT_ONES, 0.0f);
+    zt_unit_add_param(u, "norm2.bias", 1, (int64_t[]){e}, ZT_INIT_ZEROS, 0.0f);
+}
+
+/* ---- head: fc2(drop(relu(fc1(masked_mean(x))))) ---- */
+
+static void head_forward(const zt_unit *u, const zt_backend *be, const float *params,
+                         const float *x, float *y, float *saved, float *work, const zt_batch *b)
+{
+    int64_t e = u->dims[1], h = u->dims[2], k = u->dims[3], n = b->n;
+    const float *w1 = params, *b1 = w1 + h * e, *w2 = b1 + h, *b2 = w2 + k * h;
+    float *pooled = saved, *act = saved + n * e;
+    be->mean_pool_forward(be, pooled, x, b->lengths, n, b->t, e); // (n, E)
+    zt_linear_forward(be, act, pooled, w1, b1, n, e, h);          // (n, H)
+    be->relu_forward(be, act, act, n * h);
+    zt_dropout_desc d = zt_layer_dropout(u, 0, b, 1, 1, h, 1, h);
+    drop_into(be, work, act, n * h, &d);
+    zt_linear_forward(be, y, work, w2, b2, n, h, k); // (n, classes)
+}
+
+static void head_backward(const zt_unit *u, const zt_backend *be, const float *params,
+                          const float *x, const float *y, const float *saved, float *dy,
+                          float *dx, float *dparams, float *work, bool accumulate,
+                          const zt_batch *b)
+{
+    (void)x;
+    (void)y;
+    int64_t e = u->dims[1], h = u->dims[2], k = u->dims[3], n = b->n;
+    const float *w1 = params, *w2 = w1 + h * e + h;
+    float *dw1 = dparams, *db1 = dw1 + h * e, *dw2 = db1 + h, *db2 = dw2 + k * h;
+    const float *pooled = saved, *act = saved + n * e;
+    float *dact = work, *dpooled = work + n * h;
+    zt_dropout_desc d = zt_layer_dropout(u, 0, b, 1, 1, h, 1, h);
+    drop_into(be, dact, act, n * h, &d); // the dropped activation fc2 saw
+    be->gemm(be, true, false, k, h, n, 1.0f, dy, k, dact, h, accumulate ? 1.0f : 0.0f, dw2, h);
+    be->bias_grad(be, db2, dy, n, k, accumulate);
+    be->gemm(be, false, false, n, h, k, 1.0f, dy, k, w2, h, 0.0f, dact, h); // (n, H)
+    drop_into(be, dact, dact, n * h, &d);
+    be->relu_backward(be, dact, dact, act, n * h);
+    zt_linear_backward(be, dpooled, dw1, db1, dact, pooled, w1, n, e, h, accumulate, false);
+    if (dx)
+        be->mean_pool_backward(be, dx, dpooled, b->lengths, n, b->t, e);
+}
+
+static const zt_unit_ops head_ops = {head_forward, head_backward};
+
+void zt_classifier_head(zt_unit *u, int64_t max_len, int64_t e, int64_t hidden, int64_t classes,
+                        float dropout)
+{
+    zt_unit_reset(u, "head", &head_ops);
+    u->dims[0] = max_len;
+    u->dims[1] = e;
+    u->dims[2] = hidden;
+    u->dims[3] = classes;
+    u->dropout = dropout;
+    u->in_numel = max_len * e;
+    u->out_numel = classes;
+    u->saved_numel = e + hidden;
+    u->work_numel = hidden + e;
+    float lin_e = 1.0f / sqrtf((float)e), lin_h = 1.0f / sqrtf((float)hidden);
+    zt_unit_add_param(u, "fc1.weight", 2, (int64_t[]){hidden, e}, ZT_INIT_UNIFORM, lin_e);
+    zt_unit_add_param(u, "fc1.bias", 1, (int64_t[]){hidden}, ZT_INIT_UNIFORM, lin_e);
+    zt_unit_add_param(u, "fc2.weight", 2, (int64_t[]){classes, hidden}, ZT_INIT_UNIFORM, lin_h);
+    zt_unit_add_param(u, "fc2.bias", 1, (int64_t[]){classes}, ZT_INIT_UNIFORM, lin_h);
+}

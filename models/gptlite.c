@@ -1,0 +1,293 @@
+#include "gptlite.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "layers.h"
+
+#define ZT_LN_EPS 1e-5f
+
+/* ---- embedding: y = wte[tokens] + wpe[position] ---- */
+
+static void embed_forward(const zt_unit *u, const zt_backend *be, const float *params,
+                          const float *x, float *y, float *saved, float *work, const zt_batch *b)
+{
+    (void)x;
+    (void)saved;
+    (void)work;
+    int64_t vocab = u->dims[0], c = u->dims[2];
+    const float *wte = params, *wpe = params + vocab * c;
+    be->embedding_forward(be, y, b->tokens, wte, b->n * b->t, c, false); // (n, t, C)
+    be->bias_add(be, y, wpe, b->n, b->t * c);
+}
+
+static void embed_backward(const zt_unit *u, const zt_backend *be, const float *params,
+                           const float *x, const float *y, const float *saved, float *dy,
+                           float *dx, float *dparams, float *work, bool accumulate,
+                           const zt_batch *b)
+{
+    (void)params;
+    (void)x;
+    (void)y;
+    (void)saved;
+    (void)dx;
+    (void)work;
+    int64_t vocab = u->dims[0], seq = u->dims[1], c = u->dims[2];
+    float *dwte = dparams, *dwpe = dparams + vocab * c;
+    be->embedding_backward(be, dwte, b->tokens, dy, b->n * b->t, c, vocab, accumulate);
+    be->bias_grad(be, dwpe, dy, b->n, b->t * c, accumulate);
+    if (!accumulate && b->t < seq) /* positions this batch did not reach */
+        be->memset_zero(be, dwpe + b->t * c, (size_t)((seq - b->t) * c) * sizeof(float));
+}
+
+static const zt_unit_ops embed_ops = {embed_forward, embed_backward};
+
+void zt_gptlite_embed(zt_unit *u, int64_t vocab, int64_t seq_len, int64_t c)
+{
+    zt_unit_reset(u, "embed", &embed_ops);
+    u->dims[0] = vocab;
+    u->dims[1] = seq_len;
+    u->dims[2] = c;
+    u->out_numel = seq_len * c;
+    zt_unit_add_param(u, "wte", 2, (int64_t[]){vocab, c}, ZT_INIT_NORMAL, 1.0f);
+    zt_unit_add_param(u, "wpe", 2, (int64_t[]){seq_len, c}, ZT_INIT_NORMAL, 1.0f);
+}
+
+/* ---- block: x += drop(proj(attn(ln_1(x)))); x += drop(mlp(ln_2(x))) ---- */
+
+/* Views of a block's parameters, saved tensors and scratch for a batch of n
+ * samples: regions are laid out at the model's sequence length, used at the
+ * batch's. */
+typedef struct {
+    int64_t seq, c, heads, f, rows;
+    bool gelu;
+    const float *ln1w, *ln1b, *qkvw, *qkvb, *projw, *projb, *ln2w, *ln2b, *fcw, *fcb, *fpw, *fpb;
+    float *dln1w, *dln1b, *dqkvw, *dqkvb, *dprojw, *dprojb, *dln2w, *dln2b, *dfcw, *dfcb, *dfpw,
+        *dfpb;
+    float *ln1, *mean1, *rstd1, *qkv, *att, *atty, *x1, *ln2, *mean2, *rstd2, *fch, *fca;
+    float *w_f, *w_c1, *w_c2, *w_c3, *w_att, *w_qkv;
+    zt_attn_shape shape;
+} block_view;
+
+static void block_param_views(const zt_unit *u, float *p, float **out)
+{
+    for (int i = 0; i < u->n_params; i++) {
+        out[i] = p;
+        p += u->params[i].numel;
+    }
+}
+
+static void block_view_init(block_view *v, const zt_unit *u, const float *params, float *dparams,
+                            float *saved, float *work, const zt_batch *b)
+{
+    memset(v, 0, sizeof *v);
+    v->seq = u->dims[0];
+    v->c = u->dims[1];
+    v->heads = u->dims[2];
+    v->f = u->dims[3];
+    v->gelu = u->dims[4] != 0;
+    v->rows = b->n * b->t;
+    float *p[12];
+    block_param_views(u, (float *)params, p);
+    v->ln1w = p[0], v->ln1b = p[1], v->qkvw = p[2], v->qkvb = p[3], v->projw = p[4];
+    v->projb = p[5], v->ln2w = p[6], v->ln2b = p[7], v->fcw = p[8], v->fcb = p[9];
+    v->fpw = p[10], v->fpb = p[11];
+    if (dparams) {
+        block_param_views(u, dparams, p);
+        v->dln1w = p[0], v->dln1b = p[1], v->dqkvw = p[2], v->dqkvb = p[3], v->dprojw = p[4];
+        v->dprojb = p[5], v->dln2w = p[6], v->dln2b = p[7], v->dfcw = p[8], v->dfcb = p[9];
+        v->dfpw = p[10], v->dfpb = p[11];
+    }
+    int64_t n = b->n, tc = v->seq * v->c, t = v->seq;
+    float *s = saved;
+    v->ln1 = s, s += n * tc;
+    v->mean1 = s, s += n * t;
+    v->rstd1 = s, s += n * t;
+    v->qkv = s, s += n * 3 * tc;
+    v->att = s, s += n * v->heads * t * t;
+    v->atty = s, s += n * tc;
+    v->x1 = s, s += n * tc;
+    v->ln2 = s, s += n * tc;
+    v->mean2 = s, s += n * t;
+    v->rstd2 = s, s += n * t;
+    v->fch = s, s += n * t * v->f;
+    v->fca = s;
+    float *w = work;
+    v->w_f = w, w += n * t * v->f;
+    v->w_c1 = w, w += n * tc;
+    v->w_c2 = w, w += n * tc;
+    v->w_c3 = w, w += n * tc;
+    v->w_att = w, w += n * v->heads * t * t;
+    v->w_qkv = w;
+    v->shape = (zt_attn_shape){.n = n, .t = b->t, .max_t = t, .c = v->c, .heads = v->heads,
+                               .causal = true, .lengths = b->lengths};
+}
+
+static int64_t block_saved_numel(int64_t t, int64_t c, int64_t heads, int64_t f)
+{
+    return 7 * t * c + 4 * t + heads * t * t + 2 * t * f;
+}
+
+static int64_t block_work_numel(int64_t t, int64_t c, int64_t heads, int64_t f)
+{
+    return t * f + 3 * t * c + heads * t * t + 3 * t * c;
+}
+
+static void block_forward(const zt_unit *u, const zt_backend *be, const float *params,
+                          const float *x, float *y, float *saved, float *work, const zt_batch *b)
+{
+    block_view v;
+    block_view_init(&v, u, params, NULL, saved, work, b);
+    int64_t rows = v.rows, c = v.c, f = v.f;
+    zt_dropout_desc d_att = zt_layer_dropout(u, 0, b, v.heads, b->t, b->t, v.seq, v.seq);
+    zt_dropout_desc d_proj = zt_layer_dropout(u, 1, b, 1, b->t, c, v.seq, c);
+    zt_dropout_desc d_mlp = zt_layer_dropout(u, 2, b, 1, b->t, c, v.seq, c);
+
+    be->layernorm_forward(be, v.ln1, v.mean1, v.rstd1, x, v.ln1w, v.ln1b, rows, c, ZT_LN_EPS);
+    zt_linear_forward(be, v.qkv, v.ln1, v.qkvw, v.qkvb, rows, c, 3 * c); // (rows, 3C)
+    zt_attention_forward(be, v.atty, v.att, v.w_att, v.qkv, &v.shape, &d_att);
+    zt_linear_forward(be, v.w_c1, v.atty, v.projw, v.projb, rows, c, c);
+    if (d_proj.p > 0.0f)
+        be->dropout(be, v.w_c1, v.w_c1, &d_proj);
+    be->copy_d2d(be, v.x1, x, (size_t)(rows * c) * sizeof(float));
+    be->axpy(be, v.x1, 1.0f, v.w_c1, rows * c); // x1 = x + attention branch
+
+    be->layernorm_forward(be, v.ln2, v.mean2, v.rstd2, v.x1, v.ln2w, v.ln2b, rows, c, ZT_LN_EPS);
+    zt_linear_forward(be, v.fch, v.ln2, v.fcw, v.fcb, rows, c, f); // (rows, 4C)
+    if (v.gelu)
+        be->gelu_forward(be, v.fca, v.fch, rows * f);
+    else
+        be->relu_forward(be, v.fca, v.fch, rows * f);
+    zt_linear_forward(be, v.w_c1, v.fca, v.fpw, v.fpb, rows, f, c);
+    if (d_mlp.p > 0.0f)
+        be->dropout(be, v.w_c1, v.w_c1, &d_mlp);
+    be->copy_d2d(be, y, v.x1, (size_t)(rows * c) * sizeof(float));
+    be->axpy(be, y, 1.0f, v.w_c1, rows * c); // y = x1 + mlp branch
+}
+
+static void block_backward(const zt_unit *u, const zt_backend *be, const float *params,
+                           const float *x, const float *y, const float *saved, float *dy,
+                           float *dx, float *dparams, float *work, bool accumulate,
+                           const zt_batch *b)
+{
+    (void)y;
+    block_view v;
+    block_view_init(&v, u, params, dparams, (float *)saved, work, b);
+    int64_t rows = v.rows, c = v.c, f = v.f;
+    zt_dropout_desc d_att = zt_layer_dropout(u, 0, b, v.heads, b->t, b->t, v.seq, v.seq);
+    zt_dropout_desc d_proj = zt_layer_dropout(u, 1, b, 1, b->t, c, v.seq, c);
+    zt_dropout_desc d_mlp = zt_layer_dropout(u, 2, b, 1, b->t, c, v.seq, c);
+    bool acc = accumulate;
+
+    /* MLP branch; dy carries on as dx1 (the residual). */
+    float *dbranch = v.w_c1;
+    if (d_mlp.p > 0.0f)
+        be->dropout(be, dbranch, dy, &d_mlp);
+    else
+        be->copy_d2d(be, dbranch, dy, (size_t)(rows * c) * sizeof(float));
+    zt_linear_backward(be, v.w_f, v.dfpw, v.dfpb, dbranch, v.fca, v.fpw, rows, f, c, acc, false);
+    if (v.gelu)
+        be->gelu_backward(be, v.w_f, v.w_f, v.fch, rows * f);
+    else
+        be->relu_backward(be, v.w_f, v.w_f, v.fca, rows * f);
+    zt_linear_backward(be, v.w_c2, v.dfcw, v.dfcb, v.w_f, v.ln2, v.fcw, rows, c, f, acc, false);
+    be->layernorm_backward(be, dy, v.dln2w, v.dln2b, v.w_c2, v.x1, v.mean2, v.rstd2, v.ln2w, rows,
+                           c, true, acc); // dy is now dL/dx1
+
+    /* Attention branch. */
+    if (d_proj.p > 0.0f)
+        be->dropout(be, dbranch, dy, &d_proj);
+    else
+        be->copy_d2d(be, dbranch, dy, (size_t)(rows * c) * sizeof(float));
+    zt_linear_backward(be, v.w_c2, v.dprojw, v.dprojb, dbranch, v.atty, v.projw, rows, c, c, acc,
+                       false);
+    zt_attention_backward(be, v.w_qkv, v.w_c2, v.att, v.qkv, v.w_att, &v.shape, &d_att);
+    zt_linear_backward(be, v.w_c3, v.dqkvw, v.dqkvb, v.w_qkv, v.ln1, v.qkvw, rows, c, 3 * c, acc,
+                       false);
+    if (!dx) {
+        be->layernorm_backward(be, v.w_c2, v.dln1w, v.dln1b, v.w_c3, x, v.mean1, v.rstd1, v.ln1w,
+                               rows, c, false, acc);
+        return;
+    }
+    be->copy_d2d(be, dx, dy, (size_t)(rows * c) * sizeof(float));
+    be->layernorm_backward(be, dx, v.dln1w, v.dln1b, v.w_c3, x, v.mean1, v.rstd1, v.ln1w, rows, c,
+                           true, acc);
+}
+
+static const zt_unit_ops block_ops = {block_forward, block_backward};
+
+void zt_gptlite_block(zt_unit *u, const char *name, int64_t seq_len, int64_t c, int64_t heads,
+                      float dropout, bool gelu)
+{
+    int64_t f = 4 * c;
+    zt_unit_reset(u, name, &block_ops);
+    u->dims[0] = seq_len;
+    u->dims[1] = c;
+    u->dims[2] = heads;
+    u->dims[3] = f;
+    u->dims[4] = gelu;
+    u->dropout = dropout;
+    u->in_numel = u->out_numel = seq_len * c;
+    u->saved_numel = block_saved_numel(seq_len, c, heads, f);
+    u->work_numel = block_work_numel(seq_len, c, heads, f);
+    float lin_c = 1.0f / sqrtf((float)c), lin_f = 1.0f / sqrtf((float)f);
+    zt_unit_add_param(u, "ln_1.weight", 1, (int64_t[]){c}, ZT_INIT_ONES, 0.0f);
+    zt_unit_add_param(u, "ln_1.bias", 1, (int64_t[]){c}, ZT_INIT_ZEROS, 0.0f);
+    zt_unit_add_param(u, "attn.qkv.weight", 2, (int64_t[]){3 * c, c}, ZT_INIT_UNIFORM, lin_c);
+    zt_unit_add_param(u, "attn.qkv.bias", 1, (int64_t[]){3 * c}, ZT_INIT_UNIFORM, lin_c);
+    zt_unit_add_param(u, "attn.proj.weight", 2, (int64_t[]){c, c}, ZT_INIT_UNIFORM, lin_c);
+    zt_unit_add_param(u, "attn.proj.bias", 1, (int64_t[]){c}, ZT_INIT_UNIFORM, lin_c);
+    zt_unit_add_param(u, "ln_2.weight", 1, (int64_t[]){c}, ZT_INIT_ONES, 0.0f);
+    zt_unit_add_param(u, "ln_2.bias", 1, (int64_t[]){c}, ZT_INIT_ZEROS, 0.0f);
+    zt_unit_add_param(u, "mlp.fc.weight", 2, (int64_t[]){f, c}, ZT_INIT_UNIFORM, lin_c);
+    zt_unit_add_param(u, "mlp.fc.bias", 1, (int64_t[]){f}, ZT_INIT_UNIFORM, lin_c);
+    zt_unit_add_param(u, "mlp.proj.weight", 2, (int64_t[]){c, f}, ZT_INIT_UNIFORM, lin_f);
+    zt_unit_add_param(u, "mlp.proj.bias", 1, (int64_t[]){c}, ZT_INIT_UNIFORM, lin_f);
+}
+
+/* ---- head: logits = lm_head(ln_f(x)) ---- */
+
+static void head_forward(const zt_unit *u, const zt_backend *be, const float *params,
+                         const float *x, float *y, float *saved, float *work, const zt_batch *b)
+{
+    (void)work;
+    int64_t seq = u->dims[0], c = u->dims[1], vocab = u->dims[2], rows = b->n * b->t;
+    const float *lnw = params, *lnb = params + c, *w = params + 2 * c, *bias = w + vocab * c;
+    float *ln = saved, *mean = saved + b->n * seq * c, *rstd = mean + b->n * seq;
+    be->layernorm_forward(be, ln, mean, rstd, x, lnw, lnb, rows, c, ZT_LN_EPS);
+    zt_linear_forward(be, y, ln, w, bias, rows, c, vocab); // (rows, V)
+}
+
+static void head_backward(const zt_unit *u, const zt_backend *be, const float *params,
+                          const float *x, const float *y, const float *saved, float *dy,
+                          float *dx, float *dparams, float *work, bool accumulate,
+                          const zt_batch *b)
+{
+    (void)y;
+    int64_t seq = u->dims[0], c = u->dims[1], vocab = u->dims[2], rows = b->n * b->t;
+    const float *lnw = params, *w = params + 2 * c;
+    float *dlnw = dparams, *dlnb = dparams + c, *dw = dparams + 2 * c, *db = dw + vocab * c;
+    const float *ln = saved, *mean = saved + b->n * seq * c, *rstd = mean + b->n * seq;
+    zt_linear_backward(be, work, dw, db, dy, ln, w, rows, c, vocab, accumulate, false);
+    be->layernorm_backward(be, dx ? dx : work + rows * c, dlnw, dlnb, work, x, mean, rstd, lnw,
+                           rows, c, false, accumulate);
+}
+
+static const zt_unit_ops head_ops = {head_forward, head_backward};
+
+void zt_gptlite_head(zt_unit *u, int64_t seq_len, int64_t c, int64_t vocab)
+{
+    zt_unit_reset(u, "head", &head_ops);
+    u->dims[0] = seq_len;
+    u->dims[1] = c;
+    u->dims[2] = vocab;
+    u->in_numel = seq_len * c;
+    u->out_numel = seq_len * vocab;
+    u->saved_numel = seq_len * c + 2 * seq_len;
+    u->work_numel = 2 * seq_len * c;
+    float lin = 1.0f / sqrtf((float)c);
+    zt_unit_add_param(u, "ln_f.weight", 1, (int64_t[]){c}, ZT_INIT_ONES, 0.0f);
+    zt_unit_add_param(u, "ln_f.bias", 1, (int64_t[]){c}, ZT_INIT_ZEROS, 0.0f);
+    zt_unit_add_param(u, "lm_head.weight", 2, (int64_t[]){vocab, c}, ZT_INIT_UNIFORM, lin);
+    zt_unit_add_param(u, "lm_head.bias", 1, (int64_t[]){vocab}, ZT_INIT_UNIFORM, lin);
+}

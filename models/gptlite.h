@@ -1,0 +1,23 @@
+/*
+ * gptlite: GPT-lite's units (models.md §2; tensor names and order in
+ * model.h): the embedding (token + learned position), one pre-LayerNorm
+ * decoder block per unit, and the head (final LayerNorm + Linear to the
+ * vocabulary). Dropout sites: block 0 attention weights, 1 after the
+ * attention projection, 2 after the MLP.
+ *
+ * Memory: none beyond the unit values (see unit.h). Collective: none.
+ */
+#ifndef ZT_GPTLITE_H
+#define ZT_GPTLITE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "unit.h"
+
+void zt_gptlite_embed(zt_unit *u, int64_t vocab, int64_t seq_len, int64_t c);
+void zt_gptlite_block(zt_unit *u, const char *name, int64_t seq_len, int64_t c, int64_t heads,
+                      float dropout, bool gelu);
+void zt_gptlite_head(zt_unit *u, int64_t seq_len, int64_t c, int64_t vocab);
+
+#endif

@@ -1,0 +1,105 @@
+#include "layers.h"
+
+#include <math.h>
+
+void zt_linear_forward(const zt_backend *be, float *y, const float *x, const float *w,
+                       const float *b, int64_t rows, int64_t in, int64_t out)
+{
+    be->gemm(be, false, true, rows, out, in, 1.0f, x, in, w, in, 0.0f, y, out); // (rows, out)
+    if (b)
+        be->bias_add(be, y, b, rows, out);
+}
+
+void zt_linear_backward(const zt_backend *be, float *dx, float *dw, float *db, const float *dy,
+                        const float *x, const float *w, int64_t rows, int64_t in, int64_t out,
+                        bool accumulate, bool dx_accumulate)
+{
+    be->gemm(be, true, false, out, in, rows, 1.0f, dy, out, x, in, accumulate ? 1.0f : 0.0f, dw,
+             in); // (out, in)
+    if (db)
+        be->bias_grad(be, db, dy, rows, out, accumulate);
+    if (dx)
+        be->gemm(be, false, false, rows, in, out, 1.0f, dy, out, w, in,
+                 dx_accumulate ? 1.0f : 0.0f, dx, in); // (rows, in)
+}
+
+zt_dropout_desc zt_layer_dropout(const zt_unit *u, int k, const zt_batch *bt, int64_t a,
+                                 int64_t b, int64_t c, int64_t key_b, int64_t key_c)
+{
+    return (zt_dropout_desc){.seed = bt->seed,
+                             .site = zt_dropout_site(u->index, k),
+                             .step = bt->step,
+                             .row_keys = bt->row_keys,
+                             .n = bt->n,
+                             .a = a,
+                             .b = b,
+                             .c = c,
+                             .key_b = key_b,
+                             .key_c = key_c,
+                             .p = bt->training ? u->dropout : 0.0f};
+}
+
+/* Head h of sample s: Q, K, V are column blocks of qkv with row stride 3C. */
+static const float *attn_q(const float *qkv, const zt_attn_shape *s, int64_t smp)
+{
+    return qkv + smp * s->t * 3 * s->c;
+}
+
+void zt_attention_forward(const zt_backend *be, float *y, float *att, float *work,
+                          const float *qkv, const zt_attn_shape *s, const zt_dropout_desc *drop)
+{
+    int64_t t = s->t, c = s->c, nh = s->heads, hs = c / nh, tt = t * t;
+    float scale = 1.0f / sqrtf((float)hs);
+    for (int64_t smp = 0; smp < s->n; smp++) {
+        const float *q = attn_q(qkv, s, smp);
+        be->gemm_batched(be, false, true, t, t, hs, 1.0f, q, 3 * c, hs, q + c, 3 * c, hs, 0.0f,
+                         att + smp * nh * tt, t, tt, nh); // (H, t, t) scores
+    }
+    be->attn_softmax_forward(be, att, s->n, nh, t, scale, s->causal, s->lengths);
+    const float *p = att;
+    if (drop->p > 0.0f) {
+        be->dropout(be, work, att, drop);
+        p = work;
+    }
+    for (int64_t smp = 0; smp < s->n; smp++) {
+        const float *v = attn_q(qkv, s, smp) + 2 * c;
+        be->gemm_batched(be, false, false, t, hs, t, 1.0f, p + smp * nh * tt, t, tt, v, 3 * c, hs,
+                         0.0f, y + smp * t * c, c, hs, nh); // (t, C) heads side by side
+    }
+}
+
+void zt_attention_backward(const zt_backend *be, float *dqkv, const float *dy, const float *att,
+                           const float *qkv, float *work, const zt_attn_shape *s,
+                           const zt_dropout_desc *drop)
+{
+    int64_t t = s->t, c = s->c, nh = s->heads, hs = c / nh, tt = t * t;
+    float scale = 1.0f / sqrtf((float)hs);
+    bool dropped = drop->p > 0.0f;
+    /* dV = P_dropped^T dY first: afterwards work is free for dP. */
+    const float *p = att;
+    if (dropped) {
+        be->dropout(be, work, att, drop);
+        p = work;
+    }
+    for (int64_t smp = 0; smp < s->n; smp++)
+        be->gemm_batched(be, true, false, t, hs, t, 1.0f, p + smp * nh * tt, t, tt,
+                         dy + smp * t * c, c, hs, 0.0f, dqkv + smp * t * 3 * c + 2 * c, 3 * c, hs,
+                         nh);
+    for (int64_t smp = 0; smp < s->n; smp++) {
+        const float *v = attn_q(qkv, s, smp) + 2 * c;
+        be->gemm_batched(be, false, true, t, t, hs, 1.0f, dy + smp * t * c, c, hs, v, 3 * c, hs,
+                         0.0f, work + smp * nh * tt, t, tt, nh); // dP (H, t, t)
+    }
+    if (dropped)
+        be->dropout(be, work, work, drop);
+    be->attn_softmax_backward(be, work, att, s->n * nh * t, t, scale);
+    for (int64_t smp = 0; smp < s->n; smp++) {
+        const float *q = attn_q(qkv, s, smp);
+        float *dq = dqkv + smp * t * 3 * c;
+        const float *ds = work + smp * nh * tt;
+        be->gemm_batched(be, false, false, t, hs, t, 1.0f, ds, t, tt, q + c, 3 * c, hs, 0.0f, dq,
+                         3 * c, hs, nh); // dQ = dS K
+        be->gemm_batched(be, true, false, t, hs, t, 1.0f, ds, t, tt, q, 3 * c, hs, 0.0f, dq + c,
+                         3 * c, hs, nh); // dK = dS^T Q
+    }
+}

@@ -1,0 +1,55 @@
+/*
+ * layers: the pieces the transformer units are built from, composed from
+ * backend ops: Linear, multi-head self-attention on a fused (rows, 3C)
+ * query/key/value tensor, and the keyed dropout of a unit's sites. Each piece
+ * has a forward and a backward; a unit chains them and decides what to keep.
+ *
+ * Shapes are per batch: rows = n * t tokens of width C, H heads of size
+ * C / H. Attention probabilities are (n, H, t, t), dense at the batch's t.
+ *
+ * Memory: layers own nothing; every buffer is the caller's (a unit's saved
+ * or work region). Collective: none.
+ */
+#ifndef ZT_LAYERS_H
+#define ZT_LAYERS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "unit.h"
+
+/* y(rows, out) = x(rows, in) w^T + b; w (out, in), b (out) or NULL. */
+void zt_linear_forward(const zt_backend *be, float *y, const float *x, const float *w,
+                       const float *b, int64_t rows, int64_t in, int64_t out);
+/* dw (+)= dy^T x, db (+)= column sums of dy (accumulate: add), and, unless dx
+ * is NULL, dx = (dx_accumulate ? dx : 0) + dy w. */
+void zt_linear_backward(const zt_backend *be, float *dx, float *dw, float *db, const float *dy,
+                        const float *x, const float *w, int64_t rows, int64_t in, int64_t out,
+                        bool accumulate, bool dx_accumulate);
+
+typedef struct {
+    int64_t n, t;            /* samples, tokens per sample in this batch */
+    int64_t max_t;           /* the model's sequence length (dropout key extent) */
+    int64_t c, heads;        /* width, heads (head size c / heads) */
+    bool causal;
+    const int32_t *lengths;  /* (n) key padding, or NULL */
+} zt_attn_shape;
+
+/* Dropout k of unit u on a per-sample tensor (a, b, c) whose largest shape is
+ * (a, key_b, key_c); p = 0 outside training. */
+zt_dropout_desc zt_layer_dropout(const zt_unit *u, int k, const zt_batch *bt, int64_t a,
+                                 int64_t b, int64_t c, int64_t key_b, int64_t key_c);
+
+/* y(rows, C) = concat over heads of drop(softmax(scale Q K^T, masks)) V with
+ * Q, K, V the column blocks of qkv (rows, 3C). att (n, H, t, t) receives the
+ * probabilities before dropout (what backward needs); work (n, H, t, t) holds
+ * the dropped copy when drop->p > 0. */
+void zt_attention_forward(const zt_backend *be, float *y, float *att, float *work,
+                          const float *qkv, const zt_attn_shape *s, const zt_dropout_desc *drop);
+/* From dy (rows, C) writes dqkv (rows, 3C) (assigns). work: (n, H, t, t). */
+void zt_attention_backward(const zt_backend *be, float *dqkv, const float *dy, const float *att,
+                           const float *qkv, float *work, const zt_attn_shape *s,
+                           const zt_dropout_desc *drop);
+
+#endif
