@@ -18,9 +18,12 @@
 #include "comm.h"
 #include "config.h"
 #include "estimate.h"
+#include "labelled.h"
 #include "model.h"
 #include "monitor.h"
 #include "synthetic.h"
+#include "text.h"
+#include "tokenizer.h"
 #include "trainer.h"
 #include "world.h"
 
@@ -30,15 +33,17 @@ typedef struct {
     int64_t steps, epochs, num_samples;
     uint64_t seed;
     const char *device;
-    const char *report_path, *dump_path;
+    const char *report_path, *dump_path, *grad_dump_path;
+    const char *data_path, *tokenizer_dir;
+    int64_t eval_interval, eval_iters, sample;
     zt_config_overrides ov;
     bool estimate_memory;
     int64_t num_gpus, num_nodes; /* --estimate-memory's hardware; < 0: not given */
 } zt_flags;
 
 static const char *usage_text =
-    "usage: zerotrain --config FILE --model mlp [options]\n"
-    "       zerotrain --estimate-memory --model mlp [--config FILE] [--num-gpus G]\n"
+    "usage: zerotrain --config FILE --model mlp|gptlite|classifier [--data PATH] [options]\n"
+    "       zerotrain --estimate-memory --model NAME [--config FILE] [--num-gpus G]\n"
     "                 [--num-nodes N] [--report FILE]\n"
     "\n"
     "Trains a built-in model with DeepSpeed-style ZeRO data parallelism. Start it with\n"
@@ -46,10 +51,29 @@ static const char *usage_text =
     "\n"
     "  --config FILE, --deepspeed_config FILE   DeepSpeed JSON config (comments and\n"
     "                                  trailing commas allowed)\n"
-    "  --model NAME                    mlp\n"
+    "  --model NAME                    mlp, gptlite or classifier\n"
     "  --width W --layers L            mlp shape (default 1024, 4)\n"
     "  --in-size N --out-size N        mlp input features / classes (default: W)\n"
-    "  --num-samples N                 synthetic data set length (default 65536)\n"
+    "  --num-samples N                 mlp: synthetic data set length (default 65536)\n"
+    "  --data PATH                     gptlite: a text file (e.g. tiny shakespeare's\n"
+    "                                  input.txt); classifier: a CSV (review,sentiment) or\n"
+    "                                  an aclImdb directory\n"
+    "  --tokenizer DIR                 GPT-2 BPE (DIR/encoder.json, DIR/vocab.bpe); default:\n"
+    "                                  characters of the file (gptlite), bytes (classifier)\n"
+    "  --n-layer N --n-head N          transformer layers, heads (gptlite 12, 12;\n"
+    "                                  classifier 6, 8)\n"
+    "  --n-embd C                      gptlite width (default 768)\n"
+    "  --block-size T                  gptlite context length (default 2048)\n"
+    "  --embed-dim E --hidden-dim H    classifier widths (default 256, 1024)\n"
+    "  --max-len N                     classifier tokens per review (default 1024)\n"
+    "  --dropout P                     transformer dropout (gptlite 0.1, classifier 0.2)\n"
+    "  --activation relu|gelu          transformer feed-forward activation (default relu;\n"
+    "                                  gelu is GPT-2's tanh form)\n"
+    "  --vocab-size N                  embedding rows (default: the tokenizer's; at least that)\n"
+    "  --eval-interval N               validation every N steps and at the end (transformers)\n"
+    "  --eval-iters K                  micro-batches per rank per validation (default: the\n"
+    "                                  whole validation split)\n"
+    "  --sample N                      gptlite: rank 0 prints N generated tokens at the end\n"
     "  --steps N                       optimizer steps of the run, counted from step 0\n"
     "  --epochs N                      or: N passes over the data set (default 1)\n"
     "  --seed S                        seed of data, init and dropout (default 1234)\n"
@@ -61,6 +85,7 @@ static const char *usage_text =
     "  --report FILE                   write the run's JSON report (rank 0)\n"
     "  --dump-params FILE              write all fp32 parameters after training\n"
     "                                  (raw little-endian float32, model order)\n"
+    "  --dump-grads FILE               write the first step's reduced gradient (same format)\n"
     "  --estimate-memory               no training: print the memory one rank holds at every\n"
     "                                  ZeRO stage and offload variant (--report: as JSON);\n"
     "                                  --config is optional (default: Adam), its stage ignored\n"
@@ -108,9 +133,45 @@ static bool cmd_parse_f64(const char *s, double *out)
     return true;
 }
 
+/* Flags that shape one model only: given with another model they would be
+ * silently ignored, so they are errors. */
+static int cmd_check_model_flags(int argc, char **argv, const char *model)
+{
+    static const struct {
+        const char *flag, *models;
+    } only[] = {
+        {"--width", "mlp"},          {"--layers", "mlp"},
+        {"--in-size", "mlp"},        {"--out-size", "mlp"},
+        {"--num-samples", "mlp"},    {"--n-embd", "gptlite"},
+        {"--block-size", "gptlite"}, {"--sample", "gptlite"},
+        {"--embed-dim", "classifier"}, {"--hidden-dim", "classifier"},
+        {"--max-len", "classifier"}, {"--data", "gptlite classifier"},
+        {"--tokenizer", "gptlite classifier"}, {"--n-layer", "gptlite classifier"},
+        {"--n-head", "gptlite classifier"}, {"--dropout", "gptlite classifier"},
+        {"--activation", "gptlite classifier"}, {"--vocab-size", "gptlite classifier"},
+        {"--eval-interval", "gptlite classifier"}, {"--eval-iters", "gptlite classifier"},
+    };
+    for (int i = 1; i < argc; i++)
+        for (size_t k = 0; k < sizeof only / sizeof *only; k++) {
+            size_t len = strlen(only[k].flag);
+            if (strncmp(argv[i], only[k].flag, len) != 0 ||
+                (argv[i][len] != '\0' && argv[i][len] != '='))
+                continue;
+            const char *hit = strstr(only[k].models, model);
+            size_t ml = strlen(model);
+            bool listed = hit && (hit == only[k].models || hit[-1] == ' ') &&
+                          (hit[ml] == '\0' || hit[ml] == ' ');
+            if (!listed)
+                return cmd_usage_error("%s is a flag of --model %s", only[k].flag,
+                                       only[k].models);
+        }
+    return 0;
+}
+
 /* Returns 0 to go on, 2 for a usage error, -1 for --help/--version done. */
 static int cmd_parse_flags(int argc, char **argv, zt_flags *f)
 {
+    int rc;
     memset(f, 0, sizeof *f);
     zt_model_args_init(&f->model);
     f->model.name[0] = '\0';
@@ -158,7 +219,12 @@ static int cmd_parse_flags(int argc, char **argv, zt_flags *f)
                                       "--steps", "--epochs", "--seed", "--device", "--lr",
                                       "--train-batch-size", "--micro-batch-size",
                                       "--gradient-accumulation-steps", "--report",
-                                      "--dump-params", "--num-gpus", "--num-nodes"};
+                                      "--dump-params", "--num-gpus", "--num-nodes",
+                                      "--data", "--tokenizer", "--n-layer", "--n-head",
+                                      "--n-embd", "--block-size", "--embed-dim",
+                                      "--hidden-dim", "--max-len", "--dropout",
+                                      "--activation", "--vocab-size", "--eval-interval",
+                                      "--eval-iters", "--sample", "--dump-grads"};
         bool found = false;
         for (size_t k = 0; k < sizeof known / sizeof *known; k++)
             found |= strcmp(name, known[k]) == 0;
@@ -208,6 +274,38 @@ static int cmd_parse_flags(int argc, char **argv, zt_flags *f)
             f->report_path = val;
         else if (!strcmp(name, "--dump-params"))
             f->dump_path = val;
+        else if (!strcmp(name, "--dump-grads"))
+            f->grad_dump_path = val;
+        else if (!strcmp(name, "--data"))
+            f->data_path = val;
+        else if (!strcmp(name, "--tokenizer"))
+            f->tokenizer_dir = val;
+        else if (!strcmp(name, "--n-layer"))
+            ok = cmd_parse_i64(val, 1, &f->model.n_layer);
+        else if (!strcmp(name, "--n-head"))
+            ok = cmd_parse_i64(val, 1, &f->model.n_head);
+        else if (!strcmp(name, "--n-embd") || !strcmp(name, "--embed-dim"))
+            ok = cmd_parse_i64(val, 1, &f->model.n_embd);
+        else if (!strcmp(name, "--block-size"))
+            ok = cmd_parse_i64(val, 1, &f->model.block_size);
+        else if (!strcmp(name, "--hidden-dim"))
+            ok = cmd_parse_i64(val, 1, &f->model.hidden_dim);
+        else if (!strcmp(name, "--max-len"))
+            ok = cmd_parse_i64(val, 1, &f->model.max_len);
+        else if (!strcmp(name, "--dropout"))
+            ok = cmd_parse_f64(val, &f->model.dropout) && f->model.dropout < 1.0;
+        else if (!strcmp(name, "--activation")) {
+            if (strcmp(val, "relu") && strcmp(val, "gelu"))
+                return cmd_usage_error("--activation must be relu or gelu, not '%s'%s", val, "");
+            f->model.gelu = !strcmp(val, "gelu");
+        } else if (!strcmp(name, "--vocab-size"))
+            ok = cmd_parse_i64(val, 1, &f->model.vocab_size);
+        else if (!strcmp(name, "--eval-interval"))
+            ok = cmd_parse_i64(val, 1, &f->eval_interval);
+        else if (!strcmp(name, "--eval-iters"))
+            ok = cmd_parse_i64(val, 1, &f->eval_iters);
+        else if (!strcmp(name, "--sample"))
+            ok = cmd_parse_i64(val, 1, &f->sample);
         else if (!strcmp(name, "--num-gpus") || !strcmp(name, "--num-nodes")) {
             int64_t *dst = !strcmp(name, "--num-gpus") ? &f->num_gpus : &f->num_nodes;
             if (!cmd_parse_i64(val, 1, dst) || *dst > ZT_ESTIMATE_MAX_WORLD)
@@ -229,7 +327,15 @@ static int cmd_parse_flags(int argc, char **argv, zt_flags *f)
     if (!f->config_path && !f->estimate_memory)
         return cmd_usage_error("--config FILE is required%s%s", "", "");
     if (!f->model.name[0])
-        return cmd_usage_error("--model NAME is required (mlp)%s%s", "", "");
+        return cmd_usage_error("--model NAME is required (mlp, gptlite or classifier)%s%s", "",
+                               "");
+    if ((rc = cmd_check_model_flags(argc, argv, f->model.name)) != 0)
+        return rc;
+    if (f->sample > 0 && strcmp(f->model.name, "gptlite") != 0)
+        return cmd_usage_error("--sample generates text: it needs --model gptlite%s%s", "", "");
+    if (f->estimate_memory && (f->grad_dump_path || f->sample > 0 || f->eval_interval > 0))
+        return cmd_usage_error("--dump-grads, --sample and --eval-interval need a training run; "
+                               "--estimate-memory trains nothing%s%s", "", "");
     if (f->steps >= 0 && f->epochs >= 0)
         return cmd_usage_error("give --steps or --epochs, not both%s%s", "", "");
     if (!strcmp(f->device, "cuda"))
@@ -276,14 +382,85 @@ static void cmd_fatal(zt_world *w, zt_comm *comm, zt_status st)
     comm->ops->abort(comm, cmd_exit_code(st));
 }
 
-static void cmd_print_summary(const zt_world *w, const zt_config *cfg, const zt_model *m,
-                              const zt_trainer *t, int64_t steps)
+/* The run's data: the train and validation sets and, for the transformers,
+ * the tokenizer they were made with. */
+typedef struct {
+    zt_dataset synthetic;
+    zt_text text;
+    zt_labelled labelled;
+    zt_dataset *train, *val;
+    const zt_tokenizer *tok;
+} cmd_data;
+
+/* Loads what --model reads and sets the model's vocabulary from it. */
+static zt_status cmd_data_load(cmd_data *d, zt_flags *f)
 {
+    memset(d, 0, sizeof *d);
+    zt_model_args *a = &f->model;
+    if (!strcmp(a->name, "mlp")) {
+        int64_t w = a->width, in = a->in_size > 0 ? a->in_size : w;
+        zt_synthetic_init(&d->synthetic, f->num_samples, in, a->out_size > 0 ? a->out_size : w,
+                          f->seed);
+        d->train = &d->synthetic;
+        return ZT_OK;
+    }
+    bool gpt = !strcmp(a->name, "gptlite");
+    if (strcmp(a->name, "classifier") && !gpt)
+        return ZT_OK; /* the model builder names the unknown model */
+    if (!f->data_path)
+        return zt_fail(ZT_ERR_USAGE,
+                       gpt ? "tiny shakespeare is ../shared/data/tinyshakespeare/input.txt in "
+                             "the project's checkout"
+                           : "the IMDB sample is ../shared/data/imdb/imdb-2500.csv in the "
+                             "project's checkout",
+                       "--model %s needs --data PATH", a->name);
+    if (gpt) {
+        ZT_TRY(zt_text_load(&d->text, f->data_path, f->tokenizer_dir,
+                            a->block_size > 0 ? a->block_size : 2048, f->seed));
+        d->train = &d->text.train;
+        d->val = &d->text.val;
+        d->tok = &d->text.tok;
+    } else {
+        ZT_TRY(zt_labelled_load(&d->labelled, f->data_path, f->tokenizer_dir,
+                                a->max_len > 0 ? a->max_len : 1024));
+        d->train = &d->labelled.train;
+        d->val = &d->labelled.val;
+        d->tok = &d->labelled.tok;
+    }
+    if (a->vocab_size > 0 && a->vocab_size < d->tok->vocab_size)
+        return zt_fail(ZT_ERR_USAGE, "leave --vocab-size out to use the tokenizer's",
+                       "--vocab-size %lld is smaller than the tokenizer's %lld tokens",
+                       (long long)a->vocab_size, (long long)d->tok->vocab_size);
+    if (a->vocab_size <= 0)
+        a->vocab_size = d->tok->vocab_size;
+    return ZT_OK;
+}
+
+static void cmd_data_free(cmd_data *d)
+{
+    if (d->train == &d->synthetic)
+        d->synthetic.free(&d->synthetic);
+    else if (d->train == &d->text.train)
+        zt_text_free(&d->text);
+    else if (d->train == &d->labelled.train)
+        zt_labelled_free(&d->labelled);
+    d->train = d->val = NULL;
+}
+
+static void cmd_print_summary(const zt_world *w, const zt_config *cfg, const zt_model *m,
+                              const zt_trainer *t, const cmd_data *d, int64_t steps)
+{
+    static const char *tok_names[] = {"characters", "bytes", "GPT-2 BPE"};
     printf("zerotrain %s: %d rank(s) on %d node(s), device cpu, comm mpi\n", ZT_VERSION,
            w->size, w->n_nodes);
     printf("  model %s: %lld parameters in %d units (flat %lld, padded for %d ranks)\n",
            m->name, (long long)m->n_params, m->n_units, (long long)t->layout.padded_numel,
            t->layout.world_size);
+    if (d->tok)
+        printf("  data: %lld training samples, %lld validation samples of up to %lld tokens; "
+               "vocabulary %lld (%s)\n",
+               (long long)d->train->n_samples, (long long)d->val->n_samples,
+               (long long)m->seq_len, (long long)d->tok->vocab_size, tok_names[d->tok->kind]);
     printf("  batch: train_batch_size %lld = micro %lld x gas %lld x world %d; %lld steps "
            "(%lld per epoch)\n",
            (long long)cfg->train_batch_size, (long long)cfg->micro_batch_size,
@@ -306,6 +483,31 @@ static void cmd_print_summary(const zt_world *w, const zt_config *cfg, const zt_
     for (int i = 0; i < cfg->n_notes; i++)
         printf("  note: %s\n", cfg->notes[i]);
     fflush(stdout);
+}
+
+/* --sample: every rank generates (stage 3 gathers are collective), rank 0
+ * prints. */
+static zt_status cmd_sample(const zt_world *w, zt_trainer *t, const cmd_data *d, int64_t n,
+                            uint64_t seed)
+{
+    int32_t *ids = malloc((size_t)(n + 1) * sizeof *ids);
+    if (!ids)
+        return zt_fail(ZT_ERR_OOM, "", "cannot allocate %lld sampled tokens", (long long)n);
+    zt_status st = zt_trainer_generate(t, d->tok->start_id, n, seed, ids);
+    char *text = NULL;
+    size_t len = 0;
+    if (st == ZT_OK && w->rank == 0)
+        st = zt_tokenizer_decode(d->tok, ids + 1, n, &text, &len);
+    if (st == ZT_OK && w->rank == 0) {
+        printf("zerotrain: sample of %lld tokens (seed %llu):\n", (long long)n,
+               (unsigned long long)seed);
+        fwrite(text, 1, len, stdout);
+        printf("\n");
+        fflush(stdout);
+    }
+    free(text);
+    free(ids);
+    return st;
 }
 
 /* --estimate-memory: plans every stage for G x N ranks, rank 0 prints (and
@@ -335,9 +537,14 @@ static int cmd_estimate(zt_world *w, const zt_flags *f)
     if ((rc = cmd_agreed_failure(w, st)) != 0)
         return rc;
 
+    /* Without data the transformers take the vocabulary users run them with:
+     * tiny shakespeare's 65 characters, GPT-2's 50257 BPE tokens. */
+    zt_model_args args = f->model;
+    if (args.vocab_size <= 0)
+        args.vocab_size = !strcmp(args.name, "gptlite") ? 65 : 50257;
     zt_model model;
     zt_estimate est;
-    st = zt_model_build(&f->model, &model);
+    st = zt_model_build(&args, &model);
     if (st == ZT_OK) {
         st = zt_estimate_run(&est, &cfg, &model, num_gpus, num_nodes);
         if (st != ZT_OK)
@@ -384,34 +591,41 @@ int main(int argc, char **argv)
     if ((rc = cmd_agreed_failure(&world, st)) != 0)
         return rc;
 
+    cmd_data data;
     zt_model model;
-    zt_dataset data;
     zt_backend be;
     zt_comm comm;
     zt_trainer trainer;
-    st = zt_model_build(&flags.model, &model);
-    if (st == ZT_OK) {
-        zt_synthetic_init(&data, flags.num_samples, model.in_numel, model.n_classes, flags.seed);
+    st = cmd_data_load(&data, &flags);
+    if (st == ZT_OK)
+        st = zt_model_build(&flags.model, &model);
+    if (st == ZT_OK)
         st = zt_backend_cpu_init(&be);
-    }
     if ((rc = cmd_agreed_failure(&world, st)) != 0)
         return rc;
     st = zt_comm_mpi_init(&comm, world.comm);
     if (st == ZT_OK)
-        st = zt_trainer_init(&trainer, &cfg, &model, &data, &world, &be, &comm, flags.seed);
+        st = zt_trainer_init(&trainer, &cfg, &model, data.train, &world, &be, &comm, flags.seed);
     if ((rc = cmd_agreed_failure(&world, st)) != 0)
         return rc;
+    trainer.eval_data = flags.eval_interval > 0 ? data.val : NULL;
+    trainer.eval_interval = flags.eval_interval;
+    trainer.eval_iters = flags.eval_iters;
+    trainer.grad_dump_path = flags.grad_dump_path;
 
     int64_t steps = flags.steps >= 0 ? flags.steps
                                      : (flags.epochs > 0 ? flags.epochs : 1) *
                                            zt_trainer_steps_per_epoch(&trainer);
     if (world.rank == 0)
-        cmd_print_summary(&world, &cfg, &model, &trainer, steps);
+        cmd_print_summary(&world, &cfg, &model, &trainer, &data, steps);
 
     st = zt_trainer_train(&trainer, steps);
     if (st != ZT_OK)
         cmd_fatal(&world, &comm, st);
 
+    if (flags.sample > 0 && (st = cmd_sample(&world, &trainer, &data, flags.sample,
+                                               flags.seed)) != ZT_OK)
+        cmd_fatal(&world, &comm, st);
     if (flags.dump_path && (rc = cmd_agreed_failure(
                                 &world, zt_trainer_dump_params(&trainer, flags.dump_path))) != 0)
         return rc;
@@ -440,6 +654,8 @@ int main(int argc, char **argv)
                          .samples_per_sec = sps,
                          .param_norm = param_norm,
                          .train_seconds = trainer.train_seconds,
+                         .evals = trainer.evals,
+                         .n_evals = trainer.n_evals,
                          .zero = &cfg.zero,
                          .padded_params = trainer.layout.padded_numel,
                          .partition_params = trainer.layout.partition_numel,
@@ -464,7 +680,7 @@ int main(int argc, char **argv)
     zt_trainer_free(&trainer);
     zt_comm_free(&comm);
     zt_backend_cpu_free(&be);
-    data.free(&data);
+    cmd_data_free(&data);
     zt_model_free(&model);
     zt_world_free(&world);
     MPI_Finalize();

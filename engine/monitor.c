@@ -113,6 +113,19 @@ void zt_monitor_step(zt_monitor *mon, const zt_step_info *s)
     fflush(stdout);
 }
 
+void zt_monitor_eval(const zt_monitor *mon, const zt_eval_point *e)
+{
+    if (mon->rank != 0)
+        return;
+    if (isfinite(e->accuracy))
+        printf("[Rank 0] eval: step=%lld, val_loss=%.6f, val_accuracy=%.4f (%.2f s)\n",
+               (long long)e->step, e->loss, e->accuracy, e->seconds);
+    else
+        printf("[Rank 0] eval: step=%lld, val_loss=%.6f (%.2f s)\n", (long long)e->step, e->loss,
+               e->seconds);
+    fflush(stdout);
+}
+
 /* JSON has no NaN or infinity: a diverged run reports null there. */
 static json_t *monitor_real(double v) { return isfinite(v) ? json_real(v) : json_null(); }
 
@@ -239,8 +252,19 @@ zt_status zt_monitor_write_report(const char *path, const zt_report *r, const zt
             "reduce_bucket_size", (json_int_t)z->reduce_bucket_size, "allgather_bucket_size",
             (json_int_t)z->allgather_bucket_size, "reduce_scatter", z->reduce_scatter,
             "allgather_partitions", z->allgather_partitions);
-        if (doc)
+        json_t *evals = json_array();
+        for (int64_t i = 0; i < r->n_evals; i++)
+            json_array_append_new(evals, json_pack("{s:I, s:o, s:o}", "step",
+                                                   (json_int_t)r->evals[i].step, "loss",
+                                                   monitor_real(r->evals[i].loss), "accuracy",
+                                                   monitor_real(r->evals[i].accuracy)));
+        if (doc) {
             json_object_set_new(doc, "zero", zero);
+            json_object_set_new(doc, "eval", evals);
+        } else {
+            json_decref(zero);
+            json_decref(evals);
+        }
         if (!doc || json_dump_file(doc, path, JSON_INDENT(1) | JSON_REAL_PRECISION(17)) != 0)
             st = zt_fail(ZT_ERR_IO, "check that the report's directory exists and is writable",
                          "cannot write report %s: %s", path, strerror(errno));

@@ -9,7 +9,8 @@
  *   zerotrain_version, model {name, params}, world_size, device, stage,
  *   precision, train_batch_size, micro_batch_size, gradient_accumulation_steps,
  *   steps, skipped_steps, loss_history [..], final_loss, samples_per_sec,
- *   param_norm, train_seconds,
+ *   param_norm, train_seconds, eval [ {step, loss, accuracy} ] (accuracy null
+ *   for language models),
  *   zero {stage, padded_params, partition_params, persistent_params,
  *         hpz_partition_size, mics_shard_size (0: off), overlap_comm, reduce_bucket_size,
  *         allgather_bucket_size, reduce_scatter, allgather_partitions},
@@ -71,6 +72,15 @@ void zt_monitor_free(zt_monitor *mon);
 /* Called after every optimizer step (applied or skipped) on every rank. */
 void zt_monitor_step(zt_monitor *mon, const zt_step_info *s);
 
+/* One evaluation: validation loss, and accuracy (NAN for language models). */
+typedef struct {
+    int64_t step;
+    double loss, accuracy, seconds;
+} zt_eval_point;
+
+/* Rank 0 prints the evaluation line. */
+void zt_monitor_eval(const zt_monitor *mon, const zt_eval_point *e);
+
 /* Everything the report says besides per-rank counters. */
 typedef struct {
     const char *model_name;
@@ -85,6 +95,8 @@ typedef struct {
     double samples_per_sec;
     double param_norm;
     double train_seconds;
+    const zt_eval_point *evals;
+    int64_t n_evals;
     /* zero section */
     const zt_zero_config *zero;
     int64_t padded_params, partition_params, persistent_params;

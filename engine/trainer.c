@@ -8,6 +8,7 @@
 #include <errno.h>
 
 #include "monitor.h"
+#include "rng.h"
 
 static double trainer_now(void)
 {
@@ -37,6 +38,22 @@ static int64_t trainer_max_act_numel(const zt_model *m)
             w = m->units[u].out_numel;
     }
     return w;
+}
+
+static int64_t trainer_max_work_numel(const zt_model *m)
+{
+    int64_t w = 0;
+    for (int u = 0; u < m->n_units; u++)
+        if (m->units[u].work_numel > w)
+            w = m->units[u].work_numel;
+    return w;
+}
+
+/* Host logits a forward-only pass reads back: every row of a classification
+ * batch, or the one position a language model samples from. */
+static int64_t trainer_logits_host_numel(const zt_model *m, int64_t micro)
+{
+    return m->labels_per_token ? m->n_classes : micro * m->labels_numel * m->n_classes;
 }
 
 /* One buffer of the trainer: planned into `mem` on the first pass, carved out
@@ -124,10 +141,33 @@ static zt_status trainer_buffers(zt_trainer *t, zt_memory *mem, bool reserved)
     if (pool > 0 && !reserved)
         zt_memory_plan(mem, ZT_MEM_DEVICE, ZT_MEM_COMM, trainer_floats(pool));
 
-    ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_ACTS, trainer_floats(mb * m->in_numel),
-                       &t->x));
-    ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_ACTS, (size_t)mb * sizeof(int32_t),
-                       &t->labels));
+    /* The micro-batch: model inputs and labels (ACTS), their host staging (WORK). */
+    size_t tok_bytes = (size_t)(mb * m->seq_len) * sizeof(int32_t);
+    size_t lab_bytes = (size_t)(mb * m->labels_numel) * sizeof(int32_t);
+    if (m->in_numel > 0) {
+        ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_ACTS,
+                           trainer_floats(mb * m->in_numel), &t->x));
+        ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_HOST, ZT_MEM_WORK,
+                           trainer_floats(mb * m->in_numel), &t->x_host));
+    }
+    if (m->seq_len > 0) {
+        ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_ACTS, tok_bytes, &t->tokens));
+        ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_ACTS,
+                           (size_t)mb * sizeof(int32_t), &t->lengths));
+        ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_HOST, ZT_MEM_WORK, tok_bytes, &t->tokens_host));
+        ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_HOST, ZT_MEM_WORK, (size_t)mb * sizeof(int32_t),
+                           &t->lengths_host));
+    }
+    ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_ACTS, (size_t)mb * sizeof(uint64_t),
+                       &t->row_keys));
+    ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_ACTS, lab_bytes, &t->labels));
+    ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_HOST, ZT_MEM_WORK, (size_t)mb * sizeof(uint64_t),
+                       &t->row_keys_host));
+    ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_HOST, ZT_MEM_WORK, lab_bytes, &t->labels_host));
+    ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_HOST, ZT_MEM_WORK, (size_t)mb * sizeof(int64_t),
+                       &t->index_host));
+    ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_HOST, ZT_MEM_WORK,
+                       trainer_floats(trainer_logits_host_numel(m, mb)), &t->logits_host));
     for (int u = 0; u < m->n_units; u++) {
         ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_ACTS,
                            trainer_floats(mb * m->units[u].out_numel), &t->acts[u]));
@@ -135,13 +175,13 @@ static zt_status trainer_buffers(zt_trainer *t, zt_memory *mem, bool reserved)
             ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_ACTS,
                                trainer_floats(mb * m->units[u].saved_numel), &t->saved[u]));
     }
+    int64_t work = trainer_max_work_numel(m);
+    if (work > 0)
+        ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_WORK, trainer_floats(mb * work),
+                           &t->work));
     size_t dact = trainer_floats(mb * trainer_max_act_numel(m));
     ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_WORK, dact, &t->dact[0]));
-    ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_WORK, dact, &t->dact[1]));
-    ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_HOST, ZT_MEM_WORK, trainer_floats(mb * m->in_numel),
-                       &t->x_host));
-    return trainer_buf(mem, reserved, ZT_MEM_HOST, ZT_MEM_WORK, (size_t)mb * sizeof(int32_t),
-                       &t->labels_host);
+    return trainer_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_WORK, dact, &t->dact[1]);
 }
 
 /* Per-unit pointer tables (host bookkeeping, outside the arenas). */
@@ -319,9 +359,15 @@ zt_status zt_trainer_init(zt_trainer *t, const zt_config *cfg, const zt_model *m
     t->comm = comm;
     t->data = data;
     t->seed = seed;
-    if (data->x_numel != m->in_numel || data->n_classes != m->n_classes)
-        return zt_fail(ZT_ERR_INTERNAL, "", "data (%lld inputs, %lld classes) does not fit model",
-                       (long long)data->x_numel, (long long)data->n_classes);
+    if (data->x_numel != m->in_numel || data->tokens_numel != m->seq_len ||
+        data->labels_numel != m->labels_numel || data->n_classes != m->n_classes ||
+        data->vocab_size > m->vocab_size || (data->variable_length && m->labels_per_token))
+        return zt_fail(ZT_ERR_INTERNAL, "",
+                       "data (%lld inputs, %lld tokens, %lld labels, %lld classes, vocab %lld) "
+                       "does not fit model %s",
+                       (long long)data->x_numel, (long long)data->tokens_numel,
+                       (long long)data->labels_numel, (long long)data->n_classes,
+                       (long long)data->vocab_size, m->name);
     ZT_TRY(zt_sampler_init(&t->sampler, data->n_samples, cfg->train_batch_size,
                            cfg->micro_batch_size, w->size, w->rank, data->shuffle, seed));
     ZT_TRY(trainer_groups_init(t));
@@ -363,20 +409,66 @@ void zt_trainer_free(zt_trainer *t)
     zt_layout_free(&t->layout);
     trainer_tables_free(t);
     free(t->loss_history);
+    free(t->evals);
     t->loss_history = NULL;
+    t->evals = NULL;
 }
 
 int64_t zt_trainer_steps_per_epoch(const zt_trainer *t) { return t->sampler.steps_per_epoch; }
 
-static void trainer_load_batch(zt_trainer *t, int64_t micro_step)
+/* Reads samples index_host[0, n) of ds (< 0: a filler row, sample 0 with
+ * every label ignored) with dropout keys row_keys_host into the device batch.
+ * Variable-length samples are packed densely at the longest length of the
+ * batch and padded with ds->pad_id. */
+static void trainer_load(zt_trainer *t, const zt_dataset *ds, int64_t n, zt_batch *b)
 {
-    int64_t mb = t->cfg->micro_batch_size, in = t->model->in_numel;
-    for (int64_t k = 0; k < mb; k++) {
-        int64_t idx = zt_sampler_index(&t->sampler, t->global_steps, micro_step, k);
-        t->data->get(t->data, idx, t->x_host + k * in, &t->labels_host[k]);
+    const zt_model *m = t->model;
+    const zt_backend *be = t->be;
+    int64_t T = m->seq_len, L = m->labels_numel, tb = 0;
+    for (int64_t k = 0; k < n; k++) {
+        zt_sample s = {.x = t->x ? t->x_host + k * m->in_numel : NULL,
+                       .tokens = T > 0 ? t->tokens_host + k * T : NULL,
+                       .labels = t->labels_host + k * L};
+        int64_t idx = t->index_host[k];
+        ds->get(ds, idx >= 0 ? idx : 0, &s);
+        for (int64_t j = 0; idx < 0 && j < L; j++)
+            s.labels[j] = ZT_IGNORE_INDEX;
+        if (T > 0) {
+            t->lengths_host[k] = (int32_t)(ds->variable_length ? s.length : T);
+            if (t->lengths_host[k] > tb)
+                tb = t->lengths_host[k];
+        }
     }
-    t->be->copy_h2d(t->be, t->x, t->x_host, (size_t)(mb * in) * sizeof(float));
-    t->be->copy_h2d(t->be, t->labels, t->labels_host, (size_t)mb * sizeof(int32_t));
+    /* Row k moves from k * T down to k * tb <= k * T: ascending k never
+     * overwrites a row not yet moved. */
+    for (int64_t k = 0; T > 0 && tb < T && k < n; k++) {
+        int32_t *dst = t->tokens_host + k * tb;
+        memmove(dst, t->tokens_host + k * T, (size_t)t->lengths_host[k] * sizeof(int32_t));
+        for (int64_t i = t->lengths_host[k]; i < tb; i++)
+            dst[i] = ds->pad_id;
+    }
+    if (t->x)
+        be->copy_h2d(be, t->x, t->x_host, trainer_floats(n * m->in_numel));
+    if (T > 0) {
+        be->copy_h2d(be, t->tokens, t->tokens_host, (size_t)(n * tb) * sizeof(int32_t));
+        be->copy_h2d(be, t->lengths, t->lengths_host, (size_t)n * sizeof(int32_t));
+    }
+    be->copy_h2d(be, t->labels, t->labels_host, (size_t)(n * L) * sizeof(int32_t));
+    be->copy_h2d(be, t->row_keys, t->row_keys_host, (size_t)n * sizeof(uint64_t));
+    *b = (zt_batch){.n = n,
+                    .t = tb,
+                    .tokens = T > 0 ? t->tokens : NULL,
+                    .lengths = ds->variable_length ? t->lengths : NULL,
+                    .row_keys = t->row_keys,
+                    .seed = t->seed,
+                    .step = t->global_steps,
+                    .training = false};
+}
+
+/* Loss rows of one sample in batch b. */
+static int64_t trainer_rows_per_sample(const zt_trainer *t, const zt_batch *b)
+{
+    return t->model->labels_per_token ? b->t : t->model->labels_numel;
 }
 
 /* The parameters unit u computes with: the full flat vector's slice, or at
@@ -400,24 +492,32 @@ static zt_status trainer_micro_step(zt_trainer *t, int64_t m, double *loss_sum, 
     int64_t mb = t->cfg->micro_batch_size, gas = t->cfg->gradient_accumulation_steps;
     bool boundary = m == gas - 1;
     int last = model->n_units - 1;
-    zt_batch b = {.n = mb, .labels = t->labels_host, .seed = t->seed, .step = t->global_steps,
-                  .training = true};
-
-    trainer_load_batch(t, m);
+    zt_batch b;
+    int64_t base = t->global_steps * t->cfg->train_batch_size +
+                   m * mb * t->world->size + (int64_t)t->world->rank * mb;
+    for (int64_t k = 0; k < mb; k++) {
+        t->index_host[k] = zt_sampler_index(&t->sampler, t->global_steps, m, k);
+        t->row_keys_host[k] = (uint64_t)(base + k);
+    }
+    trainer_load(t, t->data, mb, &b);
+    b.training = true;
     double t0 = trainer_now();
     const float *in = t->x;
     for (int u = 0; u <= last; u++) {
         float *p;
         ZT_TRY(trainer_unit_params(t, u, ZT_GATHER_FWD, &p));
-        model->units[u].ops->forward(&model->units[u], be, p, in, t->acts[u], t->saved[u], &b);
+        model->units[u].ops->forward(&model->units[u], be, p, in, t->acts[u], t->saved[u],
+                                     t->work, &b);
         if (stage == 3)
             ZT_TRY(zt_zero_gather_release(&t->gather, u, ZT_GATHER_FWD, false));
         in = t->acts[u];
     }
     /* The mean over this micro-batch, divided by GAS as DeepSpeed scales the loss. */
-    float dscale = 1.0f / (float)(mb * gas);
-    *loss_sum += be->xent_forward_backward(be, t->acts[last], t->labels, mb, model->n_classes,
-                                           model->ignore_index, dscale, t->dact[0]);
+    int64_t rows = mb * trainer_rows_per_sample(t, &b);
+    float dscale = 1.0f / (float)(rows * gas);
+    *loss_sum += be->xent_forward_backward(be, t->acts[last], t->labels, rows, model->n_classes,
+                                           model->ignore_index, dscale, t->dact[0]) /
+                 (double)trainer_rows_per_sample(t, &b);
     double t1 = trainer_now();
     timers[ZT_TIMER_FWD] += 1e3 * (t1 - t0);
 
@@ -437,7 +537,7 @@ static zt_status trainer_micro_step(zt_trainer *t, int64_t m, double *loss_sum, 
         ZT_TRY(trainer_unit_params(t, u, ZT_GATHER_BWD, &p));
         float *dp = stage < 2 ? t->grads + ul->offset : t->unit_grad;
         model->units[u].ops->backward(&model->units[u], be, p, x, t->acts[u], t->saved[u],
-                                      t->dact[cur], dx, dp, stage < 2 && m > 0, &b);
+                                      t->dact[cur], dx, dp, t->work, stage < 2 && m > 0, &b);
         if (stage == 3)
             ZT_TRY(zt_zero_gather_release(&t->gather, u, ZT_GATHER_BWD, boundary));
         if (stage >= 2) /* the buffer's tail past this unit's parameters is padding */
@@ -487,6 +587,43 @@ static zt_status trainer_apply(zt_trainer *t, double lr, double b1, double b2)
     return zt_zero_gather_end_step(&t->gather);
 }
 
+/* Rank 0 collects each unit from every rank's slices (host MPI, outside the
+ * comm counters: a dump is not training traffic), so no stage needs the whole
+ * model in one buffer. */
+static zt_status trainer_dump_slices(zt_trainer *t, float *const *slices, const char *path)
+{
+    const zt_layout *lay = &t->layout;
+    /* Every partition group gathers its copy; world rank 0 (root of the first
+     * group) writes it. */
+    bool root = t->zcomm->rank == 0, writer = t->world->rank == 0;
+    zt_status st = ZT_OK;
+    FILE *f = NULL;
+    if (writer && !(f = fopen(path, "wb")))
+        st = zt_fail(ZT_ERR_IO, "check that the directory exists and is writable",
+                     "cannot write dump %s: %s", path, strerror(errno));
+    float *mine = malloc(trainer_floats(lay->max_unit_numel / lay->world_size));
+    float *unit = root ? malloc(trainer_floats(lay->max_unit_numel)) : NULL;
+    if (!mine || (root && !unit))
+        st = zt_fail(ZT_ERR_OOM, "", "cannot stage one unit for the dump");
+    st = zt_world_agree(t->world, st, NULL);
+    for (int u = 0; u < lay->n_units && st == ZT_OK; u++) {
+        const zt_unit_layout *ul = &lay->units[u];
+        t->be->copy_d2h(t->be, mine, slices[u], trainer_floats(ul->shard_numel));
+        if (MPI_Gather(mine, (int)ul->shard_numel, MPI_FLOAT, unit, (int)ul->shard_numel,
+                       MPI_FLOAT, 0, t->zcomm->mpi) != MPI_SUCCESS)
+            st = zt_fail(ZT_ERR_COMM, "a peer rank may have died", "gathering the dump failed");
+        else if (writer && fwrite(unit, sizeof(float), (size_t)ul->numel, f) != (size_t)ul->numel)
+            st = zt_fail(ZT_ERR_IO, "check free disk space", "writing dump %s failed", path);
+        st = zt_world_agree(t->world, st, NULL);
+    }
+    if (f && fclose(f) != 0 && st == ZT_OK)
+        st = zt_fail(ZT_ERR_IO, "check free disk space", "closing %s failed: %s", path,
+                     strerror(errno));
+    free(mine);
+    free(unit);
+    return zt_world_agree(t->world, st, NULL);
+}
+
 static zt_status trainer_step(zt_trainer *t, zt_monitor *mon)
 {
     const zt_config *cfg = t->cfg;
@@ -503,6 +640,8 @@ static zt_status trainer_step(zt_trainer *t, zt_monitor *mon)
     ZT_TRY(trainer_slices_sumsq(t, t->own_g, &norm));
     norm = sqrt(norm);
     t->last_grad_norm = isfinite(norm) ? norm : -1.0;
+    if (t->grad_dump_path && t->global_steps == 0)
+        ZT_TRY(trainer_dump_slices(t, t->own_g, t->grad_dump_path));
     if (cfg->gradient_clipping > 0.0 && isfinite(norm)) {
         double coef = cfg->gradient_clipping / (norm + 1e-6);
         /* Stage 0 steps on the whole vector; above, each rank on its slices. */
@@ -566,13 +705,36 @@ static zt_status trainer_step(zt_trainer *t, zt_monitor *mon)
     return ZT_OK;
 }
 
+static zt_status trainer_eval_point(zt_trainer *t, zt_monitor *mon)
+{
+    zt_eval_point e = {.step = t->global_steps};
+    double t0 = trainer_now();
+    ZT_TRY(zt_trainer_eval(t, t->eval_data, t->eval_iters, &e.loss, &e.accuracy));
+    e.seconds = trainer_now() - t0;
+    if (t->n_evals == t->eval_cap) {
+        t->eval_cap = t->eval_cap ? 2 * t->eval_cap : 16;
+        zt_eval_point *h = realloc(t->evals, (size_t)t->eval_cap * sizeof *h);
+        if (!h)
+            return zt_fail(ZT_ERR_OOM, "", "cannot grow the evaluation history");
+        t->evals = h;
+    }
+    t->evals[t->n_evals++] = e;
+    zt_monitor_eval(mon, &e);
+    return ZT_OK;
+}
+
 zt_status zt_trainer_train(zt_trainer *t, int64_t until_step)
 {
     zt_monitor mon;
     ZT_TRY(zt_monitor_init(&mon, t->cfg, t->world->rank));
     zt_status st = ZT_OK;
-    while (st == ZT_OK && t->global_steps < until_step)
+    while (st == ZT_OK && t->global_steps < until_step) {
         st = trainer_step(t, &mon);
+        bool due = t->eval_data && t->eval_interval > 0 &&
+                   (t->global_steps % t->eval_interval == 0 || t->global_steps == until_step);
+        if (st == ZT_OK && due)
+            st = trainer_eval_point(t, &mon);
+    }
     zt_monitor_free(&mon);
     return st;
 }
@@ -583,40 +745,114 @@ double zt_trainer_param_norm(zt_trainer *t)
     return trainer_slices_sumsq(t, t->own_p, &sq) == ZT_OK ? sqrt(sq) : NAN;
 }
 
-/* Rank 0 collects each unit from every rank's slices (host MPI, outside the
- * comm counters: a dump is not training traffic), so no stage needs the whole
- * model in one buffer. */
 zt_status zt_trainer_dump_params(zt_trainer *t, const char *path)
 {
-    const zt_layout *lay = &t->layout;
-    /* Every partition group gathers its copy; world rank 0 (root of the first
-     * group) writes it. */
-    bool root = t->zcomm->rank == 0, writer = t->world->rank == 0;
-    zt_status st = ZT_OK;
-    FILE *f = NULL;
-    if (writer && !(f = fopen(path, "wb")))
-        st = zt_fail(ZT_ERR_IO, "check that the directory exists and is writable",
-                     "cannot write parameter dump %s: %s", path, strerror(errno));
-    float *mine = malloc(trainer_floats(lay->max_unit_numel / lay->world_size));
-    float *unit = root ? malloc(trainer_floats(lay->max_unit_numel)) : NULL;
-    if (!mine || (root && !unit))
-        st = zt_fail(ZT_ERR_OOM, "", "cannot stage one unit for the dump");
-    st = zt_world_agree(t->world, st, NULL);
-    for (int u = 0; u < lay->n_units && st == ZT_OK; u++) {
-        const zt_unit_layout *ul = &lay->units[u];
-        t->be->copy_d2h(t->be, mine, t->own_p[u], trainer_floats(ul->shard_numel));
-        if (MPI_Gather(mine, (int)ul->shard_numel, MPI_FLOAT, unit, (int)ul->shard_numel,
-                       MPI_FLOAT, 0, t->zcomm->mpi) != MPI_SUCCESS)
-            st = zt_fail(ZT_ERR_COMM, "a peer rank may have died", "gathering the dump failed");
-        else if (writer && fwrite(unit, sizeof(float), (size_t)ul->numel, f) != (size_t)ul->numel)
-            st = zt_fail(ZT_ERR_IO, "check free disk space", "writing parameter dump %s failed",
-                         path);
-        st = zt_world_agree(t->world, st, NULL);
+    return trainer_dump_slices(t, t->own_p, path);
+}
+
+/* Runs every unit forward on the loaded batch b (dropout as b says), at
+ * stage 3 gathering each unit for this use only. */
+static zt_status trainer_forward_only(zt_trainer *t, const zt_batch *b)
+{
+    const zt_model *model = t->model;
+    const float *in = t->x;
+    for (int u = 0; u < model->n_units; u++) {
+        float *p;
+        ZT_TRY(trainer_unit_params(t, u, ZT_GATHER_FWD, &p));
+        model->units[u].ops->forward(&model->units[u], t->be, p, in, t->acts[u], t->saved[u],
+                                     t->work, b);
+        if (t->cfg->zero.stage == 3)
+            ZT_TRY(zt_zero_gather_release(&t->gather, u, ZT_GATHER_FWD, true));
+        in = t->acts[u];
     }
-    if (f && fclose(f) != 0 && st == ZT_OK)
-        st = zt_fail(ZT_ERR_IO, "check free disk space", "closing %s failed: %s", path,
-                     strerror(errno));
-    free(mine);
-    free(unit);
-    return zt_world_agree(t->world, st, NULL);
+    return ZT_OK;
+}
+
+zt_status zt_trainer_eval(zt_trainer *t, const zt_dataset *ds, int64_t iters, double *loss,
+                          double *accuracy)
+{
+    const zt_model *model = t->model;
+    const zt_backend *be = t->be;
+    int64_t mb = t->cfg->micro_batch_size, per_iter = mb * t->world->size;
+    int64_t all = (ds->n_samples + per_iter - 1) / per_iter;
+    if (iters <= 0 || iters > all)
+        iters = all;
+    int last = model->n_units - 1;
+    bool classify = !model->labels_per_token;
+    double acc[3] = {0.0, 0.0, 0.0}; /* loss sum, counted rows, argmax hits */
+    for (int64_t it = 0; it < iters; it++) {
+        for (int64_t k = 0; k < mb; k++) {
+            int64_t pos = it * per_iter + (int64_t)t->world->rank * mb + k;
+            t->index_host[k] = pos < ds->n_samples ? pos : -1;
+            t->row_keys_host[k] = (uint64_t)pos;
+        }
+        zt_batch b;
+        trainer_load(t, ds, mb, &b);
+        ZT_TRY(trainer_forward_only(t, &b));
+        int64_t rows = mb * trainer_rows_per_sample(t, &b);
+        acc[0] += be->xent_forward_backward(be, t->acts[last], t->labels, rows, model->n_classes,
+                                            model->ignore_index, 1.0f, NULL);
+        for (int64_t r = 0; r < rows; r++)
+            acc[1] += t->labels_host[r] != model->ignore_index;
+        if (!classify)
+            continue;
+        be->copy_d2h(be, t->logits_host, t->acts[last], trainer_floats(rows * model->n_classes));
+        for (int64_t r = 0; r < rows; r++) {
+            const float *row = t->logits_host + r * model->n_classes;
+            int64_t best = 0;
+            for (int64_t c = 1; c < model->n_classes; c++)
+                if (row[c] > row[best])
+                    best = c;
+            acc[2] += t->labels_host[r] == best;
+        }
+    }
+    if (t->cfg->zero.stage == 3)
+        ZT_TRY(zt_zero_gather_flush(&t->gather));
+    ZT_TRY(trainer_sum_f64(t->world->comm, acc, 3));
+    *loss = acc[1] > 0 ? acc[0] / acc[1] : NAN;
+    *accuracy = classify && acc[1] > 0 ? acc[2] / acc[1] : NAN;
+    return ZT_OK;
+}
+
+zt_status zt_trainer_generate(zt_trainer *t, int32_t start, int64_t n_new, uint64_t seed,
+                              int32_t *out)
+{
+    const zt_model *model = t->model;
+    const zt_backend *be = t->be;
+    int64_t T = model->seq_len, V = model->n_classes;
+    if (!model->labels_per_token)
+        return zt_fail(ZT_ERR_USAGE, "sampling needs a language model (--model gptlite)",
+                       "model %s does not generate text", model->name);
+    out[0] = start;
+    for (int64_t i = 0; i < n_new; i++) {
+        int64_t len = i + 1, ctx = len < T ? len : T;
+        t->index_host[0] = 0;
+        memcpy(t->tokens_host, out + len - ctx, (size_t)ctx * sizeof(int32_t));
+        be->copy_h2d(be, t->tokens, t->tokens_host, (size_t)ctx * sizeof(int32_t));
+        t->row_keys_host[0] = 0;
+        be->copy_h2d(be, t->row_keys, t->row_keys_host, sizeof(uint64_t));
+        zt_batch b = {.n = 1, .t = ctx, .tokens = t->tokens, .row_keys = t->row_keys,
+                      .seed = t->seed, .step = t->global_steps};
+        ZT_TRY(trainer_forward_only(t, &b));
+        be->copy_d2h(be, t->logits_host, t->acts[model->n_units - 1] + (ctx - 1) * V,
+                     trainer_floats(V));
+        double mx = t->logits_host[0], sum = 0.0;
+        for (int64_t c = 1; c < V; c++)
+            mx = t->logits_host[c] > mx ? t->logits_host[c] : mx;
+        for (int64_t c = 0; c < V; c++)
+            sum += exp((double)t->logits_host[c] - mx);
+        double u = (double)zt_rng_uniform(seed, ZT_RNG_STREAM_SAMPLE, (uint64_t)i) * sum, cum = 0.0;
+        int64_t pick = V - 1;
+        for (int64_t c = 0; c < V; c++) {
+            cum += exp((double)t->logits_host[c] - mx);
+            if (u < cum) {
+                pick = c;
+                break;
+            }
+        }
+        out[len] = (int32_t)pick;
+    }
+    if (t->cfg->zero.stage == 3)
+        ZT_TRY(zt_zero_gather_flush(&t->gather));
+    return ZT_OK;
 }

@@ -20,8 +20,8 @@
  * saved tensors); COMM; WORK (activation-gradient ping-pong, host staging of
  * the micro-batch). Nothing is allocated inside the step loop except stage-3
  * gather blocks, which come from the COMM arena's reservation.
- * Collective: zt_trainer_init, zt_trainer_train, zt_trainer_dump_params,
- * zt_trainer_param_norm.
+ * Collective: zt_trainer_init, zt_trainer_train, zt_trainer_eval,
+ * zt_trainer_generate, zt_trainer_dump_params, zt_trainer_param_norm.
  */
 #ifndef ZT_TRAINER_H
 #define ZT_TRAINER_H
@@ -35,6 +35,7 @@
 #include "config.h"
 #include "dataset.h"
 #include "model.h"
+#include "monitor.h"
 #include "optim.h"
 #include "sampler.h"
 #include "sched.h"
@@ -76,13 +77,32 @@ typedef struct {
     float *rs_send[2], *rs_recv[2]; /* reduce buckets (COMM) */
     float *ag_buf;        /* stages 1-2: all-gather bucket (COMM) */
     zt_optim_seg *segs;   /* stages 1-3, per unit: the optimizer's view of own slices */
-    float *x;                            /* (micro, in_numel) model input, device */
-    int32_t *labels;                     /* (micro) labels, device */
-    float **acts;                        /* per unit: output (micro, out_numel) */
-    float **saved;                       /* per unit: (micro, saved_numel) or NULL */
-    float *dact[2];                      /* activation-gradient ping-pong */
-    float *x_host;                       /* (micro, in_numel) staging */
-    int32_t *labels_host;                /* (micro) */
+    /* The micro-batch on the device (NULL where the model has no such input). */
+    float *x;             /* (micro, in_numel) */
+    int32_t *tokens;      /* (micro, t), t <= seq_len */
+    int32_t *lengths;     /* (micro) valid tokens per sample */
+    uint64_t *row_keys;   /* (micro) global sample positions (dropout keys) */
+    int32_t *labels;      /* (micro, labels_numel) */
+    float **acts;         /* per unit: output (micro, out_numel) */
+    float **saved;        /* per unit: (micro, saved_numel) or NULL */
+    float *work;          /* (micro, max work_numel) unit scratch, or NULL */
+    float *dact[2];       /* activation-gradient ping-pong */
+    /* Host staging of the same (HOST WORK). */
+    float *x_host;
+    int32_t *tokens_host; /* (micro, seq_len) */
+    int32_t *lengths_host;
+    uint64_t *row_keys_host;
+    int32_t *labels_host;
+    int64_t *index_host;  /* (micro) dataset indices of the batch */
+    float *logits_host;   /* classification: (micro, n_classes); LM: (n_classes) */
+
+    /* Evaluation (set by the caller after init; eval_data NULL: none). */
+    zt_dataset *eval_data;
+    int64_t eval_interval, eval_iters; /* iters <= 0: the whole split */
+    zt_eval_point *evals;
+    int64_t n_evals, eval_cap;
+    /* --dump-grads: the reduced gradient of the first step goes here. */
+    const char *grad_dump_path;
 
     int64_t global_steps, skipped_steps, global_samples;
     double *loss_history;
@@ -113,6 +133,21 @@ zt_status zt_trainer_dump_params(zt_trainer *t, const char *path);
 
 /* float64 L2 norm of all parameters (same value on every rank). */
 double zt_trainer_param_norm(zt_trainer *t);
+
+/* Forward passes over `iters` micro-batches per rank of ds (<= 0: all of it,
+ * the last batch padded with ignored rows), dropout off. loss: mean
+ * cross-entropy over counted rows; accuracy: fraction of argmax hits for
+ * classification models, NAN for language models. Collective. */
+zt_status zt_trainer_eval(zt_trainer *t, const zt_dataset *ds, int64_t iters, double *loss,
+                          double *accuracy);
+
+/* Language models: appends n_new tokens to out[0] = start (out has n_new + 1
+ * entries), sampling token i from the softmax of the last position's logits
+ * with u = zt_rng_uniform(seed, ZT_RNG_STREAM_SAMPLE, i) (inverse CDF in
+ * float64), the context cropped to the last seq_len tokens. Every rank
+ * computes the same tokens. Collective. */
+zt_status zt_trainer_generate(zt_trainer *t, int32_t start, int64_t n_new, uint64_t seed,
+                              int32_t *out);
 
 /* Steps per epoch of the sampler (for --epochs). */
 int64_t zt_trainer_steps_per_epoch(const zt_trainer *t);

@@ -596,6 +596,8 @@ zt_status zt_zero_gather_release(zt_zero_gather *g, int u, zt_gather_dir dir, bo
     return ZT_OK;
 }
 
+zt_status zt_zero_gather_flush(zt_zero_gather *g) { return gather_drop_idle(g); }
+
 zt_status zt_zero_gather_end_step(zt_zero_gather *g)
 {
     const zt_layout *l = g->layout;

@@ -235,6 +235,9 @@ zt_status zt_zero_gather_fetch(zt_zero_gather *g, int u, zt_gather_dir dir, floa
 /* Compute is done with unit u. last_use: the parameters change before the unit
  * is used again (the boundary micro-step's backward), so nothing is retained. */
 zt_status zt_zero_gather_release(zt_zero_gather *g, int u, zt_gather_dir dir, bool last_use);
+/* After a forward-only pass (evaluation, generation): finishes and drops
+ * every gather not in use, prefetches included. */
+zt_status zt_zero_gather_flush(zt_zero_gather *g);
 /* After the optimizer step: drops everything retained and re-gathers the
  * persistent units from their updated slices. */
 zt_status zt_zero_gather_end_step(zt_zero_gather *g);
