@@ -5,7 +5,8 @@ zerotrain trains a small MLP for a few AdamW steps with gradient clipping and
 gradient accumulation, at 1 and 2 ranks; this script rebuilds the same training
 run in PyTorch, in float64, from zerotrain's dumped initial weights and from its
 own re-implementation of the synthetic data (engine/rng.h's definition, written
-again here in numpy so that a bug in the C data path cannot hide in both sides).
+again in numpy in tests/tools/ztref.py so that a bug in the C data path cannot
+hide in both sides).
 The float64 run is the independent reference: zerotrain's fp32 losses and final
 weights must match it to 1e-5 relative.
 
@@ -16,9 +17,7 @@ could not be run.
 """
 import argparse
 import json
-import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -27,11 +26,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+from ztref import (REPO, STREAM_DATA, CheckFailed, check_prng, find_zerotrain,  # noqa: E402
+                   read_dump, rel_l2, report, rng_uniform)
+from ztref import run_zerotrain as _run  # noqa: E402
 
-# Data set length and PRNG stream: the contract in the brief and engine/rng.h.
+# Data set length: the contract in the brief.
 N_DATA = 65536
-STREAM_DATA = 2
 
 # Small enough to run in seconds, large enough to have hidden layers (L=4 -> two
 # W x W layers) and in != W != out so transposed shapes cannot pass by accident.
@@ -56,57 +57,6 @@ CONFIG = {
 
 LOSS_RTOL = 1e-5
 PARAM_RTOL = 1e-5
-
-_M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
-
-
-class CheckFailed(Exception):
-    pass
-
-
-def report(ok, name, detail):
-    print(f"[{'PASS' if ok else 'FAIL'}] {name}: {detail}", flush=True)
-    if not ok:
-        raise CheckFailed(name)
-
-
-# ---------------------------------------------------------------- PRNG (engine/rng.h)
-
-def rng_mix(z):
-    """splitmix64's finaliser on a uint64 array; numpy uint64 arithmetic wraps mod 2^64."""
-    z = np.asarray(z, dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        z = z + np.uint64(0x9E3779B97F4A7C15)
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return (z ^ (z >> np.uint64(31))) & _M64
-
-
-def rng_u64(seed, stream, counters):
-    key = rng_mix(rng_mix(np.array([seed], dtype=np.uint64)) ^ np.uint64(stream))
-    return rng_mix(key ^ np.asarray(counters, dtype=np.uint64))
-
-
-def rng_uniform(seed, stream, counters):
-    # The top 24 bits are an integer below 2^24, exact in float32, and the scale is
-    # a power of two, so this is exactly the C float.
-    top = (rng_u64(seed, stream, counters) >> np.uint64(40)).astype(np.float32)
-    return top * np.float32(1.0 / 16777216.0)
-
-
-def check_prng():
-    # Known answers from compiling engine/rng.h: they pin this port to the C
-    # definition, including the wrap-around of a counter near 2^64.
-    got = rng_u64(1234, 2, np.arange(3, dtype=np.uint64))
-    want = np.array([0x5A822AD446A8ED46, 0x739AA1F2DCE94775, 0xEE7505A3AB5CF983],
-                    dtype=np.uint64)
-    big = rng_u64(0, 7, np.array([0xFFFFFFFFFFFFFFF0], dtype=np.uint64))[0]
-    u = rng_uniform(1234, 2, np.array([0], dtype=np.uint64))[0]
-    ok = (np.array_equal(got, want) and big == np.uint64(0xDC6FEA4577E2E9ED)
-          and u == np.float32(0.353548646))
-    report(ok, "prng known answers", "numpy port of engine/rng.h matches the C values"
-           if ok else f"got {[hex(int(v)) for v in got]} big {hex(int(big))} u {u!r}")
-
 
 # ---------------------------------------------------------------- data and sampler
 
@@ -171,14 +121,6 @@ def load_flat(model, flat):
     assert off == flat.size
 
 
-def read_dump(path, expected):
-    raw = np.fromfile(path, dtype="<f4")
-    if raw.size != expected:
-        report(False, f"dump size {path.name}",
-               f"{raw.size} floats, expected {expected} (model has {expected} params)")
-    return raw
-
-
 # ---------------------------------------------------------------- torch reference
 
 def torch_reference(init_flat, cfg, steps, seed):
@@ -223,40 +165,11 @@ def trained_loss(flat, steps, tb, seed):
 
 # ---------------------------------------------------------------- zerotrain
 
-def mpi_env(threads):
-    env = dict(os.environ)
-    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
-    return env
-
-
 def run_zerotrain(exe, np_, cfg_path, steps, seed, workdir, extra):
-    cmd = ["mpirun", "-np", str(np_)]
-    if np_ > (os.cpu_count() or 1):
-        cmd.append("--oversubscribe")
-    cmd += ["-x", "OMP_NUM_THREADS", "-x", "OPENBLAS_NUM_THREADS"]
-    cmd += [str(exe), "--config", str(cfg_path), "--model", "mlp",
-            "--width", str(WIDTH), "--layers", str(LAYERS),
-            "--in-size", str(IN_SIZE), "--out-size", str(OUT_SIZE),
-            "--steps", str(steps), "--seed", str(seed)] + extra
-    try:
-        res = subprocess.run(cmd, cwd=workdir, env=mpi_env(1), capture_output=True,
-                             text=True, timeout=120)
-    except subprocess.TimeoutExpired:
-        print(f"error: zerotrain timed out after 120 s: {' '.join(cmd)}", file=sys.stderr)
-        sys.exit(2)
-    if res.returncode != 0:
-        print(f"error: zerotrain exited {res.returncode}: {' '.join(cmd)}\n"
-              f"--- stdout\n{res.stdout[-4000:]}\n--- stderr\n{res.stderr[-4000:]}",
-              file=sys.stderr)
-        sys.exit(2)
-    return res
-
-
-def rel_l2(a, b):
-    a = np.asarray(a, dtype=np.float64)
-    b = np.asarray(b, dtype=np.float64)
-    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
+    return _run(exe, np_, ["--config", cfg_path, "--model", "mlp",
+                           "--width", WIDTH, "--layers", LAYERS,
+                           "--in-size", IN_SIZE, "--out-size", OUT_SIZE,
+                           "--steps", steps, "--seed", seed] + extra, workdir)
 
 
 def per_tensor_errors(got, want, model):
@@ -314,16 +227,9 @@ def main():
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
     args = ap.parse_args()
 
-    exe = Path(args.zerotrain)
-    if not exe.is_absolute():
-        # Relative paths are taken from the repository root, where `make` puts it.
-        exe = (REPO / exe).resolve()
-    if not exe.is_file():
-        print(f"error: zerotrain binary not found at {exe}\nhint: run `make` in {REPO}",
-              file=sys.stderr)
-        return 2
-    if shutil.which("mpirun") is None:
-        print("error: mpirun not found on PATH", file=sys.stderr)
+    # Relative paths are taken from the repository root, where `make` puts it.
+    exe = find_zerotrain(args.zerotrain)
+    if exe is None:
         return 2
     torch.set_num_threads(1)
 
