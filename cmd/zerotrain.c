@@ -331,8 +331,6 @@ static int cmd_parse_flags(int argc, char **argv, zt_flags *f)
                                "");
     if ((rc = cmd_check_model_flags(argc, argv, f->model.name)) != 0)
         return rc;
-    if (f->sample > 0 && strcmp(f->model.name, "gptlite") != 0)
-        return cmd_usage_error("--sample generates text: it needs --model gptlite%s%s", "", "");
     if (f->estimate_memory && (f->grad_dump_path || f->sample > 0 || f->eval_interval > 0))
         return cmd_usage_error("--dump-grads, --sample and --eval-interval need a training run; "
                                "--estimate-memory trains nothing%s%s", "", "");

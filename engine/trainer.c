@@ -441,7 +441,7 @@ static void trainer_load(zt_trainer *t, const zt_dataset *ds, int64_t n, zt_batc
     }
     /* Row k moves from k * T down to k * tb <= k * T: ascending k never
      * overwrites a row not yet moved. */
-    for (int64_t k = 0; T > 0 && tb < T && k < n; k++) {
+    for (int64_t k = 0; T > 0 && ds->variable_length && k < n; k++) {
         int32_t *dst = t->tokens_host + k * tb;
         memmove(dst, t->tokens_host + k * T, (size_t)t->lengths_host[k] * sizeof(int32_t));
         for (int64_t i = t->lengths_host[k]; i < tb; i++)

@@ -35,7 +35,7 @@ expect 2 "did you mean" -- $ZT_MPIRUN -np 2 ./zerotrain --config "$tmp/typo.json
 expect 2 "train_batch_size is not equal to" -- $ZT_MPIRUN -np 2 ./zerotrain --config "$tmp/good.json" "${m[@]}" --micro-batch-size 3 --gradient-accumulation-steps 1
 expect 2 "not implemented yet" -- ./zerotrain --config <(echo '{"train_batch_size": 8, "bf16": {"enabled": true}}') "${m[@]}"
 expect 2 "fewer than one global batch" -- ./zerotrain --config "$tmp/good.json" "${m[@]}" --num-samples 4
-expect 2 "cannot write parameter dump" -- ./zerotrain --config "$tmp/good.json" "${m[@]}" --dump-params /nonexistent/dir/p.bin
+expect 2 "cannot write dump" -- ./zerotrain --config "$tmp/good.json" "${m[@]}" --dump-params /nonexistent/dir/p.bin
 
 # --steps 0 writes the initial weights: 16*16+16 + 16*16+16 floats.
 ./zerotrain --config "$tmp/good.json" --model mlp --width 16 --layers 2 --steps 0 --dump-params "$tmp/init.bin" >/dev/null

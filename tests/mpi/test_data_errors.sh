@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Bad data and bad transformer flags end a run with exit 2 and a message that
+# names the file (and line), on one rank and on two (where a rank must not be
+# left waiting). The loaders' finer cases are unit-tested (test_text_data,
+# test_tokenizer); this checks what a user sees from the binary.
+set -eu
+cd "$(dirname "$0")/../.."
+source tests/env.sh
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+[ -x ./zerotrain ] || fail "./zerotrain is not built (run make)"
+
+cfg="$tmp/cfg.json"
+echo '{"train_batch_size": 4, "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}}' >"$cfg"
+gpt=(./zerotrain --config "$cfg" --model gptlite --n-layer 1 --n-embd 16 --n-head 2 --steps 1)
+cls=(./zerotrain --config "$cfg" --model classifier --n-layer 1 --embed-dim 16 --n-head 2
+     --hidden-dim 16 --max-len 16 --steps 1)
+
+# gptlite: text files
+printf 'hello world\n' >"$tmp/short.txt"
+: >"$tmp/empty.txt"
+printf 'line one\nline two\nline \xff three\n' >"$tmp/latin1.txt"
+expect 2 "needs --data PATH" -- "${gpt[@]}"
+expect 2 "$tmp/missing.txt" -- "${gpt[@]}" --data "$tmp/missing.txt"
+expect 2 "$tmp/empty.txt" -- "${gpt[@]}" --data "$tmp/empty.txt"
+expect 2 "$tmp/short.txt" -- "${gpt[@]}" --data "$tmp/short.txt" --block-size 64
+expect 2 "$tmp/latin1.txt:3" -- "${gpt[@]}" --data "$tmp/latin1.txt" --block-size 2
+expect 2 "encoder.json" -- "${gpt[@]}" --data "$ZT_SHARED/data/tinyshakespeare/input.txt" \
+    --tokenizer "$tmp"
+
+# classifier: labelled CSV
+printf 'text,label\n"a good film",positive\n' >"$tmp/columns.csv"
+{ echo 'review,sentiment'; for i in $(seq 1 12); do echo "review $i,positive"; done
+  echo 'review 13,neutral'; } >"$tmp/labels.csv"
+{ echo 'review,sentiment'; echo 'fine,positive'; printf 'caf\xe9,negative\n'; } >"$tmp/bytes.csv"
+expect 2 "$tmp/columns.csv" -- "${cls[@]}" --data "$tmp/columns.csv"
+expect 2 "$tmp/labels.csv:14" -- "${cls[@]}" --data "$tmp/labels.csv"
+expect 2 "neutral" -- "${cls[@]}" --data "$tmp/labels.csv"
+expect 2 "$tmp/bytes.csv:3" -- "${cls[@]}" --data "$tmp/bytes.csv"
+expect 2 "$tmp/nodir" -- "${cls[@]}" --data "$tmp/nodir"
+
+# Two ranks: every rank fails the same way, one prints, nobody hangs.
+expect 2 "$tmp/labels.csv:14" -- $ZT_MPIRUN -np 2 "${cls[@]}" --data "$tmp/labels.csv"
+
+# Flags that belong to another model are refused, not ignored.
+expect 2 "--max-len is a flag of --model classifier" -- "${gpt[@]}" --max-len 8 \
+    --data "$ZT_SHARED/data/tinyshakespeare/input.txt"
+expect 2 "--width is a flag of --model mlp" -- "${cls[@]}" --width 8 --data "$tmp/labels.csv"
+expect 2 "--sample is a flag of --model gptlite" -- "${cls[@]}" --sample 10 --data "$tmp/labels.csv"
+expect 2 "not divisible" -- "${gpt[@]}" --n-head 3 --data "$ZT_SHARED/data/tinyshakespeare/input.txt"
+expect 2 "bad value" -- "${gpt[@]}" --dropout 1 --data "$ZT_SHARED/data/tinyshakespeare/input.txt"
+echo "ok: bad data and transformer flags are refused with clear messages"
