@@ -535,9 +535,17 @@ static int cmd_estimate(zt_world *w, const zt_flags *f)
     if ((rc = cmd_agreed_failure(w, st)) != 0)
         return rc;
 
-    /* Without data the transformers take the vocabulary users run them with:
-     * tiny shakespeare's 65 characters, GPT-2's 50257 BPE tokens. */
-    zt_model_args args = f->model;
+    /* The vocabulary comes from --data when given; without it the
+     * transformers take the one users run them with: tiny shakespeare's 65
+     * characters, GPT-2's 50257 BPE tokens. */
+    zt_flags data_flags = *f;
+    cmd_data data;
+    st = f->data_path ? cmd_data_load(&data, &data_flags) : ZT_OK;
+    if (f->data_path)
+        cmd_data_free(&data);
+    if ((rc = cmd_agreed_failure(w, st)) != 0)
+        return rc;
+    zt_model_args args = data_flags.model;
     if (args.vocab_size <= 0)
         args.vocab_size = !strcmp(args.name, "gptlite") ? 65 : 50257;
     zt_model model;

@@ -16,10 +16,13 @@
  * (stage 3).
  *
  * Memory: every buffer is planned into and allocated from the trainer's arenas
- * (zt_memory): PARAMS, GRADS, OPTIM on the device; ACTS (inputs, unit outputs,
- * saved tensors); COMM; WORK (activation-gradient ping-pong, host staging of
- * the micro-batch). Nothing is allocated inside the step loop except stage-3
- * gather blocks, which come from the COMM arena's reservation.
+ * (zt_memory): PARAMS, GRADS, OPTIM on the device; ACTS (inputs, tokens,
+ * lengths, labels, dropout keys, unit outputs, saved tensors); COMM; WORK
+ * (activation-gradient ping-pong, the units' scratch, host staging of the
+ * micro-batch and of the logits evaluation and sampling read). Nothing is
+ * allocated inside the step loop except stage-3 gather blocks, which come from
+ * the COMM arena's reservation. Evaluation and sampling reuse the training
+ * buffers (micro-batches of at most train_micro_batch_size_per_gpu).
  * Collective: zt_trainer_init, zt_trainer_train, zt_trainer_eval,
  * zt_trainer_generate, zt_trainer_dump_params, zt_trainer_param_norm.
  */

@@ -92,6 +92,19 @@ for m in gpt cls; do
         run "$m-drop" 3 3 2 "${args[@]}" --dropout 0.1 && same "$m-drop-ref" "$m-drop" 3 3 2
     unset -n args
 done
+# Sampling at stage 3 gathers every unit for each generated token: the text
+# must equal the np 1 stage 0 run's (weights agree to ~1e-8, far from flipping
+# a draw of the inverse CDF).
+if run gpt-sample-ref 1 0 1 "${gpt[@]}" --sample 60 && run gpt-sample 2 3 1 "${gpt[@]}" --sample 60; then
+    sed -n '/sample of 60 tokens/,/zerotrain: done/p' "$tmp/gpt-sample-ref.log" >"$tmp/a.txt"
+    sed -n '/sample of 60 tokens/,/zerotrain: done/p' "$tmp/gpt-sample.log" >"$tmp/b.txt"
+    if [ "$(wc -l <"$tmp/a.txt")" -ge 3 ] && [ "$(head -n -1 "$tmp/a.txt")" = "$(head -n -1 "$tmp/b.txt")" ]; then
+        echo "ok: stage 3 at np 2 samples the same text as stage 0 at np 1"
+    else
+        failures+=("gpt-sample: stage 3 np 2 sampled other text than stage 0 np 1")
+        diff "$tmp/a.txt" "$tmp/b.txt" || true
+    fi
+fi
 if [ "${#failures[@]}" -gt 0 ]; then
     echo "FAIL: ${#failures[@]} problems:"
     printf '  %s\n' "${failures[@]}"
