@@ -28,7 +28,6 @@ batches itself from data/labelled.h, data/tokenizer.h and data/sampler.h
 Exit status 0 when every check passes, 1 on a failed check, 2 when zerotrain
 could not be run.
 """
-import argparse
 import csv
 import json
 import math
@@ -45,7 +44,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
-from ztref import (CheckFailed, Entry, adamw, check_init, check_permute,  # noqa: E402
+from ztref import (adamw_config, reference_args, CheckFailed, Entry, adamw, check_init, check_permute,  # noqa: E402
                    check_prng, check_training_run, entries_numel, find_zerotrain,
                    flatten_entries, global_batch_indices, load_entries, read_dump, rel_err,
                    rel_l2, report, run_zerotrain)
@@ -59,18 +58,9 @@ VOCAB, PAD_ID = 258, 257
 
 # tb 16 with micro 2: GAS 8 at 1 rank, GAS 4 at 2 ranks. 72 // 16 = 4 steps per
 # epoch, so step 5 reads epoch 1's permutation.
-CONFIG = {
-    "train_batch_size": 16,
-    "train_micro_batch_size_per_gpu": 2,
-    # zerotrain's default (DeepSpeed's since PR #8068), written out so the test
-    # does not lean on it; the reference clips the same way.
-    "gradient_clipping": 1.0,
-    "optimizer": {
-        "type": "AdamW",
-        "params": {"lr": 1e-3, "betas": [0.9, 0.999], "eps": 1e-8, "weight_decay": 0.01},
-    },
-    "steps_per_print": 0,
-}
+# Clipping 1.0 is zerotrain's default (DeepSpeed's since PR #8068), written out
+# so the test does not lean on it; the reference clips the same way.
+CONFIG = adamw_config(16, 2, 1.0)
 
 LOSS_RTOL = 1e-5
 GRAD_RTOL = 1e-4
@@ -256,14 +246,7 @@ def torch_reference(data, init_flat):
 # ---------------------------------------------------------------- main
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--zerotrain", default="zerotrain",
-                    help="path to the zerotrain binary (default: REPO/zerotrain)")
-    ap.add_argument("--np", default="1,2",
-                    help="comma-separated rank counts (default 1,2; 1 runs ZeRO stage 0, "
-                         "more stage 3)")
-    ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
-    args = ap.parse_args()
+    args = reference_args(__doc__)
     t_start = time.time()
 
     exe = find_zerotrain(args.zerotrain)

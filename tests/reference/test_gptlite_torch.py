@@ -26,7 +26,6 @@ consecutive validation windows) and checks:
 Exit status 0 when every check passes, 1 on a failed check, 2 when zerotrain
 could not be run.
 """
-import argparse
 import json
 import math
 import shutil
@@ -41,7 +40,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
-from ztref import (SHARED, STREAM_WINDOW, CheckFailed, Entry, adamw,  # noqa: E402
+from ztref import (adamw_config, reference_args, SHARED, STREAM_WINDOW, CheckFailed, Entry, adamw,  # noqa: E402
                    check_init, check_permute, check_prng, check_training_run,
                    entries_numel, find_zerotrain, flatten_entries, global_batch_indices,
                    load_entries, read_dump, rel_err, rel_l2, report, rng_u64, run_zerotrain)
@@ -53,18 +52,9 @@ STEPS = 5
 EVAL_INTERVAL = 3  # validation after steps 3 and 5 (every N steps and at the end)
 
 # tb 8 with micro 2: GAS 4 at 1 rank, GAS 2 at 2 ranks.
-CONFIG = {
-    "train_batch_size": 8,
-    "train_micro_batch_size_per_gpu": 2,
-    # zerotrain's default (DeepSpeed's since PR #8068), written out so the test
-    # does not lean on it; the reference clips the same way.
-    "gradient_clipping": 1.0,
-    "optimizer": {
-        "type": "AdamW",
-        "params": {"lr": 1e-3, "betas": [0.9, 0.999], "eps": 1e-8, "weight_decay": 0.01},
-    },
-    "steps_per_print": 0,
-}
+# Clipping 1.0 is zerotrain's default (DeepSpeed's since PR #8068), written out
+# so the test does not lean on it; the reference clips the same way.
+CONFIG = adamw_config(8, 2, 1.0)
 
 LOSS_RTOL = 1e-5
 GRAD_RTOL = 1e-4
@@ -236,14 +226,7 @@ def torch_reference(data, init_flat, eval_steps):
 # ---------------------------------------------------------------- main
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--zerotrain", default="zerotrain",
-                    help="path to the zerotrain binary (default: REPO/zerotrain)")
-    ap.add_argument("--np", default="1,2",
-                    help="comma-separated rank counts (default 1,2; 1 runs ZeRO stage 0, "
-                         "more stage 3)")
-    ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
-    args = ap.parse_args()
+    args = reference_args(__doc__)
     t_start = time.time()
 
     exe = find_zerotrain(args.zerotrain)

@@ -10,6 +10,7 @@ of zerotrain, so that a bug in the C data path cannot hide on both sides:
   - running zerotrain under mpirun with tests/env.sh's Open MPI settings;
   - rel_l2 and the [PASS]/[FAIL] check lines.
 """
+import argparse
 import json
 import os
 import shutil
@@ -36,6 +37,32 @@ _M64_INT = (1 << 64) - 1
 
 class CheckFailed(Exception):
     pass
+
+
+def reference_args(doc):
+    """Command line of the transformer reference tests."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    ap.add_argument("--zerotrain", default="zerotrain",
+                    help="path to the zerotrain binary (default: REPO/zerotrain)")
+    ap.add_argument("--np", default="1,2",
+                    help="comma-separated rank counts (default 1,2; 1 runs ZeRO stage 0, "
+                         "more stage 3)")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    return ap.parse_args()
+
+
+def adamw_config(train_batch, micro, clip):
+    """The reference tests' DeepSpeed config: AdamW as torch.optim.AdamW runs it."""
+    return {
+        "train_batch_size": train_batch,
+        "train_micro_batch_size_per_gpu": micro,
+        "gradient_clipping": clip,
+        "optimizer": {
+            "type": "AdamW",
+            "params": {"lr": 1e-3, "betas": [0.9, 0.999], "eps": 1e-8, "weight_decay": 0.01},
+        },
+        "steps_per_print": 0,
+    }
 
 
 def report(ok, name, detail):
