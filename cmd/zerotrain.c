@@ -331,6 +331,7 @@ static int cmd_parse_flags(int argc, char **argv, zt_flags *f)
                                "");
     if ((rc = cmd_check_model_flags(argc, argv, f->model.name)) != 0)
         return rc;
+    zt_model_args_resolve(&f->model);
     if (f->estimate_memory && (f->grad_dump_path || f->sample > 0 || f->eval_interval > 0))
         return cmd_usage_error("--dump-grads, --sample and --eval-interval need a training run; "
                                "--estimate-memory trains nothing%s%s", "", "");
@@ -390,21 +391,15 @@ typedef struct {
     const zt_tokenizer *tok;
 } cmd_data;
 
-/* Loads what --model reads and sets the model's vocabulary from it. */
+/* Loads the files a transformer reads and sets the model's vocabulary from
+ * them (the flags' model args must be resolved). */
 static zt_status cmd_data_load(cmd_data *d, zt_flags *f)
 {
     memset(d, 0, sizeof *d);
     zt_model_args *a = &f->model;
-    if (!strcmp(a->name, "mlp")) {
-        int64_t w = a->width, in = a->in_size > 0 ? a->in_size : w;
-        zt_synthetic_init(&d->synthetic, f->num_samples, in, a->out_size > 0 ? a->out_size : w,
-                          f->seed);
-        d->train = &d->synthetic;
-        return ZT_OK;
-    }
     bool gpt = !strcmp(a->name, "gptlite");
     if (strcmp(a->name, "classifier") && !gpt)
-        return ZT_OK; /* the model builder names the unknown model */
+        return ZT_OK; /* the mlp's data follows its model; unknown models fail to build */
     if (!f->data_path)
         return zt_fail(ZT_ERR_USAGE,
                        gpt ? "tiny shakespeare is ../shared/data/tinyshakespeare/input.txt in "
@@ -413,14 +408,12 @@ static zt_status cmd_data_load(cmd_data *d, zt_flags *f)
                              "project's checkout",
                        "--model %s needs --data PATH", a->name);
     if (gpt) {
-        ZT_TRY(zt_text_load(&d->text, f->data_path, f->tokenizer_dir,
-                            a->block_size > 0 ? a->block_size : 2048, f->seed));
+        ZT_TRY(zt_text_load(&d->text, f->data_path, f->tokenizer_dir, a->block_size, f->seed));
         d->train = &d->text.train;
         d->val = &d->text.val;
         d->tok = &d->text.tok;
     } else {
-        ZT_TRY(zt_labelled_load(&d->labelled, f->data_path, f->tokenizer_dir,
-                                a->max_len > 0 ? a->max_len : 1024));
+        ZT_TRY(zt_labelled_load(&d->labelled, f->data_path, f->tokenizer_dir, a->max_len));
         d->train = &d->labelled.train;
         d->val = &d->labelled.val;
         d->tok = &d->labelled.tok;
@@ -605,6 +598,11 @@ int main(int argc, char **argv)
     st = cmd_data_load(&data, &flags);
     if (st == ZT_OK)
         st = zt_model_build(&flags.model, &model);
+    if (st == ZT_OK && !data.train) {
+        zt_synthetic_init(&data.synthetic, flags.num_samples, model.in_numel, model.n_classes,
+                          flags.seed);
+        data.train = &data.synthetic;
+    }
     if (st == ZT_OK)
         st = zt_backend_cpu_init(&be);
     if ((rc = cmd_agreed_failure(&world, st)) != 0)

@@ -44,10 +44,15 @@ int64_t zt_sampler_permute(int64_t n, uint64_t seed, int64_t epoch, int64_t p)
     return (int64_t)x;
 }
 
+int64_t zt_sampler_offset(const zt_sampler *s, int64_t micro_step, int64_t k)
+{
+    return micro_step * s->micro_batch * s->world_size + s->rank * s->micro_batch + k;
+}
+
 int64_t zt_sampler_index(const zt_sampler *s, int64_t step, int64_t micro_step, int64_t k)
 {
     int64_t epoch = step / s->steps_per_epoch;
     int64_t base = (step % s->steps_per_epoch) * s->train_batch;
-    int64_t p = base + micro_step * s->micro_batch * s->world_size + s->rank * s->micro_batch + k;
+    int64_t p = base + zt_sampler_offset(s, micro_step, k);
     return s->shuffle ? zt_sampler_permute(s->n_samples, s->seed, epoch, p) : p;
 }

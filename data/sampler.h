@@ -35,6 +35,10 @@ zt_status zt_sampler_init(zt_sampler *s, int64_t n_samples, int64_t train_batch,
                           int64_t micro_batch, int world_size, int rank, bool shuffle,
                           uint64_t seed);
 
+/* Position of element k of this rank's micro-batch `micro_step` within its
+ * step's global batch: micro_step * micro * world + rank * micro + k. */
+int64_t zt_sampler_offset(const zt_sampler *s, int64_t micro_step, int64_t k);
+
 /* Sample index of element k of this rank's micro-batch `micro_step` in `step`. */
 int64_t zt_sampler_index(const zt_sampler *s, int64_t step, int64_t micro_step, int64_t k);
 

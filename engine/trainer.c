@@ -482,6 +482,25 @@ static zt_status trainer_unit_params(zt_trainer *t, int u, zt_gather_dir dir, fl
     return zt_zero_gather_fetch(&t->gather, u, dir, p);
 }
 
+/* Runs every unit forward on the loaded batch b (dropout as b says). At
+ * stage 3 each unit is gathered for it and released; last_use (a pass with no
+ * backward: evaluation, sampling) keeps nothing for a reuse. */
+static zt_status trainer_forward(zt_trainer *t, const zt_batch *b, bool last_use)
+{
+    const zt_model *model = t->model;
+    const float *in = t->x;
+    for (int u = 0; u < model->n_units; u++) {
+        float *p;
+        ZT_TRY(trainer_unit_params(t, u, ZT_GATHER_FWD, &p));
+        model->units[u].ops->forward(&model->units[u], t->be, p, in, t->acts[u], t->saved[u],
+                                     t->work, b);
+        if (t->cfg->zero.stage == 3)
+            ZT_TRY(zt_zero_gather_release(&t->gather, u, ZT_GATHER_FWD, last_use));
+        in = t->acts[u];
+    }
+    return ZT_OK;
+}
+
 /* One micro-step: forward, loss, backward. Returns this rank's loss sum. */
 static zt_status trainer_micro_step(zt_trainer *t, int64_t m, double *loss_sum, double *timers)
 {
@@ -493,31 +512,22 @@ static zt_status trainer_micro_step(zt_trainer *t, int64_t m, double *loss_sum, 
     bool boundary = m == gas - 1;
     int last = model->n_units - 1;
     zt_batch b;
-    int64_t base = t->global_steps * t->cfg->train_batch_size +
-                   m * mb * t->world->size + (int64_t)t->world->rank * mb;
+    /* Dropout keys: positions in the training stream, the same at any world size. */
     for (int64_t k = 0; k < mb; k++) {
         t->index_host[k] = zt_sampler_index(&t->sampler, t->global_steps, m, k);
-        t->row_keys_host[k] = (uint64_t)(base + k);
+        t->row_keys_host[k] = (uint64_t)(t->global_steps * t->cfg->train_batch_size +
+                                         zt_sampler_offset(&t->sampler, m, k));
     }
     trainer_load(t, t->data, mb, &b);
     b.training = true;
     double t0 = trainer_now();
-    const float *in = t->x;
-    for (int u = 0; u <= last; u++) {
-        float *p;
-        ZT_TRY(trainer_unit_params(t, u, ZT_GATHER_FWD, &p));
-        model->units[u].ops->forward(&model->units[u], be, p, in, t->acts[u], t->saved[u],
-                                     t->work, &b);
-        if (stage == 3)
-            ZT_TRY(zt_zero_gather_release(&t->gather, u, ZT_GATHER_FWD, false));
-        in = t->acts[u];
-    }
+    ZT_TRY(trainer_forward(t, &b, false));
     /* The mean over this micro-batch, divided by GAS as DeepSpeed scales the loss. */
-    int64_t rows = mb * trainer_rows_per_sample(t, &b);
+    int64_t per_sample = trainer_rows_per_sample(t, &b), rows = mb * per_sample;
     float dscale = 1.0f / (float)(rows * gas);
     *loss_sum += be->xent_forward_backward(be, t->acts[last], t->labels, rows, model->n_classes,
                                            model->ignore_index, dscale, t->dact[0]) /
-                 (double)trainer_rows_per_sample(t, &b);
+                 (double)per_sample;
     double t1 = trainer_now();
     timers[ZT_TIMER_FWD] += 1e3 * (t1 - t0);
 
@@ -750,24 +760,6 @@ zt_status zt_trainer_dump_params(zt_trainer *t, const char *path)
     return trainer_dump_slices(t, t->own_p, path);
 }
 
-/* Runs every unit forward on the loaded batch b (dropout as b says), at
- * stage 3 gathering each unit for this use only. */
-static zt_status trainer_forward_only(zt_trainer *t, const zt_batch *b)
-{
-    const zt_model *model = t->model;
-    const float *in = t->x;
-    for (int u = 0; u < model->n_units; u++) {
-        float *p;
-        ZT_TRY(trainer_unit_params(t, u, ZT_GATHER_FWD, &p));
-        model->units[u].ops->forward(&model->units[u], t->be, p, in, t->acts[u], t->saved[u],
-                                     t->work, b);
-        if (t->cfg->zero.stage == 3)
-            ZT_TRY(zt_zero_gather_release(&t->gather, u, ZT_GATHER_FWD, true));
-        in = t->acts[u];
-    }
-    return ZT_OK;
-}
-
 zt_status zt_trainer_eval(zt_trainer *t, const zt_dataset *ds, int64_t iters, double *loss,
                           double *accuracy)
 {
@@ -788,7 +780,7 @@ zt_status zt_trainer_eval(zt_trainer *t, const zt_dataset *ds, int64_t iters, do
         }
         zt_batch b;
         trainer_load(t, ds, mb, &b);
-        ZT_TRY(trainer_forward_only(t, &b));
+        ZT_TRY(trainer_forward(t, &b, true));
         int64_t rows = mb * trainer_rows_per_sample(t, &b);
         acc[0] += be->xent_forward_backward(be, t->acts[last], t->labels, rows, model->n_classes,
                                             model->ignore_index, 1.0f, NULL);
@@ -826,14 +818,11 @@ zt_status zt_trainer_generate(zt_trainer *t, int32_t start, int64_t n_new, uint6
     out[0] = start;
     for (int64_t i = 0; i < n_new; i++) {
         int64_t len = i + 1, ctx = len < T ? len : T;
-        t->index_host[0] = 0;
-        memcpy(t->tokens_host, out + len - ctx, (size_t)ctx * sizeof(int32_t));
-        be->copy_h2d(be, t->tokens, t->tokens_host, (size_t)ctx * sizeof(int32_t));
-        t->row_keys_host[0] = 0;
-        be->copy_h2d(be, t->row_keys, t->row_keys_host, sizeof(uint64_t));
+        be->copy_h2d(be, t->tokens, out + len - ctx, (size_t)ctx * sizeof(int32_t));
+        /* Dropout is off: the row keys are never read. */
         zt_batch b = {.n = 1, .t = ctx, .tokens = t->tokens, .row_keys = t->row_keys,
                       .seed = t->seed, .step = t->global_steps};
-        ZT_TRY(trainer_forward_only(t, &b));
+        ZT_TRY(trainer_forward(t, &b, true));
         be->copy_d2h(be, t->logits_host, t->acts[model->n_units - 1] + (ctx - 1) * V,
                      trainer_floats(V));
         double mx = t->logits_host[0], sum = 0.0;

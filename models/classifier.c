@@ -5,8 +5,6 @@
 
 #include "layers.h"
 
-#define ZT_LN_EPS 1e-5f
-
 static size_t floats(int64_t n) { return (size_t)n * sizeof(float); }
 
 /* ---- embedding: y = drop(embedding[tokens] + PE) ---- */
@@ -63,8 +61,7 @@ void zt_classifier_embed(zt_unit *u, int64_t vocab, int64_t max_len, int64_t e, 
 typedef struct {
     int64_t seq, e, heads, h, rows;
     bool gelu;
-    const float *p[12];
-    float *dp[12];
+    float *p[12], *dp[12];
     float *qkv, *att, *atty, *z1, *x1, *mean1, *rstd1, *hid, *act, *z2, *mean2, *rstd2;
     float *w_z, *w_t, *w_h, *w_x1, *w_ay, *w_att, *w_qkv;
     zt_attn_shape shape;
@@ -82,12 +79,9 @@ static void layer_view_init(layer_view *v, const zt_unit *u, const float *params
     v->h = u->dims[3];
     v->gelu = u->dims[4] != 0;
     v->rows = b->n * b->t;
-    int64_t off = 0;
-    for (int i = 0; i < u->n_params; i++) {
-        v->p[i] = params + off;
-        v->dp[i] = dparams ? dparams + off : NULL;
-        off += u->params[i].numel;
-    }
+    zt_unit_param_views(u, (float *)params, v->p);
+    if (dparams)
+        zt_unit_param_views(u, dparams, v->dp);
     int64_t n = b->n, t = v->seq, te = t * v->e, th = t * v->h;
     float *s = saved;
     v->qkv = s, s += n * 3 * te;
@@ -149,7 +143,7 @@ static void layer_forward(const zt_unit *u, const zt_backend *be, const float *p
     be->copy_d2d(be, v.z1, x, floats(rows * e));
     be->axpy(be, v.z1, 1.0f, v.w_t, rows * e);
     be->layernorm_forward(be, v.x1, v.mean1, v.rstd1, v.z1, v.p[L_N1W], v.p[L_N1B], rows, e,
-                          ZT_LN_EPS);
+                          ZT_LAYERNORM_EPS);
 
     zt_linear_forward(be, v.hid, v.x1, v.p[L_W1], v.p[L_B1], rows, e, h); // (rows, H)
     if (v.gelu)
@@ -162,7 +156,7 @@ static void layer_forward(const zt_unit *u, const zt_backend *be, const float *p
     be->copy_d2d(be, v.z2, v.x1, floats(rows * e));
     be->axpy(be, v.z2, 1.0f, v.w_t, rows * e);
     be->layernorm_forward(be, y, v.mean2, v.rstd2, v.z2, v.p[L_N2W], v.p[L_N2B], rows, e,
-                          ZT_LN_EPS);
+                          ZT_LAYERNORM_EPS);
 }
 
 static void layer_backward(const zt_unit *u, const zt_backend *be, const float *params,

@@ -5,8 +5,6 @@
 
 #include "layers.h"
 
-#define ZT_LN_EPS 1e-5f
-
 /* ---- embedding: y = wte[tokens] + wpe[position] ---- */
 
 static void embed_forward(const zt_unit *u, const zt_backend *be, const float *params,
@@ -69,14 +67,6 @@ typedef struct {
     zt_attn_shape shape;
 } block_view;
 
-static void block_param_views(const zt_unit *u, float *p, float **out)
-{
-    for (int i = 0; i < u->n_params; i++) {
-        out[i] = p;
-        p += u->params[i].numel;
-    }
-}
-
 static void block_view_init(block_view *v, const zt_unit *u, const float *params, float *dparams,
                             float *saved, float *work, const zt_batch *b)
 {
@@ -88,12 +78,12 @@ static void block_view_init(block_view *v, const zt_unit *u, const float *params
     v->gelu = u->dims[4] != 0;
     v->rows = b->n * b->t;
     float *p[12];
-    block_param_views(u, (float *)params, p);
+    zt_unit_param_views(u, (float *)params, p);
     v->ln1w = p[0], v->ln1b = p[1], v->qkvw = p[2], v->qkvb = p[3], v->projw = p[4];
     v->projb = p[5], v->ln2w = p[6], v->ln2b = p[7], v->fcw = p[8], v->fcb = p[9];
     v->fpw = p[10], v->fpb = p[11];
     if (dparams) {
-        block_param_views(u, dparams, p);
+        zt_unit_param_views(u, dparams, p);
         v->dln1w = p[0], v->dln1b = p[1], v->dqkvw = p[2], v->dqkvb = p[3], v->dprojw = p[4];
         v->dprojb = p[5], v->dln2w = p[6], v->dln2b = p[7], v->dfcw = p[8], v->dfcb = p[9];
         v->dfpw = p[10], v->dfpb = p[11];
@@ -143,7 +133,8 @@ static void block_forward(const zt_unit *u, const zt_backend *be, const float *p
     zt_dropout_desc d_proj = zt_layer_dropout(u, 1, b, 1, b->t, c, v.seq, c);
     zt_dropout_desc d_mlp = zt_layer_dropout(u, 2, b, 1, b->t, c, v.seq, c);
 
-    be->layernorm_forward(be, v.ln1, v.mean1, v.rstd1, x, v.ln1w, v.ln1b, rows, c, ZT_LN_EPS);
+    be->layernorm_forward(be, v.ln1, v.mean1, v.rstd1, x, v.ln1w, v.ln1b, rows, c,
+                          ZT_LAYERNORM_EPS);
     zt_linear_forward(be, v.qkv, v.ln1, v.qkvw, v.qkvb, rows, c, 3 * c); // (rows, 3C)
     zt_attention_forward(be, v.atty, v.att, v.w_att, v.qkv, &v.shape, &d_att);
     zt_linear_forward(be, v.w_c1, v.atty, v.projw, v.projb, rows, c, c);
@@ -152,7 +143,8 @@ static void block_forward(const zt_unit *u, const zt_backend *be, const float *p
     be->copy_d2d(be, v.x1, x, (size_t)(rows * c) * sizeof(float));
     be->axpy(be, v.x1, 1.0f, v.w_c1, rows * c); // x1 = x + attention branch
 
-    be->layernorm_forward(be, v.ln2, v.mean2, v.rstd2, v.x1, v.ln2w, v.ln2b, rows, c, ZT_LN_EPS);
+    be->layernorm_forward(be, v.ln2, v.mean2, v.rstd2, v.x1, v.ln2w, v.ln2b, rows, c,
+                          ZT_LAYERNORM_EPS);
     zt_linear_forward(be, v.fch, v.ln2, v.fcw, v.fcb, rows, c, f); // (rows, 4C)
     if (v.gelu)
         be->gelu_forward(be, v.fca, v.fch, rows * f);
@@ -254,7 +246,7 @@ static void head_forward(const zt_unit *u, const zt_backend *be, const float *pa
     int64_t seq = u->dims[0], c = u->dims[1], vocab = u->dims[2], rows = b->n * b->t;
     const float *lnw = params, *lnb = params + c, *w = params + 2 * c, *bias = w + vocab * c;
     float *ln = saved, *mean = saved + b->n * seq * c, *rstd = mean + b->n * seq;
-    be->layernorm_forward(be, ln, mean, rstd, x, lnw, lnb, rows, c, ZT_LN_EPS);
+    be->layernorm_forward(be, ln, mean, rstd, x, lnw, lnb, rows, c, ZT_LAYERNORM_EPS);
     zt_linear_forward(be, y, ln, w, bias, rows, c, vocab); // (rows, V)
 }
 

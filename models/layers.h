@@ -19,6 +19,9 @@
 #include "backend.h"
 #include "unit.h"
 
+/* PyTorch's LayerNorm default. */
+#define ZT_LAYERNORM_EPS 1e-5f
+
 /* y(rows, out) = x(rows, in) w^T + b; w (out, in), b (out) or NULL. */
 void zt_linear_forward(const zt_backend *be, float *y, const float *x, const float *w,
                        const float *b, int64_t rows, int64_t in, int64_t out);

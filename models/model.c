@@ -52,7 +52,30 @@ static zt_status model_build_mlp(const zt_model_args *a, zt_model *m)
     return ZT_OK;
 }
 
-static int64_t model_or(int64_t v, int64_t dflt) { return v > 0 ? v : dflt; }
+static void model_default(int64_t *v, int64_t dflt)
+{
+    if (*v <= 0)
+        *v = dflt;
+}
+
+/* models.md §2 and §3 defaults. */
+void zt_model_args_resolve(zt_model_args *a)
+{
+    bool gpt = strcmp(a->name, "gptlite") == 0;
+    if (!gpt && strcmp(a->name, "classifier") != 0)
+        return;
+    model_default(&a->n_layer, gpt ? 12 : 6);
+    model_default(&a->n_embd, gpt ? 768 : 256);
+    model_default(&a->n_head, gpt ? 12 : 8);
+    if (gpt)
+        model_default(&a->block_size, 2048);
+    else {
+        model_default(&a->hidden_dim, 1024);
+        model_default(&a->max_len, 1024);
+    }
+    if (a->dropout < 0.0)
+        a->dropout = gpt ? 0.1 : 0.2;
+}
 
 /* Shape checks shared by the transformers. */
 static zt_status model_check_transformer(const char *name, int64_t layers, int64_t width,
@@ -75,13 +98,11 @@ static zt_status model_check_transformer(const char *name, int64_t layers, int64
     return ZT_OK;
 }
 
-/* models.md §2 defaults: 12 layers, C 768, 12 heads, T 2048, dropout 0.1. */
 static zt_status model_build_gptlite(const zt_model_args *a, zt_model *m)
 {
-    int64_t layers = model_or(a->n_layer, 12), c = model_or(a->n_embd, 768);
-    int64_t heads = model_or(a->n_head, 12), seq = model_or(a->block_size, 2048);
+    int64_t layers = a->n_layer, c = a->n_embd, heads = a->n_head, seq = a->block_size;
     int64_t vocab = a->vocab_size;
-    double p = a->dropout >= 0.0 ? a->dropout : 0.1;
+    double p = a->dropout;
     ZT_TRY(model_check_transformer("gptlite", layers, c, heads, seq, p, vocab));
     ZT_TRY(model_alloc_units(m, (int)layers + 2));
     zt_gptlite_embed(&m->units[0], vocab, seq, c);
@@ -99,14 +120,12 @@ static zt_status model_build_gptlite(const zt_model_args *a, zt_model *m)
     return ZT_OK;
 }
 
-/* models.md §3 defaults: E 256, 8 heads, 6 layers, H 1024, max_len 1024,
- * dropout 0.2; two classes. */
+/* Two classes: negative, positive. */
 static zt_status model_build_classifier(const zt_model_args *a, zt_model *m)
 {
-    int64_t layers = model_or(a->n_layer, 6), e = model_or(a->n_embd, 256);
-    int64_t heads = model_or(a->n_head, 8), hidden = model_or(a->hidden_dim, 1024);
-    int64_t seq = model_or(a->max_len, 1024), vocab = a->vocab_size;
-    double p = a->dropout >= 0.0 ? a->dropout : 0.2;
+    int64_t layers = a->n_layer, e = a->n_embd, heads = a->n_head, hidden = a->hidden_dim;
+    int64_t seq = a->max_len, vocab = a->vocab_size;
+    double p = a->dropout;
     ZT_TRY(model_check_transformer("classifier", layers, e, heads, seq, p, vocab));
     ZT_TRY(model_alloc_units(m, (int)layers + 2));
     zt_classifier_embed(&m->units[0], vocab, seq, e, (float)p);
@@ -123,10 +142,13 @@ static zt_status model_build_classifier(const zt_model_args *a, zt_model *m)
     return ZT_OK;
 }
 
-zt_status zt_model_build(const zt_model_args *a, zt_model *m)
+zt_status zt_model_build(const zt_model_args *args, zt_model *m)
 {
+    zt_model_args resolved = *args;
+    const zt_model_args *a = &resolved;
+    zt_model_args_resolve(&resolved);
     memset(m, 0, sizeof *m);
-    snprintf(m->name, sizeof m->name, "%s", a->name);
+    snprintf(m->name, sizeof m->name, "%s", args->name);
     m->ignore_index = ZT_IGNORE_INDEX;
     zt_status st;
     if (strcmp(a->name, "mlp") == 0)

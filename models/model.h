@@ -59,7 +59,7 @@ typedef struct {
     char name[32];
     /* mlp */
     int64_t width, layers, in_size, out_size; /* in/out <= 0: = width */
-    /* gptlite and classifier (<= 0: the model's default from models.md) */
+    /* gptlite and classifier (<= 0: the model's default, zt_model_args_resolve) */
     int64_t n_layer, n_embd, n_head, block_size; /* n_embd is E for the classifier */
     int64_t hidden_dim, max_len;                 /* classifier */
     double dropout;                              /* < 0: default */
@@ -84,6 +84,9 @@ typedef struct {
 /* mlp defaults (W 1024, L 4); transformer fields at their "use the default"
  * values. */
 void zt_model_args_init(zt_model_args *a);
+/* Replaces a transformer's "use the default" fields by models.md's defaults for
+ * a->name (zt_model_build does the same on its own copy). */
+void zt_model_args_resolve(zt_model_args *a);
 zt_status zt_model_build(const zt_model_args *a, zt_model *m);
 void zt_model_free(zt_model *m);
 

@@ -29,6 +29,14 @@ void zt_unit_add_param(zt_unit *u, const char *name, int ndim, const int64_t *sh
     u->param_numel += p->numel;
 }
 
+void zt_unit_param_views(const zt_unit *u, float *base, float **out)
+{
+    for (int i = 0; i < u->n_params; i++) {
+        out[i] = base;
+        base += u->params[i].numel;
+    }
+}
+
 void zt_unit_init_range(const zt_unit *u, uint64_t seed, int64_t global_offset, int64_t lo,
                         int64_t hi, float *out)
 {

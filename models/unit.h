@@ -94,6 +94,10 @@ void zt_unit_reset(zt_unit *u, const char *name, const zt_unit_ops *ops);
 void zt_unit_add_param(zt_unit *u, const char *name, int ndim, const int64_t *shape,
                        zt_init_kind init, float bound);
 
+/* out[i] = where tensor i starts in the packed slice at `base` (n_params
+ * pointers). */
+void zt_unit_param_views(const zt_unit *u, float *base, float **out);
+
 /* Initial values of elements [lo, hi) of the unit's packed slice, keyed by
  * (seed, global parameter index g = global_offset + i) so any rank can make any
  * shard without the rest. out has hi - lo floats. With

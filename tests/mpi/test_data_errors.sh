@@ -49,4 +49,6 @@ expect 2 "--width is a flag of --model mlp" -- "${cls[@]}" --width 8 --data "$tm
 expect 2 "--sample is a flag of --model gptlite" -- "${cls[@]}" --sample 10 --data "$tmp/labels.csv"
 expect 2 "not divisible" -- "${gpt[@]}" --n-head 3 --data "$ZT_SHARED/data/tinyshakespeare/input.txt"
 expect 2 "bad value" -- "${gpt[@]}" --dropout 1 --data "$ZT_SHARED/data/tinyshakespeare/input.txt"
+expect 2 "smaller than the tokenizer's 65 tokens" -- "${gpt[@]}" --vocab-size 10 \
+    --data "$ZT_SHARED/data/tinyshakespeare/input.txt"
 echo "ok: bad data and transformer flags are refused with clear messages"

@@ -92,3 +92,12 @@ expect 2 "--estimate-memory takes no value" -- ./zerotrain --estimate-memory=yes
 expect 2 "did you mean" -- ./zerotrain --estimate-memory --config <(echo '{"zero_optimization": {"stgae": 1}}') "${model[@]}"
 # Features this build cannot train yet are estimated, not refused.
 expect 0 "offload_optimizer=cpu" -- ./zerotrain --estimate-memory --config <(echo '{"train_batch_size": 8, "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}}}') "${model[@]}"
+
+# Transformers: the vocabulary comes from --data (and --tokenizer) when given,
+# else tiny shakespeare's 65 characters. gptlite with C 16, T 8, 1 layer has
+# 2 V C + T C + (12 C^2 + 13 C) + 2 C + V = 33 V + 3440 parameters.
+gpt=(--model gptlite --n-layer 1 --n-embd 16 --n-head 2 --block-size 8)
+expect 0 "Model gptlite: 5585 parameters" -- ./zerotrain --estimate-memory "${gpt[@]}"
+expect 0 "Model gptlite: 1661921 parameters" -- ./zerotrain --estimate-memory "${gpt[@]}" \
+    --data "$ZT_SHARED/data/tinyshakespeare/input.txt" --tokenizer "$ZT_SHARED/data/gpt2-bpe"
+expect 2 "$tmp/none.txt" -- ./zerotrain --estimate-memory "${gpt[@]}" --data "$tmp/none.txt"

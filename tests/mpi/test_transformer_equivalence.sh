@@ -8,6 +8,8 @@
 # are padded to different lengths on different ranks and world sizes.
 # Then dropout 0.1: masks are keyed by sample position, never by rank, so
 # np 3 stage 3 with GAS 2 must still match np 1 stage 0 with GAS 1.
+# Last, stage 3 at np 2 must sample the same text and report the same
+# --eval-iters validation losses as np 1.
 # Adam eps 1e-5 for the reason given in test_stages_equivalence.sh.
 set -eu
 cd "$(dirname "$0")/../.."
@@ -104,6 +106,26 @@ if run gpt-sample-ref 1 0 1 "${gpt[@]}" --sample 60 && run gpt-sample 2 3 1 "${g
         failures+=("gpt-sample: stage 3 np 2 sampled other text than stage 0 np 1")
         diff "$tmp/a.txt" "$tmp/b.txt" || true
     fi
+fi
+# Validation with --eval-iters 1 reads the first micro-batch of every rank:
+# 24 windows at np 1 (micro 24) and at np 2 (micro 12), so stage 3 at np 2
+# must report np 1's losses at steps 5 and 10, and they must differ from the
+# whole split's.
+if run gpt-eval-ref 1 0 1 "${gpt[@]}" --eval-interval 5 --eval-iters 1 &&
+    run gpt-eval 2 3 1 "${gpt[@]}" --eval-interval 5 --eval-iters 1 &&
+    run gpt-eval-all 1 0 1 "${gpt[@]}" --eval-interval 5; then
+    $ZT_PYTHON - "$tmp/gpt-eval-ref.json" "$tmp/gpt-eval.json" "$tmp/gpt-eval-all.json" <<'PY' ||
+import json, sys
+ref, run, whole = ([(e["step"], e["loss"]) for e in json.load(open(p))["eval"]] for p in sys.argv[1:])
+steps = [s for s, _ in ref]
+assert steps == [5, 10] == [s for s, _ in run] == [s for s, _ in whole], (ref, run, whole)
+for (_, a), (_, b), (_, c) in zip(ref, run, whole):
+    assert abs(a - b) <= 1e-6 * abs(a), f"eval loss {b} at np 2 stage 3, {a} at np 1"
+    assert abs(a - c) > 1e-4 * abs(c), f"--eval-iters 1 gave the whole split's loss {c}"
+print(f"ok: --eval-iters 1 losses {[round(l, 6) for _, l in ref]} at np 1 and np 2 stage 3; "
+      f"whole split {[round(l, 6) for _, l in whole]}")
+PY
+        failures+=("gpt-eval: validation losses differ")
 fi
 if [ "${#failures[@]}" -gt 0 ]; then
     echo "FAIL: ${#failures[@]} problems:"
