@@ -60,11 +60,19 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libzt.a
 $(BUILD)/bench-sgemm: scripts/bench_sgemm.c $(BUILD)/libzt.a
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libzt.a $(LDLIBS)
 
+$(BUILD)/bench-adam: scripts/bench_adam.c $(BUILD)/libzt.a
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libzt.a $(LDLIBS)
+
 $(BUILD)/tests/tokenize-tool: tests/tools/tokenize_main.c $(BUILD)/libzt.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libzt.a $(LDLIBS)
 
-unit-test: $(UNIT_BIN)
+# Run by tests/mpi/test_comm_dtypes.sh under mpirun.
+$(BUILD)/tests/comm-check: tests/tools/comm_check.c $(BUILD)/libzt.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libzt.a $(LDLIBS)
+
+unit-test: $(UNIT_BIN) $(BUILD)/tests/comm-check
 
 deps:
 	@bash scripts/install-deps.sh
@@ -76,7 +84,7 @@ run: deps
 	@$(MAKE) --no-print-directory all
 	@bash scripts/run-default.sh
 
-bench: all $(BUILD)/bench-sgemm
+bench: all $(BUILD)/bench-sgemm $(BUILD)/bench-adam
 	@bash scripts/bench-cpu.sh
 
 clean:

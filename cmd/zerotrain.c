@@ -36,6 +36,8 @@ typedef struct {
     const char *report_path, *dump_path, *grad_dump_path;
     const char *data_path, *tokenizer_dir;
     int64_t eval_interval, eval_iters, sample;
+    int64_t inject_steps[64];
+    int n_inject_steps, inject_unit; /* inject_unit < 0: the middle unit */
     zt_config_overrides ov;
     bool estimate_memory;
     int64_t num_gpus, num_nodes; /* --estimate-memory's hardware; < 0: not given */
@@ -85,7 +87,13 @@ static const char *usage_text =
     "  --report FILE                   write the run's JSON report (rank 0)\n"
     "  --dump-params FILE              write all fp32 parameters after training\n"
     "                                  (raw little-endian float32, model order)\n"
-    "  --dump-grads FILE               write the first step's reduced gradient (same format)\n"
+    "  --dump-grads FILE               write the first step's reduced gradient (same format;\n"
+    "                                  unscaled); a FILE with %d: every step's, %d = step\n"
+    "  --activation-checkpoint-interval K  keep the input of every K-th unit and recompute\n"
+    "                                  the units in between during backward (0: off)\n"
+    "  --inject-overflow STEPS[:UNIT]  testing aid: at these steps (1-based, comma list) the\n"
+    "                                  last rank puts an inf into unit UNIT's gradient\n"
+    "                                  (default: the middle unit) before it is reduced\n"
     "  --estimate-memory               no training: print the memory one rank holds at every\n"
     "                                  ZeRO stage and offload variant (--report: as JSON);\n"
     "                                  --config is optional (default: Adam), its stage ignored\n"
@@ -120,6 +128,31 @@ static bool cmd_parse_i64(const char *s, int64_t min, int64_t *out)
         return false;
     *out = v;
     return true;
+}
+
+/* "3,5,6" or "3,5,6:2". */
+static bool cmd_parse_inject(const char *s, int64_t *steps, int *n, int *unit)
+{
+    char buf[512];
+    if (strlen(s) >= sizeof buf)
+        return false;
+    snprintf(buf, sizeof buf, "%s", s);
+    char *colon = strchr(buf, ':');
+    int64_t u = -1;
+    if (colon) {
+        *colon = '\0';
+        if (!cmd_parse_i64(colon + 1, 0, &u) || u > INT32_MAX)
+            return false;
+    }
+    *n = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        if (*n == 64 || !cmd_parse_i64(tok, 1, &steps[*n]))
+            return false;
+        (*n)++;
+    }
+    *unit = (int)u;
+    return *n > 0;
 }
 
 static bool cmd_parse_f64(const char *s, double *out)
@@ -224,7 +257,8 @@ static int cmd_parse_flags(int argc, char **argv, zt_flags *f)
                                       "--n-embd", "--block-size", "--embed-dim",
                                       "--hidden-dim", "--max-len", "--dropout",
                                       "--activation", "--vocab-size", "--eval-interval",
-                                      "--eval-iters", "--sample", "--dump-grads"};
+                                      "--eval-iters", "--sample", "--dump-grads",
+                                      "--activation-checkpoint-interval", "--inject-overflow"};
         bool found = false;
         for (size_t k = 0; k < sizeof known / sizeof *known; k++)
             found |= strcmp(name, known[k]) == 0;
@@ -306,6 +340,13 @@ static int cmd_parse_flags(int argc, char **argv, zt_flags *f)
             ok = cmd_parse_i64(val, 1, &f->eval_iters);
         else if (!strcmp(name, "--sample"))
             ok = cmd_parse_i64(val, 1, &f->sample);
+        else if (!strcmp(name, "--activation-checkpoint-interval"))
+            ok = cmd_parse_i64(val, 0, &f->ov.activation_checkpoint_interval);
+        else if (!strcmp(name, "--inject-overflow") &&
+                 !cmd_parse_inject(val, f->inject_steps, &f->n_inject_steps, &f->inject_unit))
+            return cmd_usage_error("--inject-overflow wants STEP[,STEP...][:UNIT] with steps >= 1 "
+                                   "(at most 64) and a unit index >= 0, not '%s'%s",
+                                   val, "");
         else if (!strcmp(name, "--num-gpus") || !strcmp(name, "--num-nodes")) {
             int64_t *dst = !strcmp(name, "--num-gpus") ? &f->num_gpus : &f->num_nodes;
             if (!cmd_parse_i64(val, 1, dst) || *dst > ZT_ESTIMATE_MAX_WORLD)
@@ -457,9 +498,10 @@ static void cmd_print_summary(const zt_world *w, const zt_config *cfg, const zt_
            (long long)cfg->train_batch_size, (long long)cfg->micro_batch_size,
            (long long)cfg->gradient_accumulation_steps, w->size, (long long)steps,
            (long long)t->sampler.steps_per_epoch);
-    printf("  zero stage %d, precision fp32, optimizer %s lr %g, scheduler %s, "
+    printf("  zero stage %d, precision %s, optimizer %s lr %g, scheduler %s, "
            "gradient_clipping %g, reduce_bucket_size %lld, overlap_comm %s\n",
-           cfg->zero.stage, zt_optim_type_name(cfg->optimizer.type), cfg->optimizer.lr,
+           cfg->zero.stage, zt_dtype_name(t->cdt), zt_optim_type_name(cfg->optimizer.type),
+           cfg->optimizer.lr,
            zt_sched_type_name(cfg->scheduler.type), cfg->gradient_clipping,
            (long long)cfg->zero.reduce_bucket_size, cfg->zero.overlap_comm ? "on" : "off");
     if (cfg->zero.stage == 3)
@@ -471,6 +513,18 @@ static void cmd_print_summary(const zt_world *w, const zt_config *cfg, const zt_
                (long long)cfg->zero.stage3_max_reuse_distance,
                (long long)cfg->zero.zero_hpz_partition_size,
                (long long)(cfg->zero.mics_shard_size > 0 ? cfg->zero.mics_shard_size : w->size));
+    if (t->mixed)
+        printf("  mixed precision: %s parameters and activations, fp32 master weights, "
+               "gradients %s, communication %s, loss scale %s\n",
+               zt_dtype_name(t->cdt), zt_dtype_name(t->gdt), zt_dtype_name(t->kdt),
+               cfg->fp16.enabled ? (t->scaler.dynamic ? "dynamic" : "static") : "none");
+    if (t->offload_opt || t->offload_param)
+        printf("  offload: optimizer %s (master, moments and gradient partition on the host, "
+               "CPU Adam), parameters %s\n",
+               t->offload_opt ? "cpu" : "none", t->offload_param ? "cpu" : "none");
+    if (t->ckpt_interval > 0)
+        printf("  activation checkpointing: every %lld unit(s) of %d, checkpoints on the %s\n",
+               (long long)t->ckpt_interval, m->n_units, t->ckpt_host ? "host" : "device");
     for (int i = 0; i < cfg->n_notes; i++)
         printf("  note: %s\n", cfg->notes[i]);
     fflush(stdout);
@@ -616,6 +670,14 @@ int main(int argc, char **argv)
     trainer.eval_interval = flags.eval_interval;
     trainer.eval_iters = flags.eval_iters;
     trainer.grad_dump_path = flags.grad_dump_path;
+    if (flags.inject_unit >= model.n_units)
+        cmd_fatal(&world, &comm,
+                  zt_fail(ZT_ERR_USAGE, "units are numbered from 0 in model order",
+                          "--inject-overflow: unit %d does not exist (model %s has %d units)",
+                          flags.inject_unit, model.name, model.n_units));
+    trainer.inject_steps = flags.inject_steps;
+    trainer.n_inject_steps = flags.n_inject_steps;
+    trainer.inject_unit = flags.inject_unit >= 0 ? flags.inject_unit : model.n_units / 2;
 
     int64_t steps = flags.steps >= 0 ? flags.steps
                                      : (flags.epochs > 0 ? flags.epochs : 1) *
@@ -646,7 +708,14 @@ int main(int argc, char **argv)
         zt_report rep = {.model_name = model.name,
                          .model_params = model.n_params,
                          .device = be.name,
-                         .precision = "fp32",
+                         .precision = zt_dtype_name(trainer.cdt),
+                         .grad_dtype = zt_dtype_name(trainer.gdt),
+                         .comm_dtype = zt_dtype_name(trainer.kdt),
+                         .offload_optimizer = trainer.offload_opt ? "cpu" : "none",
+                         .offload_param = trainer.offload_param ? "cpu" : "none",
+                         .checkpoint_interval = trainer.ckpt_interval,
+                         .cpu_checkpointing = trainer.ckpt_host,
+                         .scale_history = cfg.fp16.enabled ? trainer.scale_history : NULL,
                          .stage = cfg.zero.stage,
                          .train_batch_size = cfg.train_batch_size,
                          .micro_batch_size = cfg.micro_batch_size,

@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dtype.h"
 #include "status.h"
 
 typedef enum { ZT_DEVICE_CPU = 0, ZT_DEVICE_CUDA = 1 } zt_device_kind;
@@ -100,10 +101,15 @@ struct zt_backend {
     void (*scale)(const zt_backend *be, float *x, float a, int64_t n);
     /* y += a * x */
     void (*axpy)(const zt_backend *be, float *y, float a, const float *x, int64_t n);
-    /* sum of x^2 accumulated in float64 */
-    double (*sum_squares)(const zt_backend *be, const float *x, int64_t n);
+    /* sum of x^2 (x read as fp32) accumulated in float64, in a fixed order */
+    double (*sum_squares)(const zt_backend *be, const void *x, zt_dtype dt, int64_t n);
     /* any inf or nan in x */
-    bool (*has_inf_nan)(const zt_backend *be, const float *x, int64_t n);
+    bool (*has_inf_nan)(const zt_backend *be, const void *x, zt_dtype dt, int64_t n);
+    /* dst(n) = (accumulate ? dst : 0) + alpha * src in fp32, rounded once to
+     * dst_dt; the semantics of zt_convert_host (engine/dtype.h). This is every
+     * cast, scaled cast and mixed-type accumulation of mixed precision. */
+    void (*convert)(const zt_backend *be, void *dst, zt_dtype dst_dt, const void *src,
+                    zt_dtype src_dt, int64_t n, float alpha, bool accumulate);
     /* ---- Transformer layers. Float32 in and out; reductions accumulate in
      * float32 in a fixed order (the result never depends on the thread count),
      * except where float64 is stated. ---- */

@@ -6,10 +6,17 @@
  * in between to drive progress, which MPI needs to overlap with compute).
  * This is how overlap_comm overlaps gradient reduction with backward.
  *
- * MPI backend (this file's zt_comm_mpi_init): host buffers, float32 sums.
+ * Elements are of the call's dtype (engine/dtype.h). Sums always add in fp32:
+ * 16-bit elements are widened, added and rounded back once per addition (what
+ * NCCL does for half types), never added in 16-bit arithmetic. MAX compares
+ * the values.
  *
- * Counters: every call adds the bytes of the whole logical buffer it covers to
- * its kind: all_reduce and broadcast the buffer; reduce_scatter the full input
+ * MPI backend (this file's zt_comm_mpi_init): host buffers; float32 through
+ * MPI_FLOAT, 16-bit elements through a 2-byte MPI type with user-defined SUM
+ * and MAX operations (created once per process, freed by MPI_Finalize).
+ *
+ * Counters: every call adds the bytes (elements times the dtype's size) of the
+ * whole logical buffer it covers to its kind: all_reduce and broadcast the buffer; reduce_scatter the full input
  * (recv_numel * size); all_gather the full output (send_numel * size). So a
  * reduce-scatter plus an all-gather of Psi elements count Psi each, exactly the
  * ZeRO paper's volume terms. A communicator of one rank counts nothing.
@@ -26,6 +33,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "dtype.h"
 #include "status.h"
 
 typedef enum {
@@ -49,16 +57,17 @@ typedef struct {
 typedef struct zt_comm zt_comm;
 
 typedef struct {
-    zt_status (*all_reduce)(zt_comm *c, float *buf, int64_t numel, zt_red_op op,
+    zt_status (*all_reduce)(zt_comm *c, void *buf, int64_t numel, zt_dtype dt, zt_red_op op,
                             zt_comm_req *req);
     /* recv(recv_numel) = op over ranks of send[rank*recv_numel : (rank+1)*recv_numel] */
-    zt_status (*reduce_scatter)(zt_comm *c, const float *send, float *recv, int64_t recv_numel,
-                                zt_red_op op, zt_comm_req *req);
+    zt_status (*reduce_scatter)(zt_comm *c, const void *send, void *recv, int64_t recv_numel,
+                                zt_dtype dt, zt_red_op op, zt_comm_req *req);
     /* recv(send_numel * size): rank r's send lands at recv[r*send_numel]. send may
      * alias that slot (in place). */
-    zt_status (*all_gather)(zt_comm *c, const float *send, float *recv, int64_t send_numel,
-                            zt_comm_req *req);
-    zt_status (*broadcast)(zt_comm *c, float *buf, int64_t numel, int root, zt_comm_req *req);
+    zt_status (*all_gather)(zt_comm *c, const void *send, void *recv, int64_t send_numel,
+                            zt_dtype dt, zt_comm_req *req);
+    zt_status (*broadcast)(zt_comm *c, void *buf, int64_t numel, zt_dtype dt, int root,
+                           zt_comm_req *req);
     zt_status (*barrier)(zt_comm *c);
     /* true when the request has completed (then it needs no wait) */
     bool (*test)(zt_comm *c, zt_comm_req *req);

@@ -13,6 +13,13 @@
  *   leave a default silently in force.
  * - DeepSpeed top-level features this build lacks (flops_profiler, pipeline,
  *   amp, ...) parse when off; when on, zt_config_check_supported refuses them.
+ * - offload_optimizer at stage 0 and offload_param below stage 3, which
+ *   DeepSpeed silently ignores, are errors.
+ * - activation_checkpointing takes effect here (DeepSpeed's engine never calls
+ *   checkpointing.configure): number_checkpoints sets the checkpoint interval.
+ * - Under fp16/bf16 with gradient accumulation, gradients accumulate in fp32
+ *   unless data_types.grad_accum_dtype says otherwise (DeepSpeed: the model
+ *   dtype); noted.
  * - "auto" means "the default" for every key (the HF Transformers convention);
  *   the batch fields and optimizer lr first take the command-line value, and
  *   scheduler warmup_max_lr "auto" means the optimizer lr. Each is a note.
@@ -69,6 +76,7 @@ typedef struct {
     unsigned flags;
     size_t size;       /* ZT_STR: capacity of the destination array */
     const char *alias; /* the other spelling of the same setting */
+    const char *why;   /* ZT_NO_EFFECT: why, for the note (optional) */
 } zt_key;
 
 #define ZT_K(n, k, o) .name = (n), .kind = (k), .off = (o)
@@ -127,7 +135,7 @@ static const zt_key zt_top_keys[] = {
     {ZT_K("eigenvalue", ZT_FEATURE, ZT_NONE)},
     {ZT_K("quantize_training", ZT_FEATURE, ZT_NONE)},
     {ZT_K("checkpoint", ZT_FEATURE, ZT_NONE)},
-    {ZT_K("data_types", ZT_FEATURE, ZT_NONE)},
+    {ZT_K("data_types", ZT_CUSTOM, ZT_NONE)},
     {ZT_K("aio", ZT_FEATURE, ZT_NONE)},
     {ZT_K("nebula", ZT_FEATURE, ZT_NONE)},
     {ZT_K("hybrid_engine", ZT_FEATURE, ZT_NONE)},
@@ -248,7 +256,9 @@ static const zt_key zt_offload_param_keys[] = {
 #define ZF(f) ZT_OFF(zt_fp16_config, f)
 static const zt_key zt_fp16_keys[] = {
     {ZT_K("enabled", ZT_BOOL, ZF(enabled))},
-    {ZT_K("auto_cast", ZT_BOOL, ZF(auto_cast))},
+    {ZT_K("auto_cast", ZT_BOOL, ZT_NONE), .flags = ZT_NO_EFFECT,
+     .why = "the models' inputs are token ids or fp32 data that the first unit reads in "
+            "fp32: there is nothing to cast"},
     {ZT_K("loss_scale", ZT_REAL, ZF(loss_scale)), ZT_NONNEG},
     /* 2^power must be a finite float32 scale. */
     {ZT_K("initial_scale_power", ZT_INT, ZF(initial_scale_power)), .lo = -126, .hi = 127},
@@ -263,7 +273,9 @@ static const zt_key zt_fp16_keys[] = {
 #define ZB(f) ZT_OFF(zt_bf16_config, f)
 static const zt_key zt_bf16_keys[] = {
     {ZT_K("enabled", ZT_BOOL, ZB(enabled))},
-    {ZT_K("immediate_grad_update", ZT_BOOL, ZB(immediate_grad_update))},
+    {ZT_K("immediate_grad_update", ZT_BOOL, ZT_NONE), .flags = ZT_NO_EFFECT,
+     .why = "it only chooses when DeepSpeed's bf16 optimizer moves each gradient into its "
+            "accumulator, not what is accumulated"},
     {ZT_K("check_grad_overflow", ZT_BOOL, ZB(check_grad_overflow))},
     {ZT_K("bf16_master_weights_and_grads", ZT_BOOL, ZB(bf16_master_weights_and_grads))},
     {ZT_K("bf16_optimizer_states", ZT_BOOL, ZB(bf16_optimizer_states))},
@@ -271,13 +283,24 @@ static const zt_key zt_bf16_keys[] = {
 
 #define ZA(f) ZT_OFF(zt_act_ckpt_config, f)
 static const zt_key zt_act_ckpt_keys[] = {
-    {ZT_K("partition_activations", ZT_BOOL, ZA(partition_activations))},
-    {ZT_K("contiguous_memory_optimization", ZT_BOOL, ZA(contiguous_memory_optimization))},
+    /* Read for DeepSpeed's checks between them; what they do needs tensor parallelism. */
+    {ZT_K("partition_activations", ZT_BOOL, ZA(partition_activations)), .flags = ZT_NO_EFFECT,
+     .why = "it splits checkpoints across tensor-parallel ranks; without tensor parallelism "
+            "each rank's activations are its own"},
+    {ZT_K("contiguous_memory_optimization", ZT_BOOL, ZA(contiguous_memory_optimization)),
+     .flags = ZT_NO_EFFECT,
+     .why = "checkpoints are already one contiguous buffer per boundary"},
     {ZT_K("cpu_checkpointing", ZT_BOOL, ZA(cpu_checkpointing))},
-    {ZT_K("number_checkpoints", ZT_I64, ZA(number_checkpoints)), ZT_NONNEG,
+    {ZT_K("number_checkpoints", ZT_I64, ZA(number_checkpoints)), .lo = 1, .hi = INFINITY,
      .flags = ZT_NULLABLE},
-    {ZT_K("synchronize_checkpoint_boundary", ZT_BOOL, ZA(synchronize_checkpoint_boundary))},
-    {ZT_K("profile", ZT_BOOL, ZA(profile))},
+    {ZT_K("synchronize_checkpoint_boundary", ZT_BOOL, ZT_NONE), .flags = ZT_NO_EFFECT,
+     .why = "it only synchronizes the device before and after each checkpointed call"},
+    {ZT_K("profile", ZT_BOOL, ZT_NONE), .flags = ZT_NO_EFFECT,
+     .why = "it only logs forward and backward times of each checkpointed call"},
+};
+
+static const zt_key zt_data_types_keys[] = {
+    {ZT_K("grad_accum_dtype", ZT_CUSTOM, ZT_NONE)},
 };
 
 /* Monitors share zt_csv_monitor_config: the csv one is kept, the others are
@@ -434,6 +457,9 @@ static const zt_sched_entry zt_schedulers[] = {
     {"LRRangeTest", ZT_SCHED_LR_RANGE_TEST, zt_lr_range_keys, ZT_LEN(zt_lr_range_keys)},
 };
 
+/* zt_offload_device by value. */
+static const char *const zt_offload_devices[] = {"none", "cpu", "nvme"};
+
 /* Names DeepSpeed hands to torch.optim.lr_scheduler (getattr, case-sensitive). */
 static const char *const zt_torch_schedulers[] = {
     "LambdaLR",          "MultiplicativeLR",  "StepLR",     "MultiStepLR",
@@ -479,6 +505,7 @@ static const zt_section_ref zt_sections[] = {
     {"scheduler.params", zt_one_cycle_keys, ZT_LEN(zt_one_cycle_keys)},
     {"scheduler.params", zt_lr_range_keys, ZT_LEN(zt_lr_range_keys)},
     {"activation_checkpointing", zt_act_ckpt_keys, ZT_LEN(zt_act_ckpt_keys)},
+    {"data_types", zt_data_types_keys, ZT_LEN(zt_data_types_keys)},
     {"csv_monitor", zt_csv_keys, ZT_LEN(zt_csv_keys)},
     {"timers", zt_timers_keys, ZT_LEN(zt_timers_keys)},
     {"timers.throughput", zt_throughput_keys, ZT_LEN(zt_throughput_keys)},
@@ -1130,7 +1157,8 @@ static zt_status zt_parse_keys(const zt_ctx *c, json_t *obj, const char *path,
         }
         ZT_TRY(zt_read_key(c, kp, k, v, dst));
         if (k->flags & ZT_NO_EFFECT)
-            zt_note(c->cfg, "%s has no effect in zerotrain", kp);
+            zt_note(c->cfg, "%s has no effect in zerotrain%s%s", kp, k->why ? ": " : "",
+                    k->why ? k->why : "");
     }
     return ZT_OK;
 }
@@ -1220,6 +1248,7 @@ static void zt_config_defaults(zt_config *cfg)
     cfg->bf16.check_grad_overflow = true; /* DeepSpeed >= 0.19.3 */
 
     cfg->activation_checkpointing.number_checkpoints = -1;
+    cfg->activation_checkpoint_interval = -1;
     snprintf(cfg->csv_monitor.job_name, sizeof cfg->csv_monitor.job_name, "DeepSpeedJobName");
 }
 
@@ -1227,6 +1256,7 @@ void zt_config_overrides_init(zt_config_overrides *ov)
 {
     ov->train_batch_size = ov->micro_batch_size = ov->gradient_accumulation_steps = -1;
     ov->lr = -1.0;
+    ov->activation_checkpoint_interval = -1;
 }
 
 /* ------------------------------------------------------------------ zero_optimization */
@@ -1236,7 +1266,6 @@ static zt_status zt_parse_offload(const zt_ctx *c, json_t *zobj, const char *key
                                   const zt_key *keys, size_t n, zt_offload_config *o,
                                   bool *present)
 {
-    static const char *const devices[] = {"none", "cpu", "nvme"};
     char path[ZT_PATH_MAX];
     zt_join(path, "zero_optimization", key);
     json_t *obj = zt_value(c, zobj, "zero_optimization", key);
@@ -1252,7 +1281,8 @@ static zt_status zt_parse_offload(const zt_ctx *c, json_t *zobj, const char *key
         char dp[ZT_PATH_MAX];
         size_t idx;
         zt_join(dp, path, "device");
-        ZT_TRY(zt_read_choice(c, dp, dev, devices, ZT_LEN(devices), false, &idx));
+        ZT_TRY(zt_read_choice(c, dp, dev, zt_offload_devices, ZT_LEN(zt_offload_devices), false,
+                              &idx));
         o->device = (zt_offload_device)idx;
     }
     return ZT_OK;
@@ -1357,6 +1387,7 @@ static zt_status zt_parse_zero(const zt_ctx *c, json_t *root)
         ZT_TRY(zt_read_int(c, "allgather_size", ag, 0, INFINITY, &allgather_size));
 
     bool overlap_given = false, opt_offload_given = false;
+    json_t *zobj = NULL;
     if (json_is_boolean(zv)) {
         /* DeepSpeed's oldest format: a boolean, bucket size from allgather_size. */
         z->stage = json_is_true(zv) ? 1 : 0;
@@ -1367,7 +1398,6 @@ static zt_status zt_parse_zero(const zt_ctx *c, json_t *root)
     } else {
         if (ag)
             zt_note(cfg, "allgather_size has no effect unless \"zero_optimization\" is true");
-        json_t *zobj;
         ZT_TRY(zt_section(c, root, "", "zero_optimization", &zobj));
         if (zobj)
             ZT_TRY(zt_parse_zero_object(c, zobj, &overlap_given, &opt_offload_given));
@@ -1380,16 +1410,28 @@ static zt_status zt_parse_zero(const zt_ctx *c, json_t *root)
         return zt_err(c, ZT_ERR_CONFIG, "zero_optimization.offload_optimizer.ratio",
                       "use ratio 1.0, or ZeRO stage 3",
                       "Partial offloading only supported for ZeRO Stage 3.");
-    if (z->offload_optimizer.device != ZT_OFFLOAD_NONE && z->stage == 0) {
-        zt_note(cfg, "zero_optimization.offload_optimizer is ignored at ZeRO stage 0 "
-                     "(as in DeepSpeed)");
-        z->offload_optimizer.device = ZT_OFFLOAD_NONE;
-    }
-    if (z->offload_param.device != ZT_OFFLOAD_NONE && z->stage < 3) {
-        zt_note(cfg, "zero_optimization.offload_param is ignored below ZeRO stage 3 "
-                     "(as in DeepSpeed)");
-        z->offload_param.device = ZT_OFFLOAD_NONE;
-    }
+    /* DeepSpeed silently ignores offload at stages that lack what it offloads;
+     * a setting that does nothing is refused. */
+    if (z->offload_optimizer.device != ZT_OFFLOAD_NONE && z->stage == 0)
+        return zt_err(c, ZT_ERR_CONFIG,
+                      zt_given(zobj, "cpu_offload") ? "zero_optimization.cpu_offload"
+                                                    : "zero_optimization.offload_optimizer.device",
+                      "use ZeRO stage 1, 2 or 3, or remove the optimizer offload",
+                      "offloading the optimizer to \"%s\" at ZeRO stage 0: stage 0 has no ZeRO "
+                      "optimizer to offload (DeepSpeed silently ignores the setting)",
+                      zt_offload_devices[z->offload_optimizer.device]);
+    if (z->offload_param.device != ZT_OFFLOAD_NONE && z->stage < 3)
+        return zt_err(c, ZT_ERR_CONFIG,
+                      zt_given(zobj, "cpu_offload_param") ? "zero_optimization.cpu_offload_param"
+                                                          : "zero_optimization.offload_param.device",
+                      "use ZeRO stage 3, or remove the parameter offload",
+                      "offloading parameters to \"%s\" at ZeRO stage %d: only stage 3 partitions "
+                      "parameters (DeepSpeed silently ignores offload_param below stage 3)",
+                      zt_offload_devices[z->offload_param.device], z->stage);
+    if (opt_offload_given && z->offload_optimizer.ratio < 1.0 &&
+        z->offload_optimizer.device == ZT_OFFLOAD_NONE)
+        zt_note(cfg, "zero_optimization.offload_optimizer.ratio has no effect without an "
+                     "offload device");
     if (z->offload_optimizer.device != ZT_OFFLOAD_NONE && !z->contiguous_gradients) {
         zt_note(cfg, "zero_optimization.contiguous_gradients forced to true: the optimizer "
                      "is offloaded");
@@ -1797,6 +1839,38 @@ static zt_status zt_parse_monitors(const zt_ctx *c, json_t *root)
     return ZT_OK;
 }
 
+/* DeepSpeed's checkpointing.configure asserts, and the command-line interval. */
+static zt_status zt_check_act_ckpt(const zt_ctx *c)
+{
+    zt_config *cfg = c->cfg;
+    const zt_act_ckpt_config *a = &cfg->activation_checkpointing;
+    const char *cmo = "activation_checkpointing.contiguous_memory_optimization";
+    if (a->contiguous_memory_optimization && !a->partition_activations)
+        return zt_err(c, ZT_ERR_CONFIG, cmo,
+                      "set \"partition_activations\": true, or remove "
+                      "contiguous_memory_optimization",
+                      "Contiguous Checkpointing is only available with partitioned activations. "
+                      "Set partitioned activations to true in deepspeed config");
+    if (a->contiguous_memory_optimization && a->number_checkpoints < 1)
+        return zt_err(c, ZT_ERR_CONFIG, cmo,
+                      "set activation_checkpointing.number_checkpoints, or remove "
+                      "contiguous_memory_optimization",
+                      "Must specify the number of layers with contiguous memory checkpointing");
+    const int64_t interval = c->ov.activation_checkpoint_interval;
+    if (interval < -1)
+        return zt_err(c, ZT_ERR_CONFIG, NULL,
+                      "give 0 (off) or the number of units between checkpoints",
+                      "activation checkpoint interval %lld from the command line: expected a "
+                      "non-negative integer",
+                      (long long)interval);
+    cfg->activation_checkpoint_interval = interval;
+    if (interval >= 0 && a->number_checkpoints >= 1)
+        zt_note(cfg, "activation_checkpointing.number_checkpoints %lld: the command-line "
+                     "checkpoint interval %lld takes precedence",
+                (long long)a->number_checkpoints, (long long)interval);
+    return ZT_OK;
+}
+
 static zt_status zt_parse_misc_sections(const zt_ctx *c, json_t *root)
 {
     zt_config *cfg = c->cfg;
@@ -1806,6 +1880,21 @@ static zt_status zt_parse_misc_sections(const zt_ctx *c, json_t *root)
         cfg->activation_checkpointing_present = true;
         ZT_TRY(zt_parse_keys(c, obj, "activation_checkpointing", zt_act_ckpt_keys,
                              ZT_LEN(zt_act_ckpt_keys), &cfg->activation_checkpointing));
+    }
+    ZT_TRY(zt_check_act_ckpt(c));
+    ZT_TRY(zt_section(c, root, "", "data_types", &obj));
+    if (obj) {
+        static const char *const dtypes[] = {"fp32", "fp16", "bf16"};
+        ZT_TRY(zt_parse_keys(c, obj, "data_types", zt_data_types_keys,
+                             ZT_LEN(zt_data_types_keys), NULL));
+        json_t *v = zt_value(c, obj, "data_types", "grad_accum_dtype");
+        size_t idx;
+        if (v) {
+            ZT_TRY(zt_read_choice(c, "data_types.grad_accum_dtype", v, dtypes, ZT_LEN(dtypes),
+                                  false, &idx));
+            zt_copy(cfg->data_types.grad_accum_dtype, sizeof cfg->data_types.grad_accum_dtype,
+                    dtypes[idx]);
+        }
     }
     ZT_TRY(zt_section(c, root, "", "timers", &obj));
     if (obj) {
@@ -2004,6 +2093,42 @@ static zt_status zt_resolve_batch(const zt_ctx *c, json_t *root)
 
 /* ------------------------------------------------------------------ cross checks */
 
+/* A dtype name the parser accepted ("fp32", "fp16", "bf16") as zt_dtype. */
+static zt_dtype zt_dtype_of(const char *name)
+{
+    if (strcmp(name, "fp16") == 0)
+        return ZT_F16;
+    if (strcmp(name, "bf16") == 0)
+        return ZT_BF16;
+    return ZT_F32;
+}
+
+static zt_status zt_check_grad_accum_dtype(const zt_ctx *c)
+{
+    const zt_config *cfg = c->cfg;
+    const zt_dtype compute = zt_config_compute_dtype(cfg);
+    const char *given = cfg->data_types.grad_accum_dtype;
+    if (!given[0]) {
+        if (compute != ZT_F32 && cfg->gradient_accumulation_steps > 1)
+            zt_note(c->cfg, "data_types.grad_accum_dtype not given -> fp32: %lld micro-steps "
+                            "accumulate in fp32 (DeepSpeed's default is the model dtype, %s)",
+                    (long long)cfg->gradient_accumulation_steps, zt_dtype_name(compute));
+        return ZT_OK;
+    }
+    const zt_dtype want = zt_dtype_of(given);
+    if (want == ZT_F32 || want == compute)
+        return ZT_OK;
+    char expected[32];
+    if (compute == ZT_F32)
+        snprintf(expected, sizeof expected, "\"fp32\"");
+    else
+        snprintf(expected, sizeof expected, "\"fp32\" or \"%s\"", zt_dtype_name(compute));
+    return zt_err(c, ZT_ERR_CONFIG, "data_types.grad_accum_dtype",
+                  "gradients accumulate in fp32 or in the training dtype",
+                  "\"%s\" with %s training: expected %s", given, zt_dtype_name(compute),
+                  expected);
+}
+
 static zt_status zt_cross_checks(const zt_ctx *c)
 {
     const zt_config *cfg = c->cfg;
@@ -2036,7 +2161,7 @@ static zt_status zt_cross_checks(const zt_ctx *c)
                       "also set \"bf16_master_weights_and_grads\": true",
                       "bf16_optimizer_states requires bf16_master_weights_and_grads to be "
                       "enabled.");
-    return ZT_OK;
+    return zt_check_grad_accum_dtype(c);
 }
 
 /* ------------------------------------------------------------------ entry points */
@@ -2086,46 +2211,87 @@ zt_status zt_config_parse_string(const char *text, const char *name,
     return st;
 }
 
+/* The first unsupported communication_data_type rule broken, or ZT_OK. */
+static zt_status zt_check_comm_dtype(const zt_config *cfg)
+{
+    const char *name = cfg->communication_data_type;
+    if (!name[0])
+        return ZT_OK;
+    const zt_dtype want = zt_dtype_of(name);
+    const zt_dtype compute = zt_config_compute_dtype(cfg);
+    if (want != ZT_F32 && want != compute) {
+        char hint[96];
+        if (compute == ZT_F32)
+            snprintf(hint, sizeof hint, "use \"fp32\", or remove communication_data_type");
+        else
+            snprintf(hint, sizeof hint, "use \"fp32\" or \"%s\", or remove "
+                     "communication_data_type", zt_dtype_name(compute));
+        return zt_fail(ZT_ERR_UNSUPPORTED, hint,
+                       "communication_data_type \"%s\" with %s training is not implemented yet "
+                       "(gradients are communicated in fp32 or in the training dtype)",
+                       name, zt_dtype_name(compute));
+    }
+    const zt_dtype grad = zt_config_grad_dtype(cfg);
+    if (cfg->zero.stage == 0 && want != grad) {
+        char hint[160];
+        snprintf(hint, sizeof hint,
+                 "remove communication_data_type, or set data_types.grad_accum_dtype to \"%s\"",
+                 name);
+        return zt_fail(ZT_ERR_UNSUPPORTED, hint,
+                       "communication_data_type \"%s\" at ZeRO stage 0 with gradients stored "
+                       "in %s: stage 0 reduces the gradient buffer in place, so it communicates "
+                       "in the gradients' dtype",
+                       name, zt_dtype_name(grad));
+    }
+    return ZT_OK;
+}
+
+static zt_status zt_check_offload_supported(const zt_zero_config *z)
+{
+    /* Parsing refused offload at stages without the partitioning it needs. */
+    const char *cpu_hint = "use \"device\": \"cpu\"";
+    if (z->offload_optimizer.device == ZT_OFFLOAD_NVME)
+        return zt_fail(ZT_ERR_UNSUPPORTED, cpu_hint,
+                       "zero_optimization.offload_optimizer.device \"nvme\": offloading to nvme "
+                       "is not supported yet");
+    if (z->offload_param.device == ZT_OFFLOAD_NVME)
+        return zt_fail(ZT_ERR_UNSUPPORTED, cpu_hint,
+                       "zero_optimization.offload_param.device \"nvme\": offloading to nvme is "
+                       "not supported yet");
+    if (z->offload_optimizer.device != ZT_OFFLOAD_NONE && z->offload_optimizer.ratio < 1.0)
+        return zt_fail(ZT_ERR_UNSUPPORTED,
+                       "use ratio 1.0 to offload the whole optimizer, or remove the offload",
+                       "zero_optimization.offload_optimizer.ratio %g: partial optimizer offload "
+                       "is not implemented yet",
+                       z->offload_optimizer.ratio);
+    if (z->offload_param.device != ZT_OFFLOAD_NONE && z->zero_hpz_partition_size > 1)
+        return zt_fail(ZT_ERR_UNSUPPORTED,
+                       "remove zero_hpz_partition_size, or the parameter offload",
+                       "zero_optimization.offload_param with zero_hpz_partition_size %lld: hpZ's "
+                       "secondary parameter copy with the parameter shards on the host is not "
+                       "implemented yet",
+                       (long long)z->zero_hpz_partition_size);
+    return ZT_OK;
+}
+
 zt_status zt_config_check_supported(const zt_config *cfg)
 {
     const zt_zero_config *z = &cfg->zero;
-    const char *fp32_hint = "train in fp32: remove the section or set \"enabled\": false";
-    if (cfg->fp16.enabled)
-        return zt_fail(ZT_ERR_UNSUPPORTED, fp32_hint,
-                       "fp16.enabled: fp16 mixed precision is not implemented yet");
-    if (cfg->bf16.enabled)
-        return zt_fail(ZT_ERR_UNSUPPORTED, fp32_hint,
-                       "bf16.enabled: bf16 mixed precision is not implemented yet");
-    static const char *const devices[] = {"none", "cpu", "nvme"};
-    const char *keep_hint = "set \"device\": \"none\" to keep everything on the device";
-    if (z->offload_optimizer.device != ZT_OFFLOAD_NONE)
-        return zt_fail(ZT_ERR_UNSUPPORTED, keep_hint,
-                       "zero_optimization.offload_optimizer.device \"%s\": optimizer offload "
-                       "is not implemented yet",
-                       devices[z->offload_optimizer.device]);
-    if (z->offload_param.device != ZT_OFFLOAD_NONE)
-        return zt_fail(ZT_ERR_UNSUPPORTED, keep_hint,
-                       "zero_optimization.offload_param.device \"%s\": parameter offload is not "
-                       "implemented yet",
-                       devices[z->offload_param.device]);
-    const zt_act_ckpt_config *a = &cfg->activation_checkpointing;
-    const struct {
-        bool on;
-        const char *key;
-    } ckpt[] = {
-        {a->partition_activations, "partition_activations"},
-        {a->contiguous_memory_optimization, "contiguous_memory_optimization"},
-        {a->cpu_checkpointing, "cpu_checkpointing"},
-        {a->number_checkpoints >= 0, "number_checkpoints"},
-        {a->synchronize_checkpoint_boundary, "synchronize_checkpoint_boundary"},
-        {a->profile, "profile"},
-    };
-    for (size_t i = 0; i < ZT_LEN(ckpt); i++)
-        if (ckpt[i].on)
-            return zt_fail(ZT_ERR_UNSUPPORTED, "remove the activation_checkpointing settings",
-                           "activation_checkpointing.%s: activation checkpointing is not "
-                           "implemented yet",
-                           ckpt[i].key);
+    const char *master_hint = "remove it: zerotrain keeps fp32 master weights and optimizer "
+                              "states";
+    if (cfg->fp16.fp16_master_weights_and_grads)
+        return zt_fail(ZT_ERR_UNSUPPORTED, master_hint,
+                       "fp16.fp16_master_weights_and_grads: fp16 master weights and gradients "
+                       "are not implemented yet");
+    if (cfg->bf16.bf16_master_weights_and_grads)
+        return zt_fail(ZT_ERR_UNSUPPORTED, master_hint,
+                       "bf16.bf16_master_weights_and_grads: bf16 master weights and gradients "
+                       "are not implemented yet");
+    if (cfg->bf16.bf16_optimizer_states)
+        return zt_fail(ZT_ERR_UNSUPPORTED, master_hint,
+                       "bf16.bf16_optimizer_states: bf16 optimizer states are not implemented "
+                       "yet");
+    ZT_TRY(zt_check_offload_supported(z));
     const char *zpp_hint = "remove the ZeRO++ / MiCS settings";
     /* DeepSpeed ignores hpZ below stage 3; a setting that does nothing is
      * refused rather than silently dropped. */
@@ -2157,12 +2323,7 @@ zt_status zt_config_check_supported(const zt_config *cfg)
                        "zero_optimization: mics_shard_size %lld with zero_hpz_partition_size "
                        "%lld: MiCS and hpZ both decide who holds which parameters",
                        (long long)z->mics_shard_size, (long long)z->zero_hpz_partition_size);
-    if (cfg->communication_data_type[0] && strcmp(cfg->communication_data_type, "fp32") != 0)
-        return zt_fail(ZT_ERR_UNSUPPORTED,
-                       "remove communication_data_type: fp32 training communicates in fp32",
-                       "communication_data_type \"%s\": 16-bit gradient communication is not "
-                       "implemented yet",
-                       cfg->communication_data_type);
+    ZT_TRY(zt_check_comm_dtype(cfg));
     if (cfg->unbuilt_feature[0]) {
         static const char *const monitors[] = {"tensorboard", "wandb", "comet", "trackio"};
         for (size_t i = 0; i < ZT_LEN(monitors); i++) {
@@ -2180,6 +2341,45 @@ zt_status zt_config_check_supported(const zt_config *cfg)
                        cfg->unbuilt_feature);
     }
     return ZT_OK;
+}
+
+zt_dtype zt_config_compute_dtype(const zt_config *cfg)
+{
+    if (cfg->fp16.enabled)
+        return ZT_F16;
+    if (cfg->bf16.enabled)
+        return ZT_BF16;
+    return ZT_F32;
+}
+
+zt_dtype zt_config_grad_dtype(const zt_config *cfg)
+{
+    const zt_dtype compute = zt_config_compute_dtype(cfg);
+    if (compute == ZT_F32)
+        return ZT_F32;
+    if (cfg->data_types.grad_accum_dtype[0])
+        return zt_dtype_of(cfg->data_types.grad_accum_dtype);
+    return cfg->gradient_accumulation_steps > 1 ? ZT_F32 : compute;
+}
+
+zt_dtype zt_config_comm_dtype(const zt_config *cfg)
+{
+    if (cfg->zero.stage == 0)
+        return zt_config_grad_dtype(cfg);
+    if (cfg->communication_data_type[0])
+        return zt_dtype_of(cfg->communication_data_type);
+    return zt_config_compute_dtype(cfg);
+}
+
+int64_t zt_config_checkpoint_interval(const zt_config *cfg, int n_units)
+{
+    if (cfg->activation_checkpoint_interval >= 0)
+        return cfg->activation_checkpoint_interval;
+    const int64_t k = cfg->activation_checkpointing.number_checkpoints;
+    if (k < 1 || n_units < 1)
+        return 0;
+    /* k may be near INT64_MAX: no n_units + k - 1. */
+    return k >= n_units ? 1 : ((int64_t)n_units + k - 1) / k;
 }
 
 zt_status zt_config_load_string(const char *text, const char *name,

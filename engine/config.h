@@ -9,7 +9,10 @@
  * out-of-range values are errors that name the JSON path, the value and what was
  * expected. `"auto"` values resolve from command-line overrides or defaults and
  * the choice is recorded in `notes`. Features that are parsed but not built yet
- * are a ZT_ERR_UNSUPPORTED "not implemented yet" error when enabled.
+ * (ZeRO++ quantization, nvme offload, partial optimizer offload, 16-bit master
+ * weights, monitors other than csv, ...) are a ZT_ERR_UNSUPPORTED "not
+ * implemented yet" error when enabled; settings DeepSpeed would silently ignore
+ * (offload at a stage without the partitioning it needs) are ZT_ERR_CONFIG.
  *
  * Memory: zt_config is a plain value; nothing inside needs freeing.
  * Collective: none (each rank parses the file itself).
@@ -20,6 +23,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "dtype.h"
 #include "status.h"
 
 #define ZT_CONFIG_MAX_NOTES 32
@@ -102,7 +106,7 @@ typedef struct {
 } zt_zero_config;
 
 typedef struct {
-    bool enabled, auto_cast;
+    bool enabled;
     double loss_scale; /* 0 = dynamic */
     int initial_scale_power;
     int64_t loss_scale_window;
@@ -113,15 +117,18 @@ typedef struct {
 } zt_fp16_config;
 
 typedef struct {
-    bool enabled, immediate_grad_update, check_grad_overflow;
+    bool enabled, check_grad_overflow;
     bool bf16_master_weights_and_grads, bf16_optimizer_states;
 } zt_bf16_config;
 
 typedef struct {
     bool partition_activations, contiguous_memory_optimization, cpu_checkpointing;
-    int64_t number_checkpoints; /* -1 = None */
-    bool synchronize_checkpoint_boundary, profile;
+    int64_t number_checkpoints; /* -1 = None; else >= 1 */
 } zt_act_ckpt_config;
+
+typedef struct {
+    char grad_accum_dtype[8]; /* "fp32" | "fp16" | "bf16"; "" = not given */
+} zt_data_types_config;
 
 typedef struct {
     bool enabled;
@@ -146,8 +153,12 @@ typedef struct {
     zt_bf16_config bf16;
     bool activation_checkpointing_present;
     zt_act_ckpt_config activation_checkpointing;
+    /* Units between activation checkpoints from the command line (0 = off);
+     * -1 = not given. zt_config_checkpoint_interval resolves the effective one. */
+    int64_t activation_checkpoint_interval;
+    zt_data_types_config data_types;
     zt_csv_monitor_config csv_monitor;
-    char communication_data_type[8]; /* "fp16" | "bf16" | "fp32"; "" = the training precision */
+    char communication_data_type[8]; /* "fp16" | "bf16" | "fp32"; "" = not given */
     char log_level[16];              /* lower case; DeepSpeed's default "warning" */
 
     /* JSON path of the first DeepSpeed feature switched on in the file that this
@@ -167,6 +178,9 @@ typedef struct {
 typedef struct {
     int64_t train_batch_size, micro_batch_size, gradient_accumulation_steps;
     double lr;
+    /* Units between activation checkpoints (0 = off); -1 = not given. It takes
+     * precedence over activation_checkpointing.number_checkpoints (noted). */
+    int64_t activation_checkpoint_interval;
 } zt_config_overrides;
 
 void zt_config_overrides_init(zt_config_overrides *ov); /* all "not given" */
@@ -190,8 +204,42 @@ zt_status zt_config_parse_string(const char *text, const char *name,
                                  zt_config *out);
 
 /* ZT_ERR_UNSUPPORTED "... is not implemented yet" for valid settings this build
- * cannot run (the one place later features remove their refusal from). */
+ * cannot run (the one place later features remove their refusal from): nvme
+ * offload, partial optimizer offload, offload_param with hpZ, fp16/bf16 master
+ * weights and bf16 optimizer states, ZeRO++ quantization, MiCS/hpZ below
+ * stage 3, communication_data_type other than fp32 or the training dtype (at
+ * stage 0: other than zt_config_grad_dtype), monitors other than csv and the
+ * DeepSpeed sections in `unbuilt_feature`. */
 zt_status zt_config_check_supported(const zt_config *cfg);
+
+/* Precision. The training ("compute") dtype is what parameters and
+ * activations are stored in (ops convert to fp32 inside, see dtype.h); master
+ * weights and optimizer states are fp32 whatever it is.
+ *
+ * compute: fp16 or bf16 when that section is enabled, else fp32.
+ *
+ * grad (how GRADS are stored and accumulated over micro-steps):
+ *   fp32 training: fp32.
+ *   fp16/bf16 training: data_types.grad_accum_dtype when given (fp32 or the
+ *   training dtype); else fp32 when gradient_accumulation_steps > 1 (summing
+ *   micro-steps in 16 bits loses precision: zerotrain's default, where
+ *   DeepSpeed's is the model dtype); else the compute dtype (one micro-step
+ *   has nothing to accumulate).
+ *
+ * comm (the dtype gradients are reduced in):
+ *   stage 0: the grad dtype (stage 0 reduces the gradient buffer in place;
+ *   zt_config_check_supported refuses a communication_data_type that differs).
+ *   stages 1-3: communication_data_type when given, else the compute dtype. */
+zt_dtype zt_config_compute_dtype(const zt_config *cfg);
+zt_dtype zt_config_grad_dtype(const zt_config *cfg);
+zt_dtype zt_config_comm_dtype(const zt_config *cfg);
+
+/* Units between activation checkpoints for a model of `n_units` checkpointable
+ * units; 0 = no checkpointing. The command-line interval when given; else
+ * ceil(n_units / number_checkpoints) when number_checkpoints is set; else 0.
+ * The caller refuses cpu_checkpointing with a result of 0 (only it knows
+ * n_units). */
+int64_t zt_config_checkpoint_interval(const zt_config *cfg, int n_units);
 
 const char *zt_optim_type_name(zt_optim_type t);
 const char *zt_sched_type_name(zt_sched_type t);

@@ -54,6 +54,8 @@ zt_status zt_monitor_init(zt_monitor *mon, const zt_config *cfg, int rank)
              cfg->csv_monitor.output_path[0] ? "/" : "", cfg->csv_monitor.job_name);
     ZT_TRY(monitor_mkdirs(dir));
     ZT_TRY(monitor_open_csv(dir, "Train_Samples_lr", &mon->csv_lr));
+    if (cfg->fp16.enabled)
+        ZT_TRY(monitor_open_csv(dir, "Train_Samples_loss_scale", &mon->csv_loss_scale));
     if (cfg->wall_clock_breakdown)
         for (int k = 0; k < ZT_TIMER_N; k++) {
             char ev[128];
@@ -67,6 +69,8 @@ void zt_monitor_free(zt_monitor *mon)
 {
     if (mon->csv_lr)
         fclose(mon->csv_lr);
+    if (mon->csv_loss_scale)
+        fclose(mon->csv_loss_scale);
     for (int k = 0; k < ZT_TIMER_N; k++)
         if (mon->csv_timers[k])
             fclose(mon->csv_timers[k]);
@@ -82,6 +86,9 @@ void zt_monitor_step(zt_monitor *mon, const zt_step_info *s)
     const zt_config *cfg = mon->cfg;
     if (mon->csv_lr) {
         fprintf(mon->csv_lr, "%lld,%.10g\n", (long long)s->global_samples, s->lr);
+        if (mon->csv_loss_scale)
+            fprintf(mon->csv_loss_scale, "%lld,%.10g\n", (long long)s->global_samples,
+                    s->loss_scale);
         for (int k = 0; k < ZT_TIMER_N; k++)
             if (mon->csv_timers[k])
                 fprintf(mon->csv_timers[k], "%lld,%.4f\n", (long long)s->global_samples,
@@ -89,14 +96,15 @@ void zt_monitor_step(zt_monitor *mon, const zt_step_info *s)
     }
     bool print = cfg->steps_per_print > 0 && s->global_steps % cfg->steps_per_print == 0;
     if (print) {
+        printf("[Rank 0] step=%lld, skipped=%lld, loss=%.6f, lr=[%.6g], ",
+               (long long)s->global_steps, (long long)s->skipped_steps, s->loss, s->lr);
         if (s->is_sgd)
-            printf("[Rank 0] step=%lld, skipped=%lld, loss=%.6f, lr=[%.6g], mom=[%.6g]\n",
-                   (long long)s->global_steps, (long long)s->skipped_steps, s->loss, s->lr,
-                   s->beta1);
+            printf("mom=[%.6g]", s->beta1);
         else
-            printf("[Rank 0] step=%lld, skipped=%lld, loss=%.6f, lr=[%.6g], mom=[(%.6g, %.6g)]\n",
-                   (long long)s->global_steps, (long long)s->skipped_steps, s->loss, s->lr,
-                   s->beta1, s->beta2);
+            printf("mom=[(%.6g, %.6g)]", s->beta1, s->beta2);
+        if (s->loss_scale >= 0.0)
+            printf(", loss_scale=%.10g", s->loss_scale);
+        printf("\n");
         if (cfg->throughput_timer)
             printf("epoch=%lld/micro_step=%lld/global_step=%lld, RunningAvgSamplesPerSec=%.4f, "
                    "CurrSamplesPerSec=%.4f, MemAllocated=%.2fGB, MaxMemAllocated=%.2fGB\n",
@@ -110,6 +118,16 @@ void zt_monitor_step(zt_monitor *mon, const zt_step_info *s)
             printf(" | %s: %.2f", timer_names[k], s->timers_ms[k]);
         printf("\n");
     }
+    fflush(stdout);
+}
+
+void zt_monitor_overflow(const zt_monitor *mon, const zt_scaler_event *ev, bool fp16)
+{
+    if (mon->rank != 0)
+        return;
+    char line[256];
+    zt_scaler_overflow_line(ev, fp16, line, sizeof line);
+    printf("%s\n", line);
     fflush(stdout);
 }
 
@@ -252,19 +270,33 @@ zt_status zt_monitor_write_report(const char *path, const zt_report *r, const zt
             "reduce_bucket_size", (json_int_t)z->reduce_bucket_size, "allgather_bucket_size",
             (json_int_t)z->allgather_bucket_size, "reduce_scatter", z->reduce_scatter,
             "allgather_partitions", z->allgather_partitions);
+        json_t *scales = json_null();
+        if (r->scale_history) {
+            scales = json_array();
+            for (int64_t i = 0; i < r->n_loss; i++)
+                json_array_append_new(scales, monitor_real(r->scale_history[i]));
+        }
+        json_t *extra = json_pack(
+            "{s:o, s:{s:s, s:s}, s:{s:s, s:s}, s:{s:I, s:b}}", "loss_scale_history", scales,
+            "mixed_precision", "grad_dtype", r->grad_dtype, "comm_dtype", r->comm_dtype,
+            "offload", "optimizer", r->offload_optimizer, "param", r->offload_param,
+            "activation_checkpointing", "interval", (json_int_t)r->checkpoint_interval,
+            "cpu_checkpointing", r->cpu_checkpointing);
         json_t *evals = json_array();
         for (int64_t i = 0; i < r->n_evals; i++)
             json_array_append_new(evals, json_pack("{s:I, s:o, s:o}", "step",
                                                    (json_int_t)r->evals[i].step, "loss",
                                                    monitor_real(r->evals[i].loss), "accuracy",
                                                    monitor_real(r->evals[i].accuracy)));
-        if (doc) {
+        if (doc && extra) {
             json_object_set_new(doc, "zero", zero);
             json_object_set_new(doc, "eval", evals);
+            json_object_update(doc, extra);
         } else {
             json_decref(zero);
             json_decref(evals);
         }
+        json_decref(extra);
         if (!doc || json_dump_file(doc, path, JSON_INDENT(1) | JSON_REAL_PRECISION(17)) != 0)
             st = zt_fail(ZT_ERR_IO, "check that the report's directory exists and is writable",
                          "cannot write report %s: %s", path, strerror(errno));

@@ -8,9 +8,11 @@
  * Report JSON (what scripts and tests read):
  *   zerotrain_version, model {name, params}, world_size, device, stage,
  *   precision, train_batch_size, micro_batch_size, gradient_accumulation_steps,
- *   steps, skipped_steps, loss_history [..], final_loss, samples_per_sec,
- *   param_norm, train_seconds, eval [ {step, loss, accuracy} ] (accuracy null
- *   for language models),
+ *   steps, skipped_steps, loss_history [..], loss_scale_history [..] (fp16;
+ *   null otherwise), final_loss, samples_per_sec, param_norm, train_seconds,
+ *   eval [ {step, loss, accuracy} ] (accuracy null for language models),
+ *   mixed_precision {grad_dtype, comm_dtype}, offload {optimizer, param},
+ *   activation_checkpointing {interval, cpu_checkpointing},
  *   zero {stage, padded_params, partition_params, persistent_params,
  *         hpz_partition_size, mics_shard_size (0: off), overlap_comm, reduce_bucket_size,
  *         allgather_bucket_size, reduce_scatter, allgather_partitions},
@@ -38,6 +40,7 @@
 #include "arena.h"
 #include "comm.h"
 #include "config.h"
+#include "scaler.h"
 #include "world.h"
 
 typedef enum {
@@ -52,6 +55,7 @@ typedef enum {
 typedef struct {
     int64_t global_steps, skipped_steps, micro_steps, epoch, global_samples;
     double loss, lr, grad_norm;
+    double loss_scale;        /* fp16: the scale after this step's update; < 0 otherwise */
     double beta1, beta2;      /* Adam betas, or SGD momentum in beta1 */
     bool is_sgd;
     double curr_samples_per_sec, running_samples_per_sec; /* <= 0: not timed yet */
@@ -63,6 +67,7 @@ typedef struct {
     const zt_config *cfg;
     int rank;
     FILE *csv_lr;
+    FILE *csv_loss_scale;     /* fp16 only, as DeepSpeed */
     FILE *csv_timers[ZT_TIMER_N];
 } zt_monitor;
 
@@ -71,6 +76,9 @@ void zt_monitor_free(zt_monitor *mon);
 
 /* Called after every optimizer step (applied or skipped) on every rank. */
 void zt_monitor_step(zt_monitor *mon, const zt_step_info *s);
+
+/* A skipped step: rank 0 prints DeepSpeed's OVERFLOW line (scaler.h). */
+void zt_monitor_overflow(const zt_monitor *mon, const zt_scaler_event *ev, bool fp16);
 
 /* One evaluation: validation loss, and accuracy (NAN for language models). */
 typedef struct {
@@ -91,7 +99,12 @@ typedef struct {
     int64_t train_batch_size, micro_batch_size, gradient_accumulation_steps;
     int64_t steps, skipped_steps;
     const double *loss_history;
+    const double *scale_history; /* fp16: the loss scale each step ran with; else NULL */
     int64_t n_loss;
+    const char *grad_dtype, *comm_dtype;
+    const char *offload_optimizer, *offload_param; /* "none" | "cpu" */
+    int64_t checkpoint_interval;                    /* 0: activation checkpointing off */
+    bool cpu_checkpointing;
     double samples_per_sec;
     double param_norm;
     double train_seconds;

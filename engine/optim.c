@@ -17,6 +17,7 @@
 
 #include <math.h>
 #include <stddef.h>
+#include <string.h>
 
 /* Below this many elements a kernel runs on one thread: waking the team
  * costs more than the loop. */
@@ -29,25 +30,29 @@ int64_t zt_optim_state_numel(const zt_optim_config *cfg, int64_t numel)
     return 2 * numel;
 }
 
-void zt_optim_init(zt_optim *opt, const zt_optim_config *cfg, const zt_backend *be,
+void zt_optim_init(zt_optim *opt, const zt_optim_config *cfg, const zt_backend *be, bool host,
                    int64_t numel, float *state)
 {
     opt->cfg = *cfg;
     opt->be = be;
+    opt->host = host;
     opt->numel = numel;
     opt->state = state;
     opt->steps = 0;
-    int64_t state_numel = zt_optim_state_numel(cfg, numel);
-    if (state_numel > 0)
-        be->memset_zero(be, state, (size_t)state_numel * sizeof(float));
+    size_t state_bytes = (size_t)zt_optim_state_numel(cfg, numel) * sizeof(float);
+    if (state_bytes > 0 && host)
+        memset(state, 0, state_bytes);
+    else if (state_bytes > 0)
+        be->memset_zero(be, state, state_bytes);
 }
 
-void zt_optim_step_segs(zt_optim *opt, const zt_optim_seg *segs, int n_segs, double lr,
-                        double beta1, double beta2)
+void zt_optim_begin_step(zt_optim *opt) { opt->steps++; }
+
+void zt_optim_step_seg(zt_optim *opt, const zt_optim_seg *seg, double lr, double beta1,
+                       double beta2)
 {
     const zt_optim_config *c = &opt->cfg;
     const zt_backend *be = opt->be;
-    opt->steps++;
     if (c->type == ZT_OPTIM_SGD) {
         /* The override needs a momentum buffer, which exists only when the
          * config asked for momentum (zt_optim_state_numel). */
@@ -60,9 +65,11 @@ void zt_optim_step_segs(zt_optim *opt, const zt_optim_seg *segs, int n_segs, dou
             .nesterov = c->nesterov,
             .first_step = opt->steps == 1,
         };
-        for (int i = 0; i < n_segs; i++)
-            be->sgd(be, segs[i].params, segs[i].grads,
-                    opt->state ? opt->state + segs[i].offset : NULL, segs[i].numel, &hp);
+        float *buf = opt->state ? opt->state + seg->offset : NULL;
+        if (opt->host)
+            zt_sgd_cpu(seg->params, seg->grads, buf, seg->numel, &hp);
+        else
+            be->sgd(be, seg->params, seg->grads, buf, seg->numel, &hp);
         return;
     }
     zt_adam_hparams hp = {
@@ -75,9 +82,19 @@ void zt_optim_step_segs(zt_optim *opt, const zt_optim_seg *segs, int n_segs, dou
         .bias_correction = c->bias_correction,
         .step = opt->steps,
     };
+    float *m = opt->state + seg->offset, *v = opt->state + opt->numel + seg->offset;
+    if (opt->host)
+        zt_adam_cpu(seg->params, seg->grads, m, v, seg->numel, &hp);
+    else
+        be->adam(be, seg->params, seg->grads, m, v, seg->numel, &hp);
+}
+
+void zt_optim_step_segs(zt_optim *opt, const zt_optim_seg *segs, int n_segs, double lr,
+                        double beta1, double beta2)
+{
+    zt_optim_begin_step(opt);
     for (int i = 0; i < n_segs; i++)
-        be->adam(be, segs[i].params, segs[i].grads, opt->state + segs[i].offset,
-                 opt->state + opt->numel + segs[i].offset, segs[i].numel, &hp);
+        zt_optim_step_seg(opt, &segs[i], lr, beta1, beta2);
 }
 
 void zt_optim_step(zt_optim *opt, float *params, const float *grads, double lr, double beta1,

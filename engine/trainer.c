@@ -1,6 +1,7 @@
 #include "trainer.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,10 +71,102 @@ static zt_status trainer_buf(zt_memory *mem, bool reserved, zt_mem_loc loc, zt_m
 
 static size_t trainer_floats(int64_t numel) { return (size_t)numel * sizeof(float); }
 
+static size_t trainer_bytes(int64_t numel, zt_dtype dt) { return (size_t)numel * zt_dtype_size(dt); }
+
+/* Element i of a typed buffer. */
+static void *trainer_at(const void *p, int64_t i, zt_dtype dt)
+{
+    return (char *)p + trainer_bytes(i, dt);
+}
+
 /* Elements the optimizer steps on: everything at stage 0, the partition above. */
 static int64_t trainer_optim_span(const zt_trainer *t)
 {
     return t->cfg->zero.stage == 0 ? t->layout.padded_numel : t->layout.partition_numel;
+}
+
+static int64_t trainer_max_unit_field(const zt_model *m, size_t field)
+{
+    int64_t w = 0;
+    for (int u = 0; u < m->n_units; u++) {
+        int64_t v = *(const int64_t *)((const char *)&m->units[u] + field);
+        w = v > w ? v : w;
+    }
+    return w;
+}
+
+/* Precision, placement and checkpointing from the config (trainer.h). */
+static void trainer_resolve(zt_trainer *t)
+{
+    const zt_config *cfg = t->cfg;
+    int stage = cfg->zero.stage;
+    t->cdt = zt_config_compute_dtype(cfg);
+    t->gdt = zt_config_grad_dtype(cfg);
+    t->kdt = zt_config_comm_dtype(cfg);
+    t->mixed = t->cdt != ZT_F32;
+    t->offload_opt = cfg->zero.offload_optimizer.device == ZT_OFFLOAD_CPU && stage > 0;
+    t->offload_param = cfg->zero.offload_param.device == ZT_OFFLOAD_CPU && stage == 3;
+    t->has_master = t->mixed || t->offload_opt || t->offload_param;
+    t->ogdt = t->offload_opt ? ZT_F32 : t->gdt;
+    t->check_overflow = cfg->fp16.enabled || (cfg->bf16.enabled && cfg->bf16.check_grad_overflow);
+    t->ckpt_interval = zt_config_checkpoint_interval(cfg, t->model->n_units);
+    t->ckpt_host = t->ckpt_interval > 0 && cfg->activation_checkpointing.cpu_checkpointing;
+}
+
+/* Checkpointing: the slot unit u's output and saved tensors use. */
+static int trainer_slot(const zt_trainer *t, int u)
+{
+    return t->ckpt_interval > 0 ? (int)(u % t->ckpt_interval) : u;
+}
+
+/* Checkpointing: unit u starts a segment after the first (its input is kept). */
+static bool trainer_kept_input(const zt_trainer *t, int u)
+{
+    return t->ckpt_interval > 0 && u > 0 && u % t->ckpt_interval == 0;
+}
+
+/* Unit outputs and saved tensors: one buffer per unit, or with checkpointing
+ * K slots (slot j sized for the largest unit at position j of a segment) plus
+ * the kept segment inputs. */
+static zt_status trainer_activation_buffers(zt_trainer *t, zt_memory *mem, bool reserved)
+{
+    const zt_model *m = t->model;
+    int64_t mb = t->cfg->micro_batch_size;
+    zt_dtype c = t->cdt;
+    int n = m->n_units;
+    int64_t K = t->ckpt_interval;
+    int slots = K > 0 && K < n ? (int)K : n;
+    for (int j = 0; j < slots; j++) {
+        int64_t out = 0, sv = 0;
+        for (int u = j; u < n; u += slots == n ? n : slots) {
+            out = m->units[u].out_numel > out ? m->units[u].out_numel : out;
+            sv = m->units[u].saved_numel > sv ? m->units[u].saved_numel : sv;
+        }
+        ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_ACTS, trainer_bytes(mb * out, c),
+                           &t->acts[j]));
+        if (sv > 0)
+            ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_ACTS,
+                               trainer_bytes(mb * sv, c), &t->saved[j]));
+    }
+    int64_t max_kept = 0;
+    zt_mem_loc loc = t->ckpt_host ? ZT_MEM_HOST : ZT_MEM_DEVICE;
+    for (int u = 1; u < n; u++) {
+        if (!trainer_kept_input(t, u))
+            continue;
+        int64_t kept = m->units[u - 1].out_numel;
+        max_kept = kept > max_kept ? kept : max_kept;
+        ZT_TRY(trainer_buf(mem, reserved, loc, ZT_MEM_ACTS, trainer_bytes(mb * kept, c),
+                           &t->ckpt[u]));
+    }
+    if (t->ckpt_host && max_kept > 0)
+        ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_ACTS,
+                           trainer_bytes(mb * max_kept, c), &t->ckpt_in));
+    if (reserved)
+        for (int u = slots; u < n; u++) {
+            t->acts[u] = t->acts[trainer_slot(t, u)];
+            t->saved[u] = t->saved[trainer_slot(t, u)];
+        }
+    return ZT_OK;
 }
 
 /* Every buffer the trainer holds, in one list (see trainer.h for what each
@@ -85,34 +178,41 @@ static zt_status trainer_buffers(zt_trainer *t, zt_memory *mem, bool reserved)
     const zt_layout *lay = &t->layout;
     int stage = cfg->zero.stage;
     int64_t mb = cfg->micro_batch_size;
-    zt_mem_loc opt_loc = cfg->zero.offload_optimizer.device != ZT_OFFLOAD_NONE && stage > 0
-                             ? ZT_MEM_HOST
-                             : ZT_MEM_DEVICE;
-    zt_mem_loc shard_loc = cfg->zero.offload_param.device != ZT_OFFLOAD_NONE && stage == 3
-                               ? ZT_MEM_HOST
-                               : ZT_MEM_DEVICE;
+    zt_dtype c = t->cdt;
+    zt_mem_loc opt_loc = t->offload_opt ? ZT_MEM_HOST : ZT_MEM_DEVICE;
+    zt_mem_loc shard_loc = t->offload_param ? ZT_MEM_HOST : ZT_MEM_DEVICE;
+    int64_t max_shard = lay->max_unit_numel / lay->world_size;
 
     if (stage < 3) {
         ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_PARAMS,
-                           trainer_floats(lay->padded_numel), &t->params));
+                           trainer_bytes(lay->padded_numel, c), &t->params));
     } else {
         for (int u = 0; u < lay->n_units; u++) {
             const zt_unit_layout *ul = &lay->units[u];
             ZT_TRY(trainer_buf(mem, reserved, ul->persistent ? ZT_MEM_DEVICE : shard_loc,
                                ZT_MEM_PARAMS,
-                               trainer_floats(ul->persistent ? ul->padded_numel : ul->shard_numel),
+                               trainer_bytes(ul->persistent ? ul->padded_numel : ul->shard_numel,
+                                             c),
                                &t->unit_store[u]));
         }
         int64_t h = cfg->zero.zero_hpz_partition_size;
         for (int u = 0; h > 1 && u < lay->n_units; u++)
             if (!lay->units[u].persistent)
                 ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_PARAMS,
-                                   trainer_floats(lay->units[u].padded_numel / h),
+                                   trainer_bytes(lay->units[u].padded_numel / h, c),
                                    &t->secondary[u]));
     }
-    ZT_TRY(trainer_buf(mem, reserved, stage < 2 ? ZT_MEM_DEVICE : opt_loc, ZT_MEM_GRADS,
-                       trainer_floats(stage < 2 ? lay->padded_numel : lay->partition_numel),
-                       &t->grads));
+    if (stage < 2 || !t->offload_opt)
+        ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_GRADS,
+                           trainer_bytes(stage < 2 ? lay->padded_numel : lay->partition_numel,
+                                         t->gdt),
+                           &t->grads));
+    if (t->offload_opt)
+        ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_HOST, ZT_MEM_GRADS,
+                           trainer_floats(lay->partition_numel), &t->host_grads));
+    if (t->has_master)
+        ZT_TRY(trainer_buf(mem, reserved, opt_loc, ZT_MEM_MASTER,
+                           trainer_floats(trainer_optim_span(t)), &t->master));
     int64_t state = zt_optim_state_numel(&cfg->optimizer, trainer_optim_span(t));
     if (state > 0)
         ZT_TRY(trainer_buf(mem, reserved, opt_loc, ZT_MEM_OPTIM, trainer_floats(state),
@@ -124,22 +224,29 @@ static zt_status trainer_buffers(zt_trainer *t, zt_memory *mem, bool reserved)
         zt_zero_rs_buffers(cfg, lay, &count, &send_numel, &recv_numel);
         for (int i = 0; i < count; i++) {
             ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_COMM,
-                               trainer_floats(send_numel), &t->rs_send[i]));
+                               trainer_bytes(send_numel, t->kdt), &t->rs_send[i]));
             if (recv_numel > 0)
                 ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_COMM,
-                                   trainer_floats(recv_numel), &t->rs_recv[i]));
+                                   trainer_bytes(recv_numel, t->kdt), &t->rs_recv[i]));
         }
+        if (t->offload_opt)
+            ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_HOST, ZT_MEM_WORK,
+                               trainer_bytes(zt_zero_rs_width(cfg, lay), t->kdt), &t->rs_stage));
     }
     if (stage == 1 || stage == 2)
         ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_COMM,
-                           trainer_floats(zt_zero_allgather_buffer_numel(cfg, lay)), &t->ag_buf));
-    if (stage >= 2)
+                           trainer_bytes(zt_zero_allgather_buffer_numel(cfg, lay), c),
+                           &t->ag_buf));
+    if (stage >= 2 && !t->mixed)
         ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_COMM,
                            trainer_floats(lay->max_unit_numel), &t->unit_grad));
     /* The gather window allocates its own blocks from this part of COMM. */
     int64_t pool = zt_zero_gather_pool_numel(cfg, lay);
     if (pool > 0 && !reserved)
-        zt_memory_plan(mem, ZT_MEM_DEVICE, ZT_MEM_COMM, trainer_floats(pool));
+        zt_memory_plan(mem, ZT_MEM_DEVICE, ZT_MEM_COMM, trainer_bytes(pool, c));
+    if (t->has_master && (t->offload_opt || t->offload_param))
+        ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_HOST, ZT_MEM_WORK, trainer_bytes(max_shard, c),
+                           &t->param_stage));
 
     /* The micro-batch: model inputs and labels (ACTS), their host staging (WORK). */
     size_t tok_bytes = (size_t)(mb * m->seq_len) * sizeof(int32_t);
@@ -168,20 +275,32 @@ static zt_status trainer_buffers(zt_trainer *t, zt_memory *mem, bool reserved)
                        &t->index_host));
     ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_HOST, ZT_MEM_WORK,
                        trainer_floats(trainer_logits_host_numel(m, mb)), &t->logits_host));
-    for (int u = 0; u < m->n_units; u++) {
-        ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_ACTS,
-                           trainer_floats(mb * m->units[u].out_numel), &t->acts[u]));
-        if (m->units[u].saved_numel > 0)
-            ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_ACTS,
-                               trainer_floats(mb * m->units[u].saved_numel), &t->saved[u]));
-    }
+    ZT_TRY(trainer_activation_buffers(t, mem, reserved));
     int64_t work = trainer_max_work_numel(m);
     if (work > 0)
         ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_WORK, trainer_floats(mb * work),
                            &t->work));
     size_t dact = trainer_floats(mb * trainer_max_act_numel(m));
     ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_WORK, dact, &t->dact[0]));
-    return trainer_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_WORK, dact, &t->dact[1]);
+    ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_WORK, dact, &t->dact[1]));
+    if (!t->mixed)
+        return ZT_OK;
+    ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_WORK,
+                       trainer_floats(lay->max_unit_numel), &t->pw));
+    ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_WORK,
+                       trainer_floats(lay->max_unit_numel), &t->gw));
+    int64_t in = trainer_max_unit_field(m, offsetof(zt_unit, in_numel));
+    int64_t out = trainer_max_unit_field(m, offsetof(zt_unit, out_numel));
+    int64_t sv = trainer_max_unit_field(m, offsetof(zt_unit, saved_numel));
+    if (in > 0)
+        ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_WORK, trainer_floats(mb * in),
+                           &t->xin));
+    ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_WORK, trainer_floats(mb * out),
+                       &t->yout));
+    if (sv > 0)
+        ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_WORK, trainer_floats(mb * sv),
+                           &t->sw));
+    return ZT_OK;
 }
 
 /* Per-unit pointer tables (host bookkeeping, outside the arenas). */
@@ -190,13 +309,14 @@ static zt_status trainer_tables(zt_trainer *t)
     size_t n = (size_t)t->model->n_units;
     t->acts = calloc(n, sizeof *t->acts);
     t->saved = calloc(n, sizeof *t->saved);
+    t->ckpt = calloc(n, sizeof *t->ckpt);
     t->unit_store = calloc(n, sizeof *t->unit_store);
     t->own_p = calloc(n, sizeof *t->own_p);
     t->own_g = calloc(n, sizeof *t->own_g);
+    t->own_m = calloc(n, sizeof *t->own_m);
     t->secondary = calloc(n, sizeof *t->secondary);
-    t->segs = calloc(n, sizeof *t->segs);
-    if (!t->acts || !t->saved || !t->unit_store || !t->own_p || !t->own_g || !t->secondary ||
-        !t->segs)
+    if (!t->acts || !t->saved || !t->ckpt || !t->unit_store || !t->own_p || !t->own_g ||
+        !t->own_m || !t->secondary)
         return zt_fail(ZT_ERR_OOM, "", "cannot allocate per-unit tables");
     return ZT_OK;
 }
@@ -205,13 +325,14 @@ static void trainer_tables_free(zt_trainer *t)
 {
     free(t->acts);
     free(t->saved);
+    free(t->ckpt);
     free(t->unit_store);
     free(t->own_p);
     free(t->own_g);
+    free(t->own_m);
     free(t->secondary);
-    free(t->segs);
-    t->acts = t->saved = t->unit_store = t->own_p = t->own_g = t->secondary = NULL;
-    t->segs = NULL;
+    t->acts = t->saved = t->ckpt = t->unit_store = t->own_p = t->own_g = t->secondary = NULL;
+    t->own_m = NULL;
 }
 
 zt_status zt_trainer_plan(const zt_config *cfg, const zt_model *m, int world_size,
@@ -221,6 +342,7 @@ zt_status zt_trainer_plan(const zt_config *cfg, const zt_model *m, int world_siz
     memset(&t, 0, sizeof t);
     t.cfg = cfg;
     t.model = m;
+    trainer_resolve(&t);
     /* MiCS partitions over its shard groups, not the world. */
     int part = cfg->zero.stage == 3 && cfg->zero.mics_shard_size > 0
                    ? (int)cfg->zero.mics_shard_size
@@ -235,29 +357,77 @@ zt_status zt_trainer_plan(const zt_config *cfg, const zt_model *m, int world_siz
     return st;
 }
 
-/* Every rank builds the same initial weights from the counter PRNG; at stage 3
- * each rank makes only its own slices (and the persistent units whole). */
+/* n bytes from host memory to a buffer at loc. */
+static void trainer_put(const zt_trainer *t, void *dst, zt_mem_loc loc, const void *src, size_t n)
+{
+    if (loc == ZT_MEM_HOST)
+        memcpy(dst, src, n);
+    else
+        t->be->copy_h2d(t->be, dst, src, n);
+}
+
+/* n bytes from a buffer at loc to host memory. */
+static void trainer_get(const zt_trainer *t, void *dst, const void *src, zt_mem_loc loc, size_t n)
+{
+    if (loc == ZT_MEM_HOST)
+        memcpy(dst, src, n);
+    else
+        t->be->copy_d2h(t->be, dst, src, n);
+}
+
+static zt_mem_loc trainer_opt_loc(const zt_trainer *t)
+{
+    return t->offload_opt ? ZT_MEM_HOST : ZT_MEM_DEVICE;
+}
+
+/* Where unit u's own parameter slice lives. */
+static zt_mem_loc trainer_param_loc(const zt_trainer *t, int u)
+{
+    return t->offload_param && !t->layout.units[u].persistent ? ZT_MEM_HOST : ZT_MEM_DEVICE;
+}
+
+/* Every rank builds the same initial weights from the counter PRNG in fp32;
+ * the master copy takes them as they are, the parameters rounded to the
+ * compute dtype. At stage 3 each rank makes only its own slices (and the
+ * persistent units whole). */
 static zt_status trainer_init_params(zt_trainer *t)
 {
-    const zt_backend *be = t->be;
     const zt_layout *lay = &t->layout;
+    int stage = t->cfg->zero.stage;
     float *host = malloc(trainer_floats(lay->max_unit_numel));
-    if (!host)
+    void *cast = t->mixed ? malloc(trainer_bytes(lay->max_unit_numel, t->cdt)) : host;
+    if (!host || !cast) {
+        free(host);
+        if (t->mixed)
+            free(cast);
         return zt_fail(ZT_ERR_OOM, "", "cannot allocate %lld floats to initialise parameters",
                        (long long)lay->max_unit_numel);
+    }
     for (int u = 0; u < lay->n_units; u++) {
         const zt_unit_layout *ul = &lay->units[u];
-        bool whole = t->cfg->zero.stage < 3 || ul->persistent;
+        bool whole = stage < 3 || ul->persistent;
         int64_t lo = whole ? 0 : (int64_t)lay->rank * ul->shard_numel;
         int64_t hi = whole ? ul->padded_numel : lo + ul->shard_numel;
         int64_t real_hi = hi < ul->numel ? hi : ul->numel;
         memset(host, 0, trainer_floats(hi - lo));
         if (real_hi > lo)
             zt_unit_init_range(&t->model->units[u], t->seed, ul->global_index, lo, real_hi, host);
-        float *dst = t->cfg->zero.stage < 3 ? t->params + ul->offset : t->unit_store[u];
-        be->copy_h2d(be, dst, host, trainer_floats(hi - lo));
+        if (t->mixed)
+            zt_convert_host(cast, t->cdt, host, ZT_F32, hi - lo, 1.0f, false);
+        void *dst = stage < 3 ? trainer_at(t->params, ul->offset, t->cdt) : t->unit_store[u];
+        trainer_put(t, dst, trainer_param_loc(t, u), cast, trainer_bytes(hi - lo, t->cdt));
+        if (!t->has_master)
+            continue;
+        /* The master holds the whole unit at stage 0, the own slice above. */
+        const float *own = stage == 0 ? host
+                                      : host + (whole ? (int64_t)lay->rank * ul->shard_numel : 0);
+        int64_t n = stage == 0 ? ul->padded_numel : ul->shard_numel;
+        float *m = stage == 0 ? t->master + ul->offset : t->own_m[u];
+        trainer_put(t, m, trainer_opt_loc(t), own, trainer_floats(n));
     }
     free(host);
+    if (t->mixed)
+        free(cast);
     return ZT_OK;
 }
 
@@ -270,12 +440,19 @@ static void trainer_views(zt_trainer *t)
         const zt_unit_layout *ul = &lay->units[u];
         int64_t own = ul->offset + (int64_t)lay->rank * ul->shard_numel;
         if (stage < 3)
-            t->own_p[u] = t->params + own;
+            t->own_p[u] = trainer_at(t->params, own, t->cdt);
         else
-            t->own_p[u] = t->unit_store[u] +
-                          (ul->persistent ? (int64_t)lay->rank * ul->shard_numel : 0);
-        t->own_g[u] = stage < 2 ? t->grads + own : t->grads + ul->part_offset;
-        t->segs[u] = (zt_optim_seg){t->own_p[u], t->own_g[u], ul->part_offset, ul->shard_numel};
+            t->own_p[u] = trainer_at(t->unit_store[u],
+                                     ul->persistent ? (int64_t)lay->rank * ul->shard_numel : 0,
+                                     t->cdt);
+        if (t->offload_opt)
+            t->own_g[u] = t->host_grads + ul->part_offset;
+        else
+            t->own_g[u] = trainer_at(t->grads, stage < 2 ? own : ul->part_offset, t->gdt);
+        if (!t->has_master)
+            t->own_m[u] = t->own_p[u];
+        else
+            t->own_m[u] = t->master + (stage == 0 ? own : ul->part_offset);
     }
 }
 
@@ -368,6 +545,13 @@ zt_status zt_trainer_init(zt_trainer *t, const zt_config *cfg, const zt_model *m
                        (long long)data->x_numel, (long long)data->tokens_numel,
                        (long long)data->labels_numel, (long long)data->n_classes,
                        (long long)data->vocab_size, m->name);
+    trainer_resolve(t);
+    if (cfg->activation_checkpointing.cpu_checkpointing && t->ckpt_interval == 0)
+        return zt_fail(ZT_ERR_CONFIG,
+                       "set activation_checkpointing.number_checkpoints or "
+                       "--activation-checkpoint-interval",
+                       "activation_checkpointing.cpu_checkpointing moves kept activations to the "
+                       "host, but activation checkpointing is off");
     ZT_TRY(zt_sampler_init(&t->sampler, data->n_samples, cfg->train_batch_size,
                            cfg->micro_batch_size, w->size, w->rank, data->shuffle, seed));
     ZT_TRY(trainer_groups_init(t));
@@ -381,18 +565,30 @@ zt_status zt_trainer_init(zt_trainer *t, const zt_config *cfg, const zt_model *m
 
     ZT_TRY(trainer_init_params(t));
     int stage = cfg->zero.stage;
-    be->memset_zero(be, t->grads,
-                    trainer_floats(stage < 2 ? t->layout.padded_numel : t->layout.partition_numel));
-    zt_optim_init(&t->optim, &cfg->optimizer, be, trainer_optim_span(t), t->optim_state);
+    if (t->grads)
+        be->memset_zero(be, t->grads,
+                        trainer_bytes(stage < 2 ? t->layout.padded_numel
+                                                : t->layout.partition_numel,
+                                      t->gdt));
+    if (t->host_grads)
+        memset(t->host_grads, 0, trainer_floats(t->layout.partition_numel));
+    zt_optim_init(&t->optim, &cfg->optimizer, be, t->offload_opt, trainer_optim_span(t),
+                  t->optim_state);
     zt_sched_init(&t->sched, &cfg->scheduler, &cfg->optimizer);
+    zt_scaler_init(&t->scaler, &cfg->fp16, stage > 0);
     if (stage == 0)
-        return zt_zero_reducer_init(&t->reducer, cfg, be, comm, &t->layout, t->grads);
-    ZT_TRY(zt_zero_rs_init(&t->rs, cfg, be, t->zcomm, t->replica_comm, &t->layout, t->own_g,
+        return zt_zero_reducer_init(&t->reducer, cfg, be, comm, &t->layout, t->grads, t->gdt);
+    zt_zero_rs_target target = {.dest = t->own_g,
+                                .dest_dt = t->ogdt,
+                                .dest_host = t->offload_opt,
+                                .host_stage = t->rs_stage,
+                                .comm_dt = t->kdt};
+    ZT_TRY(zt_zero_rs_init(&t->rs, cfg, be, t->zcomm, t->replica_comm, &t->layout, &target,
                            t->rs_send, t->rs_recv));
     if (stage == 3) {
         zt_arena *pool = zt_memory_arena(&t->mem, ZT_MEM_DEVICE, ZT_MEM_COMM);
         ZT_TRY(zt_zero_gather_init(&t->gather, cfg, be, t->zcomm, t->hpz_comm, &t->layout, pool,
-                                   t->unit_store, t->secondary));
+                                   t->cdt, t->unit_store, t->offload_param, t->secondary));
     }
     return ZT_OK;
 }
@@ -409,8 +605,9 @@ void zt_trainer_free(zt_trainer *t)
     zt_layout_free(&t->layout);
     trainer_tables_free(t);
     free(t->loss_history);
+    free(t->scale_history);
     free(t->evals);
-    t->loss_history = NULL;
+    t->loss_history = t->scale_history = NULL;
     t->evals = NULL;
 }
 
@@ -471,15 +668,80 @@ static int64_t trainer_rows_per_sample(const zt_trainer *t, const zt_batch *b)
     return t->model->labels_per_token ? b->t : t->model->labels_numel;
 }
 
-/* The parameters unit u computes with: the full flat vector's slice, or at
- * stage 3 the gathered copy. */
-static zt_status trainer_unit_params(zt_trainer *t, int u, zt_gather_dir dir, float **p)
+
+/* The parameters unit u computes with (compute dtype): the full flat vector's
+ * slice, or at stage 3 the gathered copy. */
+static zt_status trainer_unit_params(zt_trainer *t, int u, zt_gather_dir dir, void **p)
 {
     if (t->cfg->zero.stage < 3) {
-        *p = t->params + t->layout.units[u].offset;
+        *p = trainer_at(t->params, t->layout.units[u].offset, t->cdt);
         return ZT_OK;
     }
     return zt_zero_gather_fetch(&t->gather, u, dir, p);
+}
+
+static zt_status trainer_unit_release(zt_trainer *t, int u, zt_gather_dir dir, bool last_use)
+{
+    if (t->cfg->zero.stage < 3)
+        return ZT_OK;
+    return zt_zero_gather_release(&t->gather, u, dir, last_use);
+}
+
+/* Unit u's input: the model input, a segment's kept input, or the previous
+ * unit's output. */
+static const void *trainer_unit_input(const zt_trainer *t, int u)
+{
+    if (u == 0)
+        return t->x;
+    if (trainer_kept_input(t, u))
+        return t->ckpt_host ? t->ckpt_in : t->ckpt[u];
+    return t->acts[u - 1];
+}
+
+/* An fp32 view of n elements of a compute-dtype tensor: the tensor itself in
+ * fp32 training, else its conversion into `scratch`. */
+static float *trainer_fp32(const zt_trainer *t, const void *x, int64_t n, float *scratch)
+{
+    if (!t->mixed || !x)
+        return (float *)x;
+    t->be->convert(t->be, scratch, ZT_F32, x, t->cdt, n, 1.0f, false);
+    return scratch;
+}
+
+/* Rounds n fp32 values computed in `scratch` into the stored tensor y. */
+static void trainer_store(const zt_trainer *t, void *y, const float *scratch, int64_t n)
+{
+    if (t->mixed)
+        t->be->convert(t->be, y, t->cdt, scratch, ZT_F32, n, 1.0f, false);
+}
+
+static void trainer_run_forward(zt_trainer *t, int u, const void *p, const zt_batch *b)
+{
+    const zt_unit *unit = &t->model->units[u];
+    const zt_backend *be = t->be;
+    int64_t n = b->n;
+    /* The model input (unit 0) is fp32 data, never converted. */
+    const float *x = u == 0 ? t->x : trainer_fp32(t, trainer_unit_input(t, u), n * unit->in_numel, t->xin);
+    const float *pf = trainer_fp32(t, p, unit->param_numel, t->pw);
+    float *y = t->mixed ? t->yout : t->acts[u];
+    float *sv = unit->saved_numel > 0 ? (t->mixed ? t->sw : t->saved[u]) : NULL;
+    unit->ops->forward(unit, be, pf, x, y, sv, t->work, b);
+    trainer_store(t, t->acts[u], y, n * unit->out_numel);
+    if (sv)
+        trainer_store(t, t->saved[u], sv, n * unit->saved_numel);
+}
+
+/* Checkpointing: unit u + 1 starts a segment; keep u's output as its input. */
+static void trainer_keep(zt_trainer *t, int u, int64_t n)
+{
+    const zt_backend *be = t->be;
+    size_t bytes = trainer_bytes(n * t->model->units[u].out_numel, t->cdt);
+    if (t->ckpt_host) {
+        be->copy_d2h(be, t->ckpt[u + 1], t->acts[u], bytes);
+        be->copy_d2d(be, t->ckpt_in, t->acts[u], bytes);
+    } else {
+        be->copy_d2d(be, t->ckpt[u + 1], t->acts[u], bytes);
+    }
 }
 
 /* Runs every unit forward on the loaded batch b (dropout as b says). At
@@ -488,20 +750,89 @@ static zt_status trainer_unit_params(zt_trainer *t, int u, zt_gather_dir dir, fl
 static zt_status trainer_forward(zt_trainer *t, const zt_batch *b, bool last_use)
 {
     const zt_model *model = t->model;
-    const float *in = t->x;
     for (int u = 0; u < model->n_units; u++) {
-        float *p;
+        void *p;
         ZT_TRY(trainer_unit_params(t, u, ZT_GATHER_FWD, &p));
-        model->units[u].ops->forward(&model->units[u], t->be, p, in, t->acts[u], t->saved[u],
-                                     t->work, b);
-        if (t->cfg->zero.stage == 3)
-            ZT_TRY(zt_zero_gather_release(&t->gather, u, ZT_GATHER_FWD, last_use));
-        in = t->acts[u];
+        trainer_run_forward(t, u, p, b);
+        ZT_TRY(trainer_unit_release(t, u, ZT_GATHER_FWD, last_use));
+        if (u + 1 < model->n_units && trainer_kept_input(t, u + 1))
+            trainer_keep(t, u, b->n);
     }
     return ZT_OK;
 }
 
-/* One micro-step: forward, loss, backward. Returns this rank's loss sum. */
+/* The last unit's output (logits) as fp32: under mixed precision the stored
+ * 16-bit logits, widened into the output scratch. */
+static float *trainer_logits(zt_trainer *t, int64_t n)
+{
+    int last = t->model->n_units - 1;
+    return trainer_fp32(t, t->acts[last], n * t->model->units[last].out_numel, t->yout);
+}
+
+/* Unit u's backward from dy (fp32) into dx (fp32, NULL for unit 0) and the
+ * unit's fp32 parameter gradient: written to (or, in fp32 training, added to
+ * when accumulate) `dp`; under mixed precision always written to t->gw. */
+static void trainer_run_backward(zt_trainer *t, int u, const void *p, float *dy, float *dx,
+                                 float *dp, bool accumulate, const zt_batch *b)
+{
+    const zt_unit *unit = &t->model->units[u];
+    int64_t n = b->n;
+    const float *x = u == 0 ? t->x : trainer_fp32(t, trainer_unit_input(t, u), n * unit->in_numel, t->xin);
+    const float *pf = trainer_fp32(t, p, unit->param_numel, t->pw);
+    const float *y = trainer_fp32(t, t->acts[u], n * unit->out_numel, t->yout);
+    const float *sv = unit->saved_numel > 0 ? trainer_fp32(t, t->saved[u], n * unit->saved_numel, t->sw) : NULL;
+    unit->ops->backward(unit, t->be, pf, x, y, sv, dy, dx, t->mixed ? t->gw : dp, t->work,
+                        accumulate && !t->mixed, b);
+}
+
+/* Checkpointing: re-runs segment [a, e) forward from its kept input. */
+static zt_status trainer_recompute(zt_trainer *t, int a, int e, const zt_batch *b)
+{
+    if (t->ckpt_host && a > 0)
+        t->be->copy_h2d(t->be, t->ckpt_in, t->ckpt[a],
+                        trainer_bytes(b->n * t->model->units[a - 1].out_numel, t->cdt));
+    for (int u = a; u < e; u++) {
+        void *p;
+        ZT_TRY(trainer_unit_params(t, u, ZT_GATHER_RECOMPUTE, &p));
+        trainer_run_forward(t, u, p, b);
+        ZT_TRY(trainer_unit_release(t, u, ZT_GATHER_RECOMPUTE, false));
+    }
+    return ZT_OK;
+}
+
+/* Unit u's fresh fp32 gradient g (padded_numel, zero padding) goes where the
+ * stage keeps gradients: added into the full GRADS (stages 0-1, m > 0
+ * accumulates), or into the reduce-scatter (stages 2-3). */
+static zt_status trainer_route_grad(zt_trainer *t, int u, const float *g, int64_t m, bool reduce)
+{
+    const zt_unit_layout *ul = &t->layout.units[u];
+    int stage = t->cfg->zero.stage;
+    void *full = stage < 2 ? trainer_at(t->grads, ul->offset, t->gdt) : NULL;
+    if (full && t->mixed)
+        t->be->convert(t->be, full, t->gdt, g, ZT_F32, ul->padded_numel, 1.0f, m > 0);
+    if (!reduce)
+        return ZT_OK;
+    if (stage == 0)
+        return zt_zero_reducer_unit_done(&t->reducer, u);
+    if (stage == 1)
+        return zt_zero_rs_unit(&t->rs, u, full, t->gdt);
+    return zt_zero_rs_unit(&t->rs, u, g, ZT_F32);
+}
+
+/* --inject-overflow: an inf in this rank's fresh gradient of a unit. */
+static void trainer_inject(zt_trainer *t, float *g)
+{
+    if (t->world->rank != t->world->size - 1)
+        return;
+    for (int i = 0; i < t->n_inject_steps; i++)
+        if (t->inject_steps[i] == t->global_steps + 1) {
+            const float inf = INFINITY;
+            t->be->copy_h2d(t->be, g, &inf, sizeof inf);
+        }
+}
+
+/* One micro-step: forward, loss, backward. Returns this rank's loss sum
+ * (unscaled). */
 static zt_status trainer_micro_step(zt_trainer *t, int64_t m, double *loss_sum, double *timers)
 {
     const zt_model *model = t->model;
@@ -510,7 +841,7 @@ static zt_status trainer_micro_step(zt_trainer *t, int64_t m, double *loss_sum, 
     int stage = t->cfg->zero.stage;
     int64_t mb = t->cfg->micro_batch_size, gas = t->cfg->gradient_accumulation_steps;
     bool boundary = m == gas - 1;
-    int last = model->n_units - 1;
+    int n_units = model->n_units, last = n_units - 1;
     zt_batch b;
     /* Dropout keys: positions in the training stream, the same at any world size. */
     for (int64_t k = 0; k < mb; k++) {
@@ -522,11 +853,13 @@ static zt_status trainer_micro_step(zt_trainer *t, int64_t m, double *loss_sum, 
     b.training = true;
     double t0 = trainer_now();
     ZT_TRY(trainer_forward(t, &b, false));
-    /* The mean over this micro-batch, divided by GAS as DeepSpeed scales the loss. */
+    /* The mean over this micro-batch, divided by GAS as DeepSpeed scales the
+     * loss, times the loss scale (1 unless fp16). */
     int64_t per_sample = trainer_rows_per_sample(t, &b), rows = mb * per_sample;
-    float dscale = 1.0f / (float)(rows * gas);
-    *loss_sum += be->xent_forward_backward(be, t->acts[last], t->labels, rows, model->n_classes,
-                                           model->ignore_index, dscale, t->dact[0]) /
+    float dscale = (float)(t->scaler.scale / (double)(rows * gas));
+    *loss_sum += be->xent_forward_backward(be, trainer_logits(t, mb), t->labels, rows,
+                                           model->n_classes, model->ignore_index, dscale,
+                                           t->dact[0]) /
                  (double)per_sample;
     double t1 = trainer_now();
     timers[ZT_TIMER_FWD] += 1e3 * (t1 - t0);
@@ -538,25 +871,31 @@ static zt_status trainer_micro_step(zt_trainer *t, int64_t m, double *loss_sum, 
         zt_zero_reducer_begin(&t->reducer);
     else if (reduce)
         zt_zero_rs_begin(&t->rs, stage >= 2 && m > 0);
+    int64_t K = t->ckpt_interval > 0 ? t->ckpt_interval : n_units;
     int cur = 0;
-    for (int u = last; u >= 0; u--) {
-        const zt_unit_layout *ul = &lay->units[u];
-        const float *x = u > 0 ? t->acts[u - 1] : t->x;
-        float *dx = u > 0 ? t->dact[1 - cur] : NULL;
-        float *p;
-        ZT_TRY(trainer_unit_params(t, u, ZT_GATHER_BWD, &p));
-        float *dp = stage < 2 ? t->grads + ul->offset : t->unit_grad;
-        model->units[u].ops->backward(&model->units[u], be, p, x, t->acts[u], t->saved[u],
-                                      t->dact[cur], dx, dp, t->work, stage < 2 && m > 0, &b);
-        if (stage == 3)
-            ZT_TRY(zt_zero_gather_release(&t->gather, u, ZT_GATHER_BWD, boundary));
-        if (stage >= 2) /* the buffer's tail past this unit's parameters is padding */
-            be->memset_zero(be, dp + ul->numel, trainer_floats(ul->padded_numel - ul->numel));
-        if (reduce && stage == 0)
-            ZT_TRY(zt_zero_reducer_unit_done(&t->reducer, u));
-        else if (reduce)
-            ZT_TRY(zt_zero_rs_unit(&t->rs, u, dp));
-        cur = 1 - cur;
+    for (int a = (int)(last / K * K); a >= 0; a -= (int)K) {
+        int e = a + K < n_units ? (int)(a + K) : n_units;
+        if (e < n_units) /* the last segment's activations are still in the slots */
+            ZT_TRY(trainer_recompute(t, a, e, &b));
+        for (int u = e - 1; u >= a; u--) {
+            const zt_unit_layout *ul = &lay->units[u];
+            void *p;
+            ZT_TRY(trainer_unit_params(t, u, ZT_GATHER_BWD, &p));
+            float *g = t->mixed ? t->gw
+                       : stage < 2 ? (float *)t->grads + ul->offset
+                                   : t->unit_grad;
+            trainer_run_backward(t, u, p, t->dact[cur], u > 0 ? t->dact[1 - cur] : NULL, g,
+                                 stage < 2 && m > 0, &b);
+            ZT_TRY(trainer_unit_release(t, u, ZT_GATHER_BWD, boundary));
+            if (boundary && u == t->inject_unit)
+                trainer_inject(t, g);
+            /* The buffer's tail past this unit's parameters is padding (a
+             * fresh buffer: stages 0-1 in fp32 keep their zero tail). */
+            if (t->mixed || stage >= 2)
+                be->memset_zero(be, g + ul->numel, trainer_floats(ul->padded_numel - ul->numel));
+            ZT_TRY(trainer_route_grad(t, u, g, m, reduce));
+            cur = 1 - cur;
+        }
     }
     double t2 = trainer_now();
     timers[ZT_TIMER_BWD_INNER] += 1e3 * (t2 - t1);
@@ -570,37 +909,135 @@ static zt_status trainer_micro_step(zt_trainer *t, int64_t m, double *loss_sum, 
     return ZT_OK;
 }
 
-/* Sum of squares (float64) of this rank's slices (per-unit pointers), summed
- * over the partition group (MiCS replicas hold the same slices): DeepSpeed's
- * global norm, the same value on every rank. */
-static zt_status trainer_slices_sumsq(zt_trainer *t, float *const *slices, double *sq)
+/* float64 sum of squares / inf-nan test of the optimizer's gradient slice of
+ * unit u, wherever it lives. */
+static double trainer_grad_sumsq(const zt_trainer *t, int u)
 {
-    const zt_layout *lay = &t->layout;
+    int64_t n = t->layout.units[u].shard_numel;
+    if (t->offload_opt)
+        return zt_sum_squares_host(t->own_g[u], t->ogdt, n);
+    return t->be->sum_squares(t->be, t->own_g[u], t->ogdt, n);
+}
+
+static bool trainer_grad_bad(const zt_trainer *t, int u)
+{
+    int64_t n = t->layout.units[u].shard_numel;
+    if (t->offload_opt)
+        return zt_has_inf_nan_host(t->own_g[u], t->ogdt, n);
+    return t->be->has_inf_nan(t->be, t->own_g[u], t->ogdt, n);
+}
+
+/* The first unit whose reduced gradients hold an inf or nan on any rank, or
+ * n_units when none does: DeepSpeed's overflow check (each rank tests its own
+ * slices; all_reduce MIN over the world). */
+static zt_status trainer_first_overflow(zt_trainer *t, int *first)
+{
+    int n = t->layout.n_units;
+    *first = n;
+    for (int u = 0; u < n && *first == n; u++)
+        if (trainer_grad_bad(t, u))
+            *first = u;
+    int rc = MPI_Allreduce(MPI_IN_PLACE, first, 1, MPI_INT, MPI_MIN, t->world->comm);
+    if (rc != MPI_SUCCESS)
+        return zt_fail(ZT_ERR_COMM, "a peer rank may have died; check the other ranks' output",
+                       "all-reduce of the overflow flag failed (MPI error %d)", rc);
+    return ZT_OK;
+}
+
+/* Sum of squares (float64) of this rank's gradient slices, summed over the
+ * partition group (MiCS replicas hold the same slices): DeepSpeed's global
+ * norm, the same value on every rank. */
+static zt_status trainer_grad_norm_sq(zt_trainer *t, double *sq)
+{
     *sq = 0.0;
-    for (int u = 0; u < lay->n_units; u++)
-        *sq += t->be->sum_squares(t->be, slices[u], lay->units[u].shard_numel);
+    for (int u = 0; u < t->layout.n_units; u++)
+        *sq += trainer_grad_sumsq(t, u);
     return trainer_sum_f64(t->zcomm->mpi, sq, 1);
 }
 
-/* The optimizer step and what makes every rank's parameters current again. */
-static zt_status trainer_apply(zt_trainer *t, double lr, double b1, double b2)
+/* The piece of the optimizer's span that unit u is: the whole unit at stage 0
+ * (every rank steps everything), the rank's slice above. */
+static zt_optim_seg trainer_piece(const zt_trainer *t, int u, void **g)
+{
+    const zt_unit_layout *ul = &t->layout.units[u];
+    if (t->cfg->zero.stage > 0) {
+        *g = t->own_g[u];
+        return (zt_optim_seg){t->own_m[u], NULL, ul->part_offset, ul->shard_numel};
+    }
+    *g = trainer_at(t->grads, ul->offset, t->gdt);
+    float *m = t->has_master ? t->master + ul->offset : (float *)t->params + ul->offset;
+    return (zt_optim_seg){m, NULL, ul->offset, ul->padded_numel};
+}
+
+/* Writes the stepped fp32 values of piece s (unit u) back into the
+ * parameters, rounded to the compute dtype, across host and device. */
+static void trainer_write_back(zt_trainer *t, int u, const zt_optim_seg *s)
+{
+    const zt_backend *be = t->be;
+    const zt_unit_layout *ul = &t->layout.units[u];
+    void *dst = t->cfg->zero.stage == 0 ? trainer_at(t->params, ul->offset, t->cdt) : t->own_p[u];
+    zt_mem_loc ploc = trainer_param_loc(t, u);
+    size_t bytes = trainer_bytes(s->numel, t->cdt);
+    if (!t->offload_opt && ploc == ZT_MEM_DEVICE) {
+        be->convert(be, dst, t->cdt, s->params, ZT_F32, s->numel, 1.0f, false);
+    } else if (t->offload_opt && ploc == ZT_MEM_HOST) {
+        zt_convert_host(dst, t->cdt, s->params, ZT_F32, s->numel, 1.0f, false);
+    } else if (t->offload_opt) {
+        const void *src = s->params;
+        if (t->mixed) {
+            zt_convert_host(t->param_stage, t->cdt, s->params, ZT_F32, s->numel, 1.0f, false);
+            src = t->param_stage;
+        }
+        be->copy_h2d(be, dst, src, bytes);
+    } else {
+        const void *src = s->params;
+        if (t->mixed) {
+            be->convert(be, t->gw, t->cdt, s->params, ZT_F32, s->numel, 1.0f, false);
+            src = t->gw;
+        }
+        be->copy_d2h(be, dst, src, bytes);
+    }
+}
+
+/* The optimizer step with the gradients multiplied by `coef` (unscale and
+ * clip in one), and what makes every rank's parameters current again. */
+static zt_status trainer_apply(zt_trainer *t, float coef, double lr, double b1, double b2)
 {
     const zt_config *cfg = t->cfg;
+    const zt_backend *be = t->be;
     int stage = cfg->zero.stage;
-    if (stage == 0) {
-        zt_optim_step(&t->optim, t->params, t->grads, lr, b1, b2);
-        return ZT_OK;
+    zt_optim_begin_step(&t->optim);
+    for (int u = 0; u < t->layout.n_units; u++) {
+        void *g;
+        zt_optim_seg s = trainer_piece(t, u, &g);
+        /* The optimizer reads fp32: fp32 gradients are scaled in place (they
+         * are dead after the step), 16-bit ones widened into the scratch. */
+        if (t->ogdt != ZT_F32)
+            be->convert(be, t->gw, ZT_F32, g, t->ogdt, s.numel, coef, false);
+        else if (coef != 1.0f && t->offload_opt)
+            zt_convert_host(g, ZT_F32, g, ZT_F32, s.numel, coef, false);
+        else if (coef != 1.0f)
+            be->convert(be, g, ZT_F32, g, ZT_F32, s.numel, coef, false);
+        s.grads = t->ogdt != ZT_F32 ? t->gw : g;
+        zt_optim_step_seg(&t->optim, &s, lr, b1, b2);
+        if (t->has_master)
+            trainer_write_back(t, u, &s);
     }
-    zt_optim_step_segs(&t->optim, t->segs, t->layout.n_units, lr, b1, b2);
-    if (stage < 3)
-        return zt_zero_allgather_params(cfg, t->be, t->zcomm, &t->layout, t->params, t->ag_buf);
-    return zt_zero_gather_end_step(&t->gather);
+    if (stage == 1 || stage == 2)
+        return zt_zero_allgather_params(cfg, be, t->zcomm, &t->layout, t->params, t->ag_buf,
+                                        t->cdt);
+    if (stage == 3)
+        return zt_zero_gather_end_step(&t->gather);
+    return ZT_OK;
 }
 
 /* Rank 0 collects each unit from every rank's slices (host MPI, outside the
- * comm counters: a dump is not training traffic), so no stage needs the whole
- * model in one buffer. */
-static zt_status trainer_dump_slices(zt_trainer *t, float *const *slices, const char *path)
+ * comm counters: a dump is not training traffic), widened to fp32 and
+ * multiplied by `alpha`, so no stage needs the whole model in one buffer.
+ * slices[u] (shard_numel of dt) lives where the optimizer works (own_g and
+ * own_m both do). */
+static zt_status trainer_dump_slices(zt_trainer *t, void *const *slices, zt_dtype dt,
+                                     float alpha, const char *path)
 {
     const zt_layout *lay = &t->layout;
     /* Every partition group gathers its copy; world rank 0 (root of the first
@@ -611,14 +1048,17 @@ static zt_status trainer_dump_slices(zt_trainer *t, float *const *slices, const 
     if (writer && !(f = fopen(path, "wb")))
         st = zt_fail(ZT_ERR_IO, "check that the directory exists and is writable",
                      "cannot write dump %s: %s", path, strerror(errno));
-    float *mine = malloc(trainer_floats(lay->max_unit_numel / lay->world_size));
+    int64_t shard_max = lay->max_unit_numel / lay->world_size;
+    void *raw = malloc(trainer_bytes(shard_max, dt));
+    float *mine = malloc(trainer_floats(shard_max));
     float *unit = root ? malloc(trainer_floats(lay->max_unit_numel)) : NULL;
-    if (!mine || (root && !unit))
+    if (!raw || !mine || (root && !unit))
         st = zt_fail(ZT_ERR_OOM, "", "cannot stage one unit for the dump");
     st = zt_world_agree(t->world, st, NULL);
     for (int u = 0; u < lay->n_units && st == ZT_OK; u++) {
         const zt_unit_layout *ul = &lay->units[u];
-        t->be->copy_d2h(t->be, mine, slices[u], trainer_floats(ul->shard_numel));
+        trainer_get(t, raw, slices[u], trainer_opt_loc(t), trainer_bytes(ul->shard_numel, dt));
+        zt_convert_host(mine, ZT_F32, raw, dt, ul->shard_numel, alpha, false);
         if (MPI_Gather(mine, (int)ul->shard_numel, MPI_FLOAT, unit, (int)ul->shard_numel,
                        MPI_FLOAT, 0, t->zcomm->mpi) != MPI_SUCCESS)
             st = zt_fail(ZT_ERR_COMM, "a peer rank may have died", "gathering the dump failed");
@@ -629,9 +1069,28 @@ static zt_status trainer_dump_slices(zt_trainer *t, float *const *slices, const 
     if (f && fclose(f) != 0 && st == ZT_OK)
         st = zt_fail(ZT_ERR_IO, "check free disk space", "closing %s failed: %s", path,
                      strerror(errno));
+    free(raw);
     free(mine);
     free(unit);
     return zt_world_agree(t->world, st, NULL);
+}
+
+static zt_status trainer_record(zt_trainer *t, double loss, double scale)
+{
+    if (t->global_steps > t->loss_cap) {
+        t->loss_cap = t->loss_cap ? 2 * t->loss_cap : 256;
+        double *h = realloc(t->loss_history, (size_t)t->loss_cap * sizeof *h);
+        if (h)
+            t->loss_history = h;
+        double *s = realloc(t->scale_history, (size_t)t->loss_cap * sizeof *s);
+        if (s)
+            t->scale_history = s;
+        if (!h || !s)
+            return zt_fail(ZT_ERR_OOM, "", "cannot grow the loss history");
+    }
+    t->loss_history[t->global_steps - 1] = loss;
+    t->scale_history[t->global_steps - 1] = scale;
+    return ZT_OK;
 }
 
 static zt_status trainer_step(zt_trainer *t, zt_monitor *mon)
@@ -646,26 +1105,56 @@ static zt_status trainer_step(zt_trainer *t, zt_monitor *mon)
     double loss = loss_sum / (double)cfg->train_batch_size;
 
     double ts = trainer_now();
-    double norm = 0.0;
-    ZT_TRY(trainer_slices_sumsq(t, t->own_g, &norm));
-    norm = sqrt(norm);
-    t->last_grad_norm = isfinite(norm) ? norm : -1.0;
-    if (t->grad_dump_path && t->global_steps == 0)
-        ZT_TRY(trainer_dump_slices(t, t->own_g, t->grad_dump_path));
-    if (cfg->gradient_clipping > 0.0 && isfinite(norm)) {
-        double coef = cfg->gradient_clipping / (norm + 1e-6);
-        /* Stage 0 steps on the whole vector; above, each rank on its slices. */
-        if (coef < 1.0 && cfg->zero.stage == 0)
-            t->be->scale(t->be, t->grads, (float)coef, t->layout.padded_numel);
-        else if (coef < 1.0)
-            for (int u = 0; u < t->layout.n_units; u++)
-                t->be->scale(t->be, t->own_g[u], (float)coef, t->layout.units[u].shard_numel);
+    double scale = t->scaler.scale;
+    if (t->grad_dump_path && (t->global_steps == 0 || strstr(t->grad_dump_path, "%d"))) {
+        char path[1024];
+        const char *at = strstr(t->grad_dump_path, "%d");
+        if (at)
+            snprintf(path, sizeof path, "%.*s%lld%s", (int)(at - t->grad_dump_path),
+                     t->grad_dump_path, (long long)(t->global_steps + 1), at + 2);
+        else
+            snprintf(path, sizeof path, "%s", t->grad_dump_path);
+        ZT_TRY(trainer_dump_slices(t, t->own_g, t->ogdt, (float)(1.0 / scale), path));
     }
+    int first_bad = t->layout.n_units;
+    if (t->check_overflow)
+        ZT_TRY(trainer_first_overflow(t, &first_bad));
+    bool overflow = first_bad < t->layout.n_units;
+    zt_scaler_event ev = zt_scaler_update(&t->scaler, overflow);
+    if (ev.at_min)
+        return zt_fail(ZT_ERR_NUMERIC,
+                       "lower the learning rate, look for extreme values in the data, or train "
+                       "in bf16 (fp32's range)",
+                       "step %lld: gradients overflow with the fp16 loss scale already at its "
+                       "minimum (%g, fp16.min_loss_scale); the first unit whose gradients hold "
+                       "inf or nan is %s (unit %d)",
+                       (long long)(t->global_steps + 1), ev.prev_scale,
+                       t->model->units[first_bad].name, first_bad);
     double lr = zt_sched_lr(&t->sched);
     double b1 = -1.0, b2 = -1.0;
     zt_sched_momentum(&t->sched, &b1, &b2);
-    ZT_TRY(trainer_apply(t, lr, b1, b2));
-    zt_sched_step(&t->sched);
+    if (overflow) {
+        /* DeepSpeed: no optimizer or scheduler step; the gradients are
+         * overwritten by the next step's first micro-step. */
+        t->skipped_steps++;
+        t->last_grad_norm = -1.0;
+        if (cfg->zero.stage == 3)
+            ZT_TRY(zt_zero_gather_flush(&t->gather));
+        zt_monitor_overflow(mon, &ev, cfg->fp16.enabled);
+    } else {
+        double norm = 0.0;
+        ZT_TRY(trainer_grad_norm_sq(t, &norm));
+        norm = sqrt(norm);
+        /* DeepSpeed unscales and clips in one multiply on the scaled norm. */
+        double clip = 1.0;
+        if (cfg->gradient_clipping > 0.0 && isfinite(norm)) {
+            double c = (norm / scale + 1e-6) / cfg->gradient_clipping;
+            clip = c > 1.0 ? c : 1.0;
+        }
+        t->last_grad_norm = isfinite(norm) ? norm / scale : -1.0;
+        ZT_TRY(trainer_apply(t, (float)(1.0 / (clip * scale)), lr, b1, b2));
+        zt_sched_step(&t->sched);
+    }
     t->be->sync(t->be);
     double t1 = trainer_now();
     timers[ZT_TIMER_STEP] += 1e3 * (t1 - ts);
@@ -673,14 +1162,7 @@ static zt_status trainer_step(zt_trainer *t, zt_monitor *mon)
     t->last_lr = lr;
     t->global_steps++;
     t->global_samples += cfg->train_batch_size;
-    if (t->global_steps > t->loss_cap) {
-        t->loss_cap = t->loss_cap ? 2 * t->loss_cap : 256;
-        double *h = realloc(t->loss_history, (size_t)t->loss_cap * sizeof *h);
-        if (!h)
-            return zt_fail(ZT_ERR_OOM, "", "cannot grow the loss history");
-        t->loss_history = h;
-    }
-    t->loss_history[t->global_steps - 1] = loss;
+    ZT_TRY(trainer_record(t, loss, scale));
 
     /* DeepSpeed's throughput timer leaves the first two steps out (warm-up). */
     double dt = t1 - t0;
@@ -698,6 +1180,7 @@ static zt_status trainer_step(zt_trainer *t, zt_monitor *mon)
         .loss = loss,
         .lr = lr,
         .grad_norm = t->last_grad_norm,
+        .loss_scale = cfg->fp16.enabled ? t->scaler.scale : -1.0,
         .beta1 = b1 >= 0 ? b1 : (cfg->optimizer.type == ZT_OPTIM_SGD ? cfg->optimizer.momentum
                                                                      : cfg->optimizer.beta1),
         .beta2 = b2 >= 0 ? b2 : cfg->optimizer.beta2,
@@ -751,13 +1234,18 @@ zt_status zt_trainer_train(zt_trainer *t, int64_t until_step)
 
 double zt_trainer_param_norm(zt_trainer *t)
 {
+    const zt_layout *lay = &t->layout;
     double sq = 0.0;
-    return trainer_slices_sumsq(t, t->own_p, &sq) == ZT_OK ? sqrt(sq) : NAN;
+    for (int u = 0; u < lay->n_units; u++)
+        sq += t->offload_opt
+                  ? zt_sum_squares_host(t->own_m[u], ZT_F32, lay->units[u].shard_numel)
+                  : t->be->sum_squares(t->be, t->own_m[u], ZT_F32, lay->units[u].shard_numel);
+    return trainer_sum_f64(t->zcomm->mpi, &sq, 1) == ZT_OK ? sqrt(sq) : NAN;
 }
 
 zt_status zt_trainer_dump_params(zt_trainer *t, const char *path)
 {
-    return trainer_dump_slices(t, t->own_p, path);
+    return trainer_dump_slices(t, (void *const *)t->own_m, ZT_F32, 1.0f, path);
 }
 
 zt_status zt_trainer_eval(zt_trainer *t, const zt_dataset *ds, int64_t iters, double *loss,
@@ -769,7 +1257,6 @@ zt_status zt_trainer_eval(zt_trainer *t, const zt_dataset *ds, int64_t iters, do
     int64_t all = (ds->n_samples + per_iter - 1) / per_iter;
     if (iters <= 0 || iters > all)
         iters = all;
-    int last = model->n_units - 1;
     bool classify = !model->labels_per_token;
     double acc[3] = {0.0, 0.0, 0.0}; /* loss sum, counted rows, argmax hits */
     for (int64_t it = 0; it < iters; it++) {
@@ -782,13 +1269,14 @@ zt_status zt_trainer_eval(zt_trainer *t, const zt_dataset *ds, int64_t iters, do
         trainer_load(t, ds, mb, &b);
         ZT_TRY(trainer_forward(t, &b, true));
         int64_t rows = mb * trainer_rows_per_sample(t, &b);
-        acc[0] += be->xent_forward_backward(be, t->acts[last], t->labels, rows, model->n_classes,
+        const float *logits = trainer_logits(t, mb);
+        acc[0] += be->xent_forward_backward(be, logits, t->labels, rows, model->n_classes,
                                             model->ignore_index, 1.0f, NULL);
         for (int64_t r = 0; r < rows; r++)
             acc[1] += t->labels_host[r] != model->ignore_index;
         if (!classify)
             continue;
-        be->copy_d2h(be, t->logits_host, t->acts[last], trainer_floats(rows * model->n_classes));
+        be->copy_d2h(be, t->logits_host, logits, trainer_floats(rows * model->n_classes));
         for (int64_t r = 0; r < rows; r++) {
             const float *row = t->logits_host + r * model->n_classes;
             int64_t best = 0;
@@ -823,7 +1311,7 @@ zt_status zt_trainer_generate(zt_trainer *t, int32_t start, int64_t n_new, uint6
         zt_batch b = {.n = 1, .t = ctx, .tokens = t->tokens, .row_keys = t->row_keys,
                       .seed = t->seed, .step = t->global_steps};
         ZT_TRY(trainer_forward(t, &b, true));
-        be->copy_d2h(be, t->logits_host, t->acts[model->n_units - 1] + (ctx - 1) * V,
+        be->copy_d2h(be, t->logits_host, trainer_logits(t, 1) + (ctx - 1) * V,
                      trainer_floats(V));
         double mx = t->logits_host[0], sum = 0.0;
         for (int64_t c = 1; c < V; c++)

@@ -2,27 +2,60 @@
  * trainer: the training loop. Per optimizer step: for each of the
  * gradient_accumulation_steps micro-steps, read this rank's micro-batch,
  * run the units forward, the loss, the units backward (writing or accumulating
- * gradients as the ZeRO stage says, see zero.h); then at the boundary:
- * global-norm clipping, the optimizer step on the rank's shard, the parameter
- * all-gather (stages 1-2) or the persistent re-gather (stage 3), the scheduler
- * step, progress lines.
+ * gradients as the ZeRO stage says, see zero.h); then at the boundary: the
+ * overflow check and loss scaler, global-norm clipping, the optimizer step on
+ * the rank's shard, the parameter all-gather (stages 1-2) or the persistent
+ * re-gather (stage 3), the scheduler step, progress lines.
  *
- * What each stage holds (fp32; Psi = padded parameters, N = ranks, k = 2 for
- * Adam): stage 0 PARAMS Psi, GRADS Psi, OPTIM k Psi; stage 1 PARAMS Psi, GRADS
- * Psi, OPTIM k Psi/N; stage 2 PARAMS Psi, GRADS Psi/N, OPTIM k Psi/N; stage 3
- * PARAMS Psi/N (+ persistent units whole, + the hpZ secondary Psi/h), GRADS
- * Psi/N, OPTIM k Psi/N. COMM holds the reduce buckets, the all-gather bucket
- * (stages 1-2), one unit's gradient (stages 2-3) and the gather window
- * (stage 3).
+ * Precision. fp32: every tensor is fp32 and the parameters are what the
+ * optimizer steps. fp16/bf16 (mixed): parameters, activations (unit outputs
+ * and saved tensors) and the per-micro-step gradients are stored in 16 bits;
+ * units compute in fp32 on converted copies of one unit's parameters, inputs,
+ * outputs and saved tensors (WORK), and each result is rounded once when it is
+ * stored. GRADS holds the gradient in zt_config_grad_dtype (fp32 when
+ * micro-steps accumulate, unless data_types.grad_accum_dtype says otherwise):
+ * every accumulation adds in fp32. Reductions communicate in
+ * zt_config_comm_dtype and add in fp32 (comm.h). The optimizer steps an fp32
+ * master copy of the rank's span (MASTER) with fp32 moments, then writes the
+ * rounded 16-bit parameters back. Under fp16 the loss is multiplied by the
+ * loss scale (scaler.h); an inf or nan in any rank's reduced gradients skips
+ * the step on every rank (fp16 always, bf16 with check_grad_overflow).
+ *
+ * Offload. offload_optimizer (stages 1-3): MASTER, OPTIM and an fp32 gradient
+ * partition live in host arenas; each reduced bucket is copied to the host and
+ * added there, the optimizer runs on the CPU (optim.h, host kernels), and the
+ * new parameters are rounded on the host and copied to the device.
+ * offload_param (stage 3): the non-persistent parameter shards live in host
+ * PARAMS; each gather copies the shard into its slot of the gathered block.
+ *
+ * Activation checkpointing (interval K > 0): units form segments [sK, sK+K).
+ * Forward keeps only each segment's input (ACTS on the device, or the host
+ * with cpu_checkpointing) and runs the units through K reusable slots of
+ * output and saved tensors. Backward re-runs each segment's forward from its
+ * kept input (same dropout keys, so the same values) before its backward; the
+ * last segment's activations are still in the slots and are not recomputed.
+ *
+ * What each stage holds (Psi = padded parameters, N = ranks, c = bytes of the
+ * compute dtype, g = bytes of the gradient dtype, k = optimizer floats per
+ * parameter, 2 for Adam): stage 0 PARAMS c Psi, GRADS g Psi, OPTIM 4k Psi;
+ * stage 1 PARAMS c Psi, GRADS g Psi, OPTIM 4k Psi/N; stage 2 PARAMS c Psi,
+ * GRADS g Psi/N, OPTIM 4k Psi/N; stage 3 PARAMS c Psi/N (+ persistent units
+ * whole, + the hpZ secondary Psi/h), GRADS g Psi/N, OPTIM 4k Psi/N. Mixed
+ * precision adds MASTER 4 Psi (stage 0) or 4 Psi/N. With fp16 and Adam and one
+ * micro-step that is the ZeRO paper's 2 + 2 + 12 bytes per parameter. COMM
+ * holds the reduce buckets, the all-gather bucket (stages 1-2), one unit's
+ * fp32 gradient (fp32 stages 2-3) and the gather window (stage 3).
  *
  * Memory: every buffer is planned into and allocated from the trainer's arenas
- * (zt_memory): PARAMS, GRADS, OPTIM on the device; ACTS (inputs, tokens,
- * lengths, labels, dropout keys, unit outputs, saved tensors); COMM; WORK
- * (activation-gradient ping-pong, the units' scratch, host staging of the
- * micro-batch and of the logits evaluation and sampling read). Nothing is
- * allocated inside the step loop except stage-3 gather blocks, which come from
- * the COMM arena's reservation. Evaluation and sampling reuse the training
- * buffers (micro-batches of at most train_micro_batch_size_per_gpu).
+ * (zt_memory): PARAMS, GRADS, MASTER, OPTIM; ACTS (inputs, tokens, lengths,
+ * labels, dropout keys, unit outputs, saved tensors, checkpoints); COMM; WORK
+ * (activation-gradient ping-pong, the units' scratch, the fp32 copies of one
+ * unit under mixed precision, host staging of the micro-batch, of reduced
+ * buckets and new parameters when offloaded, and of the logits evaluation and
+ * sampling read). Nothing is allocated inside the step loop except stage-3
+ * gather blocks, which come from the COMM arena's reservation. Evaluation and
+ * sampling reuse the training buffers (micro-batches of at most
+ * train_micro_batch_size_per_gpu).
  * Collective: zt_trainer_init, zt_trainer_train, zt_trainer_eval,
  * zt_trainer_generate, zt_trainer_dump_params, zt_trainer_param_norm.
  */
@@ -41,6 +74,7 @@
 #include "monitor.h"
 #include "optim.h"
 #include "sampler.h"
+#include "scaler.h"
 #include "sched.h"
 #include "world.h"
 #include "zero.h"
@@ -59,6 +93,7 @@ typedef struct {
     zt_sampler sampler;
     zt_optim optim;
     zt_sched sched;
+    zt_scaler scaler;
     zt_zero_reducer reducer; /* stage 0 */
     zt_zero_rs rs;           /* stages 1-3 */
     zt_zero_gather gather;   /* stage 3 */
@@ -67,30 +102,53 @@ typedef struct {
     zt_comm *replica_comm;   /* MiCS replica group or NULL (owned) */
     zt_comm *zcomm;          /* what the layout partitions over: shard_comm or comm */
 
+    /* Precision and placement, resolved from the config (see above). */
+    zt_dtype cdt;            /* parameters, activations, per-micro-step gradients */
+    zt_dtype gdt;            /* GRADS on the device */
+    zt_dtype kdt;            /* gradient communication */
+    zt_dtype ogdt;           /* the gradient the optimizer reads (own_g) */
+    bool mixed;              /* cdt is 16-bit: units compute on fp32 copies */
+    bool has_master;         /* the optimizer steps an fp32 copy, not the parameters */
+    bool offload_opt;        /* MASTER, OPTIM, the optimizer's gradients on the host */
+    bool offload_param;      /* stage 3 shards on the host */
+    bool check_overflow;     /* skip steps whose gradients hold inf or nan */
+    int64_t ckpt_interval;   /* activation checkpointing: units per segment, 0 off */
+    bool ckpt_host;          /* cpu_checkpointing */
+
     /* Stages 0-2: params full flat (padded_numel). Stage 3: NULL; unit_store. */
-    float *params;
-    /* Stages 0-1: full flat; stages 2-3: the partition (partition_numel). */
-    float *grads;
+    void *params;
+    /* Device GRADS. Stages 0-1: full flat; stages 2-3: the partition; NULL at
+     * stages 2-3 when the optimizer is offloaded. */
+    void *grads;
+    float *host_grads;    /* offload_optimizer: the fp32 partition (host) */
+    float *master;        /* fp32 copy of the stepped span (stage 0: full), or NULL */
     float *optim_state;   /* zt_optim_state_numel of the optimizer's span */
-    float **unit_store;   /* stage 3, per unit: own shard or persistent full copy */
-    float **own_p;        /* per unit: this rank's parameter slice (shard_numel) */
-    float **own_g;        /* per unit: this rank's gradient slice (shard_numel) */
-    float **secondary;    /* hpZ, per unit: padded_numel / h, else NULL */
-    float *unit_grad;     /* stages 2-3: one unit's full gradient (COMM) */
-    float *rs_send[2], *rs_recv[2]; /* reduce buckets (COMM) */
-    float *ag_buf;        /* stages 1-2: all-gather bucket (COMM) */
-    zt_optim_seg *segs;   /* stages 1-3, per unit: the optimizer's view of own slices */
+    void **unit_store;    /* stage 3, per unit: own shard or persistent full copy */
+    void **own_p;         /* per unit: this rank's parameter slice (shard_numel) */
+    void **own_g;         /* per unit: this rank's reduced gradient slice (ogdt) */
+    float **own_m;        /* per unit: the fp32 values own_p rounds (master or params) */
+    void **secondary;     /* hpZ, per unit: padded_numel / h, else NULL */
+    float *unit_grad;     /* fp32 stages 2-3: one unit's full gradient (COMM) */
+    void *rs_send[2], *rs_recv[2]; /* reduce buckets (COMM) */
+    void *rs_stage;       /* offload_optimizer: host staging of one reduced bucket */
+    void *ag_buf;         /* stages 1-2: all-gather bucket (COMM) */
     /* The micro-batch on the device (NULL where the model has no such input). */
-    float *x;             /* (micro, in_numel) */
+    float *x;             /* (micro, in_numel), fp32 */
     int32_t *tokens;      /* (micro, t), t <= seq_len */
     int32_t *lengths;     /* (micro) valid tokens per sample */
     uint64_t *row_keys;   /* (micro) global sample positions (dropout keys) */
     int32_t *labels;      /* (micro, labels_numel) */
-    float **acts;         /* per unit: output (micro, out_numel) */
-    float **saved;        /* per unit: (micro, saved_numel) or NULL */
+    void **acts;          /* per unit: output (micro, out_numel), cdt (a slot when checkpointing) */
+    void **saved;         /* per unit: (micro, saved_numel) or NULL */
+    void **ckpt;          /* checkpointing, per unit u = sK > 0: its kept input, else NULL */
+    void *ckpt_in;        /* cpu_checkpointing: a segment's input on the device */
     float *work;          /* (micro, max work_numel) unit scratch, or NULL */
-    float *dact[2];       /* activation-gradient ping-pong */
-    /* Host staging of the same (HOST WORK). */
+    float *dact[2];       /* activation-gradient ping-pong (fp32) */
+    /* Mixed precision: fp32 copies of one unit (WORK). */
+    float *pw, *gw;       /* (max_unit_numel): parameters; gradient (also the step's) */
+    float *xin, *yout, *sw; /* (micro, max in / out / saved numel) */
+    void *param_stage;    /* offload: host staging of one unit's new parameters */
+    /* Host staging of the micro-batch (HOST WORK). */
     float *x_host;
     int32_t *tokens_host; /* (micro, seq_len) */
     int32_t *lengths_host;
@@ -104,11 +162,17 @@ typedef struct {
     int64_t eval_interval, eval_iters; /* iters <= 0: the whole split */
     zt_eval_point *evals;
     int64_t n_evals, eval_cap;
-    /* --dump-grads: the reduced gradient of the first step goes here. */
+    /* --dump-grads: the reduced, unscaled gradient of the first step goes
+     * here; a path with "%d" gets every step's, %d the step number. */
     const char *grad_dump_path;
+    /* Testing aid (--inject-overflow): at these steps (1-based) the last rank
+     * writes inf into unit inject_unit's gradient before it is reduced. */
+    const int64_t *inject_steps;
+    int n_inject_steps, inject_unit;
 
     int64_t global_steps, skipped_steps, global_samples;
     double *loss_history;
+    double *scale_history; /* the loss scale each step ran with */
     int64_t loss_cap;
     double last_lr, last_grad_norm;
     double train_seconds, timed_seconds;
@@ -131,7 +195,7 @@ void zt_trainer_free(zt_trainer *t);
 zt_status zt_trainer_train(zt_trainer *t, int64_t until_step);
 
 /* Rank 0 writes all parameters, unpadded, in model order as little-endian
- * float32 to `path`. */
+ * float32 to `path`: the fp32 master weights under mixed precision. */
 zt_status zt_trainer_dump_params(zt_trainer *t, const char *path);
 
 /* float64 L2 norm of all parameters (same value on every rank). */

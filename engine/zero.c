@@ -3,6 +3,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Element i of a typed buffer. */
+static void *zero_at(const void *p, int64_t i, zt_dtype dt)
+{
+    return (char *)p + (size_t)i * zt_dtype_size(dt);
+}
+
 zt_status zt_layout_init(zt_layout *l, const zt_model *m, const zt_zero_config *z,
                          int world_size, int rank)
 {
@@ -63,13 +69,14 @@ void zt_zero_scales(const zt_config *cfg, int world_size, float *pre_scale, floa
 }
 
 zt_status zt_zero_reducer_init(zt_zero_reducer *r, const zt_config *cfg, const zt_backend *be,
-                               zt_comm *comm, const zt_layout *layout, float *grads)
+                               zt_comm *comm, const zt_layout *layout, void *grads, zt_dtype dt)
 {
     memset(r, 0, sizeof *r);
     r->be = be;
     r->comm = comm;
     r->layout = layout;
     r->grads = grads;
+    r->dt = dt;
     /* A zero bucket size would never make progress: one element is the floor. */
     r->bucket_numel = cfg->zero.reduce_bucket_size > 0 ? cfg->zero.reduce_bucket_size : 1;
     r->overlap = cfg->zero.overlap_comm;
@@ -96,11 +103,11 @@ void zt_zero_reducer_begin(zt_zero_reducer *r)
 /* Issues [lo, hi) as one bucket. */
 static zt_status reducer_issue(zt_zero_reducer *r, int64_t lo, int64_t hi)
 {
-    float *b = r->grads + lo;
+    void *b = zero_at(r->grads, lo, r->dt);
     if (r->pre_scale != 1.0f)
-        r->be->scale(r->be, b, r->pre_scale, hi - lo);
+        r->be->convert(r->be, b, r->dt, b, r->dt, hi - lo, r->pre_scale, false);
     zt_comm_req *req = r->overlap ? &r->reqs[r->n_reqs++] : NULL;
-    ZT_TRY(r->comm->ops->all_reduce(r->comm, b, hi - lo, ZT_RED_SUM, req));
+    ZT_TRY(r->comm->ops->all_reduce(r->comm, b, hi - lo, r->dt, ZT_RED_SUM, req));
     r->issued_lo = lo;
     return ZT_OK;
 }
@@ -128,7 +135,8 @@ zt_status zt_zero_reducer_finish(zt_zero_reducer *r)
         ZT_TRY(r->comm->ops->wait(r->comm, &r->reqs[i]));
     r->n_reqs = 0;
     if (r->post_scale != 1.0f)
-        r->be->scale(r->be, r->grads, r->post_scale, r->layout->padded_numel);
+        r->be->convert(r->be, r->grads, r->dt, r->grads, r->dt, r->layout->padded_numel,
+                       r->post_scale, false);
     return ZT_OK;
 }
 
@@ -142,6 +150,11 @@ static int64_t zero_clamp_width(int64_t bucket_numel, const zt_layout *l)
     return w < l->partition_numel ? w : l->partition_numel;
 }
 
+int64_t zt_zero_rs_width(const zt_config *cfg, const zt_layout *layout)
+{
+    return zero_clamp_width(cfg->zero.reduce_bucket_size, layout);
+}
+
 void zt_zero_rs_buffers(const zt_config *cfg, const zt_layout *layout, int *count,
                         int64_t *send_numel, int64_t *recv_numel)
 {
@@ -153,14 +166,19 @@ void zt_zero_rs_buffers(const zt_config *cfg, const zt_layout *layout, int *coun
 
 zt_status zt_zero_rs_init(zt_zero_rs *r, const zt_config *cfg, const zt_backend *be,
                           zt_comm *comm, zt_comm *replica, const zt_layout *layout,
-                          float *const *dest, float *const *send, float *const *recv)
+                          const zt_zero_rs_target *target, void *const *send,
+                          void *const *recv)
 {
     memset(r, 0, sizeof *r);
     r->be = be;
     r->comm = comm;
     r->replica = replica;
     r->layout = layout;
-    r->dest = dest;
+    r->dest = target->dest;
+    r->dest_dt = target->dest_dt;
+    r->dest_host = target->dest_host;
+    r->host_stage = target->host_stage;
+    r->comm_dt = target->comm_dt;
     r->width = zero_clamp_width(cfg->zero.reduce_bucket_size, layout);
     r->overlap = cfg->zero.overlap_comm;
     r->use_reduce_scatter = cfg->zero.reduce_scatter;
@@ -196,24 +214,26 @@ void zt_zero_rs_begin(zt_zero_rs *r, bool accumulate)
 static zt_status rs_deliver(zt_zero_rs *r, zt_zero_bucket *b)
 {
     const zt_backend *be = r->be;
+    zt_dtype kdt = r->comm_dt;
     ZT_TRY(r->comm->ops->wait(r->comm, &b->req));
     int64_t width = b->b1 - b->b0;
-    float *src = b->recv ? b->recv : b->send + (int64_t)r->layout->rank * width;
+    void *src = b->recv ? b->recv : zero_at(b->send, (int64_t)r->layout->rank * width, kdt);
     if (r->replica)
-        ZT_TRY(r->replica->ops->all_reduce(r->replica, src, width, ZT_RED_SUM, NULL));
+        ZT_TRY(r->replica->ops->all_reduce(r->replica, src, width, kdt, ZT_RED_SUM, NULL));
+    if (r->dest_host) {
+        be->copy_d2h(be, r->host_stage, src, (size_t)width * zt_dtype_size(kdt));
+        src = r->host_stage;
+    }
     for (int i = 0; i < b->n_segs; i++) {
         const zt_zero_seg *s = &b->segs[i];
         const zt_unit_layout *ul = &r->layout->units[s->unit];
-        const float *from = src + ul->part_offset + s->lo - b->b0;
-        float *to = r->dest[s->unit] + s->lo;
+        const void *from = zero_at(src, ul->part_offset + s->lo - b->b0, kdt);
+        void *to = zero_at(r->dest[s->unit], s->lo, r->dest_dt);
         int64_t n = s->hi - s->lo;
-        if (r->accumulate) {
-            be->axpy(be, to, r->post_scale, from, n);
-        } else {
-            be->copy_d2d(be, to, from, (size_t)n * sizeof(float));
-            if (r->post_scale != 1.0f)
-                be->scale(be, to, r->post_scale, n);
-        }
+        if (r->dest_host)
+            zt_convert_host(to, r->dest_dt, from, kdt, n, r->post_scale, r->accumulate);
+        else
+            be->convert(be, to, r->dest_dt, from, kdt, n, r->post_scale, r->accumulate);
     }
     b->pending = false;
     return ZT_OK;
@@ -239,20 +259,19 @@ static zt_status rs_issue(zt_zero_rs *r)
 {
     zt_zero_bucket *b = &r->buckets[r->open];
     int64_t width = b->b1 - b->b0, total = width * r->layout->world_size;
-    if (r->pre_scale != 1.0f)
-        r->be->scale(r->be, b->send, r->pre_scale, total);
     zt_comm_req *req = r->overlap ? &b->req : NULL;
     b->req.n_parts = 0;
     if (r->use_reduce_scatter)
-        ZT_TRY(r->comm->ops->reduce_scatter(r->comm, b->send, b->recv, width, ZT_RED_SUM, req));
+        ZT_TRY(r->comm->ops->reduce_scatter(r->comm, b->send, b->recv, width, r->comm_dt,
+                                            ZT_RED_SUM, req));
     else
-        ZT_TRY(r->comm->ops->all_reduce(r->comm, b->send, total, ZT_RED_SUM, req));
+        ZT_TRY(r->comm->ops->all_reduce(r->comm, b->send, total, r->comm_dt, ZT_RED_SUM, req));
     b->pending = true;
     r->open = -1;
     return r->overlap ? ZT_OK : rs_deliver(r, b);
 }
 
-zt_status zt_zero_rs_unit(zt_zero_rs *r, int u, const float *g)
+zt_status zt_zero_rs_unit(zt_zero_rs *r, int u, const void *g, zt_dtype g_dt)
 {
     const zt_backend *be = r->be;
     const zt_unit_layout *ul = &r->layout->units[u];
@@ -264,9 +283,11 @@ zt_status zt_zero_rs_unit(zt_zero_rs *r, int u, const float *g)
         zt_zero_bucket *b = &r->buckets[r->open];
         int64_t lo = b->b0 > ul->part_offset ? b->b0 - ul->part_offset : 0;
         int64_t width = b->b1 - b->b0, at = ul->part_offset + lo - b->b0;
-        for (int q = 0; q < world; q++) // block q of the bucket: rank q's columns
-            be->copy_d2d(be, b->send + q * width + at, g + q * ul->shard_numel + lo,
-                         (size_t)(hi - lo) * sizeof(float));
+        /* Block q of the bucket: rank q's columns, pre-scaled as they are packed. */
+        for (int q = 0; q < world; q++)
+            be->convert(be, zero_at(b->send, q * width + at, r->comm_dt), r->comm_dt,
+                        zero_at(g, q * ul->shard_numel + lo, g_dt), g_dt, hi - lo,
+                        r->pre_scale, false);
         b->segs[b->n_segs++] = (zt_zero_seg){u, lo, hi};
         hi = lo;
         if (ul->part_offset + lo == b->b0)
@@ -301,8 +322,8 @@ int64_t zt_zero_allgather_buffer_numel(const zt_config *cfg, const zt_layout *la
 
 /* Copies between rank q's slices of the flat params and block q of a bucket
  * covering partition coordinates [b0, b0 + width). */
-static void allgather_move(const zt_backend *be, const zt_layout *l, float *params, float *buf,
-                           int64_t b0, int64_t width, int q, bool to_buf)
+static void allgather_move(const zt_backend *be, const zt_layout *l, void *params, void *buf,
+                           zt_dtype dt, int64_t b0, int64_t width, int q, bool to_buf)
 {
     for (int u = 0; u < l->n_units; u++) {
         const zt_unit_layout *ul = &l->units[u];
@@ -311,9 +332,9 @@ static void allgather_move(const zt_backend *be, const zt_layout *l, float *para
         int64_t hi = end < ul->shard_numel ? end : ul->shard_numel;
         if (hi <= lo)
             continue;
-        float *slice = params + ul->offset + q * ul->shard_numel + lo;
-        float *block = buf + q * width + ul->part_offset + lo - b0;
-        size_t bytes = (size_t)(hi - lo) * sizeof(float);
+        void *slice = zero_at(params, ul->offset + q * ul->shard_numel + lo, dt);
+        void *block = zero_at(buf, q * width + ul->part_offset + lo - b0, dt);
+        size_t bytes = (size_t)(hi - lo) * zt_dtype_size(dt);
         if (to_buf)
             be->copy_d2d(be, block, slice, bytes);
         else
@@ -322,22 +343,25 @@ static void allgather_move(const zt_backend *be, const zt_layout *l, float *para
 }
 
 zt_status zt_zero_allgather_params(const zt_config *cfg, const zt_backend *be, zt_comm *comm,
-                                   const zt_layout *layout, float *params, float *buf)
+                                   const zt_layout *layout, void *params, void *buf,
+                                   zt_dtype dt)
 {
     int world = layout->world_size, me = layout->rank;
     int64_t step = zero_clamp_width(cfg->zero.allgather_bucket_size, layout);
     for (int64_t b0 = 0; b0 < layout->partition_numel; b0 += step) {
         int64_t width = layout->partition_numel - b0 < step ? layout->partition_numel - b0 : step;
-        allgather_move(be, layout, params, buf, b0, width, me, true);
+        allgather_move(be, layout, params, buf, dt, b0, width, me, true);
         if (cfg->zero.allgather_partitions) {
-            ZT_TRY(comm->ops->all_gather(comm, buf + me * width, buf, width, NULL));
+            ZT_TRY(comm->ops->all_gather(comm, zero_at(buf, me * width, dt), buf, width, dt,
+                                         NULL));
         } else {
             for (int q = 0; q < world; q++)
-                ZT_TRY(comm->ops->broadcast(comm, buf + q * width, width, q, NULL));
+                ZT_TRY(comm->ops->broadcast(comm, zero_at(buf, q * width, dt), width, dt, q,
+                                            NULL));
         }
         for (int q = 0; q < world; q++)
             if (q != me)
-                allgather_move(be, layout, params, buf, b0, width, q, false);
+                allgather_move(be, layout, params, buf, dt, b0, width, q, false);
     }
     return ZT_OK;
 }
@@ -378,7 +402,8 @@ int64_t zt_zero_secondary_numel(const zt_config *cfg, const zt_layout *layout)
 
 zt_status zt_zero_gather_init(zt_zero_gather *g, const zt_config *cfg, const zt_backend *be,
                               zt_comm *comm, zt_comm *group, const zt_layout *layout,
-                              zt_arena *pool, float *const *shard, float *const *secondary)
+                              zt_arena *pool, zt_dtype dt, void *const *shard, bool shard_host,
+                              void *const *secondary)
 {
     memset(g, 0, sizeof *g);
     g->be = be;
@@ -386,7 +411,9 @@ zt_status zt_zero_gather_init(zt_zero_gather *g, const zt_config *cfg, const zt_
     g->group = group;
     g->layout = layout;
     g->pool = pool;
+    g->dt = dt;
     g->shard = shard;
+    g->shard_host = shard_host;
     g->secondary = secondary;
     g->hpz = group ? group->size : 1;
     g->max_live = cfg->zero.stage3_max_live_parameters;
@@ -434,7 +461,7 @@ static bool gather_drop_retained(zt_zero_gather *g, int u, zt_gather_dir dir)
     /* Forward: units behind u are next used in backward (farthest first from
      * unit 0), then units ahead from the far end. Backward mirrors that. */
     for (int pass = 0; pass < 2; pass++) {
-        bool behind = (pass == 0) == (dir == ZT_GATHER_FWD);
+        bool behind = (pass == 0) == (dir != ZT_GATHER_BWD);
         if (behind) {
             for (int v = 0; v < u; v++)
                 if (g->units[v].retained) {
@@ -458,23 +485,31 @@ static zt_status gather_start(zt_zero_gather *g, int u, zt_gather_dir dir)
 {
     const zt_unit_layout *ul = &g->layout->units[u];
     zt_gather_unit *gu = &g->units[u];
-    ZT_TRY(zt_arena_alloc(g->pool, (size_t)ul->padded_numel * sizeof(float), (void **)&gu->buf));
+    ZT_TRY(zt_arena_alloc(g->pool, (size_t)ul->padded_numel * zt_dtype_size(g->dt), &gu->buf));
     gu->req.n_parts = 0;
     zt_status st;
+    bool from_group = dir != ZT_GATHER_FWD && g->group;
     /* hpZ: backward gathers the node group's secondary copy; forward gathers
      * the primary shards over the world and refreshes the secondary. */
-    if (dir == ZT_GATHER_BWD && g->group)
+    if (from_group) {
         st = g->group->ops->all_gather(g->group, g->secondary[u], gu->buf,
-                                       ul->padded_numel / g->hpz, &gu->req);
-    else
-        st = g->comm->ops->all_gather(g->comm, g->shard[u], gu->buf, ul->shard_numel, &gu->req);
+                                       ul->padded_numel / g->hpz, g->dt, &gu->req);
+    } else {
+        const void *send = g->shard[u];
+        if (g->shard_host) { /* staged into its own slot, then gathered in place */
+            void *slot = zero_at(gu->buf, (int64_t)g->comm->rank * ul->shard_numel, g->dt);
+            g->be->copy_h2d(g->be, slot, send, (size_t)ul->shard_numel * zt_dtype_size(g->dt));
+            send = slot;
+        }
+        st = g->comm->ops->all_gather(g->comm, send, gu->buf, ul->shard_numel, g->dt, &gu->req);
+    }
     if (st != ZT_OK) {
         zt_arena_free(g->pool, gu->buf);
         gu->buf = NULL;
         return st;
     }
     gu->state = ZT_UNIT_INFLIGHT;
-    gu->from_world = !(dir == ZT_GATHER_BWD && g->group);
+    gu->from_world = !from_group;
     g->live_numel += ul->padded_numel;
     if (g->live_numel > g->peak_live_numel)
         g->peak_live_numel = g->live_numel;
@@ -496,8 +531,8 @@ static zt_status gather_complete(zt_zero_gather *g, int u)
     if (gu->from_world && g->group) {
         const zt_unit_layout *ul = &g->layout->units[u];
         int64_t part = ul->padded_numel / g->hpz;
-        g->be->copy_d2d(g->be, g->secondary[u], gu->buf + (int64_t)g->group->rank * part,
-                        (size_t)part * sizeof(float));
+        g->be->copy_d2d(g->be, g->secondary[u], zero_at(gu->buf, (int64_t)g->group->rank * part, g->dt),
+                        (size_t)part * zt_dtype_size(g->dt));
     }
     return ZT_OK;
 }
@@ -549,7 +584,7 @@ static void gather_prefetch(zt_zero_gather *g, int u, zt_gather_dir dir)
     }
 }
 
-zt_status zt_zero_gather_fetch(zt_zero_gather *g, int u, zt_gather_dir dir, float **params)
+zt_status zt_zero_gather_fetch(zt_zero_gather *g, int u, zt_gather_dir dir, void **params)
 {
     const zt_unit_layout *ul = &g->layout->units[u];
     zt_gather_unit *gu = &g->units[u];
@@ -567,7 +602,8 @@ zt_status zt_zero_gather_fetch(zt_zero_gather *g, int u, zt_gather_dir dir, floa
         ZT_TRY(gather_complete(g, u));
     gu->in_use = true;
     gu->retained = false;
-    gather_prefetch(g, u, dir);
+    if (dir != ZT_GATHER_RECOMPUTE)
+        gather_prefetch(g, u, dir);
     gather_progress(g);
     *params = gu->buf;
     return ZT_OK;
@@ -579,7 +615,7 @@ zt_status zt_zero_gather_fetch(zt_zero_gather *g, int u, zt_gather_dir dir, floa
 static int64_t gather_reuse_numel(const zt_zero_gather *g, int u, zt_gather_dir dir)
 {
     const int64_t *before = g->gathered_before;
-    return 2 * (dir == ZT_GATHER_FWD ? before[g->layout->n_units] - before[u + 1] : before[u]);
+    return 2 * (dir != ZT_GATHER_BWD ? before[g->layout->n_units] - before[u + 1] : before[u]);
 }
 
 zt_status zt_zero_gather_release(zt_zero_gather *g, int u, zt_gather_dir dir, bool last_use)
@@ -604,9 +640,10 @@ zt_status zt_zero_gather_end_step(zt_zero_gather *g)
     ZT_TRY(gather_drop_idle(g));
     for (int v = 0; v < l->n_units; v++) {
         const zt_unit_layout *vl = &l->units[v];
-        float *own = g->shard[v] + (int64_t)l->rank * vl->shard_numel;
+        void *own = zero_at(g->shard[v], (int64_t)l->rank * vl->shard_numel, g->dt);
         if (vl->persistent)
-            ZT_TRY(g->comm->ops->all_gather(g->comm, own, g->shard[v], vl->shard_numel, NULL));
+            ZT_TRY(g->comm->ops->all_gather(g->comm, own, g->shard[v], vl->shard_numel, g->dt,
+                                            NULL));
     }
     return ZT_OK;
 }

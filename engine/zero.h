@@ -71,6 +71,7 @@
 #include "backend.h"
 #include "comm.h"
 #include "config.h"
+#include "dtype.h"
 #include "model.h"
 #include "status.h"
 
@@ -109,7 +110,8 @@ typedef struct {
     const zt_backend *be;
     zt_comm *comm;
     const zt_layout *layout;
-    float *grads;         /* flat (padded_numel) */
+    void *grads;          /* flat (padded_numel) of dt, reduced in place */
+    zt_dtype dt;
     int64_t bucket_numel; /* reduce_bucket_size */
     bool overlap;
     float pre_scale, post_scale;
@@ -120,7 +122,7 @@ typedef struct {
 } zt_zero_reducer;
 
 zt_status zt_zero_reducer_init(zt_zero_reducer *r, const zt_config *cfg, const zt_backend *be,
-                               zt_comm *comm, const zt_layout *layout, float *grads);
+                               zt_comm *comm, const zt_layout *layout, void *grads, zt_dtype dt);
 void zt_zero_reducer_free(zt_zero_reducer *r);
 /* Start of a boundary micro-step's backward. */
 void zt_zero_reducer_begin(zt_zero_reducer *r);
@@ -136,8 +138,8 @@ typedef struct {
 } zt_zero_seg;
 
 typedef struct {
-    float *send;         /* (world_size, width) rank-major */
-    float *recv;         /* (width); NULL when reduce_scatter is off (own block of send) */
+    void *send;          /* (world_size, width) rank-major, comm_dt */
+    void *recv;          /* (width); NULL when reduce_scatter is off (own block of send) */
     int64_t b0, b1;      /* partition coordinates covered; width = b1 - b0 */
     zt_zero_seg *segs;   /* at most one per unit */
     int n_segs;
@@ -150,7 +152,10 @@ typedef struct {
     zt_comm *comm;       /* the partition group (the world, or a MiCS shard group) */
     zt_comm *replica;    /* MiCS: ranks holding the same slices, else NULL */
     const zt_layout *layout;
-    float *const *dest;  /* per unit: shard_numel destination slice */
+    void *const *dest;   /* per unit: shard_numel destination slice of dest_dt */
+    zt_dtype comm_dt, dest_dt;
+    bool dest_host;      /* dest is host memory (offloaded optimizer): staged through */
+    void *host_stage;    /* (width) comm_dt host buffer when dest_host */
     int64_t width;       /* per-rank bucket width in elements */
     bool overlap, use_reduce_scatter, accumulate;
     float pre_scale, post_scale;
@@ -161,23 +166,35 @@ typedef struct {
 } zt_zero_rs;
 
 /* Buffers one zt_zero_rs needs: `count` send buffers of send_numel and (when
- * recv_numel > 0) as many receive buffers of recv_numel, all in COMM. */
+ * recv_numel > 0) as many receive buffers of recv_numel, all in COMM, in the
+ * communication dtype; with a host destination also one host staging buffer of
+ * zt_zero_rs_width elements. */
 void zt_zero_rs_buffers(const zt_config *cfg, const zt_layout *layout, int *count,
                         int64_t *send_numel, int64_t *recv_numel);
+int64_t zt_zero_rs_width(const zt_config *cfg, const zt_layout *layout);
+/* Where a zt_zero_rs delivers and in which types it communicates. */
+typedef struct {
+    void *const *dest;  /* per unit: shard_numel slice */
+    zt_dtype dest_dt;
+    bool dest_host;     /* dest is host memory: each bucket is copied to host_stage first */
+    void *host_stage;   /* zt_zero_rs_width elements of comm_dt, host */
+    zt_dtype comm_dt;
+} zt_zero_rs_target;
 /* send/recv: `count` buffers each as zt_zero_rs_buffers says (recv may be NULL
- * entries when recv_numel is 0). dest: per-unit destination slices. comm: the
- * group the layout partitions over; replica: with MiCS, the group each reduced
- * slice is then all-reduced over (NULL otherwise). */
+ * entries when recv_numel is 0). comm: the group the layout partitions over;
+ * replica: with MiCS, the group each reduced slice is then all-reduced over
+ * (NULL otherwise). */
 zt_status zt_zero_rs_init(zt_zero_rs *r, const zt_config *cfg, const zt_backend *be,
                           zt_comm *comm, zt_comm *replica, const zt_layout *layout,
-                          float *const *dest,
-                          float *const *send, float *const *recv);
+                          const zt_zero_rs_target *target, void *const *send,
+                          void *const *recv);
 void zt_zero_rs_free(zt_zero_rs *r);
 /* Start of a reducing backward; accumulate: add into dest instead of assigning. */
 void zt_zero_rs_begin(zt_zero_rs *r, bool accumulate);
-/* Unit u's full padded gradient `g` (padded_numel, natural layout) is ready
- * (units in reverse order). `g` may be reused when this returns. */
-zt_status zt_zero_rs_unit(zt_zero_rs *r, int u, const float *g);
+/* Unit u's full padded gradient `g` (padded_numel of g_dt, natural layout) is
+ * ready (units in reverse order); it is converted into the bucket's dtype as it
+ * is packed. `g` may be reused when this returns. */
+zt_status zt_zero_rs_unit(zt_zero_rs *r, int u, const void *g, zt_dtype g_dt);
 /* Waits for every bucket and delivers it. */
 zt_status zt_zero_rs_finish(zt_zero_rs *r);
 
@@ -185,13 +202,18 @@ zt_status zt_zero_rs_finish(zt_zero_rs *r);
 /* Elements of the gather buffer: world_size * width, width =
  * allgather_bucket_size / world_size (at least 1, at most partition_numel). */
 int64_t zt_zero_allgather_buffer_numel(const zt_config *cfg, const zt_layout *layout);
-/* params: full flat (padded_numel); own slices are params + offset + rank *
- * shard. buf: zt_zero_allgather_buffer_numel elements. */
+/* params: full flat (padded_numel) of dt; own slices are params + offset +
+ * rank * shard. buf: zt_zero_allgather_buffer_numel elements of dt. */
 zt_status zt_zero_allgather_params(const zt_config *cfg, const zt_backend *be, zt_comm *comm,
-                                   const zt_layout *layout, float *params, float *buf);
+                                   const zt_layout *layout, void *params, void *buf,
+                                   zt_dtype dt);
 
 /* ---- Stage 3: the gather window. ---- */
-typedef enum { ZT_GATHER_FWD = 0, ZT_GATHER_BWD = 1 } zt_gather_dir;
+/* RECOMPUTE: activation checkpointing's forward re-run of a segment during
+ * backward. It gathers like BWD (hpZ: from the group's secondary copy), does not
+ * prefetch (the next unit needed after a segment is not the next by index), and
+ * releases like FWD (the unit's backward follows soon). */
+typedef enum { ZT_GATHER_FWD = 0, ZT_GATHER_BWD = 1, ZT_GATHER_RECOMPUTE = 2 } zt_gather_dir;
 
 typedef enum { ZT_UNIT_RELEASED = 0, ZT_UNIT_INFLIGHT, ZT_UNIT_READY } zt_unit_state;
 
@@ -200,7 +222,7 @@ typedef struct {
     bool in_use;     /* between fetch and release */
     bool retained;   /* released by compute but kept for a near reuse */
     bool from_world; /* in flight over the world (else the hpZ group) */
-    float *buf;      /* (padded_numel) in the COMM arena, or the persistent copy */
+    void *buf;       /* (padded_numel) in the COMM arena, or the persistent copy */
     zt_comm_req req;
 } zt_gather_unit;
 
@@ -210,8 +232,10 @@ typedef struct {
     zt_comm *group;      /* hpZ group (h ranks) or NULL */
     const zt_layout *layout;
     zt_arena *pool;      /* COMM arena the blocks come from */
-    float *const *shard; /* per unit: own shard (shard_numel) or the persistent full copy */
-    float *const *secondary; /* hpZ: per unit (padded_numel / h), else NULL */
+    zt_dtype dt;         /* parameters' dtype */
+    void *const *shard;  /* per unit: own shard (shard_numel) or the persistent full copy */
+    bool shard_host;     /* offload_param: non-persistent shards are host memory */
+    void *const *secondary; /* hpZ: per unit (padded_numel / h), else NULL */
     int hpz;
     int64_t max_live, prefetch, reuse_distance;
     int64_t live_numel;  /* elements of gathered (or in-flight) non-persistent units */
@@ -225,13 +249,17 @@ int64_t zt_zero_gather_pool_numel(const zt_config *cfg, const zt_layout *layout)
 /* Elements of one rank's hpZ secondary partition (0 without hpZ). */
 int64_t zt_zero_secondary_numel(const zt_config *cfg, const zt_layout *layout);
 
+/* shard_host: the non-persistent shards live in host memory (offload_param);
+ * each gather first copies the shard into its own slot of the gathered block
+ * and gathers in place. */
 zt_status zt_zero_gather_init(zt_zero_gather *g, const zt_config *cfg, const zt_backend *be,
                               zt_comm *comm, zt_comm *group, const zt_layout *layout,
-                              zt_arena *pool, float *const *shard, float *const *secondary);
+                              zt_arena *pool, zt_dtype dt, void *const *shard, bool shard_host,
+                              void *const *secondary);
 void zt_zero_gather_free(zt_zero_gather *g);
 /* Unit u's full parameters (padded_numel) for compute, gathering if needed and
  * prefetching the following units in direction `dir`. */
-zt_status zt_zero_gather_fetch(zt_zero_gather *g, int u, zt_gather_dir dir, float **params);
+zt_status zt_zero_gather_fetch(zt_zero_gather *g, int u, zt_gather_dir dir, void **params);
 /* Compute is done with unit u. last_use: the parameters change before the unit
  * is used again (the boundary micro-step's backward), so nothing is retained. */
 zt_status zt_zero_gather_release(zt_zero_gather *g, int u, zt_gather_dir dir, bool last_use);

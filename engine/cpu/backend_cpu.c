@@ -1,15 +1,17 @@
 /*
  * backend_cpu: the CPU backend, the reference every other backend is tested
  * against. gemm is OpenBLAS; everything else is OpenMP loops written so the
- * compiler vectorises the inner loop. Reductions (sum_squares, cross-entropy
- * loss, bias_grad) use a fixed summation order, so results are bit-identical
- * for any OMP_NUM_THREADS.
+ * compiler vectorises the inner loop; convert, sum_squares and has_inf_nan are
+ * engine/dtype.c's host loops. Reductions (sum_squares, cross-entropy loss,
+ * bias_grad) use a fixed summation order, so results are bit-identical for any
+ * OMP_NUM_THREADS.
  *
  * Memory: alloc/free are posix_memalign/free; ops allocate nothing.
  * Collective: none.
  */
 #include "backend.h"
 #include "backend_cpu_nn.h"
+#include "dtype.h"
 #include "optim.h"
 
 #include <cblas.h>
@@ -18,12 +20,6 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Fixed reduction geometry: partial sums are taken over ZT_CPU_CHUNK elements
- * and combined in index order, ZT_CPU_ROUND chunks at a time through a stack
- * buffer, so the order of additions never depends on the thread count. */
-#define ZT_CPU_CHUNK 4096
-#define ZT_CPU_ROUND 256
 
 /* Columns per bias_grad task: 64 floats are four cache lines, wide enough for
  * full-line reads down a column block, narrow enough to give threads work. */
@@ -208,51 +204,25 @@ static void cpu_axpy(const zt_backend *be, float *y, float a, const float *x, in
         y[i] += a * x[i];
 }
 
-/* Sum of squares of one chunk. Eight independent accumulators give the
- * compiler vector lanes without reassociating anything, and squares of floats
- * are exact in double, so only the additions round. */
-static double chunk_sum_squares(const float *x, int64_t n)
-{
-    double acc[8] = {0};
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int j = 0; j < 8; j++)
-            acc[j] += (double)x[i + j] * (double)x[i + j];
-    for (; i < n; i++)
-        acc[0] += (double)x[i] * (double)x[i];
-    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-}
-
-static double cpu_sum_squares(const zt_backend *be, const float *x, int64_t n)
+/* One copy of the conversion and reduction loops, shared with the offloaded
+ * optimizer, which runs them on host memory outside any backend. */
+static double cpu_sum_squares(const zt_backend *be, const void *x, zt_dtype dt, int64_t n)
 {
     (void)be;
-    double total = 0.0;
-    int64_t nchunks = (n + ZT_CPU_CHUNK - 1) / ZT_CPU_CHUNK;
-    for (int64_t c0 = 0; c0 < nchunks; c0 += ZT_CPU_ROUND) {
-        int64_t nc = nchunks - c0 < ZT_CPU_ROUND ? nchunks - c0 : ZT_CPU_ROUND;
-        double part[ZT_CPU_ROUND];
-#pragma omp parallel for schedule(static) if (nc * ZT_CPU_CHUNK > ZT_CPU_PAR_MIN)
-        for (int64_t c = 0; c < nc; c++) {
-            int64_t lo = (c0 + c) * ZT_CPU_CHUNK;
-            int64_t len = n - lo < ZT_CPU_CHUNK ? n - lo : ZT_CPU_CHUNK;
-            part[c] = chunk_sum_squares(x + lo, len);
-        }
-        for (int64_t c = 0; c < nc; c++)
-            total += part[c];
-    }
-    return total;
+    return zt_sum_squares_host(x, dt, n);
 }
 
-static bool cpu_has_inf_nan(const zt_backend *be, const float *x, int64_t n)
+static bool cpu_has_inf_nan(const zt_backend *be, const void *x, zt_dtype dt, int64_t n)
 {
     (void)be;
-    /* No early exit: a branch-free scan vectorises and the common answer is
-     * "none", which needs the whole scan anyway. */
-    int bad = 0;
-#pragma omp parallel for schedule(static) reduction(| : bad) if (n > ZT_CPU_PAR_MIN)
-    for (int64_t i = 0; i < n; i++)
-        bad |= !isfinite(x[i]);
-    return bad != 0;
+    return zt_has_inf_nan_host(x, dt, n);
+}
+
+static void cpu_convert(const zt_backend *be, void *dst, zt_dtype dst_dt, const void *src,
+                        zt_dtype src_dt, int64_t n, float alpha, bool accumulate)
+{
+    (void)be;
+    zt_convert_host(dst, dst_dt, src, src_dt, n, alpha, accumulate);
 }
 
 static void cpu_adam(const zt_backend *be, float *p, const float *g, float *m, float *v,
@@ -294,6 +264,7 @@ zt_status zt_backend_cpu_init(zt_backend *be)
         .axpy = cpu_axpy,
         .sum_squares = cpu_sum_squares,
         .has_inf_nan = cpu_has_inf_nan,
+        .convert = cpu_convert,
         .adam = cpu_adam,
         .sgd = cpu_sgd,
     };

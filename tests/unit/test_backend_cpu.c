@@ -326,13 +326,13 @@ static void test_sum_squares(void **state)
         double ref = 0.0;
         for (int64_t i = 0; i < n; i++)
             ref += (double)x[i] * (double)x[i];
-        double got = be->sum_squares(be, x, n);
+        double got = be->sum_squares(be, x, ZT_F32, n);
         assert_true(fabs(got - ref) <= 1e-12 * ref);
 
         omp_set_num_threads(1);
-        double one = be->sum_squares(be, x, n);
+        double one = be->sum_squares(be, x, ZT_F32, n);
         omp_set_num_threads(3);
-        double three = be->sum_squares(be, x, n);
+        double three = be->sum_squares(be, x, ZT_F32, n);
         omp_set_num_threads(default_threads);
         assert_memory_equal(&one, &three, sizeof one);
         assert_memory_equal(&one, &got, sizeof one);
@@ -340,7 +340,11 @@ static void test_sum_squares(void **state)
     }
     /* Values whose float squares would overflow still sum finitely. */
     float big[2] = {0x1p100f, -0x1p101f};
-    assert_true(be->sum_squares(be, big, 2) == ldexp(5.0, 200));
+    assert_true(be->sum_squares(be, big, ZT_F32, 2) == ldexp(5.0, 200));
+    /* 16-bit input is widened: fp16 1.5 and bf16 -2.5 square exactly. */
+    uint16_t h[3] = {0x3e00, 0x3e00, 0x3e00}, b[2] = {0xc020, 0xc020};
+    assert_true(be->sum_squares(be, h, ZT_F16, 3) == 3 * 2.25);
+    assert_true(be->sum_squares(be, b, ZT_BF16, 2) == 2 * 6.25);
 }
 
 static void test_has_inf_nan(void **state)
@@ -354,19 +358,102 @@ static void test_has_inf_nan(void **state)
         float *x = xmalloc_floats(n);
         fill_uniform(x, n, -1e30, 1e30);
         x[0] = 3.4e38f; /* large but finite */
-        assert_false(be->has_inf_nan(be, x, n));
+        assert_false(be->has_inf_nan(be, x, ZT_F32, n));
         const int64_t where[] = {0, n / 2, n - 1};
         for (size_t b = 0; b < 3; b++)
             for (size_t w = 0; w < 3; w++) {
                 float keep = x[where[w]];
                 x[where[w]] = bad[b];
-                assert_true(be->has_inf_nan(be, x, n));
+                assert_true(be->has_inf_nan(be, x, ZT_F32, n));
                 x[where[w]] = keep;
             }
-        assert_false(be->has_inf_nan(be, x, n));
+        assert_false(be->has_inf_nan(be, x, ZT_F32, n));
         free(x);
     }
-    assert_false(be->has_inf_nan(be, NULL, 0));
+    assert_false(be->has_inf_nan(be, NULL, ZT_F32, 0));
+    /* 16-bit: fp16 65504 is finite, its inf is not; bf16 likewise. */
+    uint16_t h[2] = {0x7bff, 0x3c00};
+    assert_false(be->has_inf_nan(be, h, ZT_F16, 2));
+    h[1] = 0x7c00;
+    assert_true(be->has_inf_nan(be, h, ZT_F16, 2));
+    uint16_t b[2] = {0x7f7f, 0x7fc0};
+    assert_false(be->has_inf_nan(be, b, ZT_BF16, 1));
+    assert_true(be->has_inf_nan(be, b, ZT_BF16, 2));
+}
+
+/* convert against a naive loop in double: the fp32 result of dst + alpha * src
+ * rounded to the destination type, for every pair of types, with and without
+ * accumulation, sizes above the OpenMP threshold; and one value where
+ * rounding once matters. */
+static double convert_ref_read(const void *p, zt_dtype dt, int64_t i)
+{
+    if (dt == ZT_F32)
+        return ((const float *)p)[i];
+    uint16_t h = ((const uint16_t *)p)[i];
+    if (dt == ZT_BF16) {
+        uint32_t u = (uint32_t)h << 16;
+        float f;
+        memcpy(&f, &u, sizeof f);
+        return f;
+    }
+    int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    double v = e == 0 ? ldexp(m, -24) : ldexp(1024 + m, e - 25);
+    return (h & 0x8000) ? -v : v;
+}
+
+static void test_convert(void **state)
+{
+    const zt_backend *be = *state;
+    rng_seed(8);
+    const int64_t n = 50001;
+    /* Relative half-ulp of each type: the rounding error of one conversion. */
+    const double half_ulp[ZT_NDTYPES] = {0x1p-24, 0x1p-11, 0x1p-8};
+    /* and half the smallest subnormal, the error bound near zero */
+    const double abs_floor[ZT_NDTYPES] = {0x1p-150, 0x1p-25, 0x1p-134};
+    float *src32 = xmalloc_floats(n), *dst32 = xmalloc_floats(n);
+    void *src = malloc((size_t)n * 4), *dst = malloc((size_t)n * 4), *init = malloc((size_t)n * 4);
+    assert_true(src && dst && init);
+    fill_uniform(src32, n, -100, 100);
+    fill_uniform(dst32, n, -100, 100);
+    for (int sdt = 0; sdt < ZT_NDTYPES; sdt++)
+        for (int ddt = 0; ddt < ZT_NDTYPES; ddt++)
+            for (int acc = 0; acc < 2; acc++) {
+                be->convert(be, src, sdt, src32, ZT_F32, n, 1.0f, false);
+                be->convert(be, init, ddt, dst32, ZT_F32, n, 1.0f, false);
+                memcpy(dst, init, (size_t)n * 4);
+                be->convert(be, dst, ddt, src, sdt, n, -0.5f, acc);
+                for (int64_t i = 0; i < n; i++) {
+                    double want = -0.5 * convert_ref_read(src, sdt, i);
+                    if (acc)
+                        want += convert_ref_read(init, ddt, i);
+                    /* fp32 rounds the sum once more before the final rounding */
+                    double tol = (half_ulp[ddt] + 0x1p-24) * fabs(want) + abs_floor[ddt];
+                    double got = convert_ref_read(dst, ddt, i);
+                    if (fabs(got - want) > tol)
+                        fail_msg("%d->%d acc %d [%lld]: got %.9g want %.9g", sdt, ddt, acc,
+                                 (long long)i, got, want);
+                }
+            }
+    /* The sum is formed in fp32 first: 1 + (2^-11 + 2^-30) loses 2^-30 there,
+     * leaving the fp16 tie 1 + 2^-11, which rounds to even (1.0), whereas
+     * 1 + (2^-11 + 2^-20) stays above the tie and rounds up. bf16 the same
+     * with its half ulp 2^-8. */
+    const float above_fp32[2] = {0x1p-11f + 0x1p-30f, 0x1p-8f + 0x1p-30f};
+    const float above_fp16[2] = {0x1p-11f + 0x1p-20f, 0x1p-8f + 0x1p-17f};
+    uint16_t h[2] = {0x3c00, 0x3c00}, b[2] = {0x3f80, 0x3f80};
+    be->convert(be, &h[0], ZT_F16, &above_fp32[0], ZT_F32, 1, 1.0f, true);
+    be->convert(be, &h[1], ZT_F16, &above_fp16[0], ZT_F32, 1, 1.0f, true);
+    be->convert(be, &b[0], ZT_BF16, &above_fp32[1], ZT_F32, 1, 1.0f, true);
+    be->convert(be, &b[1], ZT_BF16, &above_fp16[1], ZT_F32, 1, 1.0f, true);
+    assert_int_equal(h[0], 0x3c00);
+    assert_int_equal(h[1], 0x3c01);
+    assert_int_equal(b[0], 0x3f80);
+    assert_int_equal(b[1], 0x3f81);
+    free(src32);
+    free(dst32);
+    free(src);
+    free(dst);
+    free(init);
 }
 
 /* -log softmax(l)[label] in double, and softmax into p when non-NULL. */
@@ -594,6 +681,7 @@ int main(void)
         cmocka_unit_test(test_scale_axpy),
         cmocka_unit_test(test_sum_squares),
         cmocka_unit_test(test_has_inf_nan),
+        cmocka_unit_test(test_convert),
         cmocka_unit_test(test_xent),
         cmocka_unit_test(test_xent_all_ignored),
         cmocka_unit_test(test_xent_finite_difference),

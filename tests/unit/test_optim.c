@@ -424,7 +424,7 @@ static void test_optim_adam_dispatch(void **state)
     for (int i = 0; i < 2 * SMALL_N; i++)
         st[i] = 7.0f; /* arena memory comes uninitialised */
     zt_optim opt;
-    zt_optim_init(&opt, &c, &fake_backend, SMALL_N, st);
+    zt_optim_init(&opt, &c, &fake_backend, false, SMALL_N, st);
     assert_int_equal(fake.memset_calls, 1);
     assert_int_equal(opt.steps, 0);
     for (int i = 0; i < 2 * SMALL_N; i++)
@@ -471,7 +471,7 @@ static void test_optim_adam_l2_flags(void **state)
     c.bias_correction = false;
     float st[2 * SMALL_N], p[SMALL_N], g[SMALL_N];
     zt_optim opt;
-    zt_optim_init(&opt, &c, &fake_backend, SMALL_N, st);
+    zt_optim_init(&opt, &c, &fake_backend, false, SMALL_N, st);
     fill_params(p, SMALL_N);
     fill_grads(g, SMALL_N, 1);
     zt_optim_step(&opt, p, g, 1e-3, -1.0, -1.0);
@@ -487,7 +487,7 @@ static void test_optim_sgd_dispatch(void **state)
                          .weight_decay = 0.01, .nesterov = false};
     float st[SMALL_N], p[SMALL_N], g[SMALL_N];
     zt_optim opt;
-    zt_optim_init(&opt, &c, &fake_backend, SMALL_N, st);
+    zt_optim_init(&opt, &c, &fake_backend, false, SMALL_N, st);
     fill_params(p, SMALL_N);
     for (int t = 1; t <= 3; t++) {
         fill_grads(g, SMALL_N, t);
@@ -513,7 +513,7 @@ static void test_optim_sgd_no_momentum(void **state)
     zt_optim_config c = {.type = ZT_OPTIM_SGD, .lr = 0.1};
     float p[SMALL_N], g[SMALL_N];
     zt_optim opt;
-    zt_optim_init(&opt, &c, &fake_backend, SMALL_N, NULL);
+    zt_optim_init(&opt, &c, &fake_backend, false, SMALL_N, NULL);
     assert_int_equal(fake.memset_calls, 0);
     fill_params(p, SMALL_N);
     fill_grads(g, SMALL_N, 1);
