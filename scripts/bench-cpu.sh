@@ -12,6 +12,23 @@
 # Env: STEPS (default 30), NP (default "1 2"), WIDTH, LAYERS, BATCH, STAGE (ZeRO
 # stage for zerotrain, default 0 = plain data parallelism, what DDP does).
 #   bash scripts/bench-cpu.sh          (or: make bench)
+#
+# Mode `adam` (bash scripts/bench-cpu.sh adam, or BENCH=adam) runs, instead of
+# the above (mode `mlp`, the default), the offloaded optimizer's CPU Adam step
+# alone: build/bench-adam times zt_adam_cpu (AdamW, bias correction) on a shard
+# of ADAM_N parameters at each thread count in ADAM_THREADS, next to parallel
+# copies of COPY_MB MB (glibc memcpy and a non-temporal-store copy) at the same
+# thread counts, and prints a Markdown table: ms/step, parameters/s, the memory
+# traffic that implies (28 bytes/parameter: p, g, m, v read, p, m, v written)
+# and its ratio to the faster copy, i.e. how much of the machine's bandwidth
+# the kernel uses. It first checks the kernel bitwise against a scalar
+# FusedAdam reference and fails if they differ.
+# Threads are pinned (OMP_PROC_BIND=close, OMP_PLACES=cores, unless already
+# set) so that a thread stays on the memory its pages were first touched from.
+# Env: ADAM_N (default 100000000: 1.6 GB of fp32 state), ADAM_STEPS (timed
+# steps, default 10, after 3 warm-up), ADAM_THREADS (default "1 <nproc>"),
+# COPY_MB (default 400; keep it >= 4x the last-level cache).
+#   bash scripts/bench-cpu.sh adam
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -27,6 +44,26 @@ STAGE=${STAGE:-0}
 CORES=$(nproc)
 
 die() { echo "bench-cpu: error: $*" >&2; exit 1; }
+
+MODE=${1:-${BENCH:-mlp}}
+case "$MODE" in
+mlp) ;;
+adam)
+    ADAM_N=${ADAM_N:-100000000}
+    ADAM_STEPS=${ADAM_STEPS:-10}
+    if [ "$CORES" -gt 1 ]; then ADAM_THREADS=${ADAM_THREADS:-"1 $CORES"}; else ADAM_THREADS=${ADAM_THREADS:-1}; fi
+    COPY_MB=${COPY_MB:-400}
+    # Always through make: the kernel lives in libzt.a, and a stale binary
+    # would time someone else's old optim.c.
+    make --no-print-directory build/bench-adam >&2 || die "could not build build/bench-adam (run make)"
+    echo "bench-cpu: adam N=$ADAM_N steps=$ADAM_STEPS threads=\"$ADAM_THREADS\" copy=${COPY_MB}MB" >&2
+    OMP_PROC_BIND=${OMP_PROC_BIND:-close} OMP_PLACES=${OMP_PLACES:-cores} \
+        build/bench-adam --n "$ADAM_N" --steps "$ADAM_STEPS" --threads "$ADAM_THREADS" \
+        --copy-mb "$COPY_MB" || die "bench-adam failed"
+    exit 0
+    ;;
+*) die "unknown mode '$MODE' (modes: mlp, the default, and adam)" ;;
+esac
 
 [ -x ./zerotrain ] && [ -x build/bench-sgemm ] || make --no-print-directory zerotrain build/bench-sgemm >&2 \
     || die "could not build ./zerotrain and build/bench-sgemm (run make)"
