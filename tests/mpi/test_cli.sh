@@ -33,7 +33,17 @@ echo '{"train_batch_size": 8, "zero_optimization": {"stage": 0, "reduce_bucket_s
 expect 2 "did you mean" -- $ZT_MPIRUN -np 2 ./zerotrain --config "$tmp/typo.json" "${m[@]}"
 [ "$(grep -c 'error:' "$tmp/out")" = 1 ] || { cat "$tmp/out"; fail "config error printed more than once"; }
 expect 2 "train_batch_size is not equal to" -- $ZT_MPIRUN -np 2 ./zerotrain --config "$tmp/good.json" "${m[@]}" --micro-batch-size 3 --gradient-accumulation-steps 1
-expect 2 "not implemented yet" -- ./zerotrain --config <(echo '{"train_batch_size": 8, "bf16": {"enabled": true}}') "${m[@]}"
+expect 2 "not implemented yet" -- ./zerotrain --config <(echo '{"train_batch_size": 8, "fp16": {"enabled": true, "fp16_master_weights_and_grads": true}, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}') "${m[@]}"
+expect 2 "nvme is not supported yet" -- ./zerotrain --config <(echo '{"train_batch_size": 8, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "nvme"}}}') "${m[@]}"
+expect 2 "offload_optimizer" -- ./zerotrain --config <(echo '{"train_batch_size": 8, "zero_optimization": {"stage": 0, "offload_optimizer": {"device": "cpu"}}}') "${m[@]}"
+expect 2 "offload_param" -- ./zerotrain --config <(echo '{"train_batch_size": 8, "zero_optimization": {"stage": 2, "offload_param": {"device": "cpu"}}}') "${m[@]}"
+expect 2 "activation checkpointing is off" -- ./zerotrain --config <(echo '{"train_batch_size": 8, "activation_checkpointing": {"cpu_checkpointing": true}}') "${m[@]}"
+expect 2 "Contiguous Checkpointing is only available with partitioned activations" -- ./zerotrain --config <(echo '{"train_batch_size": 8, "activation_checkpointing": {"contiguous_memory_optimization": true, "number_checkpoints": 2}}') "${m[@]}"
+expect 2 "bfloat16 and fp16 modes cannot be simultaneously enabled" -- ./zerotrain --config <(echo '{"train_batch_size": 8, "fp16": {"enabled": true}, "bf16": {"enabled": true}}') "${m[@]}"
+expect 2 "--activation-checkpoint-interval" -- ./zerotrain --config "$tmp/good.json" "${m[@]}" --activation-checkpoint-interval -1
+expect 2 "--inject-overflow wants" -- ./zerotrain --config "$tmp/good.json" "${m[@]}" --inject-overflow 0
+expect 2 "--inject-overflow wants" -- ./zerotrain --config "$tmp/good.json" "${m[@]}" --inject-overflow 2:x
+expect 2 "does not exist" -- ./zerotrain --config "$tmp/good.json" "${m[@]}" --inject-overflow 2:99
 expect 2 "fewer than one global batch" -- ./zerotrain --config "$tmp/good.json" "${m[@]}" --num-samples 4
 expect 2 "cannot write dump" -- ./zerotrain --config "$tmp/good.json" "${m[@]}" --dump-params /nonexistent/dir/p.bin
 
