@@ -10,15 +10,20 @@ static const char *timer_names[ZT_TIMER_N] = {"fwd", "bwd", "bwd_inner", "bwd_al
 static const char *timer_csv_names[ZT_TIMER_N] = {"forward", "backward", "backward_inner",
                                                   "backward_allreduce", "step"};
 
+/* DeepSpeed's CSV monitor: event "Train/Samples/x" goes to Train_Samples_x.csv
+ * under the header "step,x". */
 static zt_status monitor_open_csv(const char *dir, const char *event, FILE **out)
 {
     char path[1024];
-    snprintf(path, sizeof path, "%s/%s.csv", dir, event);
+    int n = snprintf(path, sizeof path, "%s/", dir);
+    for (const char *c = event; *c && n < (int)sizeof path - 5; c++)
+        path[n++] = *c == '/' ? '_' : *c;
+    snprintf(path + n, sizeof path - (size_t)n, ".csv");
     *out = fopen(path, "w");
     if (!*out)
         return zt_fail(ZT_ERR_IO, "check csv_monitor.output_path",
                        "cannot create csv_monitor file %s: %s", path, strerror(errno));
-    fprintf(*out, "step,%s\n", strrchr(event, '_') + 1);
+    fprintf(*out, "step,%s\n", strrchr(event, '/') + 1);
     return ZT_OK;
 }
 
@@ -53,13 +58,13 @@ zt_status zt_monitor_init(zt_monitor *mon, const zt_config *cfg, int rank)
     snprintf(dir, sizeof dir, "%s%s%s", cfg->csv_monitor.output_path,
              cfg->csv_monitor.output_path[0] ? "/" : "", cfg->csv_monitor.job_name);
     ZT_TRY(monitor_mkdirs(dir));
-    ZT_TRY(monitor_open_csv(dir, "Train_Samples_lr", &mon->csv_lr));
+    ZT_TRY(monitor_open_csv(dir, "Train/Samples/lr", &mon->csv_lr));
     if (cfg->fp16.enabled)
-        ZT_TRY(monitor_open_csv(dir, "Train_Samples_loss_scale", &mon->csv_loss_scale));
+        ZT_TRY(monitor_open_csv(dir, "Train/Samples/loss_scale", &mon->csv_loss_scale));
     if (cfg->wall_clock_breakdown)
         for (int k = 0; k < ZT_TIMER_N; k++) {
             char ev[128];
-            snprintf(ev, sizeof ev, "Train_Samples_elapsed_time_ms_%s", timer_csv_names[k]);
+            snprintf(ev, sizeof ev, "Train/Samples/elapsed_time_ms_%s", timer_csv_names[k]);
             ZT_TRY(monitor_open_csv(dir, ev, &mon->csv_timers[k]));
         }
     return ZT_OK;

@@ -33,6 +33,7 @@ for stage in 1 2 3; do
   "scheduler": {"type": "WarmupLR", "params": {"warmup_min_lr": 1e-3, "warmup_max_lr": 1e-2,
                                                "warmup_num_steps": 4, "warmup_type": "linear"}},
   "fp16": {"enabled": true, "initial_scale_power": 8, "loss_scale_window": 3, "hysteresis": 2},
+  "csv_monitor": {"enabled": true, "output_path": "$tmp/csv-s$stage", "job_name": "job"},
   "zero_optimization": {"stage": $stage, "stage3_param_persistence_threshold": 0}
 }
 JSON
@@ -48,6 +49,10 @@ JSON
     [ "$lines" = 3 ] || { cat "$tmp/run-s$stage.log"; echo "FAIL: stage $stage: $lines OVERFLOW lines, want 3 (rank 0 only)"; exit 1; }
     grep -q 'Attempted loss scale: 256, but hysteresis is 2. Reducing hysteresis to 1' "$tmp/run-s$stage.log" ||
         { echo "FAIL: stage $stage: no hysteresis line"; exit 1; }
+    # DeepSpeed's CSV event: the scale after each step's update, by samples seen.
+    csv="$tmp/csv-s$stage/job/Train_Samples_loss_scale.csv"
+    [ "$(head -1 "$csv")" = "step,loss_scale" ] && [ "$(sed -n 11p "$csv")" = "160,128" ] &&
+        [ "$(sed -n 7p "$csv")" = "96,64" ] || { cat "$csv"; echo "FAIL: stage $stage: loss-scale CSV"; exit 1; }
     $ZT_PYTHON - "$tmp" "$stage" <<'PY'
 import json, math, sys
 import numpy as np
