@@ -51,7 +51,7 @@ zt_status zt_estimate_run(zt_estimate *e, const zt_config *cfg, const zt_model *
     e->num_nodes = num_nodes;
     e->world_size = ws;
     e->micro_batch_size = cfg->micro_batch_size;
-    e->mixed_precision_requested = cfg->fp16.enabled || cfg->bf16.enabled;
+    e->precision = zt_config_compute_dtype(cfg);
 
     zt_layout l;
     ZT_TRY(zt_layout_init(&l, m, &cfg->zero, ws, 0));
@@ -176,18 +176,13 @@ void zt_estimate_print(const zt_estimate *e, FILE *out)
                 estimate_offload_name(v->offload_param),
                 estimate_offload_name(v->offload_optimizer));
     }
-    fprintf(out, "Exact plans of this build (fp32), not DeepSpeed's formulas: no 1.5 buffer factor "
+    fprintf(out, "Exact plans of this build (%s), not DeepSpeed's formulas: no 1.5 buffer factor "
                  "applied.\n"
                  "per GPU: one rank's params, grads, master weights and optimizer states on the "
                  "device;\n"
                  "per CPU: the same on the host x %d rank(s) per node. Activations and buffers: "
                  "table below.\n",
-            e->num_gpus);
-    fprintf(out, "Offload rows show the planned placement; offload training is not implemented "
-                 "yet.\n");
-    if (e->mixed_precision_requested)
-        fprintf(out, "The config enables fp16/bf16: mixed precision is not implemented yet, so "
-                     "these are fp32 plans.\n");
+            zt_dtype_name(e->precision), e->num_gpus);
 
     fprintf(out, "\nModel %s: %lld parameters, padded to %lld for %d rank(s) (each unit to a "
                  "multiple of %d).\n",
@@ -232,7 +227,8 @@ zt_status zt_estimate_write_json(const zt_estimate *e, const char *path)
                       (json_int_t)zt_estimate_model_state_bytes(v, ZT_MEM_HOST)));
     }
     json_t *doc = json_pack(
-        "{s:s, s:I, s:I, s:I, s:i, s:i, s:i, s:I, s:o}", "model", e->model_name, "params",
+        "{s:s, s:s, s:I, s:I, s:I, s:i, s:i, s:i, s:I, s:o}", "model", e->model_name,
+        "precision", zt_dtype_name(e->precision), "params",
         (json_int_t)e->params, "padded_params", (json_int_t)e->padded_params,
         "largest_layer_params", (json_int_t)e->largest_unit_params, "world_size", e->world_size,
         "num_gpus", e->num_gpus, "num_nodes", e->num_nodes, "micro_batch_size",

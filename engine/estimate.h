@@ -50,7 +50,7 @@ typedef struct {
     int64_t largest_unit_params; /* unpadded, DeepSpeed's "largest layer" */
     int num_gpus, num_nodes, world_size;
     int64_t micro_batch_size;
-    bool mixed_precision_requested; /* fp16/bf16 enabled in the config */
+    zt_dtype precision;             /* the config's compute dtype */
     int n_variants;
     zt_estimate_variant variants[ZT_ESTIMATE_NVARIANTS];
 } zt_estimate;

@@ -42,6 +42,26 @@ for name in s0 s1 s2 s3-persist s3-shard; do
 done
 cat "$tmp/est-s0.log"
 
+# Mixed precision and offload: the estimate is the reservation a run makes.
+for v in "s2-fp16-oo 2 cpu none" "s3-bf16-op-oo 3 cpu cpu" "s1-fp16 1 none none"; do
+    set -- $v
+    prec='"fp16": {"enabled": true},'
+    [ "${1#*bf16}" != "$1" ] && prec='"bf16": {"enabled": true},'
+    off=""
+    [ "$3" = cpu ] && off="$off, \"offload_optimizer\": {\"device\": \"cpu\"}"
+    [ "$4" = cpu ] && off="$off, \"offload_param\": {\"device\": \"cpu\"}"
+    cat >"$tmp/cfg-$1.json" <<JSON
+{"train_batch_size": 16, "optimizer": {"type": "Adam", "params": {"lr": 1e-3}}, $prec
+ "zero_optimization": {"stage": $2$off}}
+JSON
+    ./zerotrain --estimate-memory --num-gpus 4 --config "$tmp/cfg-$1.json" "${model[@]}" \
+        --report "$tmp/est-$1.json" >"$tmp/est-$1.log" 2>&1 || { cat "$tmp/est-$1.log"; fail "estimator failed for $1"; }
+    $ZT_MPIRUN -np 4 ./zerotrain --config "$tmp/cfg-$1.json" "${model[@]}" --report "$tmp/run-$1.json" \
+        >"$tmp/run-$1.log" 2>&1 || { cat "$tmp/run-$1.log"; fail "training run failed for $1"; }
+    $ZT_PYTHON tests/tools/ztcheck.py estimate "$tmp/est-$1.json" "$tmp/run-$1.json" --stage "$2" \
+        --tol 0 --offload-optimizer "$3" --offload-param "$4"
+done
+
 # The config's stage is ignored: configs that differ only in it estimate the
 # same (overlap_comm's stage-dependent default included).
 $ZT_PYTHON - "$tmp"/est-s0.json "$tmp"/est-s1.json "$tmp"/est-s2.json "$tmp"/est-s3-persist.json <<'PY'

@@ -4,9 +4,10 @@
   ztcheck.py dumps REF OTHER --tol T     relative L2 distance of two --dump-params files
   ztcheck.py losses REF OTHER --tol T    per-step loss histories of two --report files
   ztcheck.py loss-falls REPORT           mean of the last 5 losses < mean of the first 5
-  ztcheck.py estimate EST RUN --stage S --tol T
+  ztcheck.py estimate EST RUN --stage S --tol T [--offload-optimizer cpu] [--offload-param cpu]
                                          --estimate-memory JSON vs a training report at
-                                         stage S (no offload): model-state device bytes
+                                         stage S (and that offload variant; default none):
+                                         model-state device bytes
                                          (PARAMS+GRADS+MASTER+OPTIM) and each of those
                                          classes within T of every rank's peak; every
                                          class equal to the rank's reservation
@@ -45,7 +46,7 @@ def close(a, b, tol):
     return abs(a - b) <= tol * max(abs(a), abs(b))
 
 
-def check_estimate(est_path, run_path, stage, tol):
+def check_estimate(est_path, run_path, stage, tol, opt="none", param="none"):
     est, run = json.load(open(est_path)), json.load(open(run_path))
     ok = True
     if run["stage"] != stage:
@@ -55,9 +56,9 @@ def check_estimate(est_path, run_path, stage, tol):
         print(f"FAIL: estimate for {est['world_size']} ranks, run at {run['world_size']}")
         return False
     vs = [v for v in est["variants"]
-          if v["stage"] == stage and v["offload_optimizer"] == "none" and v["offload_param"] == "none"]
+          if v["stage"] == stage and v["offload_optimizer"] == opt and v["offload_param"] == param]
     if len(vs) != 1:
-        print(f"FAIL: {est_path} has {len(vs)} stage-{stage} variants without offload")
+        print(f"FAIL: {est_path} has {len(vs)} stage-{stage} variants with offload {opt}/{param}")
         return False
     v = vs[0]
     want = v["model_state_device_bytes"]
@@ -104,11 +105,14 @@ def main():
     ap.add_argument("files", nargs="+")
     ap.add_argument("--tol", type=float, default=1e-6)
     ap.add_argument("--stage", type=int, default=0)
+    ap.add_argument("--offload-optimizer", default="none", choices=["none", "cpu"])
+    ap.add_argument("--offload-param", default="none", choices=["none", "cpu"])
     args = ap.parse_args()
     if args.what == "estimate":
         if len(args.files) != 2:
             sys.exit("FAIL: estimate needs EST RUN")
-        ok = check_estimate(args.files[0], args.files[1], args.stage, args.tol)
+        ok = check_estimate(args.files[0], args.files[1], args.stage, args.tol,
+                            args.offload_optimizer, args.offload_param)
     elif args.what == "dumps":
         d, problem = dump_distance(*args.files)
         if problem:
