@@ -13,6 +13,13 @@ ZT_MPIRUN="mpirun --oversubscribe --bind-to none"
 
 fail() { echo "FAIL: $*"; exit 1; }
 
+# A test's scratch directory $tmp, removed on exit; the binary must be built.
+zt_scratch() {
+    tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"' EXIT
+    [ -x ./zerotrain ] || fail "./zerotrain is not built (run make)"
+}
+
 # expect CODE PATTERN -- command...: exit status CODE and PATTERN in stdout+stderr
 # (the calling script's $tmp holds the output).
 expect() {

@@ -6,8 +6,7 @@
 set -eu
 cd "$(dirname "$0")/../.."
 source tests/env.sh
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+zt_scratch
 
 
 good='{"train_batch_size": 8, "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}}'

@@ -6,9 +6,7 @@
 set -eu
 cd "$(dirname "$0")/../.."
 source tests/env.sh
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-[ -x ./zerotrain ] || fail "./zerotrain is not built (run make)"
+zt_scratch
 
 cfg="$tmp/cfg.json"
 echo '{"train_batch_size": 4, "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}}' >"$cfg"

@@ -9,8 +9,7 @@
 set -eu
 cd "$(dirname "$0")/../.."
 source tests/env.sh
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+zt_scratch
 
 model=(--model mlp --width 64 --layers 4 --in-size 32 --out-size 10 --steps 20 --seed 7)
 write_cfg() { # name stage extra-zero-keys

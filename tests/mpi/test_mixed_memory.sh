@@ -17,9 +17,7 @@
 set -eu
 cd "$(dirname "$0")/../.."
 source tests/env.sh
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-[ -x ./zerotrain ] || { echo "FAIL: ./zerotrain is not built (run make)"; exit 1; }
+zt_scratch
 t0=$SECONDS
 
 mlp=(--model mlp --width 64 --layers 4 --in-size 32 --out-size 10 --steps 2 --seed 3)

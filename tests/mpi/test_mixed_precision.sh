@@ -18,9 +18,7 @@
 set -eu
 cd "$(dirname "$0")/../.."
 source tests/env.sh
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-[ -x ./zerotrain ] || { echo "FAIL: ./zerotrain is not built (run make)"; exit 1; }
+zt_scratch
 t0=$SECONDS
 
 mlp=(--model mlp --width 48 --layers 4 --in-size 24 --out-size 10 --seed 3)

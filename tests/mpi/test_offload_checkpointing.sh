@@ -16,9 +16,7 @@
 set -eu
 cd "$(dirname "$0")/../.."
 source tests/env.sh
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-[ -x ./zerotrain ] || { echo "FAIL: ./zerotrain is not built (run make)"; exit 1; }
+zt_scratch
 
 mlp=(--model mlp --width 48 --layers 4 --in-size 24 --out-size 10 --steps 4 --seed 5)
 gpt=(--model gptlite --data "$ZT_SHARED/data/tinyshakespeare/input.txt" --n-layer 2 --n-embd 32

@@ -16,9 +16,7 @@
 set -eu
 cd "$(dirname "$0")/../.."
 source tests/env.sh
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-[ -x ./zerotrain ] || { echo "FAIL: ./zerotrain is not built (run make)"; exit 1; }
+zt_scratch
 st() { $ZT_PYTHON tests/tools/ztstages.py "$@"; }
 failed=0
 # run TAG NP CFG [flags...]: one zerotrain run with --report TAG.json; prints the log on failure

@@ -14,9 +14,7 @@
 set -eu
 cd "$(dirname "$0")/../.."
 source tests/env.sh
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-[ -x ./zerotrain ] || { echo "FAIL: ./zerotrain is not built (run make)"; exit 1; }
+zt_scratch
 shared=$ZT_SHARED
 
 # 240 reviews from the IMDB sample cut to 3..80 bytes: max_len 48 truncates
