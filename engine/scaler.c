@@ -82,7 +82,9 @@ int zt_scaler_overflow_line(const zt_scaler_event *ev, bool fp16, char *buf, siz
      * also beyond 2^63 where an integer type would overflow. */
     double prev = trunc(ev->prev_scale);
     if (ev->hysteresis_used)
-        return snprintf(buf, cap, "%s Attempted loss scale: %.0f, but hysteresis is %d. Reducing hysteresis to %d",
+        return snprintf(buf, cap,
+                        "%s Attempted loss scale: %.0f, but hysteresis is %d. "
+                        "Reducing hysteresis to %d",
                         head, prev, ev->prev_hysteresis, ev->new_hysteresis);
     return snprintf(buf, cap, "%s Attempted loss scale: %.0f, reducing to %.0f", head, prev,
                     trunc(ev->new_scale));

@@ -71,7 +71,10 @@ static zt_status trainer_buf(zt_memory *mem, bool reserved, zt_mem_loc loc, zt_m
 
 static size_t trainer_floats(int64_t numel) { return (size_t)numel * sizeof(float); }
 
-static size_t trainer_bytes(int64_t numel, zt_dtype dt) { return (size_t)numel * zt_dtype_size(dt); }
+static size_t trainer_bytes(int64_t numel, zt_dtype dt)
+{
+    return (size_t)numel * zt_dtype_size(dt);
+}
 
 /* Element i of a typed buffer. */
 static void *trainer_at(const void *p, int64_t i, zt_dtype dt)
@@ -715,13 +718,20 @@ static void trainer_store(const zt_trainer *t, void *y, const float *scratch, in
         t->be->convert(t->be, y, t->cdt, scratch, ZT_F32, n, 1.0f, false);
 }
 
+/* Unit u's input as fp32; the model input (unit 0) is fp32 data already. */
+static const float *trainer_input_fp32(const zt_trainer *t, int u, int64_t n)
+{
+    if (u == 0)
+        return t->x;
+    return trainer_fp32(t, trainer_unit_input(t, u), n * t->model->units[u].in_numel, t->xin);
+}
+
 static void trainer_run_forward(zt_trainer *t, int u, const void *p, const zt_batch *b)
 {
     const zt_unit *unit = &t->model->units[u];
     const zt_backend *be = t->be;
     int64_t n = b->n;
-    /* The model input (unit 0) is fp32 data, never converted. */
-    const float *x = u == 0 ? t->x : trainer_fp32(t, trainer_unit_input(t, u), n * unit->in_numel, t->xin);
+    const float *x = trainer_input_fp32(t, u, n);
     const float *pf = trainer_fp32(t, p, unit->param_numel, t->pw);
     float *y = t->mixed ? t->yout : t->acts[u];
     float *sv = unit->saved_numel > 0 ? (t->mixed ? t->sw : t->saved[u]) : NULL;
@@ -777,10 +787,12 @@ static void trainer_run_backward(zt_trainer *t, int u, const void *p, float *dy,
 {
     const zt_unit *unit = &t->model->units[u];
     int64_t n = b->n;
-    const float *x = u == 0 ? t->x : trainer_fp32(t, trainer_unit_input(t, u), n * unit->in_numel, t->xin);
+    const float *x = trainer_input_fp32(t, u, n);
     const float *pf = trainer_fp32(t, p, unit->param_numel, t->pw);
     const float *y = trainer_fp32(t, t->acts[u], n * unit->out_numel, t->yout);
-    const float *sv = unit->saved_numel > 0 ? trainer_fp32(t, t->saved[u], n * unit->saved_numel, t->sw) : NULL;
+    const float *sv = unit->saved_numel > 0
+                          ? trainer_fp32(t, t->saved[u], n * unit->saved_numel, t->sw)
+                          : NULL;
     unit->ops->backward(unit, t->be, pf, x, y, sv, dy, dx, t->mixed ? t->gw : dp, t->work,
                         accumulate && !t->mixed, b);
 }

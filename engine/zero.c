@@ -531,8 +531,8 @@ static zt_status gather_complete(zt_zero_gather *g, int u)
     if (gu->from_world && g->group) {
         const zt_unit_layout *ul = &g->layout->units[u];
         int64_t part = ul->padded_numel / g->hpz;
-        g->be->copy_d2d(g->be, g->secondary[u], zero_at(gu->buf, (int64_t)g->group->rank * part, g->dt),
-                        (size_t)part * zt_dtype_size(g->dt));
+        const void *mine = zero_at(gu->buf, (int64_t)g->group->rank * part, g->dt);
+        g->be->copy_d2d(g->be, g->secondary[u], mine, (size_t)part * zt_dtype_size(g->dt));
     }
     return ZT_OK;
 }
