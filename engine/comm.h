@@ -9,7 +9,8 @@
  * Elements are of the call's dtype (engine/dtype.h). Sums always add in fp32:
  * 16-bit elements are widened, added and rounded back once per addition (what
  * NCCL does for half types), never added in 16-bit arithmetic. MAX compares
- * the values.
+ * the values; for 16-bit elements a NaN on any rank wins, for fp32 NaN
+ * handling is MPI_MAX's (the trainer's overflow check does not rely on it).
  *
  * MPI backend (this file's zt_comm_mpi_init): host buffers; float32 through
  * MPI_FLOAT, 16-bit elements through a 2-byte MPI type with user-defined SUM
