@@ -29,25 +29,23 @@ static zt_status trainer_sum_f64(MPI_Comm comm, double *v, int n)
     return ZT_OK;
 }
 
-static int64_t trainer_max_act_numel(const zt_model *m)
+/* The largest of one per-sample size field (offsetof(zt_unit, ...)) over units. */
+static int64_t trainer_max_unit_field(const zt_model *m, size_t field)
 {
-    int64_t w = m->in_numel;
+    int64_t w = 0;
     for (int u = 0; u < m->n_units; u++) {
-        if (m->units[u].in_numel > w)
-            w = m->units[u].in_numel;
-        if (m->units[u].out_numel > w)
-            w = m->units[u].out_numel;
+        int64_t v = *(const int64_t *)((const char *)&m->units[u] + field);
+        w = v > w ? v : w;
     }
     return w;
 }
 
-static int64_t trainer_max_work_numel(const zt_model *m)
+static int64_t trainer_max_act_numel(const zt_model *m)
 {
-    int64_t w = 0;
-    for (int u = 0; u < m->n_units; u++)
-        if (m->units[u].work_numel > w)
-            w = m->units[u].work_numel;
-    return w;
+    int64_t in = trainer_max_unit_field(m, offsetof(zt_unit, in_numel));
+    int64_t out = trainer_max_unit_field(m, offsetof(zt_unit, out_numel));
+    int64_t w = in > out ? in : out;
+    return m->in_numel > w ? m->in_numel : w;
 }
 
 /* Host logits a forward-only pass reads back: every row of a classification
@@ -86,16 +84,6 @@ static void *trainer_at(const void *p, int64_t i, zt_dtype dt)
 static int64_t trainer_optim_span(const zt_trainer *t)
 {
     return t->cfg->zero.stage == 0 ? t->layout.padded_numel : t->layout.partition_numel;
-}
-
-static int64_t trainer_max_unit_field(const zt_model *m, size_t field)
-{
-    int64_t w = 0;
-    for (int u = 0; u < m->n_units; u++) {
-        int64_t v = *(const int64_t *)((const char *)&m->units[u] + field);
-        w = v > w ? v : w;
-    }
-    return w;
 }
 
 /* Precision, placement and checkpointing from the config (trainer.h). */
@@ -141,7 +129,7 @@ static zt_status trainer_activation_buffers(zt_trainer *t, zt_memory *mem, bool 
     int slots = K > 0 && K < n ? (int)K : n;
     for (int j = 0; j < slots; j++) {
         int64_t out = 0, sv = 0;
-        for (int u = j; u < n; u += slots == n ? n : slots) {
+        for (int u = j; u < n; u += slots) {
             out = m->units[u].out_numel > out ? m->units[u].out_numel : out;
             sv = m->units[u].saved_numel > sv ? m->units[u].saved_numel : sv;
         }
@@ -279,7 +267,7 @@ static zt_status trainer_buffers(zt_trainer *t, zt_memory *mem, bool reserved)
     ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_HOST, ZT_MEM_WORK,
                        trainer_floats(trainer_logits_host_numel(m, mb)), &t->logits_host));
     ZT_TRY(trainer_activation_buffers(t, mem, reserved));
-    int64_t work = trainer_max_work_numel(m);
+    int64_t work = trainer_max_unit_field(m, offsetof(zt_unit, work_numel));
     if (work > 0)
         ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_WORK, trainer_floats(mb * work),
                            &t->work));
@@ -705,7 +693,7 @@ static const void *trainer_unit_input(const zt_trainer *t, int u)
  * fp32 training, else its conversion into `scratch`. */
 static float *trainer_fp32(const zt_trainer *t, const void *x, int64_t n, float *scratch)
 {
-    if (!t->mixed || !x)
+    if (!t->mixed)
         return (float *)x;
     t->be->convert(t->be, scratch, ZT_F32, x, t->cdt, n, 1.0f, false);
     return scratch;
@@ -921,22 +909,24 @@ static zt_status trainer_micro_step(zt_trainer *t, int64_t m, double *loss_sum, 
     return ZT_OK;
 }
 
-/* float64 sum of squares / inf-nan test of the optimizer's gradient slice of
- * unit u, wherever it lives. */
-static double trainer_grad_sumsq(const zt_trainer *t, int u)
+/* Sum of squares, inf/nan test and in-place scaling of memory where the
+ * optimizer works (own_g, own_m): the host when it is offloaded. */
+static double trainer_opt_sumsq(const zt_trainer *t, const void *x, zt_dtype dt, int64_t n)
 {
-    int64_t n = t->layout.units[u].shard_numel;
-    if (t->offload_opt)
-        return zt_sum_squares_host(t->own_g[u], t->ogdt, n);
-    return t->be->sum_squares(t->be, t->own_g[u], t->ogdt, n);
+    return t->offload_opt ? zt_sum_squares_host(x, dt, n) : t->be->sum_squares(t->be, x, dt, n);
 }
 
-static bool trainer_grad_bad(const zt_trainer *t, int u)
+static bool trainer_opt_bad(const zt_trainer *t, const void *x, zt_dtype dt, int64_t n)
 {
-    int64_t n = t->layout.units[u].shard_numel;
+    return t->offload_opt ? zt_has_inf_nan_host(x, dt, n) : t->be->has_inf_nan(t->be, x, dt, n);
+}
+
+static void trainer_opt_scale(const zt_trainer *t, float *x, int64_t n, float a)
+{
     if (t->offload_opt)
-        return zt_has_inf_nan_host(t->own_g[u], t->ogdt, n);
-    return t->be->has_inf_nan(t->be, t->own_g[u], t->ogdt, n);
+        zt_convert_host(x, ZT_F32, x, ZT_F32, n, a, false);
+    else
+        t->be->convert(t->be, x, ZT_F32, x, ZT_F32, n, a, false);
 }
 
 /* The first unit whose reduced gradients hold an inf or nan on any rank, or
@@ -947,7 +937,7 @@ static zt_status trainer_first_overflow(zt_trainer *t, int *first)
     int n = t->layout.n_units;
     *first = n;
     for (int u = 0; u < n && *first == n; u++)
-        if (trainer_grad_bad(t, u))
+        if (trainer_opt_bad(t, t->own_g[u], t->ogdt, t->layout.units[u].shard_numel))
             *first = u;
     int rc = MPI_Allreduce(MPI_IN_PLACE, first, 1, MPI_INT, MPI_MIN, t->world->comm);
     if (rc != MPI_SUCCESS)
@@ -956,14 +946,15 @@ static zt_status trainer_first_overflow(zt_trainer *t, int *first)
     return ZT_OK;
 }
 
-/* Sum of squares (float64) of this rank's gradient slices, summed over the
- * partition group (MiCS replicas hold the same slices): DeepSpeed's global
- * norm, the same value on every rank. */
-static zt_status trainer_grad_norm_sq(zt_trainer *t, double *sq)
+/* Sum of squares (float64) of this rank's slices (per-unit pointers to
+ * optimizer-side memory), summed over the partition group (MiCS replicas hold
+ * the same slices): DeepSpeed's global norm, the same value on every rank. */
+static zt_status trainer_slices_sumsq(zt_trainer *t, void *const *slices, zt_dtype dt,
+                                      double *sq)
 {
     *sq = 0.0;
     for (int u = 0; u < t->layout.n_units; u++)
-        *sq += trainer_grad_sumsq(t, u);
+        *sq += trainer_opt_sumsq(t, slices[u], dt, t->layout.units[u].shard_numel);
     return trainer_sum_f64(t->zcomm->mpi, sq, 1);
 }
 
@@ -1026,10 +1017,8 @@ static zt_status trainer_apply(zt_trainer *t, float coef, double lr, double b1, 
          * are dead after the step), 16-bit ones widened into the scratch. */
         if (t->ogdt != ZT_F32)
             be->convert(be, t->gw, ZT_F32, g, t->ogdt, s.numel, coef, false);
-        else if (coef != 1.0f && t->offload_opt)
-            zt_convert_host(g, ZT_F32, g, ZT_F32, s.numel, coef, false);
         else if (coef != 1.0f)
-            be->convert(be, g, ZT_F32, g, ZT_F32, s.numel, coef, false);
+            trainer_opt_scale(t, g, s.numel, coef);
         s.grads = t->ogdt != ZT_F32 ? t->gw : g;
         zt_optim_step_seg(&t->optim, &s, lr, b1, b2);
         if (t->has_master)
@@ -1155,7 +1144,7 @@ static zt_status trainer_step(zt_trainer *t, zt_monitor *mon)
         zt_monitor_overflow(mon, &ev, cfg->fp16.enabled);
     } else {
         double norm = 0.0;
-        ZT_TRY(trainer_grad_norm_sq(t, &norm));
+        ZT_TRY(trainer_slices_sumsq(t, t->own_g, t->ogdt, &norm));
         norm = sqrt(norm);
         /* DeepSpeed unscales and clips in one multiply on the scaled norm. */
         double clip = 1.0;
@@ -1246,13 +1235,9 @@ zt_status zt_trainer_train(zt_trainer *t, int64_t until_step)
 
 double zt_trainer_param_norm(zt_trainer *t)
 {
-    const zt_layout *lay = &t->layout;
     double sq = 0.0;
-    for (int u = 0; u < lay->n_units; u++)
-        sq += t->offload_opt
-                  ? zt_sum_squares_host(t->own_m[u], ZT_F32, lay->units[u].shard_numel)
-                  : t->be->sum_squares(t->be, t->own_m[u], ZT_F32, lay->units[u].shard_numel);
-    return trainer_sum_f64(t->zcomm->mpi, &sq, 1) == ZT_OK ? sqrt(sq) : NAN;
+    return trainer_slices_sumsq(t, (void *const *)t->own_m, ZT_F32, &sq) == ZT_OK ? sqrt(sq)
+                                                                                : NAN;
 }
 
 zt_status zt_trainer_dump_params(zt_trainer *t, const char *path)

@@ -59,6 +59,10 @@ JSON
         >"$tmp/run-$1.log" 2>&1 || { cat "$tmp/run-$1.log"; fail "training run failed for $1"; }
     $ZT_PYTHON tests/tools/ztcheck.py estimate "$tmp/est-$1.json" "$tmp/run-$1.json" --stage "$2" \
         --tol 0 --offload-optimizer "$3" --offload-param "$4"
+    want=fp16
+    [ "${1#*bf16}" != "$1" ] && want=bf16
+    grep -q "\"precision\": \"$want\"" "$tmp/est-$1.json" || fail "estimate $1 does not say $want"
+    grep -q "^Exact plans of this build ($want)" "$tmp/est-$1.log" || fail "estimate $1 text does not say $want"
 done
 
 # The config's stage is ignored: configs that differ only in it estimate the

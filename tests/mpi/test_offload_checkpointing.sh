@@ -67,8 +67,8 @@ compare() { # ref tag
 
 t0=$SECONDS
 cases() { # model precision np-list
-    local model=$1 prec=$2 nps=$3 units
-    [ "$model" = mlp ] && units=4 || units=4 # embedding, 2 blocks, head
+    # 4 units either way: 4 Linear layers; embedding, 2 blocks, head.
+    local model=$1 prec=$2 nps=$3 units=4
     for stage in 0 1 2 3; do
         local base=""
         [ "$stage" = 3 ] && base=', "stage3_param_persistence_threshold": 0'
