@@ -49,6 +49,8 @@ zt_status zt_memory_reserve(zt_memory *mem)
             void *p = NULL;
             if (l == ZT_MEM_DEVICE) {
                 ZT_TRY(mem->be->alloc(mem->be, bytes, &p));
+            } else if (mem->be->host_alloc) {
+                ZT_TRY(mem->be->host_alloc(mem->be, bytes, &p));
             } else if (posix_memalign(&p, ZT_ARENA_ALIGN, bytes) != 0) {
                 return zt_fail(ZT_ERR_OOM, "reduce the model or batch size, or add host memory",
                                "cannot reserve %zu bytes of host memory for the %s arena",
@@ -68,6 +70,8 @@ void zt_memory_free(zt_memory *mem)
             if (a->base) {
                 if (l == ZT_MEM_DEVICE)
                     mem->be->free(mem->be, a->base);
+                else if (mem->be->host_free)
+                    mem->be->host_free(mem->be, a->base);
                 else
                     free(a->base);
             }

@@ -16,7 +16,8 @@
  * its total (what MaxMemAllocated prints).
  *
  * Memory: zt_memory owns all reservations (device ones through the backend,
- * host ones through posix_memalign) and frees them in zt_memory_free.
+ * host ones through its host_alloc (page-locked) when it has one, else
+ * posix_memalign) and frees them in zt_memory_free.
  * Collective: none.
  */
 #ifndef ZT_ARENA_H

@@ -10,7 +10,17 @@
  * Ops that return a host value (sum_squares, has_inf_nan) synchronise.
  *
  * Memory: `alloc`/`free` hand out raw device memory; only engine/arena calls
- * them (one allocation per arena), everything else lives inside arenas.
+ * them (one allocation per arena), everything else lives inside arenas. A
+ * backend that needs device scratch inside its ops (the CUDA backend's GEMM
+ * operand casts and cuBLAS workspace) asks for `workspace_bytes` and gets a
+ * WORK-arena block through `set_workspace`; without one it takes slower paths
+ * that need none. Host arenas come from `host_alloc` when a backend has it
+ * (pinned memory, so copies run at full speed and can be asynchronous).
+ *
+ * Errors: ops return nothing because a device reports failures late
+ * (asynchronously); a backend records the first one and `check` returns it.
+ * The trainer calls `check` once per step, so a failure stops the run within
+ * one step with the op's name in the message.
  * Collective: none.
  */
 #ifndef ZT_BACKEND_H
@@ -66,6 +76,21 @@ struct zt_backend {
     /* Memory. alloc returns 64-byte aligned, uninitialised device memory. */
     zt_status (*alloc)(const zt_backend *be, size_t bytes, void **out);
     void (*free)(const zt_backend *be, void *ptr);
+    /* Page-locked host memory (64-byte aligned) for host arenas; NULL on
+     * backends whose device memory is host memory. */
+    zt_status (*host_alloc)(const zt_backend *be, size_t bytes, void **out);
+    void (*host_free)(const zt_backend *be, void *ptr);
+    /* Device scratch: workspace_bytes is what the backend asks for (0: none);
+     * set_workspace hands it a block of at least that many bytes that stays
+     * valid until the backend is freed or set_workspace is called again. */
+    size_t workspace_bytes;
+    void (*set_workspace)(const zt_backend *be, void *ptr, size_t bytes);
+    /* The first device failure since init (ZT_OK when none), recorded with
+     * zt_fail so the message names the op. Synchronises. */
+    zt_status (*check)(const zt_backend *be);
+    /* copy_h2d and copy_d2h return when the copy is complete (the source may be
+     * reused, the destination read); copy_d2d and memset_zero are ordered on the
+     * compute stream like every other op. */
     void (*copy_h2d)(const zt_backend *be, void *dst, const void *src, size_t bytes);
     void (*copy_d2h)(const zt_backend *be, void *dst, const void *src, size_t bytes);
     void (*copy_d2d)(const zt_backend *be, void *dst, const void *src, size_t bytes);
@@ -189,5 +214,27 @@ struct zt_backend {
 /* The CPU backend (OpenBLAS + OpenMP). Threads: OMP_NUM_THREADS. */
 zt_status zt_backend_cpu_init(zt_backend *be);
 void zt_backend_cpu_free(zt_backend *be);
+
+/* The CUDA backend (cuBLAS + engine/cuda kernels) on one device, with one
+ * non-blocking compute stream. Compiled when the Makefile finds nvcc
+ * (ZT_HAVE_CUDA); otherwise these three say so (count 0, init fails with
+ * ZT_ERR_UNSUPPORTED). */
+typedef struct {
+    int device;          /* CUDA device ordinal */
+    bool tf32;           /* let fp32 GEMMs use TF32 tensor cores (off: exact fp32) */
+    zt_dtype gemm_dtype; /* ZT_F16/ZT_BF16: GEMM operands are rounded to it and
+                          * multiplied on tensor cores with fp32 accumulation and
+                          * fp32 output (what torch.autocast does); ZT_F32: fp32 */
+} zt_cuda_options;
+
+bool zt_backend_cuda_built(void);
+/* GPUs this process can use; 0 with *why set (static text: no driver, no
+ * device, not built with CUDA) when there are none. */
+int zt_backend_cuda_device_count(const char **why);
+zt_status zt_backend_cuda_init(zt_backend *be, const zt_cuda_options *opt);
+void zt_backend_cuda_free(zt_backend *be);
+
+/* Frees whichever backend *be is. */
+void zt_backend_free(zt_backend *be);
 
 #endif

@@ -13,12 +13,21 @@
  *   zt_rng_uniform(seed, stream, i) = (zt_rng_u64(...) >> 40) * 2^-24, in [0, 1),
  *            exactly representable as float32.
  *
+ * The functions are also device functions under nvcc (ZT_RNG_HD), so CUDA
+ * kernels draw exactly the bits the host does.
+ *
  * Memory: none. Collective: none.
  */
 #ifndef ZT_RNG_H
 #define ZT_RNG_H
 
 #include <stdint.h>
+
+#ifdef __CUDACC__
+#define ZT_RNG_HD __host__ __device__
+#else
+#define ZT_RNG_HD
+#endif
 
 /* Streams keep independent uses of one seed apart. */
 enum {
@@ -30,7 +39,7 @@ enum {
     ZT_RNG_STREAM_SAMPLE = 6   /* text generation, counter = generated token index */
 };
 
-static inline uint64_t zt_rng_mix(uint64_t z)
+static inline ZT_RNG_HD uint64_t zt_rng_mix(uint64_t z)
 {
     z += 0x9E3779B97F4A7C15ull;
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -38,12 +47,12 @@ static inline uint64_t zt_rng_mix(uint64_t z)
     return z ^ (z >> 31);
 }
 
-static inline uint64_t zt_rng_u64(uint64_t seed, uint64_t stream, uint64_t i)
+static inline ZT_RNG_HD uint64_t zt_rng_u64(uint64_t seed, uint64_t stream, uint64_t i)
 {
     return zt_rng_mix(zt_rng_mix(zt_rng_mix(seed) ^ stream) ^ i);
 }
 
-static inline float zt_rng_uniform(uint64_t seed, uint64_t stream, uint64_t i)
+static inline ZT_RNG_HD float zt_rng_uniform(uint64_t seed, uint64_t stream, uint64_t i)
 {
     return (float)(zt_rng_u64(seed, stream, i) >> 40) * (1.0f / 16777216.0f);
 }
@@ -51,8 +60,8 @@ static inline float zt_rng_uniform(uint64_t seed, uint64_t stream, uint64_t i)
 /* Dropout (backend.h, zt_dropout_desc): the seed of one sample's mask at one
  * dropout site in one optimizer step. row_key is the sample's global position
  * in the training stream (step * train_batch + position in the batch). */
-static inline uint64_t zt_dropout_row_seed(uint64_t seed, uint64_t site, int64_t step,
-                                           uint64_t row_key)
+static inline ZT_RNG_HD uint64_t zt_dropout_row_seed(uint64_t seed, uint64_t site,
+                                                     int64_t step, uint64_t row_key)
 {
     return zt_rng_u64(seed, ZT_RNG_STREAM_DROPOUT,
                       zt_rng_mix(zt_rng_mix((uint64_t)step) ^ site) ^ row_key);

@@ -67,8 +67,45 @@ static void test_accounting(void **state)
     zt_memory_free(&mem);
 }
 
+/* A backend with page-locked host memory (CUDA) must serve every host arena
+ * from host_alloc, one call per arena, and give each back to host_free. */
+static int host_allocs, host_frees;
+
+static zt_status counting_host_alloc(const zt_backend *b, size_t bytes, void **out)
+{
+    host_allocs++;
+    return b->alloc(b, bytes, out);
+}
+
+static void counting_host_free(const zt_backend *b, void *ptr)
+{
+    host_frees++;
+    b->free(b, ptr);
+}
+
+static void test_host_arenas_use_host_alloc(void **state)
+{
+    (void)state;
+    zt_backend pinned = be;
+    pinned.host_alloc = counting_host_alloc;
+    pinned.host_free = counting_host_free;
+    zt_memory mem;
+    zt_memory_init(&mem, &pinned);
+    zt_memory_plan(&mem, ZT_MEM_HOST, ZT_MEM_MASTER, 4096);
+    zt_memory_plan(&mem, ZT_MEM_HOST, ZT_MEM_OPTIM, 8192);
+    zt_memory_plan(&mem, ZT_MEM_HOST, ZT_MEM_OPTIM, 100);
+    zt_memory_plan(&mem, ZT_MEM_DEVICE, ZT_MEM_PARAMS, 4096);
+    assert_int_equal(zt_memory_reserve(&mem), ZT_OK);
+    assert_int_equal(host_allocs, 2);
+    assert_int_equal(zt_memory_arena(&mem, ZT_MEM_HOST, ZT_MEM_OPTIM)->reserved_bytes,
+                     8192 + 128);
+    zt_memory_free(&mem);
+    assert_int_equal(host_frees, 2);
+}
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_accounting)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_accounting),
+                                       cmocka_unit_test(test_host_arenas_use_host_alloc)};
     return cmocka_run_group_tests_name("arena", tests, setup, NULL);
 }

@@ -1,0 +1,69 @@
+/*
+ * cuda_backend: what the CUDA backend's translation units (backend_cuda.cu,
+ * backend_cuda_nn.cu) and the NCCL comm share: the backend's state and its
+ * error recording. Plain C so engine/comm_nccl.c can include it.
+ *
+ * Memory: zt_cuda_impl is owned by the zt_backend (be->impl) and freed by
+ * zt_backend_cuda_free, with its stream, cuBLAS handle and the small fixed
+ * scratch made once at init (reduction partials, a pinned result slot).
+ * The workspace belongs to the caller of set_workspace (a WORK-arena block).
+ * Collective: none.
+ */
+#ifndef ZT_CUDA_BACKEND_H
+#define ZT_CUDA_BACKEND_H
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "backend.h"
+
+typedef struct {
+    int device;
+    zt_cuda_options opt;
+    int sm_count;             /* multiprocessors, for grid sizing */
+    cudaStream_t stream;      /* the compute stream: every op is ordered on it */
+    cublasHandle_t cublas;
+    /* Workspace from set_workspace (may be NULL): cuBLAS workspace first, then
+     * the GEMM operand cast buffers. */
+    void *workspace;
+    size_t workspace_bytes;
+    /* Inside the workspace: the 16-bit GEMM path's buffers for A and B,
+     * cast_bytes each (NULL and 0: every GEMM runs in fp32). */
+    void *cast_a;
+    void *cast_b;
+    size_t cast_bytes;
+    /* What init planned for cuBLAS's part and for each cast buffer. */
+    size_t plan_blas_bytes;
+    size_t plan_cast_bytes;
+    /* Fixed scratch from init: per-block partial sums (double) and flags. */
+    void *scratch;
+    size_t scratch_bytes;
+    void *host_result; /* pinned, for values ops return to the host */
+    size_t host_result_bytes;
+    /* First failure, kept until `check` reports it. */
+    zt_status error;
+    char error_msg[256];
+} zt_cuda_impl;
+
+/* Records the first CUDA failure of an op (later ones are dropped): `what`
+ * names the op. Returns true when rc is cudaSuccess. */
+bool zt_cuda_record(zt_cuda_impl *impl, cudaError_t rc, const char *what);
+bool zt_cuda_record_blas(zt_cuda_impl *impl, cublasStatus_t rc, const char *what);
+
+/* The compute stream of a CUDA backend, for the NCCL comm. */
+cudaStream_t zt_backend_cuda_stream(const zt_backend *be);
+
+/* Fills the transformer-layer function pointers (backend_cuda_nn.cu). */
+void zt_backend_cuda_nn_ops(zt_backend *be);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
