@@ -1,6 +1,22 @@
+/*
+ * comm.c: the MPI communicator (host buffers) and what every backend shares:
+ * the bootstrap of device communicators, ZT_COMM_TIMEOUT and the watchdog's
+ * message, zt_comm_free.
+ *
+ * Every collective, blocking or not, is issued as a non-blocking MPI call and
+ * completed by polling it (comm_poll), so a collective that a dead or stuck
+ * peer never joins fails after ZT_COMM_TIMEOUT seconds instead of hanging.
+ *
+ * Memory: the comm owns its duplicated MPI communicator (freed by
+ * zt_comm_free); buffers and requests belong to the caller.
+ * Collective: zt_comm_mpi_init, the collectives, split, zt_comm_bootstrap.
+ */
 #include "comm.h"
 
+#include <ctype.h>
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* MPI counts are int: larger buffers are split into parts that each fit. */
@@ -142,6 +158,56 @@ static void comm_count(zt_comm *c, zt_comm_kind k, int64_t numel, zt_dtype dt)
     c->calls[k] += 1;
 }
 
+/* Takes the collective's sequence number, counts it and describes it in req
+ * for the watchdog; the caller then issues its parts into req->parts. numel is
+ * the counted (whole logical buffer) size, which the watchdog's message names. */
+static void comm_start(zt_comm *c, zt_comm_req *req, zt_comm_kind k, int64_t numel, zt_dtype dt)
+{
+    comm_count(c, k, numel, dt);
+    req->n_parts = 0;
+    req->kind = k;
+    req->seq = ++c->seq;
+    req->numel = numel;
+    req->dt = dt;
+    req->t_issued = MPI_Wtime();
+    req->event = NULL;
+    req->pending = true;
+}
+
+/* Spins on MPI_Testall (each test drives MPI's progress engine, as a blocking
+ * call would) until the request completes. With a watchdog the clock is read
+ * every COMM_POLL_CLOCK tests, so it stays out of the loop's cost, and the
+ * collective fails once it has been in flight longer than c->timeout_s. After
+ * that failure its MPI requests are still active (MPI cannot cancel a
+ * collective) and the comm is unusable: the caller aborts. */
+#define COMM_POLL_CLOCK 64
+
+static zt_status comm_poll(zt_comm *c, zt_comm_req *req)
+{
+    if (req->n_parts > 0) {
+        for (unsigned spin = 1;; spin++) {
+            int done = 0;
+            int rc = MPI_Testall(req->n_parts, req->parts, &done, MPI_STATUSES_IGNORE);
+            if (rc != MPI_SUCCESS) {
+                req->n_parts = 0;
+                req->pending = false;
+                return comm_check(rc, zt_comm_kind_name(req->kind), req->numel);
+            }
+            if (done)
+                break;
+            if (c->timeout_s > 0 && spin % COMM_POLL_CLOCK == 0) {
+                double waited = MPI_Wtime() - req->t_issued;
+                if (waited > c->timeout_s)
+                    return zt_comm_timeout_fail(c, req->kind, req->seq, req->numel, req->dt,
+                                                waited);
+            }
+        }
+    }
+    req->n_parts = 0;
+    req->pending = false;
+    return ZT_OK;
+}
+
 static zt_status comm_parts_check(int64_t numel, int64_t max_parts, const char *what)
 {
     if ((numel + ZT_COMM_MAX_COUNT - 1) / ZT_COMM_MAX_COUNT > max_parts)
@@ -151,6 +217,10 @@ static zt_status comm_parts_check(int64_t numel, int64_t max_parts, const char *
     return ZT_OK;
 }
 
+/* The collectives issue into the caller's request, or into their own one that
+ * they then poll when the call blocks (req NULL). An issue that fails after
+ * some parts went out leaves those in the request (MPI cannot take them back):
+ * the comm is unusable and the caller aborts. */
 static zt_status mpi_all_reduce(zt_comm *c, void *buf, int64_t numel, zt_dtype dt,
                                 zt_red_op op, zt_comm_req *req)
 {
@@ -159,19 +229,18 @@ static zt_status mpi_all_reduce(zt_comm *c, void *buf, int64_t numel, zt_dtype d
     ZT_TRY(comm_type(dt, &type));
     ZT_TRY(comm_op(dt, op, &mop));
     ZT_TRY(comm_parts_check(numel, ZT_COMM_REQ_PARTS, "all_reduce"));
-    comm_count(c, ZT_COMM_ALL_REDUCE, numel, dt);
-    if (req)
-        req->n_parts = 0;
+    zt_comm_req local;
+    zt_comm_req *r = req ? req : &local;
+    comm_start(c, r, ZT_COMM_ALL_REDUCE, numel, dt);
     size_t size = zt_dtype_size(dt);
     for (int64_t off = 0; off < numel; off += ZT_COMM_MAX_COUNT) {
         int n = (int)(numel - off < ZT_COMM_MAX_COUNT ? numel - off : ZT_COMM_MAX_COUNT);
         char *part = (char *)buf + off * (int64_t)size;
-        int rc = req ? MPI_Iallreduce(MPI_IN_PLACE, part, n, type, mop, c->mpi,
-                                      &req->parts[req->n_parts++])
-                     : MPI_Allreduce(MPI_IN_PLACE, part, n, type, mop, c->mpi);
+        int rc = MPI_Iallreduce(MPI_IN_PLACE, part, n, type, mop, c->mpi,
+                                &r->parts[r->n_parts++]);
         ZT_TRY(comm_check(rc, "all_reduce", numel));
     }
-    return ZT_OK;
+    return req ? ZT_OK : comm_poll(c, r);
 }
 
 static zt_status mpi_reduce_scatter(zt_comm *c, const void *send, void *recv, int64_t recv_numel,
@@ -182,16 +251,14 @@ static zt_status mpi_reduce_scatter(zt_comm *c, const void *send, void *recv, in
     ZT_TRY(comm_type(dt, &type));
     ZT_TRY(comm_op(dt, op, &mop));
     ZT_TRY(comm_parts_check(recv_numel, 1, "reduce_scatter"));
-    comm_count(c, ZT_COMM_REDUCE_SCATTER, recv_numel * c->size, dt);
-    int n = (int)recv_numel;
-    int rc;
-    if (req) {
-        req->n_parts = 1;
-        rc = MPI_Ireduce_scatter_block(send, recv, n, type, mop, c->mpi, &req->parts[0]);
-    } else {
-        rc = MPI_Reduce_scatter_block(send, recv, n, type, mop, c->mpi);
-    }
-    return comm_check(rc, "reduce_scatter", recv_numel * c->size);
+    zt_comm_req local;
+    zt_comm_req *r = req ? req : &local;
+    comm_start(c, r, ZT_COMM_REDUCE_SCATTER, recv_numel * c->size, dt);
+    int rc = MPI_Ireduce_scatter_block(send, recv, (int)recv_numel, type, mop, c->mpi,
+                                       &r->parts[0]);
+    ZT_TRY(comm_check(rc, "reduce_scatter", recv_numel * c->size));
+    r->n_parts = 1;
+    return req ? ZT_OK : comm_poll(c, r);
 }
 
 static zt_status mpi_all_gather(zt_comm *c, const void *send, void *recv, int64_t send_numel,
@@ -200,19 +267,17 @@ static zt_status mpi_all_gather(zt_comm *c, const void *send, void *recv, int64_
     MPI_Datatype type = MPI_DATATYPE_NULL;
     ZT_TRY(comm_type(dt, &type));
     ZT_TRY(comm_parts_check(send_numel, 1, "all_gather"));
-    comm_count(c, ZT_COMM_ALL_GATHER, send_numel * c->size, dt);
+    zt_comm_req local;
+    zt_comm_req *r = req ? req : &local;
+    comm_start(c, r, ZT_COMM_ALL_GATHER, send_numel * c->size, dt);
     const char *slot =
         (const char *)recv + (int64_t)c->rank * send_numel * (int64_t)zt_dtype_size(dt);
     const void *src = send == slot ? MPI_IN_PLACE : send;
     int n = (int)send_numel;
-    int rc;
-    if (req) {
-        req->n_parts = 1;
-        rc = MPI_Iallgather(src, n, type, recv, n, type, c->mpi, &req->parts[0]);
-    } else {
-        rc = MPI_Allgather(src, n, type, recv, n, type, c->mpi);
-    }
-    return comm_check(rc, "all_gather", send_numel * c->size);
+    int rc = MPI_Iallgather(src, n, type, recv, n, type, c->mpi, &r->parts[0]);
+    ZT_TRY(comm_check(rc, "all_gather", send_numel * c->size));
+    r->n_parts = 1;
+    return req ? ZT_OK : comm_poll(c, r);
 }
 
 static zt_status mpi_broadcast(zt_comm *c, void *buf, int64_t numel, zt_dtype dt, int root,
@@ -221,18 +286,17 @@ static zt_status mpi_broadcast(zt_comm *c, void *buf, int64_t numel, zt_dtype dt
     MPI_Datatype type = MPI_DATATYPE_NULL;
     ZT_TRY(comm_type(dt, &type));
     ZT_TRY(comm_parts_check(numel, ZT_COMM_REQ_PARTS, "broadcast"));
-    comm_count(c, ZT_COMM_BROADCAST, numel, dt);
-    if (req)
-        req->n_parts = 0;
+    zt_comm_req local;
+    zt_comm_req *r = req ? req : &local;
+    comm_start(c, r, ZT_COMM_BROADCAST, numel, dt);
     size_t size = zt_dtype_size(dt);
     for (int64_t off = 0; off < numel; off += ZT_COMM_MAX_COUNT) {
         int n = (int)(numel - off < ZT_COMM_MAX_COUNT ? numel - off : ZT_COMM_MAX_COUNT);
         char *part = (char *)buf + off * (int64_t)size;
-        int rc = req ? MPI_Ibcast(part, n, type, root, c->mpi, &req->parts[req->n_parts++])
-                     : MPI_Bcast(part, n, type, root, c->mpi);
+        int rc = MPI_Ibcast(part, n, type, root, c->mpi, &r->parts[r->n_parts++]);
         ZT_TRY(comm_check(rc, "broadcast", numel));
     }
-    return ZT_OK;
+    return req ? ZT_OK : comm_poll(c, r);
 }
 
 static zt_status mpi_barrier(zt_comm *c) { return comm_check(MPI_Barrier(c->mpi), "barrier", 0); }
@@ -243,21 +307,35 @@ static bool mpi_test(zt_comm *c, zt_comm_req *req)
     int done = 1;
     if (req->n_parts > 0)
         MPI_Testall(req->n_parts, req->parts, &done, MPI_STATUSES_IGNORE);
-    if (done)
+    if (done) {
         req->n_parts = 0;
+        req->pending = false;
+    }
     return done != 0;
 }
 
-static zt_status mpi_wait(zt_comm *c, zt_comm_req *req)
-{
-    (void)c;
-    int rc = req->n_parts > 0 ? MPI_Waitall(req->n_parts, req->parts, MPI_STATUSES_IGNORE)
-                              : MPI_SUCCESS;
-    req->n_parts = 0;
-    return comm_check(rc, "wait", 0);
-}
+static zt_status mpi_wait(zt_comm *c, zt_comm_req *req) { return comm_poll(c, req); }
 
 static void mpi_abort(zt_comm *c, int code) { MPI_Abort(c->mpi, code); }
+
+static zt_status mpi_split(zt_comm *c, int color, int key, zt_comm *out)
+{
+    memset(out, 0, sizeof *out);
+    MPI_Comm part = MPI_COMM_NULL;
+    ZT_TRY(comm_check(MPI_Comm_split(c->mpi, color, key, &part), "MPI_Comm_split", 0));
+    zt_status st = zt_comm_mpi_init(out, part);
+    MPI_Comm_free(&part);
+    /* The parent's limit, which a caller may have set after init. */
+    if (st == ZT_OK)
+        out->timeout_s = c->timeout_s;
+    return st;
+}
+
+static void mpi_free(zt_comm *c)
+{
+    if (c->mpi && c->mpi != MPI_COMM_NULL)
+        MPI_Comm_free(&c->mpi);
+}
 
 static const zt_comm_ops zt_comm_mpi_ops = {
     .all_reduce = mpi_all_reduce,
@@ -268,25 +346,134 @@ static const zt_comm_ops zt_comm_mpi_ops = {
     .test = mpi_test,
     .wait = mpi_wait,
     .abort = mpi_abort,
+    .split = mpi_split,
+    .free = mpi_free,
 };
 
 zt_status zt_comm_mpi_init(zt_comm *c, MPI_Comm parent)
 {
     memset(c, 0, sizeof *c);
-    c->name = "mpi";
-    c->ops = &zt_comm_mpi_ops;
+    double timeout = 0;
+    ZT_TRY(zt_comm_timeout_parse(getenv("ZT_COMM_TIMEOUT"), &timeout));
     ZT_TRY(comm_check(MPI_Comm_dup(parent, &c->mpi), "MPI_Comm_dup", 0));
     MPI_Comm_set_errhandler(c->mpi, MPI_ERRORS_RETURN);
     MPI_Comm_rank(c->mpi, &c->rank);
     MPI_Comm_size(c->mpi, &c->size);
+    c->name = "mpi";
+    c->ops = &zt_comm_mpi_ops;
+    c->timeout_s = timeout;
     return ZT_OK;
 }
 
 void zt_comm_free(zt_comm *c)
 {
-    if (c->mpi && c->mpi != MPI_COMM_NULL)
-        MPI_Comm_free(&c->mpi);
+    if (c->ops && c->ops->free)
+        c->ops->free(c);
+    /* Freed twice is harmless; the counters stay readable for the report. */
+    c->ops = NULL;
+    c->impl = NULL;
     c->mpi = MPI_COMM_NULL;
+}
+
+/* ---- Bootstrap of device communicators ---- */
+
+/* What a failing rank tells the others: its status, message and hint. */
+typedef struct {
+    int status;
+    char msg[1024];
+    char hint[512];
+} comm_failure;
+
+/* Every rank of mpi learns whether any rank failed (`local`); all return the
+ * lowest failing rank's status, its message prefixed with "rank R" on the
+ * others, so a rank that failed alone never leaves its peers waiting in the
+ * next collective. Collective over mpi. */
+static zt_status comm_agree(MPI_Comm mpi, zt_status local, const char *stage)
+{
+    int rank = 0, size = 1;
+    MPI_Comm_rank(mpi, &rank);
+    MPI_Comm_size(mpi, &size);
+    int mine = local == ZT_OK ? size : rank, first = size;
+    ZT_TRY(comm_check(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, mpi), stage, 0));
+    if (first == size)
+        return ZT_OK;
+    comm_failure f;
+    memset(&f, 0, sizeof f);
+    if (rank == first) {
+        f.status = (int)local;
+        snprintf(f.msg, sizeof f.msg, "%s", zt_status_message());
+        snprintf(f.hint, sizeof f.hint, "%s", zt_status_hint());
+    }
+    ZT_TRY(comm_check(MPI_Bcast(&f, (int)sizeof f, MPI_BYTE, first, mpi), stage, 0));
+    if (rank == first)
+        return local;
+    return zt_fail((zt_status)f.status, f.hint, "%s failed on rank %d: %s", stage, first, f.msg);
+}
+
+zt_status zt_comm_bootstrap(MPI_Comm mpi, const zt_comm_bootstrap_fns *fns, void *id)
+{
+    int rank = 0, size = 1;
+    MPI_Comm_rank(mpi, &rank);
+    MPI_Comm_size(mpi, &size);
+    /* The others learn that make_id failed before they wait for the id. */
+    zt_status st = rank == 0 ? fns->make_id(id, fns->ctx) : ZT_OK;
+    ZT_TRY(comm_agree(mpi, st, "making the communicator id"));
+    ZT_TRY(comm_check(MPI_Bcast(id, (int)fns->id_bytes, MPI_BYTE, 0, mpi),
+                      "broadcasting the communicator id", (int64_t)fns->id_bytes));
+    /* join is local until the device library's own rendezvous, so every rank
+     * gets this far; then all learn whether any join failed. */
+    st = fns->join(id, size, rank, fns->ctx);
+    return comm_agree(mpi, st, "joining the communicator");
+}
+
+/* ---- The watchdog's limit and message ---- */
+
+zt_status zt_comm_timeout_parse(const char *text, double *seconds)
+{
+    *seconds = 600;
+    if (!text || !*text)
+        return ZT_OK;
+    /* Plain decimals only: strtod alone would take " 5", "inf", "1e3", "0x10". */
+    const char *dot = strchr(text, '.');
+    char *end = NULL;
+    double v = strspn(text, "0123456789.") == strlen(text) && (!dot || !strchr(dot + 1, '.'))
+                   ? strtod(text, &end)
+                   : -1;
+    if (!end || end == text || *end != '\0' || !isfinite(v) || v < 0)
+        return zt_fail(ZT_ERR_USAGE,
+                       "set ZT_COMM_TIMEOUT to a number of seconds (default 600), or 0 to turn "
+                       "the collective watchdog off",
+                       "ZT_COMM_TIMEOUT=%s is not a number of seconds >= 0", text);
+    *seconds = v;
+    return ZT_OK;
+}
+
+zt_status zt_comm_timeout_fail(const zt_comm *c, zt_comm_kind kind, uint64_t seq, int64_t numel,
+                               zt_dtype dt, double waited_s)
+{
+    /* "MPI", "NCCL": which library the collective is stuck in. */
+    char lib[16] = "comm";
+    if (c->name) {
+        size_t i = 0;
+        for (; c->name[i] && i + 1 < sizeof lib; i++)
+            lib[i] = (char)toupper((unsigned char)c->name[i]);
+        lib[i] = '\0';
+    }
+    char world[32] = "";
+    int world_rank = zt_status_rank();
+    if (world_rank >= 0 && world_rank != c->rank)
+        snprintf(world, sizeof world, " (world rank %d)", world_rank);
+    char hint[320];
+    snprintf(hint, sizeof hint,
+             "a peer rank is stuck or dead (see the other ranks' output: a crash, a hang, or a "
+             "rank that skipped this collective); ZT_COMM_TIMEOUT=%g s is the limit, 0 turns "
+             "the watchdog off",
+             c->timeout_s);
+    return zt_fail(ZT_ERR_COMM, hint,
+                   "%s %s #%llu (%lld elements, %s) did not complete within %.1f s on rank %d of "
+                   "%d%s",
+                   lib, zt_comm_kind_name(kind), (unsigned long long)seq, (long long)numel,
+                   zt_dtype_name(dt), waited_s, c->rank, c->size, world);
 }
 
 const char *zt_comm_kind_name(zt_comm_kind k)

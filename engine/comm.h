@@ -12,13 +12,36 @@
  * the values; for 16-bit elements a NaN on any rank wins, for fp32 NaN
  * handling is MPI_MAX's (the trainer's overflow check does not rely on it).
  *
- * MPI backend (this file's zt_comm_mpi_init): host buffers; float32 through
- * MPI_FLOAT, 16-bit elements through a 2-byte MPI type with user-defined SUM
- * and MAX operations (created once per process, freed by MPI_Finalize).
+ * Backends:
+ * - MPI (zt_comm_mpi_init): host buffers; float32 through MPI_FLOAT, 16-bit
+ *   elements through a 2-byte MPI type with user-defined SUM and MAX operations
+ *   (created once per process, freed by MPI_Finalize).
+ * - staged MPI (zt_comm_staged_init): device buffers of a backend whose memory
+ *   is not host memory (CUDA); each call copies through page-locked host
+ *   buffers around the MPI collective, so several ranks can share one GPU.
+ *   Every buffer is copied (a host buffer too, through the backend's copies).
+ *   Every call completes before it returns (a request comes back already
+ *   complete), so overlap_comm has nothing to overlap on this path.
+ * - NCCL (zt_comm_nccl_init): device buffers, collectives on a dedicated comm
+ *   stream. A collective waits (on the device) for the work the compute stream
+ *   queued before it; `wait` makes the compute stream wait for the collective,
+ *   so the host never blocks on it and the buffer is ready for the next op.
+ *
+ * Sequence numbers: every collective of a comm takes the next number (from 1),
+ * identical on all ranks because collectives are called in the same order.
+ *
+ * Watchdog: a collective that has not completed ZT_COMM_TIMEOUT seconds (default
+ * 600, 0 turns it off) after it was issued fails with ZT_ERR_COMM naming the
+ * collective, its sequence number, its size and the rank, instead of hanging.
+ * MPI polls the request while waiting (blocking calls are issued non-blocking
+ * and waited on the same way); NCCL has a thread that watches the comm stream,
+ * aborts the NCCL communicator and then the job (MPI_Abort), because the host
+ * may be blocked in a device synchronisation where no status can be returned.
  *
  * Counters: every call adds the bytes (elements times the dtype's size) of the
- * whole logical buffer it covers to its kind: all_reduce and broadcast the buffer; reduce_scatter the full input
- * (recv_numel * size); all_gather the full output (send_numel * size). So a
+ * whole logical buffer it covers to its kind: all_reduce and broadcast the
+ * buffer; reduce_scatter the full input (recv_numel * size); all_gather the
+ * full output (send_numel * size). So a
  * reduce-scatter plus an all-gather of Psi elements count Psi each, exactly the
  * ZeRO paper's volume terms. A communicator of one rank counts nothing.
  *
@@ -34,6 +57,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "backend.h"
 #include "dtype.h"
 #include "status.h"
 
@@ -53,6 +77,15 @@ typedef enum { ZT_RED_SUM = 0, ZT_RED_MAX } zt_red_op;
 typedef struct {
     MPI_Request parts[ZT_COMM_REQ_PARTS];
     int n_parts;
+    /* What is pending, for the watchdog's message. */
+    zt_comm_kind kind;
+    uint64_t seq;
+    int64_t numel;
+    zt_dtype dt;
+    double t_issued; /* MPI_Wtime() at issue */
+    /* NCCL: the event recorded on the comm stream after the collective. */
+    void *event;
+    bool pending;
 } zt_comm_req;
 
 typedef struct zt_comm zt_comm;
@@ -75,20 +108,58 @@ typedef struct {
     zt_status (*wait)(zt_comm *c, zt_comm_req *req);
     /* Ends every rank of the job; does not return. */
     void (*abort)(zt_comm *c, int code);
+    /* A comm of the same backend over the ranks of c that pass the same color,
+     * ordered by key (MPI_Comm_split's rules); *out is caller storage, freed
+     * with zt_comm_free. Collective over c. */
+    zt_status (*split)(zt_comm *c, int color, int key, zt_comm *out);
+    /* Releases what the backend holds (zt_comm_free calls it). */
+    void (*free)(zt_comm *c);
 } zt_comm_ops;
 
 struct zt_comm {
     const char *name;
     const zt_comm_ops *ops;
     int rank, size;
-    MPI_Comm mpi;
+    MPI_Comm mpi;      /* every backend keeps its MPI communicator (dumps, bootstrap) */
+    void *impl;        /* backend state (staging buffers, NCCL communicator) */
+    uint64_t seq;      /* sequence number of the last collective issued */
+    double timeout_s;  /* watchdog limit, 0: off */
     uint64_t bytes[ZT_COMM_NKINDS];
     uint64_t calls[ZT_COMM_NKINDS];
 };
 
 /* MPI backend over a duplicate of `parent`. Collective over `parent`. */
 zt_status zt_comm_mpi_init(zt_comm *c, MPI_Comm parent);
+/* MPI staged through host for device buffers of `be`. Collective over `parent`. */
+zt_status zt_comm_staged_init(zt_comm *c, MPI_Comm parent, const zt_backend *be);
+/* NCCL over the ranks of `parent` on be's device (zt_comm_bootstrap: rank 0
+ * makes the unique id, MPI_Bcast, ncclCommInitRank). Compiled when the Makefile
+ * finds NCCL (ZT_HAVE_NCCL); otherwise it fails with ZT_ERR_UNSUPPORTED.
+ * Collective over `parent`. */
+bool zt_comm_nccl_built(void);
+zt_status zt_comm_nccl_init(zt_comm *c, MPI_Comm parent, const zt_backend *be);
+/* Frees any backend's comm; a zeroed comm is fine. */
 void zt_comm_free(zt_comm *c);
+
+/* The bootstrap every device communicator follows, kept apart from NCCL so its
+ * sequencing is tested without a GPU: rank 0 calls make_id (id_bytes bytes into
+ * id), every rank learns whether it worked, the id is broadcast, every rank
+ * calls join(id, size, rank) and all ranks agree on the outcome, so a rank that
+ * fails never leaves the others waiting. Collective over `mpi`. */
+typedef struct {
+    size_t id_bytes;
+    zt_status (*make_id)(void *id, void *ctx);
+    zt_status (*join)(const void *id, int nranks, int rank, void *ctx);
+    void *ctx;
+} zt_comm_bootstrap_fns;
+zt_status zt_comm_bootstrap(MPI_Comm mpi, const zt_comm_bootstrap_fns *fns, void *id);
+
+/* ZT_COMM_TIMEOUT's value: NULL or "" gives the default 600 s; otherwise a
+ * number of seconds >= 0 (0: no watchdog). Anything else is ZT_ERR_USAGE. */
+zt_status zt_comm_timeout_parse(const char *text, double *seconds);
+/* Records the watchdog's failure for collective `seq` of c (ZT_ERR_COMM). */
+zt_status zt_comm_timeout_fail(const zt_comm *c, zt_comm_kind kind, uint64_t seq, int64_t numel,
+                               zt_dtype dt, double waited_s);
 
 const char *zt_comm_kind_name(zt_comm_kind k);
 

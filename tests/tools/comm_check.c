@@ -1,11 +1,28 @@
 /*
- * comm-check: the MPI communicator's collectives for fp32, fp16 and bf16,
- * blocking and non-blocking, against references this program computes itself.
- * Run by tests/mpi/test_comm_dtypes.sh at several world sizes:
+ * comm-check: the communicators' collectives for fp32, fp16 and bf16,
+ * blocking and non-blocking, against references this program computes itself,
+ * and the bootstrap and watchdog that every communicator shares. Run by
+ * tests/mpi/test_comm_dtypes.sh and test_comm_watchdog.sh at several world
+ * sizes:
  *
- *     mpirun -np N build/tests/comm-check
+ *     mpirun -np N build/tests/comm-check [MODE]
  *
- * Checks, for every dtype and both modes:
+ * Modes:
+ * - mpi (the default): the MPI comm (zt_comm_mpi_init);
+ * - staged: the same checks, expected numbers and counters through the staged
+ *   comm (zt_comm_staged_init) on the CPU backend, which stages through
+ *   malloc'ed host buffers exactly as it does through pinned ones on a GPU;
+ * - bootstrap: zt_comm_bootstrap with fake make_id/join, over the world and
+ *   over a split with the ranks reversed: every rank gets rank 0's id bytes
+ *   and its (nranks, rank); a make_id failure on rank 0 and a join failure on
+ *   the last rank come back as that error on every rank, without a hang;
+ * - stall [staged] [nonblocking]: run with ZT_COMM_TIMEOUT=2: after two
+ *   all_reduces that complete, the last rank sleeps STALL_SLEEP_S seconds
+ *   before entering the third while the others enter it at once. The
+ *   watchdog must fail it on the others; they print the error the way
+ *   zerotrain's cmd does and MPI_Abort, so the job ends well before the sleep.
+ *
+ * Checks of the collective modes, for every dtype, blocking and not:
  * - all_reduce SUM of positive values against the float64 sum, within
  *   (size - 1) * eps * sum (eps = 2^-23, 2^-10, 2^-7: one rounding per
  *   addition, in whatever order MPI adds); of values that add exactly (eighths)
@@ -19,7 +36,8 @@
  * - all_gather (also in place) and broadcast from the last rank carry any bit
  *   pattern, NaNs included, unchanged;
  * - the byte counters: elements times the dtype's size, one call each (zero
- *   in a world of one rank).
+ *   in a world of one rank); each call takes the next sequence number, and a
+ *   request carries it.
  * Prints each failure as "[rank R] FAIL: ..." and exits 1 on every rank when
  * any rank failed, 0 otherwise.
  */
@@ -28,7 +46,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "backend.h"
 #include "comm.h"
 #include "dtype.h"
 
@@ -147,7 +168,7 @@ typedef struct {
     zt_comm *c;
     bool nonblocking;
     zt_comm_req req;
-    uint64_t bytes0, calls0;
+    uint64_t bytes0, calls0, seq0;
     zt_comm_kind kind;
 } call_ctx;
 
@@ -158,6 +179,7 @@ static void begin(call_ctx *x, zt_comm *c, zt_comm_kind kind, bool nonblocking)
     x->kind = kind;
     x->bytes0 = c->bytes[kind];
     x->calls0 = c->calls[kind];
+    x->seq0 = c->seq;
 }
 
 static zt_comm_req *req_of(call_ctx *x) { return x->nonblocking ? &x->req : NULL; }
@@ -167,6 +189,13 @@ static zt_comm_req *req_of(call_ctx *x) { return x->nonblocking ? &x->req : NULL
 static void finish(call_ctx *x, zt_status st, uint64_t bytes, const char *what)
 {
     CHECK(st == ZT_OK, "%s returned %s: %s", what, zt_status_name(st), zt_status_message());
+    CHECK(x->c->seq == x->seq0 + 1, "%s took sequence number %llu after %llu", what,
+          (unsigned long long)x->c->seq, (unsigned long long)x->seq0);
+    if (x->nonblocking)
+        CHECK(x->req.seq == x->c->seq && x->req.kind == x->kind,
+              "%s: the request names #%llu, kind %d; want #%llu, kind %d", what,
+              (unsigned long long)x->req.seq, (int)x->req.kind, (unsigned long long)x->c->seq,
+              (int)x->kind);
     if (x->nonblocking && st == ZT_OK) {
         for (int spins = 0; spins < 3 && !x->c->ops->test(x->c, &x->req); spins++)
             ;
@@ -443,16 +472,22 @@ static void check_broadcast(zt_comm *c, zt_dtype dt, bool nb, int64_t n)
     free(buf);
 }
 
-int main(int argc, char **argv)
+/* ---- Modes ---- */
+
+/* What zerotrain's cmd prints for a fatal error, then the job ends. */
+static void fatal(void)
 {
-    int provided;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
-    zt_comm c;
-    if (zt_comm_mpi_init(&c, MPI_COMM_WORLD) != ZT_OK) {
-        fprintf(stderr, "[rank %d] error: %s\n", g_rank, zt_status_message());
-        MPI_Abort(MPI_COMM_WORLD, 1);
-    }
+    char host[64] = "unknown";
+    gethostname(host, sizeof host - 1);
+    fprintf(stderr, "[rank %d %s] error: %s\n", g_rank, host, zt_status_message());
+    if (zt_status_hint()[0])
+        fprintf(stderr, "hint: %s\n", zt_status_hint());
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+static void check_collectives(zt_comm *c)
+{
     /* A small size and one above the library's OpenMP threshold, so the
      * reduction op runs its parallel loop and MPI splits the message. */
     const int64_t sizes[] = {1, 1001, 100003};
@@ -460,22 +495,195 @@ int main(int argc, char **argv)
         for (int nb = 0; nb < 2; nb++) {
             for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
                 int64_t n = sizes[s];
-                check_all_reduce_sum(&c, dt, nb, n);
-                check_all_reduce_max(&c, dt, nb, n);
-                check_reduce_scatter(&c, dt, nb, n);
-                check_all_gather(&c, dt, nb, n, false);
-                check_all_gather(&c, dt, nb, n, true);
-                check_broadcast(&c, dt, nb, n);
+                check_all_reduce_sum(c, dt, nb, n);
+                check_all_reduce_max(c, dt, nb, n);
+                check_reduce_scatter(c, dt, nb, n);
+                check_all_gather(c, dt, nb, n, false);
+                check_all_gather(c, dt, nb, n, true);
+                check_broadcast(c, dt, nb, n);
             }
             if (dt != ZT_F32)
-                check_all_reduce_rounding(&c, dt, nb);
+                check_all_reduce_rounding(c, dt, nb);
         }
+}
+
+/* The bootstrap's fakes: rank 0's id is BOOT_ID_BYTES of a pattern the other
+ * ranks never hold before the broadcast (they start from 0xee). */
+#define BOOT_ID_BYTES 128
+
+typedef struct {
+    bool fail_make;
+    int fail_join_rank; /* -1: none */
+    int make_calls, join_calls;
+    int nranks, rank;
+    bool id_ok;
+} boot_ctx;
+
+static unsigned char boot_byte(size_t i) { return (unsigned char)(mix(i | 1ull << 61) & 0xff); }
+
+static zt_status fake_make_id(void *id, void *ctx)
+{
+    boot_ctx *b = ctx;
+    b->make_calls++;
+    if (b->fail_make)
+        return zt_fail(ZT_ERR_DEVICE, "fake make_id hint", "fake make_id failed");
+    for (size_t i = 0; i < BOOT_ID_BYTES; i++)
+        ((unsigned char *)id)[i] = boot_byte(i);
+    return ZT_OK;
+}
+
+static zt_status fake_join(const void *id, int nranks, int rank, void *ctx)
+{
+    boot_ctx *b = ctx;
+    b->join_calls++;
+    b->nranks = nranks;
+    b->rank = rank;
+    b->id_ok = true;
+    for (size_t i = 0; i < BOOT_ID_BYTES; i++)
+        b->id_ok = b->id_ok && ((const unsigned char *)id)[i] == boot_byte(i);
+    if (rank == b->fail_join_rank)
+        return zt_fail(ZT_ERR_COMM, "fake join hint", "fake join failed on rank %d", rank);
+    return ZT_OK;
+}
+
+static zt_status boot_run(MPI_Comm mpi, boot_ctx *b)
+{
+    unsigned char id[BOOT_ID_BYTES];
+    memset(id, 0xee, sizeof id);
+    zt_comm_bootstrap_fns fns = {
+        .id_bytes = sizeof id, .make_id = fake_make_id, .join = fake_join, .ctx = b};
+    zt_status_clear();
+    return zt_comm_bootstrap(mpi, &fns, id);
+}
+
+static void check_bootstrap_on(MPI_Comm mpi, const char *where)
+{
+    int rank, size;
+    MPI_Comm_rank(mpi, &rank);
+    MPI_Comm_size(mpi, &size);
+
+    boot_ctx ok = {.fail_join_rank = -1};
+    zt_status st = boot_run(mpi, &ok);
+    CHECK(st == ZT_OK, "%s: bootstrap returned %s: %s", where, zt_status_name(st),
+          zt_status_message());
+    CHECK(ok.make_calls == (rank == 0), "%s: make_id ran %d times on rank %d", where,
+          ok.make_calls, rank);
+    CHECK(ok.join_calls == 1, "%s: join ran %d times", where, ok.join_calls);
+    CHECK(ok.nranks == size && ok.rank == rank, "%s: join got (%d, %d), want (%d, %d)", where,
+          ok.nranks, ok.rank, size, rank);
+    CHECK(ok.id_ok, "%s: join did not get rank 0's id bytes", where);
+
+    boot_ctx bad_make = {.fail_make = true, .fail_join_rank = -1};
+    st = boot_run(mpi, &bad_make);
+    CHECK(st == ZT_ERR_DEVICE, "%s: a make_id failure gave %s, want %s", where,
+          zt_status_name(st), zt_status_name(ZT_ERR_DEVICE));
+    CHECK(strstr(zt_status_message(), "fake make_id failed") != NULL,
+          "%s: a make_id failure's message is \"%s\"", where, zt_status_message());
+    CHECK(strstr(zt_status_hint(), "fake make_id hint") != NULL,
+          "%s: a make_id failure's hint is \"%s\"", where, zt_status_hint());
+    CHECK(bad_make.join_calls == 0, "%s: join ran after make_id failed", where);
+
+    boot_ctx bad_join = {.fail_join_rank = size - 1};
+    st = boot_run(mpi, &bad_join);
+    char want[64];
+    snprintf(want, sizeof want, "fake join failed on rank %d", size - 1);
+    CHECK(st == ZT_ERR_COMM, "%s: a join failure gave %s, want %s", where, zt_status_name(st),
+          zt_status_name(ZT_ERR_COMM));
+    CHECK(strstr(zt_status_message(), want) != NULL, "%s: a join failure's message is \"%s\"",
+          where, zt_status_message());
+    CHECK(bad_join.join_calls == 1, "%s: join ran %d times", where, bad_join.join_calls);
+}
+
+static void check_bootstrap(void)
+{
+    check_bootstrap_on(MPI_COMM_WORLD, "world");
+    /* Reversed: the sub-communicator's rank 0 is the world's last rank. */
+    int size;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Comm reversed;
+    MPI_Comm_split(MPI_COMM_WORLD, 0, size - 1 - g_rank, &reversed);
+    check_bootstrap_on(reversed, "reversed split");
+    MPI_Comm_free(&reversed);
+}
+
+/* Longer than the watchdog's limit plus an abort, much shorter than a test's
+ * time limit. */
+#define STALL_SLEEP_S 15
+
+static void stall(zt_comm *c, bool nonblocking)
+{
+    float warm = 1;
+    for (int i = 0; i < 2; i++)
+        if (c->ops->all_reduce(c, &warm, 1, ZT_F32, ZT_RED_SUM, NULL) != ZT_OK)
+            fatal();
+    if (c->rank == c->size - 1) {
+        struct timespec t = {.tv_sec = STALL_SLEEP_S};
+        while (nanosleep(&t, &t) != 0)
+            ;
+    }
+    uint16_t buf[4096] = {0};
+    zt_comm_req req;
+    zt_status st = c->ops->all_reduce(c, buf, 4096, ZT_F16, ZT_RED_SUM,
+                                      nonblocking ? &req : NULL);
+    if (st == ZT_OK && nonblocking)
+        st = c->ops->wait(c, &req);
+    if (st != ZT_OK)
+        fatal();
+    printf("[rank %d] the stalled all_reduce completed: no watchdog\n", g_rank);
+}
+
+int main(int argc, char **argv)
+{
+    int provided;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+    zt_status_set_rank(g_rank);
+    const char *mode = argc > 1 ? argv[1] : "mpi";
+    bool staged = !strcmp(mode, "staged"), nonblocking = false;
+    for (int i = 2; i < argc; i++) {
+        staged = staged || !strcmp(argv[i], "staged");
+        nonblocking = nonblocking || !strcmp(argv[i], "nonblocking");
+    }
+    if (strcmp(mode, "mpi") && strcmp(mode, "staged") && strcmp(mode, "bootstrap") &&
+        strcmp(mode, "stall")) {
+        if (g_rank == 0)
+            fprintf(stderr, "usage: comm-check [mpi | staged | bootstrap | stall [staged] "
+                            "[nonblocking]]\n");
+        MPI_Finalize();
+        return 2;
+    }
+    if (!strcmp(mode, "bootstrap")) {
+        check_bootstrap();
+        int total = 0;
+        MPI_Allreduce(&g_failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+        int size;
+        MPI_Comm_size(MPI_COMM_WORLD, &size);
+        if (g_rank == 0)
+            printf("comm-check bootstrap: np %d: %s (%d failed checks)\n", size,
+                   total ? "FAILED" : "ok", total);
+        MPI_Finalize();
+        return total ? 1 : 0;
+    }
+
+    zt_backend be;
+    if (zt_backend_cpu_init(&be) != ZT_OK)
+        fatal();
+    zt_comm c;
+    zt_status st = staged ? zt_comm_staged_init(&c, MPI_COMM_WORLD, &be)
+                          : zt_comm_mpi_init(&c, MPI_COMM_WORLD);
+    if (st != ZT_OK)
+        fatal();
+    if (!strcmp(mode, "stall"))
+        stall(&c, nonblocking);
+    else
+        check_collectives(&c);
     int total = 0;
     MPI_Allreduce(&g_failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (g_rank == 0)
-        printf("comm-check: np %d: %s (%d failed checks)\n", c.size, total ? "FAILED" : "ok",
-               total);
+        printf("comm-check %s: np %d: %s (%d failed checks)\n", c.name, c.size,
+               total ? "FAILED" : "ok", total);
     zt_comm_free(&c);
+    zt_backend_free(&be);
     MPI_Finalize();
     return total ? 1 : 0;
 }

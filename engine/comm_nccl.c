@@ -1,0 +1,566 @@
+/*
+ * comm_nccl.c: the NCCL communicator (device buffers of the CUDA backend).
+ * Compiled when the Makefile finds NCCL; engine/comm_nccl_absent.c otherwise.
+ *
+ * Ordering: collectives run on a dedicated comm stream. Each one first makes
+ * the comm stream wait (on the device) for an event recorded on the compute
+ * stream, so it sees every op queued before it; it then records a completion
+ * event on the comm stream. A blocking call makes the compute stream wait for
+ * that event at once; a non-blocking call hands it back in the request and
+ * `wait` makes the compute stream wait for it. The host never blocks on a
+ * collective (except when NCCL_EVENTS collectives are in flight, below).
+ *
+ * Completion events come from a pool of NCCL_EVENTS made at init and are
+ * recycled, so a collective allocates nothing. The pool is also the watchdog's
+ * ring of in-flight collectives (slot i uses event i): a slot is reused only
+ * after its collective completed, and when all are in flight the issuing
+ * thread waits for the oldest (a host far ahead of its device). A request
+ * keeps its event after the slot is reused: the event then marks a later
+ * collective on the same in-order stream, so waiting on it is later, never
+ * wrong.
+ *
+ * Watchdog: with ZT_COMM_TIMEOUT > 0 a thread wakes every NCCL_WATCH_MS,
+ * retires completed collectives from the ring and looks at the oldest one
+ * left. When it has been in flight longer than the limit (from its issue, or
+ * from the completion of the one before it when that came later: a collective
+ * queued behind others cannot start before them), or NCCL reports an
+ * asynchronous error while something is in flight, the thread prints the
+ * error, aborts the NCCL communicator and ends the job with MPI_Abort. It
+ * cannot hand a status to the main thread, because that thread may be blocked
+ * in a device synchronisation (a backend check, a copy) that waits on the
+ * stuck collective and never returns. MPI_Abort from this thread is the one
+ * exception to "only the main thread calls MPI" (MPI_THREAD_FUNNELED): it is
+ * the last call the process makes, and Open MPI and MPICH handle it from any
+ * thread.
+ *
+ * Memory: the comm owns its NCCL communicator, comm stream, events, watchdog
+ * thread and duplicated MPI communicator; zt_comm_free releases them. The
+ * compute stream belongs to the backend.
+ * Collective: zt_comm_nccl_init, the collectives, barrier, split.
+ */
+#include "comm.h"
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cuda/cuda_backend.h"
+
+#define NCCL_EVENTS 64
+#define NCCL_WATCH_MS 100
+
+/* A collective in flight, for the watchdog. t_issued: nccl_now(). */
+typedef struct {
+    zt_comm_kind kind;
+    uint64_t seq;
+    int64_t numel;
+    zt_dtype dt;
+    double t_issued;
+} nccl_flight;
+
+typedef struct {
+    const zt_backend *be;
+    int device;
+    ncclComm_t nccl;
+    bool abandon;                 /* init failed: abort the communicator, never destroy */
+    cudaStream_t compute, stream; /* the backend's compute stream, the comm stream */
+    cudaEvent_t ready;            /* the compute stream's position when a collective is issued */
+    cudaEvent_t events[NCCL_EVENTS];
+    int n_events;
+    /* In flight, oldest first: slots head .. head + count - 1 (mod NCCL_EVENTS);
+     * head_since: when the head's predecessor was seen complete. */
+    nccl_flight ring[NCCL_EVENTS];
+    int head, count;
+    double head_since;
+    pthread_mutex_t lock; /* the ring and `stop` */
+    pthread_cond_t wake;
+    bool sync_ready, watching, stop;
+    pthread_t watchdog;
+    zt_comm ident; /* name, ranks and limit for the watchdog's message */
+    char host[64];
+} nccl_impl;
+
+static nccl_impl *nccl_of(zt_comm *c) { return (nccl_impl *)c->impl; }
+
+static double nccl_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static zt_status nccl_cuda(cudaError_t rc, const char *what)
+{
+    if (rc == cudaSuccess)
+        return ZT_OK;
+    return zt_fail(ZT_ERR_DEVICE, "check the GPU with nvidia-smi", "%s failed: %s", what,
+                   cudaGetErrorString(rc));
+}
+
+static zt_status nccl_check(const nccl_impl *n, ncclResult_t rc, const char *what)
+{
+    if (rc == ncclSuccess)
+        return ZT_OK;
+    const char *last = n && n->nccl ? ncclGetLastError(n->nccl) : "";
+    return zt_fail(ZT_ERR_COMM,
+                   "a peer rank may have died; check the other ranks' output (NCCL_DEBUG=WARN "
+                   "tells more)",
+                   "%s failed: %s%s%s", what, ncclGetErrorString(rc), last && *last ? ": " : "",
+                   last ? last : "");
+}
+
+/* The communicator's asynchronous error (a failed collective, a dead peer). */
+static ncclResult_t nccl_async(const nccl_impl *n)
+{
+    ncclResult_t async = ncclSuccess;
+    ncclResult_t rc = ncclCommGetAsyncError(n->nccl, &async);
+    if (rc != ncclSuccess)
+        return rc;
+    return async == ncclInProgress ? ncclSuccess : async;
+}
+
+static zt_status nccl_type(zt_dtype dt, ncclDataType_t *type)
+{
+    switch (dt) {
+    case ZT_F32:
+        *type = ncclFloat32;
+        return ZT_OK;
+    case ZT_F16:
+        *type = ncclFloat16;
+        return ZT_OK;
+    case ZT_BF16:
+        *type = ncclBfloat16;
+        return ZT_OK;
+    default:
+        return zt_fail(ZT_ERR_INTERNAL, "", "collective on unknown dtype %d", (int)dt);
+    }
+}
+
+/* ---- The ring of in-flight collectives ---- */
+
+/* Retires completed collectives from the head; lock held. A collective whose
+ * event reports a device error is retired too: that error reaches the main
+ * thread through the backend's check, with the failing op's name. */
+static void nccl_ring_retire(nccl_impl *n)
+{
+    bool moved = false;
+    while (n->count > 0) {
+        cudaError_t rc = cudaEventQuery(n->events[n->head]);
+        if (rc == cudaErrorNotReady) {
+            (void)cudaGetLastError(); /* "not ready" is not an error to keep */
+            break;
+        }
+        n->head = (n->head + 1) % NCCL_EVENTS;
+        n->count--;
+        moved = true;
+    }
+    if (moved)
+        n->head_since = nccl_now();
+}
+
+/* Waits until a slot is free: all NCCL_EVENTS in flight means the host is
+ * that far ahead of its device, and waiting for the oldest costs nothing the
+ * device was not going to take anyway. If it never completes, the watchdog
+ * ends the job. */
+static zt_status nccl_ring_room(nccl_impl *n)
+{
+    for (;;) {
+        pthread_mutex_lock(&n->lock);
+        nccl_ring_retire(n);
+        cudaEvent_t oldest = n->count == NCCL_EVENTS ? n->events[n->head] : NULL;
+        pthread_mutex_unlock(&n->lock);
+        if (!oldest)
+            return ZT_OK;
+        ZT_TRY(nccl_cuda(cudaEventSynchronize(oldest), "waiting for the oldest collective"));
+    }
+}
+
+/* ---- Issuing ---- */
+
+/* Counts the collective, takes its sequence number, makes room in the ring
+ * and orders the comm stream after the compute stream's work so far. */
+static zt_status nccl_pre(zt_comm *c, zt_comm_kind kind, int64_t numel, zt_dtype dt,
+                          ncclDataType_t *type)
+{
+    nccl_impl *n = nccl_of(c);
+    ZT_TRY(nccl_type(dt, type));
+    ZT_TRY(nccl_ring_room(n));
+    if (c->size > 1) {
+        c->bytes[kind] += (uint64_t)numel * zt_dtype_size(dt);
+        c->calls[kind] += 1;
+    }
+    c->seq++;
+    ZT_TRY(nccl_cuda(cudaEventRecord(n->ready, n->compute), "recording the compute stream"));
+    return nccl_cuda(cudaStreamWaitEvent(n->stream, n->ready, 0),
+                     "ordering the comm stream after the compute stream");
+}
+
+/* Records the completion event into the next ring slot and either orders the
+ * compute stream after it (blocking) or hands it to the request. */
+static zt_status nccl_post(zt_comm *c, ncclResult_t issued, const char *what,
+                           zt_comm_kind kind, int64_t numel, zt_dtype dt, zt_comm_req *req)
+{
+    nccl_impl *n = nccl_of(c);
+    ZT_TRY(nccl_check(n, issued, what));
+    pthread_mutex_lock(&n->lock);
+    int slot = (n->head + n->count) % NCCL_EVENTS;
+    cudaEvent_t ev = n->events[slot];
+    cudaError_t rc = cudaEventRecord(ev, n->stream);
+    if (rc == cudaSuccess) {
+        n->ring[slot] = (nccl_flight){
+            .kind = kind, .seq = c->seq, .numel = numel, .dt = dt, .t_issued = nccl_now()};
+        n->count++;
+    }
+    pthread_mutex_unlock(&n->lock);
+    ZT_TRY(nccl_cuda(rc, "recording a collective's completion"));
+    if (!req)
+        return nccl_cuda(cudaStreamWaitEvent(n->compute, ev, 0),
+                         "ordering the compute stream after a collective");
+    memset(req, 0, sizeof *req);
+    req->kind = kind;
+    req->seq = c->seq;
+    req->numel = numel;
+    req->dt = dt;
+    req->t_issued = MPI_Wtime();
+    req->event = ev;
+    req->pending = true;
+    return ZT_OK;
+}
+
+static ncclRedOp_t nccl_op(zt_red_op op) { return op == ZT_RED_MAX ? ncclMax : ncclSum; }
+
+static zt_status nccl_all_reduce(zt_comm *c, void *buf, int64_t numel, zt_dtype dt,
+                                 zt_red_op op, zt_comm_req *req)
+{
+    nccl_impl *n = nccl_of(c);
+    ncclDataType_t type;
+    ZT_TRY(nccl_pre(c, ZT_COMM_ALL_REDUCE, numel, dt, &type));
+    ncclResult_t rc =
+        ncclAllReduce(buf, buf, (size_t)numel, type, nccl_op(op), n->nccl, n->stream);
+    return nccl_post(c, rc, "ncclAllReduce", ZT_COMM_ALL_REDUCE, numel, dt, req);
+}
+
+static zt_status nccl_reduce_scatter(zt_comm *c, const void *send, void *recv,
+                                     int64_t recv_numel, zt_dtype dt, zt_red_op op,
+                                     zt_comm_req *req)
+{
+    nccl_impl *n = nccl_of(c);
+    ncclDataType_t type;
+    int64_t total = recv_numel * c->size;
+    ZT_TRY(nccl_pre(c, ZT_COMM_REDUCE_SCATTER, total, dt, &type));
+    ncclResult_t rc = ncclReduceScatter(send, recv, (size_t)recv_numel, type, nccl_op(op),
+                                        n->nccl, n->stream);
+    return nccl_post(c, rc, "ncclReduceScatter", ZT_COMM_REDUCE_SCATTER, total, dt, req);
+}
+
+/* NCCL runs in place when send is this rank's slot of recv, as comm.h allows. */
+static zt_status nccl_all_gather(zt_comm *c, const void *send, void *recv, int64_t send_numel,
+                                 zt_dtype dt, zt_comm_req *req)
+{
+    nccl_impl *n = nccl_of(c);
+    ncclDataType_t type;
+    int64_t total = send_numel * c->size;
+    ZT_TRY(nccl_pre(c, ZT_COMM_ALL_GATHER, total, dt, &type));
+    ncclResult_t rc = ncclAllGather(send, recv, (size_t)send_numel, type, n->nccl, n->stream);
+    return nccl_post(c, rc, "ncclAllGather", ZT_COMM_ALL_GATHER, total, dt, req);
+}
+
+static zt_status nccl_broadcast(zt_comm *c, void *buf, int64_t numel, zt_dtype dt, int root,
+                                zt_comm_req *req)
+{
+    nccl_impl *n = nccl_of(c);
+    ncclDataType_t type;
+    ZT_TRY(nccl_pre(c, ZT_COMM_BROADCAST, numel, dt, &type));
+    ncclResult_t rc = ncclBroadcast(buf, buf, (size_t)numel, type, root, n->nccl, n->stream);
+    return nccl_post(c, rc, "ncclBroadcast", ZT_COMM_BROADCAST, numel, dt, req);
+}
+
+static zt_status nccl_barrier(zt_comm *c)
+{
+    nccl_impl *n = nccl_of(c);
+    ZT_TRY(nccl_cuda(cudaStreamSynchronize(n->stream), "synchronising the comm stream"));
+    ZT_TRY(nccl_check(n, nccl_async(n), "the NCCL communicator"));
+    if (MPI_Barrier(c->mpi) != MPI_SUCCESS)
+        return zt_fail(ZT_ERR_COMM, "a peer rank may have died; check the other ranks' output",
+                       "MPI_Barrier of the NCCL comm failed");
+    return ZT_OK;
+}
+
+/* Not complete while NCCL reports an error: `wait` returns it. */
+static bool nccl_test(zt_comm *c, zt_comm_req *req)
+{
+    if (!req->pending)
+        return true;
+    if (nccl_async(nccl_of(c)) != ncclSuccess)
+        return false;
+    cudaError_t rc = cudaEventQuery((cudaEvent_t)req->event);
+    if (rc == cudaErrorNotReady)
+        (void)cudaGetLastError(); /* "not ready" is not an error to keep */
+    if (rc != cudaSuccess)
+        return false;
+    req->pending = false;
+    return true;
+}
+
+static zt_status nccl_wait(zt_comm *c, zt_comm_req *req)
+{
+    if (!req->pending)
+        return ZT_OK;
+    nccl_impl *n = nccl_of(c);
+    req->pending = false;
+    ZT_TRY(nccl_check(n, nccl_async(n), zt_comm_kind_name(req->kind)));
+    return nccl_cuda(cudaStreamWaitEvent(n->compute, (cudaEvent_t)req->event, 0),
+                     "ordering the compute stream after a collective");
+}
+
+static void nccl_abort(zt_comm *c, int code)
+{
+    nccl_impl *n = nccl_of(c);
+    if (n && n->nccl)
+        ncclCommAbort(n->nccl);
+    MPI_Abort(c->mpi, code);
+}
+
+/* ---- The watchdog thread ---- */
+
+/* Prints the failure the way cmd/ prints errors and ends the job; does not
+ * return. */
+static void nccl_watch_fail(nccl_impl *n)
+{
+    int rank = zt_status_rank() >= 0 ? zt_status_rank() : n->ident.rank;
+    fprintf(stderr, "[rank %d %s] error: %s\n", rank, n->host, zt_status_message());
+    if (zt_status_hint()[0])
+        fprintf(stderr, "hint: %s\n", zt_status_hint());
+    fflush(stderr);
+    ncclCommAbort(n->nccl);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+static void *nccl_watch(void *arg)
+{
+    nccl_impl *n = arg;
+    /* Events are queried on their device, which is per thread. */
+    cudaSetDevice(n->device);
+    bool failed = false;
+    pthread_mutex_lock(&n->lock);
+    while (!n->stop && !failed) {
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_nsec += NCCL_WATCH_MS * 1000000L;
+        until.tv_sec += until.tv_nsec / 1000000000L;
+        until.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&n->wake, &n->lock, &until);
+        if (n->stop)
+            break;
+        nccl_ring_retire(n);
+        /* Only with something in flight: n->nccl is set before the first
+         * collective enters the ring, under this lock. */
+        if (n->count == 0)
+            continue;
+        /* A collective queued behind others on the comm stream cannot start
+         * before they end: its clock starts at its issue or when the one
+         * before it was seen complete, whichever is later. */
+        nccl_flight f = n->ring[n->head];
+        double start = f.t_issued > n->head_since ? f.t_issued : n->head_since;
+        double waited = nccl_now() - start;
+        ncclResult_t async = nccl_async(n);
+        if (async != ncclSuccess) {
+            zt_fail(ZT_ERR_COMM, "a peer rank may have died; check the other ranks' output",
+                    "NCCL reported \"%s\" while %s #%llu (%lld elements, %s) was in flight on "
+                    "rank %d of %d",
+                    ncclGetErrorString(async), zt_comm_kind_name(f.kind),
+                    (unsigned long long)f.seq, (long long)f.numel, zt_dtype_name(f.dt),
+                    n->ident.rank, n->ident.size);
+            failed = true;
+        } else if (waited > n->ident.timeout_s) {
+            zt_comm_timeout_fail(&n->ident, f.kind, f.seq, f.numel, f.dt, waited);
+            failed = true;
+        }
+    }
+    pthread_mutex_unlock(&n->lock);
+    if (failed)
+        nccl_watch_fail(n);
+    return NULL;
+}
+
+/* ---- Setup and teardown ---- */
+
+/* Everything but the NCCL communicator: the comm stream, the events, the
+ * ring's lock and the watchdog. Runs on each rank after ncclCommInitRank
+ * succeeded there; zt_comm_bootstrap then agrees on the outcome. */
+static zt_status nccl_setup(nccl_impl *n)
+{
+    n->compute = zt_backend_cuda_stream(n->be);
+    ZT_TRY(nccl_cuda(cudaStreamCreateWithFlags(&n->stream, cudaStreamNonBlocking),
+                     "creating the comm stream"));
+    ZT_TRY(nccl_cuda(cudaEventCreateWithFlags(&n->ready, cudaEventDisableTiming),
+                     "creating the comm events"));
+    for (; n->n_events < NCCL_EVENTS; n->n_events++)
+        ZT_TRY(nccl_cuda(cudaEventCreateWithFlags(&n->events[n->n_events],
+                                                  cudaEventDisableTiming),
+                         "creating the comm events"));
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    int rc = pthread_cond_init(&n->wake, &attr);
+    pthread_condattr_destroy(&attr);
+    if (rc != 0)
+        return zt_fail(ZT_ERR_INTERNAL, "", "pthread_cond_init failed: %s", strerror(rc));
+    if ((rc = pthread_mutex_init(&n->lock, NULL)) != 0) {
+        pthread_cond_destroy(&n->wake);
+        return zt_fail(ZT_ERR_INTERNAL, "", "pthread_mutex_init failed: %s", strerror(rc));
+    }
+    n->sync_ready = true;
+    if (n->ident.timeout_s > 0) {
+        if ((rc = pthread_create(&n->watchdog, NULL, nccl_watch, n)) != 0)
+            return zt_fail(ZT_ERR_INTERNAL, "", "cannot start the NCCL watchdog: %s",
+                           strerror(rc));
+        n->watching = true;
+    }
+    return ZT_OK;
+}
+
+static zt_status nccl_make_id(void *id, void *ctx)
+{
+    return nccl_check(ctx, ncclGetUniqueId((ncclUniqueId *)id), "ncclGetUniqueId");
+}
+
+/* ncclCommInitRank is a rendezvous: a rank that failed before it would leave
+ * its peers waiting inside it, where no agreement reaches them. So nothing
+ * that can fail comes first except cudaSetDevice on the backend's device, which
+ * the backend has already made current and used; the rest of the setup comes
+ * after, where the bootstrap's agreement covers it. */
+static zt_status nccl_join(const void *id, int nranks, int rank, void *ctx)
+{
+    nccl_impl *n = ctx;
+    ZT_TRY(nccl_cuda(cudaSetDevice(n->device), "selecting the GPU for NCCL"));
+    ncclUniqueId uid;
+    memcpy(&uid, id, sizeof uid);
+    ncclResult_t rc = ncclCommInitRank(&n->nccl, nranks, uid, rank);
+    if (rc != ncclSuccess) {
+        n->nccl = NULL;
+        return nccl_check(n, rc, "ncclCommInitRank");
+    }
+    return nccl_setup(n);
+}
+
+static void nccl_free(zt_comm *c)
+{
+    nccl_impl *n = nccl_of(c);
+    if (n) {
+        /* Collectives in flight finish first, still under the watchdog. */
+        if (n->stream && !n->abandon)
+            cudaStreamSynchronize(n->stream);
+        if (n->watching) {
+            pthread_mutex_lock(&n->lock);
+            n->stop = true;
+            pthread_cond_signal(&n->wake);
+            pthread_mutex_unlock(&n->lock);
+            pthread_join(n->watchdog, NULL);
+        }
+        /* A failed init may have peers without a communicator: abort is the
+         * local teardown, destroy may wait for them. */
+        if (n->nccl && n->abandon)
+            ncclCommAbort(n->nccl);
+        else if (n->nccl)
+            ncclCommDestroy(n->nccl);
+        for (int i = 0; i < n->n_events; i++)
+            cudaEventDestroy(n->events[i]);
+        if (n->ready)
+            cudaEventDestroy(n->ready);
+        if (n->stream)
+            cudaStreamDestroy(n->stream);
+        if (n->sync_ready) {
+            pthread_cond_destroy(&n->wake);
+            pthread_mutex_destroy(&n->lock);
+        }
+        free(n);
+        c->impl = NULL;
+    }
+    if (c->mpi && c->mpi != MPI_COMM_NULL)
+        MPI_Comm_free(&c->mpi);
+}
+
+/* A fresh bootstrap over the MPI split rather than ncclCommSplit: every NCCL
+ * communicator then comes from the one bootstrap, whose sequencing and failure
+ * agreement are tested without a GPU, while ncclCommSplit is a blocking
+ * rendezvous over the parent where a rank that failed before calling it (its
+ * MPI split, its stream) would leave the others waiting. The price, one unique
+ * id broadcast and a topology detection per group, is paid a few times per
+ * run at init. */
+static zt_status nccl_split(zt_comm *c, int color, int key, zt_comm *out)
+{
+    memset(out, 0, sizeof *out);
+    MPI_Comm part = MPI_COMM_NULL;
+    if (MPI_Comm_split(c->mpi, color, key, &part) != MPI_SUCCESS)
+        return zt_fail(ZT_ERR_COMM, "a peer rank may have died; check the other ranks' output",
+                       "MPI_Comm_split of the NCCL comm failed");
+    zt_status st = zt_comm_nccl_init(out, part, nccl_of(c)->be);
+    MPI_Comm_free(&part);
+    return st;
+}
+
+static const zt_comm_ops zt_comm_nccl_ops = {
+    .all_reduce = nccl_all_reduce,
+    .reduce_scatter = nccl_reduce_scatter,
+    .all_gather = nccl_all_gather,
+    .broadcast = nccl_broadcast,
+    .barrier = nccl_barrier,
+    .test = nccl_test,
+    .wait = nccl_wait,
+    .abort = nccl_abort,
+    .split = nccl_split,
+    .free = nccl_free,
+};
+
+bool zt_comm_nccl_built(void) { return true; }
+
+zt_status zt_comm_nccl_init(zt_comm *c, MPI_Comm parent, const zt_backend *be)
+{
+    memset(c, 0, sizeof *c);
+    if (!be || be->kind != ZT_DEVICE_CUDA)
+        return zt_fail(ZT_ERR_USAGE, "use --comm mpi, or --device cuda on a machine with GPUs",
+                       "--comm nccl needs --device cuda (the device is %s)",
+                       be && be->name ? be->name : "none");
+    double timeout = 0;
+    ZT_TRY(zt_comm_timeout_parse(getenv("ZT_COMM_TIMEOUT"), &timeout));
+    nccl_impl *n = calloc(1, sizeof *n);
+    if (!n)
+        return zt_fail(ZT_ERR_OOM, "", "cannot allocate the NCCL comm");
+    n->be = be;
+    n->device = ((const zt_cuda_impl *)be->impl)->device;
+    c->name = "nccl";
+    c->ops = &zt_comm_nccl_ops;
+    c->impl = n;
+    zt_status st = ZT_OK;
+    if (MPI_Comm_dup(parent, &c->mpi) != MPI_SUCCESS) {
+        c->mpi = MPI_COMM_NULL;
+        st = zt_fail(ZT_ERR_COMM, "check the MPI installation", "MPI_Comm_dup failed");
+    } else {
+        MPI_Comm_set_errhandler(c->mpi, MPI_ERRORS_RETURN);
+        MPI_Comm_rank(c->mpi, &c->rank);
+        MPI_Comm_size(c->mpi, &c->size);
+        c->timeout_s = timeout;
+        n->ident = (zt_comm){
+            .name = c->name, .rank = c->rank, .size = c->size, .timeout_s = timeout};
+        if (gethostname(n->host, sizeof n->host - 1) != 0)
+            snprintf(n->host, sizeof n->host, "unknown");
+        ncclUniqueId id;
+        zt_comm_bootstrap_fns fns = {.id_bytes = sizeof id,
+                                     .make_id = nccl_make_id,
+                                     .join = nccl_join,
+                                     .ctx = n};
+        st = zt_comm_bootstrap(c->mpi, &fns, &id);
+    }
+    if (st != ZT_OK) {
+        n->abandon = true;
+        nccl_free(c);
+        memset(c, 0, sizeof *c);
+    }
+    return st;
+}
