@@ -20,27 +20,59 @@ CFLAGS   += -DZT_VERSION=\"$(VERSION)\"
 
 BUILD    := build
 
-# GPU toolkit detection. The CUDA backend itself comes with a later change; the
-# Makefile already reports what it would build against.
+# GPU toolkit detection: nvcc (CUDA_HOME, or PATH) builds the CUDA backend with
+# cuBLAS; NCCL (NCCL_HOME, default CUDA_HOME, or the system) adds the NCCL
+# communicator. NO_CUDA=1 builds the CPU binary only.
 NO_CUDA   ?= 0
 CUDA_HOME ?= /usr/local/cuda
 NCCL_HOME ?= $(CUDA_HOME)
 NVCC      := $(shell [ "$(NO_CUDA)" = 1 ] || command -v $(CUDA_HOME)/bin/nvcc 2>/dev/null || command -v nvcc 2>/dev/null)
 HAVE_CUBLAS := $(shell [ -n "$(NVCC)" ] && ls $(CUDA_HOME)/lib64/libcublas.so* >/dev/null 2>&1 && echo 1)
-HAVE_NCCL   := $(shell [ -n "$(NVCC)" ] && (ls $(NCCL_HOME)/lib64/libnccl.so* $(NCCL_HOME)/lib/libnccl.so* /usr/lib/x86_64-linux-gnu/libnccl.so* 2>/dev/null | grep -q nccl) && echo 1)
+NCCL_LIB  := $(firstword $(dir $(wildcard $(NCCL_HOME)/lib64/libnccl.so $(NCCL_HOME)/lib/libnccl.so /usr/lib/x86_64-linux-gnu/libnccl.so /usr/lib/aarch64-linux-gnu/libnccl.so)))
+NCCL_INC  := $(firstword $(dir $(wildcard $(NCCL_HOME)/include/nccl.h /usr/include/nccl.h)))
+HAVE_NCCL := $(if $(NVCC),$(if $(NCCL_LIB),$(if $(NCCL_INC),1)))
 
-ENGINE_SRC := $(wildcard engine/*.c engine/cpu/*.c models/*.c data/*.c)
-ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/%.o)
+# sm_80 (A100) and sm_90 (H100/H200) machine code, plus sm_90 PTX so newer GPUs
+# can JIT it.
+CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+             -gencode arch=compute_90,code=compute_90
+NVCCFLAGS := -std=c++17 -O3 -g -lineinfo $(CUDA_ARCH) --Werror all-warnings \
+             -Xcompiler -Wall,-Wextra,-Werror -DZT_HAVE_CUDA -DZT_VERSION=\"$(VERSION)\" \
+             -I. -Iengine -Iengine/cuda -Imodels -Idata
+
+ENGINE_SRC := $(wildcard engine/*.c engine/cpu/*.c engine/cuda/*.c models/*.c data/*.c)
+ENGINE_SRC := $(filter-out engine/comm_nccl.c engine/comm_nccl_absent.c engine/cuda/cuda_absent.c,$(ENGINE_SRC))
+ifneq ($(NVCC),)
+ifneq ($(HAVE_CUBLAS),1)
+$(error nvcc found at $(NVCC) but no libcublas.so under $(CUDA_HOME)/lib64: set CUDA_HOME, or NO_CUDA=1 for a CPU-only build)
+endif
+CUDA_SRC   := $(wildcard engine/cuda/*.cu)
+CFLAGS     += -DZT_HAVE_CUDA -I$(CUDA_HOME)/include -iquote engine/cuda
+LDLIBS     += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcublasLt -lcudart -lstdc++
+ifeq ($(HAVE_NCCL),1)
+ENGINE_SRC += engine/comm_nccl.c
+CFLAGS     += -DZT_HAVE_NCCL -I$(NCCL_INC)
+LDLIBS     += -L$(NCCL_LIB) -Wl,-rpath,$(NCCL_LIB) -lnccl
+else
+ENGINE_SRC += engine/comm_nccl_absent.c
+endif
+BUILT_WITH := CUDA backend (nvcc $(NVCC), cuBLAS $(CUDA_HOME)/lib64)$(if $(HAVE_NCCL), + NCCL comm ($(NCCL_LIB)), ; NCCL not found: no NCCL comm)
+else
+CUDA_SRC   :=
+ENGINE_SRC += engine/cuda/cuda_absent.c engine/comm_nccl_absent.c
+BUILT_WITH := no nvcc (CUDA_HOME=$(CUDA_HOME), NO_CUDA=$(NO_CUDA)): CPU-only build
+endif
+ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/%.o) $(CUDA_SRC:%.cu=$(BUILD)/%.o)
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+TOOLS      := $(BUILD)/tests/comm-check $(if $(NVCC),$(BUILD)/tests/op-check)
 
 .PHONY: all deps test unit-test run clean toolkit bench
 all: toolkit zerotrain
 
 toolkit:
 	@echo "zerotrain: CPU backend: OpenBLAS ($(if $(OPENBLAS_DIR),$(OPENBLAS_DIR),system default: install libopenblas-openmp-dev for the OpenMP build)) + OpenMP (always built)"
-	@if [ -n "$(NVCC)" ]; then echo "zerotrain: found nvcc at $(NVCC)$(if $(HAVE_CUBLAS), with cuBLAS,)$(if $(HAVE_NCCL), with NCCL,); CUDA backend: not built yet (arrives with the CUDA backend)"; \
-	 else echo "zerotrain: no nvcc found (CUDA_HOME=$(CUDA_HOME), NO_CUDA=$(NO_CUDA)): CPU-only build"; fi
+	@echo "zerotrain: $(BUILT_WITH)"
 
 zerotrain: $(BUILD)/cmd/zerotrain.o $(BUILD)/libzt.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
@@ -52,6 +84,10 @@ $(BUILD)/libzt.a: $(ENGINE_OBJ)
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -MMD -MP -MF $(@:.o=.d) -c $< -o $@
 
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libzt.a
 	@mkdir -p $(dir $@)
@@ -72,7 +108,12 @@ $(BUILD)/tests/comm-check: tests/tools/comm_check.c $(BUILD)/libzt.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libzt.a $(LDLIBS)
 
-unit-test: $(UNIT_BIN) $(BUILD)/tests/comm-check
+# Every backend op on the CPU and the CUDA backend side by side (scripts/gpu-check.sh).
+$(BUILD)/tests/op-check: tests/tools/op_check.c $(BUILD)/libzt.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libzt.a $(LDLIBS)
+
+unit-test: $(UNIT_BIN) $(TOOLS)
 
 deps:
 	@bash scripts/install-deps.sh

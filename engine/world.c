@@ -89,3 +89,64 @@ zt_status zt_world_agree(const zt_world *w, zt_status local, int *failed_rank)
         *failed_rank = first < w->size ? first : -1;
     return first < w->size ? (zt_status)st : ZT_OK;
 }
+
+zt_status zt_device_choose(const zt_device_request *req, zt_device_choice *out)
+{
+    memset(out, 0, sizeof *out);
+    bool want_cuda = !strcmp(req->device, "cuda");
+    bool want_nccl = !strcmp(req->comm, "nccl");
+    if (strcmp(req->device, "auto") && strcmp(req->device, "cpu") && !want_cuda)
+        return zt_fail(ZT_ERR_USAGE, "", "--device must be auto, cpu or cuda, not '%s'",
+                       req->device);
+    if (strcmp(req->comm, "auto") && strcmp(req->comm, "mpi") && !want_nccl)
+        return zt_fail(ZT_ERR_USAGE, "", "--comm must be auto, mpi or nccl, not '%s'", req->comm);
+    if (want_cuda && !req->cuda_built)
+        return zt_fail(ZT_ERR_UNSUPPORTED,
+                       "rebuild on a machine with the CUDA toolkit (make CUDA_HOME=...), or "
+                       "use --device cpu",
+                       "--device cuda: this zerotrain was built without CUDA");
+    if (want_cuda && req->gpu_count == 0)
+        return zt_fail(ZT_ERR_DEVICE, "run on a machine with an NVIDIA GPU, or use --device cpu",
+                       "--device cuda: no usable GPU (%s)", req->no_gpu_why);
+    bool cuda = want_cuda || (!strcmp(req->device, "auto") && req->cuda_built &&
+                              req->gpu_count > 0);
+    if (!cuda) {
+        if (want_nccl)
+            return zt_fail(ZT_ERR_USAGE, "use --comm mpi (or auto) on the CPU",
+                           "--comm nccl needs the CUDA backend (NCCL moves GPU memory), but "
+                           "the device is the CPU%s%s",
+                           strcmp(req->device, "auto") ? "" : ": ",
+                           strcmp(req->device, "auto") ? "" : req->no_gpu_why);
+        out->device = ZT_DEVICE_CPU;
+        out->comm = ZT_COMM_USE_MPI;
+        if (!strcmp(req->device, "auto"))
+            snprintf(out->notice, sizeof out->notice,
+                     "zerotrain: --device auto: no GPU (%s): running on the CPU backend",
+                     req->no_gpu_why);
+        return ZT_OK;
+    }
+    out->device = ZT_DEVICE_CUDA;
+    out->ordinal = req->local_rank % req->gpu_count;
+    bool shared = req->local_size > req->gpu_count;
+    if (want_nccl && !req->nccl_built)
+        return zt_fail(ZT_ERR_UNSUPPORTED,
+                       "rebuild with NCCL (make NCCL_HOME=...), or use --comm mpi",
+                       "--comm nccl: this zerotrain was built without NCCL");
+    if (want_nccl && shared)
+        return zt_fail(ZT_ERR_USAGE,
+                       "start at most one rank per GPU, or use --comm mpi to share GPUs",
+                       "--comm nccl needs one GPU per rank: %d ranks on this node share %d "
+                       "GPU(s)",
+                       req->local_size, req->gpu_count);
+    if (want_nccl || (!strcmp(req->comm, "auto") && req->nccl_built && !shared)) {
+        out->comm = ZT_COMM_USE_NCCL;
+        return ZT_OK;
+    }
+    out->comm = ZT_COMM_USE_STAGED;
+    if (!strcmp(req->comm, "auto"))
+        snprintf(out->notice, sizeof out->notice,
+                 "zerotrain: --comm auto: %s: collectives use MPI through host memory",
+                 !req->nccl_built ? "built without NCCL"
+                 : "several ranks share a GPU (NCCL needs one GPU per rank)");
+    return ZT_OK;
+}

@@ -2,10 +2,14 @@
 # Installs the Debian packages zerotrain needs (idempotent: only what is missing).
 # Build: Open MPI, jansson, OpenBLAS, cmocka (tests), python3-torch (reference
 # tests and the PyTorch peer benchmark). CUDA is not a Debian package here: the
-# Makefile finds it at /usr/local/cuda (or CUDA_HOME) when present.
+# Makefile finds it at /usr/local/cuda (or CUDA_HOME) when present, and then
+# nvcc needs g++ as its host compiler.
 set -eu
 pkgs=(make gcc openmpi-bin libopenmpi-dev libjansson-dev libopenblas-openmp-dev libcmocka-dev
       python3-torch python3-numpy)
+if [ -x "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" ] || command -v nvcc >/dev/null; then
+    pkgs+=(g++)
+fi
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

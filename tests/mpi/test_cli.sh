@@ -23,7 +23,6 @@ expect 2 "bad value '1' for --layers" -- ./zerotrain --config "$tmp/good.json" -
 expect 2 "needs a value" -- ./zerotrain --config "$tmp/good.json" --model
 expect 2 "--config FILE is required" -- ./zerotrain --model mlp
 expect 2 "not both" -- ./zerotrain --config "$tmp/good.json" "${m[@]}" --epochs 1
-expect 2 "built without the CUDA backend" -- ./zerotrain --config "$tmp/good.json" "${m[@]}" --device cuda
 expect 2 "unknown model 'resnet'" -- ./zerotrain --config "$tmp/good.json" --model resnet
 expect 2 "no-such.json" -- ./zerotrain --config "$tmp/no-such.json" "${m[@]}"
 

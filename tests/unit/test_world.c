@@ -1,0 +1,145 @@
+/* --device/--comm resolution (zt_device_choose): every combination of what the
+ * user asks for, what the binary was built with and what the node has, against
+ * the rules written in engine/world.h, without a GPU. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "status.h"
+#include "world.h"
+
+/* A CUDA+NCCL build on a node with `gpus` GPUs and `ranks` local ranks. */
+static zt_device_request req(const char *device, const char *comm, int gpus, int ranks)
+{
+    return (zt_device_request){.device = device,
+                               .comm = comm,
+                               .cuda_built = true,
+                               .nccl_built = true,
+                               .gpu_count = gpus,
+                               .no_gpu_why = gpus ? "" : "no CUDA driver",
+                               .local_rank = ranks - 1,
+                               .local_size = ranks};
+}
+
+static void test_auto_without_gpu_falls_back_with_notice(void **state)
+{
+    (void)state;
+    zt_device_request r = req("auto", "auto", 0, 2);
+    zt_device_choice c;
+    assert_int_equal(zt_device_choose(&r, &c), ZT_OK);
+    assert_int_equal(c.device, ZT_DEVICE_CPU);
+    assert_int_equal(c.comm, ZT_COMM_USE_MPI);
+    assert_non_null(strstr(c.notice, "no GPU (no CUDA driver)"));
+    assert_non_null(strstr(c.notice, "CPU backend"));
+
+    r.cuda_built = r.nccl_built = false;
+    assert_int_equal(zt_device_choose(&r, &c), ZT_OK);
+    assert_int_equal(c.device, ZT_DEVICE_CPU);
+    assert_true(c.notice[0] != '\0');
+}
+
+static void test_explicit_cpu_is_silent(void **state)
+{
+    (void)state;
+    zt_device_request r = req("cpu", "auto", 8, 8);
+    zt_device_choice c;
+    assert_int_equal(zt_device_choose(&r, &c), ZT_OK);
+    assert_int_equal(c.device, ZT_DEVICE_CPU);
+    assert_int_equal(c.comm, ZT_COMM_USE_MPI);
+    assert_string_equal(c.notice, "");
+    r.comm = "mpi";
+    assert_int_equal(zt_device_choose(&r, &c), ZT_OK);
+    assert_int_equal(c.comm, ZT_COMM_USE_MPI);
+}
+
+static void test_cuda_errors_name_what_is_missing(void **state)
+{
+    (void)state;
+    zt_device_choice c;
+    zt_device_request r = req("cuda", "auto", 0, 1);
+    assert_int_equal(zt_device_choose(&r, &c), ZT_ERR_DEVICE);
+    assert_non_null(strstr(zt_status_message(), "no usable GPU (no CUDA driver)"));
+    assert_non_null(strstr(zt_status_hint(), "--device cpu"));
+
+    r = req("cuda", "auto", 1, 1);
+    r.cuda_built = false;
+    assert_int_equal(zt_device_choose(&r, &c), ZT_ERR_UNSUPPORTED);
+    assert_non_null(strstr(zt_status_message(), "built without CUDA"));
+
+    r = req("cpu", "nccl", 4, 1);
+    assert_int_equal(zt_device_choose(&r, &c), ZT_ERR_USAGE);
+    assert_non_null(strstr(zt_status_message(), "--comm nccl needs the CUDA backend"));
+
+    r = req("auto", "nccl", 0, 1);
+    assert_int_equal(zt_device_choose(&r, &c), ZT_ERR_USAGE);
+    assert_non_null(strstr(zt_status_message(), "no CUDA driver"));
+
+    r = req("cuda", "nccl", 1, 4);
+    assert_int_equal(zt_device_choose(&r, &c), ZT_ERR_USAGE);
+    assert_non_null(strstr(zt_status_message(), "4 ranks on this node share 1 GPU"));
+
+    r = req("cuda", "nccl", 1, 1);
+    r.nccl_built = false;
+    assert_int_equal(zt_device_choose(&r, &c), ZT_ERR_UNSUPPORTED);
+    assert_non_null(strstr(zt_status_message(), "built without NCCL"));
+
+    r = req("tpu", "auto", 1, 1);
+    assert_int_equal(zt_device_choose(&r, &c), ZT_ERR_USAGE);
+    r = req("cuda", "gloo", 1, 1);
+    assert_int_equal(zt_device_choose(&r, &c), ZT_ERR_USAGE);
+}
+
+static void test_cuda_picks_device_and_comm(void **state)
+{
+    (void)state;
+    zt_device_choice c;
+    /* One rank per GPU: NCCL, device = local rank. */
+    zt_device_request r = req("auto", "auto", 8, 8);
+    r.local_rank = 5;
+    assert_int_equal(zt_device_choose(&r, &c), ZT_OK);
+    assert_int_equal(c.device, ZT_DEVICE_CUDA);
+    assert_int_equal(c.comm, ZT_COMM_USE_NCCL);
+    assert_int_equal(c.ordinal, 5);
+    assert_string_equal(c.notice, "");
+
+    /* Four ranks on one GPU: staged MPI, all on device 0, with a notice. */
+    r = req("cuda", "auto", 1, 4);
+    assert_int_equal(zt_device_choose(&r, &c), ZT_OK);
+    assert_int_equal(c.comm, ZT_COMM_USE_STAGED);
+    assert_int_equal(c.ordinal, 0);
+    assert_non_null(strstr(c.notice, "several ranks share a GPU"));
+
+    /* Six ranks on four GPUs: local_rank % count. */
+    r = req("cuda", "mpi", 4, 6);
+    r.local_rank = 5;
+    assert_int_equal(zt_device_choose(&r, &c), ZT_OK);
+    assert_int_equal(c.comm, ZT_COMM_USE_STAGED);
+    assert_int_equal(c.ordinal, 1);
+    assert_string_equal(c.notice, "");
+
+    /* CUDA without NCCL: staged, and auto says why. */
+    r = req("auto", "auto", 2, 2);
+    r.nccl_built = false;
+    assert_int_equal(zt_device_choose(&r, &c), ZT_OK);
+    assert_int_equal(c.comm, ZT_COMM_USE_STAGED);
+    assert_non_null(strstr(c.notice, "built without NCCL"));
+
+    r = req("cuda", "nccl", 2, 2);
+    assert_int_equal(zt_device_choose(&r, &c), ZT_OK);
+    assert_int_equal(c.comm, ZT_COMM_USE_NCCL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_auto_without_gpu_falls_back_with_notice),
+        cmocka_unit_test(test_explicit_cpu_is_silent),
+        cmocka_unit_test(test_cuda_errors_name_what_is_missing),
+        cmocka_unit_test(test_cuda_picks_device_and_comm),
+    };
+    return cmocka_run_group_tests_name("world", tests, NULL, NULL);
+}
