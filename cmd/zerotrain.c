@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "ckpt.h"
 #include "comm.h"
 #include "config.h"
 #include "estimate.h"
@@ -32,7 +33,8 @@ typedef struct {
     zt_model_args model;
     int64_t steps, epochs, num_samples;
     uint64_t seed;
-    const char *device;
+    const char *device, *comm;
+    bool tf32;
     const char *report_path, *dump_path, *grad_dump_path;
     const char *data_path, *tokenizer_dir;
     int64_t eval_interval, eval_iters, sample;
@@ -41,12 +43,22 @@ typedef struct {
     zt_config_overrides ov;
     bool estimate_memory;
     int64_t num_gpus, num_nodes; /* --estimate-memory's hardware; < 0: not given */
+    bool seed_given;
+    /* Checkpoints: --resume reads load_dir (default save_dir); resume_tag NULL: latest. */
+    const char *save_dir, *load_dir, *resume_tag;
+    int64_t save_interval, keep_last;
+    bool resume;
 } zt_flags;
 
 static const char *usage_text =
     "usage: zerotrain --config FILE --model mlp|gptlite|classifier [--data PATH] [options]\n"
     "       zerotrain --estimate-memory --model NAME [--config FILE] [--num-gpus G]\n"
     "                 [--num-nodes N] [--report FILE]\n"
+    "       zerotrain consolidate DIR [--tag T] --out FILE\n"
+    "       zerotrain generate --checkpoint DIR [--tag T] [--prompt TEXT] [--length N]\n"
+    "                 [--temperature T] [--seed S] [--device D]\n"
+    "       zerotrain eval --checkpoint DIR [--tag T] --data PATH [--eval-iters K]\n"
+    "                 [--micro-batch-size N] [--tokenizer DIR] [--device D]\n"
     "\n"
     "Trains a built-in model with DeepSpeed-style ZeRO data parallelism. Start it with\n"
     "mpirun (one rank per device); without mpirun it is a world of one rank.\n"
@@ -79,7 +91,12 @@ static const char *usage_text =
     "  --steps N                       optimizer steps of the run, counted from step 0\n"
     "  --epochs N                      or: N passes over the data set (default 1)\n"
     "  --seed S                        seed of data, init and dropout (default 1234)\n"
-    "  --device auto|cpu               compute device (default auto)\n"
+    "  --device auto|cpu|cuda          compute device (default auto: CUDA when built with it\n"
+    "                                  and a GPU answers, else the CPU, with a notice)\n"
+    "  --comm auto|mpi|nccl            collectives (default auto: NCCL on CUDA when every rank\n"
+    "                                  has its own GPU, else MPI, staged through host memory\n"
+    "                                  for GPU buffers)\n"
+    "  --tf32                          CUDA: let fp32 GEMMs use TF32 tensor cores (default off)\n"
     "  --lr X                          learning rate for \"auto\" or a missing optimizer\n"
     "  --train-batch-size N            fills \"auto\"/missing train_batch_size\n"
     "  --micro-batch-size N            fills train_micro_batch_size_per_gpu\n"
@@ -94,6 +111,15 @@ static const char *usage_text =
     "  --inject-overflow STEPS[:UNIT]  testing aid: at these steps (1-based, comma list) the\n"
     "                                  last rank puts an inf into unit UNIT's gradient\n"
     "                                  (default: the middle unit) before it is reduced\n"
+    "  --save-dir DIR                  save checkpoints into DIR (DIR/global_step<N>,\n"
+    "                                  DIR/latest) at the end of training and every\n"
+    "                                  --save-interval steps\n"
+    "  --save-interval N               also save every N optimizer steps\n"
+    "  --keep-last K                   after a save keep only the K newest checkpoints\n"
+    "  --resume [TAG]                  continue from the checkpoint DIR/latest names (or TAG)\n"
+    "                                  in --load-dir, else --save-dir; any world size, stage\n"
+    "                                  or offload setting (the model flags must match)\n"
+    "  --load-dir DIR                  where --resume reads (default: --save-dir)\n"
     "  --estimate-memory               no training: print the memory one rank holds at every\n"
     "                                  ZeRO stage and offload variant (--report: as JSON);\n"
     "                                  --config is optional (default: Adam), its stage ignored\n"
@@ -212,6 +238,7 @@ static int cmd_parse_flags(int argc, char **argv, zt_flags *f)
     f->num_samples = ZT_SYNTHETIC_DEFAULT_SAMPLES;
     f->seed = 1234;
     f->device = "auto";
+    f->comm = "auto";
     f->num_gpus = f->num_nodes = -1;
     zt_config_overrides_init(&f->ov);
     for (int i = 1; i < argc; i++) {
@@ -223,7 +250,9 @@ static int cmd_parse_flags(int argc, char **argv, zt_flags *f)
         }
         if (strcmp(arg, "--version") == 0) {
             if (cmd_is_first_process())
-                printf("zerotrain %s (backends: cpu)\n", ZT_VERSION);
+                printf("zerotrain %s (backends: cpu%s; comm: mpi%s)\n", ZT_VERSION,
+                       zt_backend_cuda_built() ? ", cuda" : "",
+                       zt_comm_nccl_built() ? ", nccl" : "");
             return -1;
         }
         if (strncmp(arg, "--", 2) != 0)
@@ -233,6 +262,20 @@ static int cmd_parse_flags(int argc, char **argv, zt_flags *f)
                 return cmd_usage_error("--estimate-memory takes no value (got '%s')%s", arg + 18,
                                        "");
             f->estimate_memory = true;
+            continue;
+        }
+        if (!strcmp(arg, "--tf32")) {
+            f->tf32 = true;
+            continue;
+        }
+        /* --resume takes a tag only when one follows: --resume, --resume TAG,
+         * --resume=TAG. */
+        if (!strncmp(arg, "--resume", 8) && (arg[8] == '\0' || arg[8] == '=')) {
+            f->resume = true;
+            if (arg[8] == '=')
+                f->resume_tag = arg + 9;
+            else if (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0)
+                f->resume_tag = argv[++i];
             continue;
         }
         /* --flag=value or --flag value */
@@ -249,7 +292,7 @@ static int cmd_parse_flags(int argc, char **argv, zt_flags *f)
         }
         static const char *known[] = {"--config", "--deepspeed_config", "--model", "--width",
                                       "--layers", "--in-size", "--out-size", "--num-samples",
-                                      "--steps", "--epochs", "--seed", "--device", "--lr",
+                                      "--steps", "--epochs", "--seed", "--device", "--comm", "--lr",
                                       "--train-batch-size", "--micro-batch-size",
                                       "--gradient-accumulation-steps", "--report",
                                       "--dump-params", "--num-gpus", "--num-nodes",
@@ -258,7 +301,9 @@ static int cmd_parse_flags(int argc, char **argv, zt_flags *f)
                                       "--hidden-dim", "--max-len", "--dropout",
                                       "--activation", "--vocab-size", "--eval-interval",
                                       "--eval-iters", "--sample", "--dump-grads",
-                                      "--activation-checkpoint-interval", "--inject-overflow"};
+                                      "--activation-checkpoint-interval", "--inject-overflow",
+                                      "--save-dir", "--load-dir", "--save-interval",
+                                      "--keep-last"};
         bool found = false;
         for (size_t k = 0; k < sizeof known / sizeof *known; k++)
             found |= strcmp(name, known[k]) == 0;
@@ -292,10 +337,15 @@ static int cmd_parse_flags(int argc, char **argv, zt_flags *f)
         else if (!strcmp(name, "--seed")) {
             ok = cmd_parse_i64(val, 0, &iv);
             f->seed = (uint64_t)iv;
+            f->seed_given = true;
         } else if (!strcmp(name, "--device")) {
             if (strcmp(val, "auto") && strcmp(val, "cpu") && strcmp(val, "cuda"))
                 return cmd_usage_error("--device must be auto, cpu or cuda, not '%s'%s", val, "");
             f->device = val;
+        } else if (!strcmp(name, "--comm")) {
+            if (strcmp(val, "auto") && strcmp(val, "mpi") && strcmp(val, "nccl"))
+                return cmd_usage_error("--comm must be auto, mpi or nccl, not '%s'%s", val, "");
+            f->comm = val;
         } else if (!strcmp(name, "--lr"))
             ok = cmd_parse_f64(val, &f->ov.lr) && f->ov.lr > 0;
         else if (!strcmp(name, "--train-batch-size"))
@@ -310,6 +360,14 @@ static int cmd_parse_flags(int argc, char **argv, zt_flags *f)
             f->dump_path = val;
         else if (!strcmp(name, "--dump-grads"))
             f->grad_dump_path = val;
+        else if (!strcmp(name, "--save-dir"))
+            f->save_dir = val;
+        else if (!strcmp(name, "--load-dir"))
+            f->load_dir = val;
+        else if (!strcmp(name, "--save-interval"))
+            ok = cmd_parse_i64(val, 1, &f->save_interval);
+        else if (!strcmp(name, "--keep-last"))
+            ok = cmd_parse_i64(val, 1, &f->keep_last);
         else if (!strcmp(name, "--data"))
             f->data_path = val;
         else if (!strcmp(name, "--tokenizer"))
@@ -378,9 +436,20 @@ static int cmd_parse_flags(int argc, char **argv, zt_flags *f)
                                "--estimate-memory trains nothing%s%s", "", "");
     if (f->steps >= 0 && f->epochs >= 0)
         return cmd_usage_error("give --steps or --epochs, not both%s%s", "", "");
-    if (!strcmp(f->device, "cuda"))
-        return cmd_usage_error("--device cuda: this zerotrain was built without the CUDA "
-                               "backend%s%s", "", "");
+    if (f->estimate_memory && (f->save_dir || f->resume))
+        return cmd_usage_error("--save-dir and --resume need a training run; --estimate-memory "
+                               "trains nothing%s%s", "", "");
+    if (!f->save_dir && (f->save_interval > 0 || f->keep_last > 0))
+        return cmd_usage_error("%s needs --save-dir DIR%s",
+                               f->save_interval > 0 ? "--save-interval" : "--keep-last", "");
+    if (f->resume && !f->save_dir && !f->load_dir)
+        return cmd_usage_error("--resume reads --load-dir DIR or --save-dir DIR: give one%s%s",
+                               "", "");
+    if (f->load_dir && !f->resume)
+        return cmd_usage_error("--load-dir is where --resume reads: add --resume%s%s", "", "");
+    if (f->tf32 && !strcmp(f->device, "cpu"))
+        return cmd_usage_error("--tf32 sets how CUDA GEMMs round; it has no meaning with "
+                               "--device cpu%s%s", "", "");
     return 0;
 }
 
@@ -483,8 +552,8 @@ static void cmd_print_summary(const zt_world *w, const zt_config *cfg, const zt_
                               const zt_trainer *t, const cmd_data *d, int64_t steps)
 {
     static const char *tok_names[] = {"characters", "bytes", "GPT-2 BPE"};
-    printf("zerotrain %s: %d rank(s) on %d node(s), device cpu, comm mpi\n", ZT_VERSION,
-           w->size, w->n_nodes);
+    printf("zerotrain %s: %d rank(s) on %d node(s), device %s, comm %s\n", ZT_VERSION,
+           w->size, w->n_nodes, t->be->name, t->comm->name);
     printf("  model %s: %lld parameters in %d units (flat %lld, padded for %d ranks)\n",
            m->name, (long long)m->n_params, m->n_units, (long long)t->layout.padded_numel,
            t->layout.world_size);
@@ -622,8 +691,443 @@ static int cmd_estimate(zt_world *w, const zt_flags *f)
     return 0;
 }
 
+/* --device/--comm: every rank takes the same decision from the smallest GPU
+ * count of any node, builds its backend on local_rank % count and the comm. */
+static zt_status cmd_devices(const zt_world *w, const zt_flags *f, const zt_config *cfg,
+                             zt_backend *be, zt_comm *comm, FILE *notice_to)
+{
+    const char *why = "";
+    int gpus = zt_backend_cuda_device_count(&why);
+    int fewest = gpus;
+    if (MPI_Allreduce(&gpus, &fewest, 1, MPI_INT, MPI_MIN, w->comm) != MPI_SUCCESS)
+        return zt_fail(ZT_ERR_COMM, "", "cannot agree on the GPU count");
+    if (fewest == 0 && gpus > 0)
+        why = "another node has none";
+    zt_device_request req = {.device = f->device,
+                             .comm = f->comm,
+                             .cuda_built = zt_backend_cuda_built(),
+                             .nccl_built = zt_comm_nccl_built(),
+                             .gpu_count = fewest,
+                             .no_gpu_why = why,
+                             .local_rank = w->local_rank,
+                             .local_size = w->local_size};
+    zt_device_choice ch;
+    ZT_TRY(zt_device_choose(&req, &ch));
+    if (f->tf32 && ch.device != ZT_DEVICE_CUDA)
+        return zt_fail(ZT_ERR_USAGE, "leave --tf32 out on the CPU",
+                       "--tf32: the device is the CPU (%s)", ch.notice);
+    if (w->rank == 0 && ch.notice[0]) {
+        fprintf(notice_to, "%s\n", ch.notice);
+        fflush(notice_to);
+    }
+    if (ch.device == ZT_DEVICE_CUDA) {
+        zt_cuda_options opt = {.device = ch.ordinal,
+                               .tf32 = f->tf32,
+                               .gemm_dtype = zt_config_compute_dtype(cfg)};
+        ZT_TRY(zt_backend_cuda_init(be, &opt));
+    } else {
+        ZT_TRY(zt_backend_cpu_init(be));
+    }
+    if (ch.comm == ZT_COMM_USE_NCCL)
+        return zt_comm_nccl_init(comm, w->comm, be);
+    if (ch.comm == ZT_COMM_USE_STAGED)
+        return zt_comm_staged_init(comm, w->comm, be);
+    return zt_comm_mpi_init(comm, w->comm);
+}
+
+/* Checkpoint saving from the training loop (trainer.after_step). */
+typedef struct {
+    const zt_world *world;
+    const char *dir;
+    int64_t interval, keep_last;
+    int64_t last_saved; /* step of the newest checkpoint in dir, -1: none yet */
+    zt_ckpt_meta meta;
+    bool failed; /* a save failed: every rank knows (ckpt.h) */
+} cmd_saver;
+
+static zt_status cmd_save(zt_trainer *t, cmd_saver *s)
+{
+    zt_ckpt_saved info;
+    zt_status st = zt_ckpt_save(t, &s->meta, s->dir, s->keep_last, &info);
+    if (st != ZT_OK) {
+        s->failed = true;
+        return st;
+    }
+    s->last_saved = t->global_steps;
+    if (s->world->rank == 0) {
+        printf("zerotrain: saved checkpoint %s/%s (%.2f MB in %.2f s)\n", s->dir, info.tag,
+               (double)info.bytes / 1e6, info.seconds);
+        fflush(stdout);
+    }
+    return ZT_OK;
+}
+
+static zt_status cmd_after_step(zt_trainer *t, void *ctx)
+{
+    cmd_saver *s = ctx;
+    if (s->interval <= 0 || t->global_steps % s->interval != 0)
+        return ZT_OK;
+    return cmd_save(t, s);
+}
+
+/* Whether two paths name the same directory. */
+static bool cmd_same_dir(const char *a, const char *b)
+{
+    char *ra = realpath(a, NULL), *rb = realpath(b, NULL);
+    bool same = ra && rb ? !strcmp(ra, rb) : !strcmp(a, b);
+    free(ra);
+    free(rb);
+    return same;
+}
+
+/* An error of a subcommand that runs without a world. */
+static int cmd_local_failure(zt_status st)
+{
+    fprintf(stderr, "zerotrain: error: %s\n", zt_status_message());
+    if (zt_status_hint()[0])
+        fprintf(stderr, "hint: %s\n", zt_status_hint());
+    return cmd_exit_code(st);
+}
+
+/* The subcommands' flags. */
+typedef struct {
+    const char *dir; /* consolidate's DIR, or --checkpoint */
+    const char *tag, *out, *prompt, *data, *tokenizer, *device, *comm;
+    int64_t length, eval_iters, micro_batch;
+    double temperature;
+    uint64_t seed;
+} cmd_sub_flags;
+
+static const char *sub_usage =
+    "usage: zerotrain consolidate DIR [--tag T] --out FILE\n"
+    "       zerotrain generate --checkpoint DIR [--tag T] [--prompt TEXT] [--length N]\n"
+    "                 [--temperature T] [--seed S] [--tokenizer DIR] [--device auto|cpu|cuda]\n"
+    "       zerotrain eval --checkpoint DIR [--tag T] --data PATH [--eval-iters K]\n"
+    "                 [--micro-batch-size N] [--tokenizer DIR] [--device auto|cpu|cuda]\n"
+    "\n"
+    "  consolidate  write the checkpoint's fp32 weights as one file in the --dump-params\n"
+    "               format (FILE) and a JSON index of its tensors (FILE.json)\n"
+    "  generate     gptlite: print the prompt and N sampled tokens (temperature 0: greedy;\n"
+    "               default 1; --length default 200; the prompt defaults to a newline)\n"
+    "  eval         classifier or gptlite: validation loss (and accuracy) on the validation\n"
+    "               split of --data (CSV or aclImdb, or a text file)\n"
+    "  --tag T      a checkpoint in DIR other than the one DIR/latest names\n"
+    "  --tokenizer DIR  BPE files in place of the directory the checkpoint recorded\n";
+
+/* Returns 0 to go on, 2 for a usage error, -1 after --help. */
+static int cmd_parse_sub(int argc, char **argv, const char *cmd, cmd_sub_flags *f)
+{
+    memset(f, 0, sizeof *f);
+    f->length = 200;
+    f->temperature = 1.0;
+    f->seed = 1234;
+    f->device = "auto";
+    f->comm = "auto";
+    bool consolidate = !strcmp(cmd, "consolidate"), generate = !strcmp(cmd, "generate");
+    for (int i = 2; i < argc; i++) {
+        const char *arg = argv[i];
+        if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
+            if (cmd_is_first_process())
+                fputs(sub_usage, stdout);
+            return -1;
+        }
+        if (strncmp(arg, "--", 2) != 0) {
+            if (!consolidate || f->dir)
+                return cmd_usage_error("unexpected argument '%s' for zerotrain %s", arg, cmd);
+            f->dir = arg;
+            continue;
+        }
+        char name[64];
+        const char *eq = strchr(arg, '='), *val;
+        snprintf(name, sizeof name, "%.*s", eq ? (int)(eq - arg) : (int)strlen(arg), arg);
+        if (eq)
+            val = eq + 1;
+        else if (i + 1 < argc)
+            val = argv[++i];
+        else
+            return cmd_usage_error("flag '%s' needs a value%s", name, "");
+        bool ok = true;
+        int64_t iv = 0;
+        if (!strcmp(name, "--tag"))
+            f->tag = val;
+        else if (consolidate && !strcmp(name, "--out"))
+            f->out = val;
+        else if (!consolidate && !strcmp(name, "--checkpoint"))
+            f->dir = val;
+        else if (!consolidate && !strcmp(name, "--device"))
+            f->device = val;
+        else if (!consolidate && !strcmp(name, "--comm"))
+            f->comm = val;
+        else if (generate && !strcmp(name, "--prompt"))
+            f->prompt = val;
+        else if (generate && !strcmp(name, "--length"))
+            ok = cmd_parse_i64(val, 1, &f->length);
+        else if (generate && !strcmp(name, "--temperature"))
+            ok = cmd_parse_f64(val, &f->temperature);
+        else if (generate && !strcmp(name, "--seed")) {
+            ok = cmd_parse_i64(val, 0, &iv);
+            f->seed = (uint64_t)iv;
+        } else if (!consolidate && !generate && !strcmp(name, "--data"))
+            f->data = val;
+        else if (!consolidate && !strcmp(name, "--tokenizer"))
+            f->tokenizer = val;
+        else if (!consolidate && !generate && !strcmp(name, "--eval-iters"))
+            ok = cmd_parse_i64(val, 1, &f->eval_iters);
+        else if (!consolidate && !generate && !strcmp(name, "--micro-batch-size"))
+            ok = cmd_parse_i64(val, 1, &f->micro_batch);
+        else
+            return cmd_usage_error("unknown flag '%s' for zerotrain %s", name, cmd);
+        if (!ok)
+            return cmd_usage_error("bad value '%s' for %s", val, name);
+    }
+    if (!f->dir)
+        return cmd_usage_error(consolidate ? "zerotrain %s needs the checkpoint directory DIR%s"
+                                           : "zerotrain %s needs --checkpoint DIR%s",
+                               cmd, "");
+    if (consolidate && !f->out)
+        return cmd_usage_error("zerotrain %s needs --out FILE%s", cmd, "");
+    if (!strcmp(cmd, "eval") && !f->data)
+        return cmd_usage_error("zerotrain %s needs --data PATH (the validation split is "
+                               "evaluated)%s",
+                               cmd, "");
+    return 0;
+}
+
+/* zerotrain consolidate DIR [--tag T] --out FILE: one process, no MPI. */
+static int cmd_consolidate(int argc, char **argv)
+{
+    cmd_sub_flags f;
+    int rc = cmd_parse_sub(argc, argv, "consolidate", &f);
+    if (rc != 0)
+        return rc < 0 ? 0 : rc;
+    zt_ckpt c;
+    zt_status st = zt_ckpt_open(&c, NULL, f.dir, f.tag);
+    if (st != ZT_OK)
+        return cmd_local_failure(st);
+    st = zt_ckpt_consolidate(&c, f.out);
+    if (st == ZT_OK) {
+        zt_model_args a;
+        int64_t n = 0;
+        for (int u = 0; u < c.n_units; u++)
+            n += c.units[u].numel;
+        printf("zerotrain: consolidated %s/%s (step %lld, %s): %lld fp32 parameters -> %s "
+               "(tensor index %s.json)\n",
+               c.dir, c.tag, (long long)c.global_steps,
+               zt_ckpt_model_args(&c, &a) == ZT_OK ? a.name : "?", (long long)n, f.out, f.out);
+    }
+    zt_ckpt_close(&c);
+    return st == ZT_OK ? 0 : cmd_local_failure(st);
+}
+
+static void cmd_shape_get(const zt_dataset *ds, int64_t index, zt_sample *out)
+{
+    (void)ds;
+    (void)index;
+    (void)out;
+}
+
+/* What generate and eval hold: the model, its data, the trainer around it. */
+typedef struct {
+    zt_ckpt ck;
+    zt_model_args args;
+    zt_tokenizer tok; /* generate */
+    zt_text text;     /* eval, gptlite */
+    zt_labelled labelled; /* eval, classifier */
+    const zt_tokenizer *tokp;
+    const zt_dataset *val;
+} cmd_task;
+
+/* The checkpoint's tokenizer (generate) or the --data validation split read
+ * with it (eval). */
+static zt_status cmd_task_data(cmd_task *k, const cmd_sub_flags *f, bool generate)
+{
+    const char *dir = NULL, *kind = zt_ckpt_tokenizer_kind(&k->ck, &dir);
+    bool gpt = !strcmp(k->args.name, "gptlite");
+    if (generate && !gpt)
+        return zt_fail(ZT_ERR_USAGE, "generate samples text from a gptlite checkpoint",
+                       "checkpoint %s holds a %s model", k->ck.path, k->args.name);
+    if (!generate && !gpt && strcmp(k->args.name, "classifier") != 0)
+        return zt_fail(ZT_ERR_USAGE, "eval reads text: use a classifier or gptlite checkpoint",
+                       "checkpoint %s holds a %s model", k->ck.path, k->args.name);
+    if (generate) {
+        ZT_TRY(zt_ckpt_tokenizer(&k->ck, f->tokenizer, &k->tok));
+        k->tokp = &k->tok;
+        return ZT_OK;
+    }
+    const char *bpe = f->tokenizer ? f->tokenizer : (!strcmp(kind, "bpe") ? dir : NULL);
+    if (gpt) {
+        ZT_TRY(zt_text_load(&k->text, f->data, bpe, k->args.block_size, zt_ckpt_seed(&k->ck)));
+        k->tokp = &k->text.tok;
+        k->val = &k->text.val;
+    } else {
+        ZT_TRY(zt_labelled_load(&k->labelled, f->data, bpe, k->args.max_len));
+        k->tokp = &k->labelled.tok;
+        k->val = &k->labelled.val;
+    }
+    return zt_ckpt_check_tokenizer(&k->ck, k->tokp);
+}
+
+static void cmd_task_free(cmd_task *k, bool generate)
+{
+    if (generate && k->tokp)
+        zt_tokenizer_free(&k->tok);
+    else if (k->val == &k->text.val)
+        zt_text_free(&k->text);
+    else if (k->val == &k->labelled.val)
+        zt_labelled_free(&k->labelled);
+    zt_ckpt_close(&k->ck);
+}
+
+static zt_status cmd_generate(const zt_world *w, zt_trainer *t, const cmd_task *k,
+                              const cmd_sub_flags *f)
+{
+    int32_t *prompt = NULL, *ids = NULL;
+    int64_t n_prompt = 0;
+    zt_status st = ZT_OK;
+    if (f->prompt && f->prompt[0])
+        st = zt_tokenizer_encode(k->tokp, f->prompt, strlen(f->prompt), "--prompt", &prompt,
+                                 &n_prompt);
+    if (st == ZT_OK && n_prompt == 0) {
+        free(prompt);
+        prompt = malloc(sizeof *prompt);
+        if (prompt)
+            prompt[0] = k->tokp->start_id;
+        n_prompt = 1;
+    }
+    if (st == ZT_OK && (!prompt || !(ids = malloc((size_t)(n_prompt + f->length) * sizeof *ids))))
+        st = zt_fail(ZT_ERR_OOM, "", "cannot allocate %lld tokens",
+                     (long long)(n_prompt + f->length));
+    if (st == ZT_OK && w->rank == 0) {
+        fprintf(stderr, "zerotrain: generating %lld tokens from %s/%s (step %lld), temperature "
+                        "%g, seed %llu\n",
+                (long long)f->length, k->ck.dir, k->ck.tag, (long long)k->ck.global_steps,
+                f->temperature, (unsigned long long)f->seed);
+        fflush(stderr);
+    }
+    if (st == ZT_OK)
+        st = zt_trainer_generate_from(t, prompt, n_prompt, f->length, f->temperature, f->seed,
+                                      ids);
+    char *text = NULL;
+    size_t len = 0;
+    /* An empty prompt started from start_id, which is not the user's text. */
+    int64_t skip = f->prompt && f->prompt[0] ? 0 : 1;
+    if (st == ZT_OK && w->rank == 0)
+        st = zt_tokenizer_decode(k->tokp, ids + skip, n_prompt + f->length - skip, &text, &len);
+    if (st == ZT_OK && w->rank == 0) {
+        fwrite(text, 1, len, stdout);
+        printf("\n");
+        fflush(stdout);
+    }
+    free(text);
+    free(prompt);
+    free(ids);
+    return st;
+}
+
+/* zerotrain generate|eval --checkpoint DIR ...: a trainer built from the
+ * checkpoint's model (fp32, stage 0) loads its weights; any world size. */
+static int cmd_from_checkpoint(int argc, char **argv)
+{
+    const char *cmd = argv[1];
+    bool generate = !strcmp(cmd, "generate");
+    cmd_sub_flags f;
+    int rc = cmd_parse_sub(argc, argv, cmd, &f);
+    if (rc != 0)
+        return rc < 0 ? 0 : rc;
+    zt_world world;
+    zt_status st = zt_world_init(&world, &argc, &argv);
+    if (st != ZT_OK)
+        return cmd_local_failure(st);
+    cmd_task k;
+    memset(&k, 0, sizeof k);
+    st = zt_ckpt_open(&k.ck, &world, f.dir, f.tag);
+    if ((rc = cmd_agreed_failure(&world, st)) != 0)
+        return rc;
+    st = zt_ckpt_model_args(&k.ck, &k.args);
+    if (st == ZT_OK)
+        st = cmd_task_data(&k, &f, generate);
+    zt_model model;
+    memset(&model, 0, sizeof model);
+    if (st == ZT_OK)
+        st = zt_model_build(&k.args, &model);
+    int64_t micro = f.micro_batch;
+    json_t *jm = json_object_get(json_object_get(k.ck.root, "training"),
+                                 "train_micro_batch_size_per_gpu");
+    if (micro <= 0)
+        micro = generate || !json_is_integer(jm) ? 1 : json_integer_value(jm);
+    char text[256];
+    snprintf(text, sizeof text,
+             "{\"train_micro_batch_size_per_gpu\": %lld, \"gradient_accumulation_steps\": 1, "
+             "\"optimizer\": {\"type\": \"SGD\", \"params\": {\"lr\": 0.001}}}",
+             (long long)micro);
+    zt_config_overrides ov;
+    zt_config_overrides_init(&ov);
+    zt_config cfg;
+    if (st == ZT_OK)
+        st = zt_config_load_string(text, "checkpoint inference settings", &ov, world.size, &cfg);
+    if ((rc = cmd_agreed_failure(&world, st)) != 0)
+        return rc;
+
+    zt_flags dev;
+    memset(&dev, 0, sizeof dev);
+    dev.device = f.device;
+    dev.comm = f.comm;
+    zt_backend be;
+    zt_comm comm;
+    memset(&be, 0, sizeof be);
+    memset(&comm, 0, sizeof comm);
+    st = cmd_devices(&world, &dev, &cfg, &be, &comm, stderr);
+    if ((rc = cmd_agreed_failure(&world, st)) != 0)
+        return rc;
+    /* The trainer only needs the data's shape: nothing is trained. */
+    zt_dataset shape = {.name = "checkpoint",
+                        .n_samples = cfg.train_batch_size,
+                        .x_numel = model.in_numel,
+                        .tokens_numel = model.seq_len,
+                        .labels_numel = model.labels_numel,
+                        .n_classes = model.n_classes,
+                        .vocab_size = model.vocab_size,
+                        .get = cmd_shape_get};
+    zt_ckpt_meta meta = {.model = k.args, .tok = k.tokp};
+    zt_trainer trainer;
+    st = zt_trainer_init(&trainer, &cfg, &model, &shape, &world, &be, &comm, zt_ckpt_seed(&k.ck));
+    if ((rc = cmd_agreed_failure(&world, st)) != 0)
+        return rc;
+    st = zt_ckpt_restore(&k.ck, &trainer, &meta, true);
+    if ((rc = cmd_agreed_failure(&world, st)) != 0)
+        return rc;
+    if (generate) {
+        st = cmd_generate(&world, &trainer, &k, &f);
+    } else {
+        double loss = NAN, acc = NAN;
+        st = zt_trainer_eval(&trainer, k.val, f.eval_iters, &loss, &acc);
+        if (st == ZT_OK && world.rank == 0) {
+            printf("zerotrain: eval %s/%s (step %lld, %s): validation loss %.6f", k.ck.dir,
+                   k.ck.tag, (long long)k.ck.global_steps, k.args.name, loss);
+            if (!isnan(acc))
+                printf(", accuracy %.4f", acc);
+            printf(" (%lld validation samples of %s)\n", (long long)k.val->n_samples, f.data);
+            fflush(stdout);
+        }
+    }
+    if ((rc = cmd_agreed_failure(&world, st)) != 0)
+        return rc;
+    zt_trainer_free(&trainer);
+    zt_comm_free(&comm);
+    zt_backend_free(&be);
+    zt_model_free(&model);
+    cmd_task_free(&k, generate);
+    zt_world_free(&world);
+    MPI_Finalize();
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && !strcmp(argv[1], "consolidate"))
+        return cmd_consolidate(argc, argv);
+    if (argc > 1 && (!strcmp(argv[1], "generate") || !strcmp(argv[1], "eval")))
+        return cmd_from_checkpoint(argc, argv);
     zt_flags flags;
     int rc = cmd_parse_flags(argc, argv, &flags);
     if (rc != 0)
@@ -643,6 +1147,20 @@ int main(int argc, char **argv)
     st = zt_config_load_file(flags.config_path, &flags.ov, world.size, &cfg);
     if ((rc = cmd_agreed_failure(&world, st)) != 0)
         return rc;
+    /* The checkpoint is read first: the data and dropout follow its seed. */
+    zt_ckpt resume;
+    memset(&resume, 0, sizeof resume);
+    if (flags.resume) {
+        st = zt_ckpt_open(&resume, &world, flags.load_dir ? flags.load_dir : flags.save_dir,
+                          flags.resume_tag);
+        if ((rc = cmd_agreed_failure(&world, st)) != 0)
+            return rc;
+        if (!flags.seed_given)
+            flags.seed = zt_ckpt_seed(&resume);
+    }
+    if (flags.save_dir &&
+        (rc = cmd_agreed_failure(&world, zt_ckpt_check_dir(&world, flags.save_dir))) != 0)
+        return rc;
 
     cmd_data data;
     zt_model model;
@@ -657,15 +1175,36 @@ int main(int argc, char **argv)
                           flags.seed);
         data.train = &data.synthetic;
     }
-    if (st == ZT_OK)
-        st = zt_backend_cpu_init(&be);
+    memset(&be, 0, sizeof be);
+    memset(&comm, 0, sizeof comm);
     if ((rc = cmd_agreed_failure(&world, st)) != 0)
         return rc;
-    st = zt_comm_mpi_init(&comm, world.comm);
-    if (st == ZT_OK)
-        st = zt_trainer_init(&trainer, &cfg, &model, data.train, &world, &be, &comm, flags.seed);
+    st = cmd_devices(&world, &flags, &cfg, &be, &comm, stdout);
     if ((rc = cmd_agreed_failure(&world, st)) != 0)
         return rc;
+    st = zt_trainer_init(&trainer, &cfg, &model, data.train, &world, &be, &comm, flags.seed);
+    if ((rc = cmd_agreed_failure(&world, st)) != 0)
+        return rc;
+    cmd_saver saver = {.world = &world,
+                       .dir = flags.save_dir,
+                       .interval = flags.save_interval,
+                       .keep_last = flags.keep_last,
+                       .last_saved = -1,
+                       .meta = {.model = flags.model,
+                                .tok = data.tok,
+                                .tokenizer_dir = flags.tokenizer_dir,
+                                .data_path = flags.data_path}};
+    if (flags.resume) {
+        st = zt_ckpt_restore(&resume, &trainer, &saver.meta, false);
+        if ((rc = cmd_agreed_failure(&world, st)) != 0)
+            return rc;
+        if (flags.save_dir && cmd_same_dir(flags.save_dir, resume.dir))
+            saver.last_saved = trainer.global_steps;
+    }
+    if (flags.save_dir) {
+        trainer.after_step = cmd_after_step;
+        trainer.after_step_ctx = &saver;
+    }
     trainer.eval_data = flags.eval_interval > 0 ? data.val : NULL;
     trainer.eval_interval = flags.eval_interval;
     trainer.eval_iters = flags.eval_iters;
@@ -684,10 +1223,24 @@ int main(int argc, char **argv)
                                            zt_trainer_steps_per_epoch(&trainer);
     if (world.rank == 0)
         cmd_print_summary(&world, &cfg, &model, &trainer, &data, steps);
+    if (world.rank == 0 && flags.resume) {
+        printf("zerotrain: resumed from %s/%s at step %lld (saved by %d rank(s) at ZeRO stage "
+               "%d)\n",
+               resume.dir, resume.tag, (long long)trainer.global_steps, resume.world_size,
+               resume.stage);
+        fflush(stdout);
+    }
+    zt_ckpt_close(&resume);
 
     st = zt_trainer_train(&trainer, steps);
+    /* A failed save is known to every rank; anything else may be one rank's. */
+    if (st != ZT_OK && saver.failed)
+        return cmd_agreed_failure(&world, st);
     if (st != ZT_OK)
         cmd_fatal(&world, &comm, st);
+    if (flags.save_dir && saver.last_saved != trainer.global_steps &&
+        (rc = cmd_agreed_failure(&world, cmd_save(&trainer, &saver))) != 0)
+        return rc;
 
     if (flags.sample > 0 && (st = cmd_sample(&world, &trainer, &data, flags.sample,
                                                flags.seed)) != ZT_OK)
@@ -752,7 +1305,7 @@ int main(int argc, char **argv)
     }
     zt_trainer_free(&trainer);
     zt_comm_free(&comm);
-    zt_backend_cpu_free(&be);
+    zt_backend_free(&be);
     cmd_data_free(&data);
     zt_model_free(&model);
     zt_world_free(&world);

@@ -271,6 +271,10 @@ static zt_status trainer_buffers(zt_trainer *t, zt_memory *mem, bool reserved)
     if (work > 0)
         ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_WORK, trainer_floats(mb * work),
                            &t->work));
+    /* The plan for --estimate-memory has no backend: it leaves this block out. */
+    if (t->be && t->be->workspace_bytes > 0)
+        ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_WORK, t->be->workspace_bytes,
+                           &t->be_workspace));
     size_t dact = trainer_floats(mb * trainer_max_act_numel(m));
     ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_WORK, dact, &t->dact[0]));
     ZT_TRY(trainer_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_WORK, dact, &t->dact[1]));
@@ -447,15 +451,14 @@ static void trainer_views(zt_trainer *t)
     }
 }
 
-/* A communicator over the ranks sharing `color`, owned by the trainer. */
-static zt_status trainer_split(const zt_world *w, int color, MPI_Comm *group, zt_comm **out)
+/* A communicator of the main comm's backend over the ranks sharing `color`,
+ * owned by the trainer. */
+static zt_status trainer_split(zt_trainer *t, int color, zt_comm **out)
 {
-    if (MPI_Comm_split(w->comm, color, w->rank, group) != MPI_SUCCESS)
-        return zt_fail(ZT_ERR_COMM, "", "cannot split the world into groups");
     *out = calloc(1, sizeof **out);
     if (!*out)
         return zt_fail(ZT_ERR_OOM, "", "cannot allocate a group communicator");
-    return zt_comm_mpi_init(*out, *group);
+    return t->comm->ops->split(t->comm, color, t->world->rank, *out);
 }
 
 /* hpZ: groups of h consecutive ranks, each inside one node. MiCS: shard groups
@@ -473,11 +476,8 @@ static zt_status trainer_groups_init(zt_trainer *t)
                            "zero_optimization.mics_shard_size %lld does not divide the world "
                            "size %d",
                            (long long)m, w->size);
-        MPI_Comm shard, replica;
-        ZT_TRY(trainer_split(w, (int)(w->rank / m), &shard, &t->shard_comm));
-        MPI_Comm_free(&shard);
-        ZT_TRY(trainer_split(w, (int)(w->rank % m), &replica, &t->replica_comm));
-        MPI_Comm_free(&replica);
+        ZT_TRY(trainer_split(t, (int)(w->rank / m), &t->shard_comm));
+        ZT_TRY(trainer_split(t, (int)(w->rank % m), &t->replica_comm));
         t->zcomm = t->shard_comm;
     }
     int64_t h = z->zero_hpz_partition_size;
@@ -489,12 +489,10 @@ static zt_status trainer_groups_init(zt_trainer *t)
                        "zero_optimization.zero_hpz_partition_size %lld does not divide the "
                        "world size %d",
                        (long long)h, w->size);
-    MPI_Comm group;
-    ZT_TRY(trainer_split(w, (int)(w->rank / h), &group, &t->hpz_comm));
+    ZT_TRY(trainer_split(t, (int)(w->rank / h), &t->hpz_comm));
     int node_lo = w->node, node_hi = w->node;
-    MPI_Allreduce(MPI_IN_PLACE, &node_lo, 1, MPI_INT, MPI_MIN, group);
-    MPI_Allreduce(MPI_IN_PLACE, &node_hi, 1, MPI_INT, MPI_MAX, group);
-    MPI_Comm_free(&group);
+    MPI_Allreduce(MPI_IN_PLACE, &node_lo, 1, MPI_INT, MPI_MIN, t->hpz_comm->mpi);
+    MPI_Allreduce(MPI_IN_PLACE, &node_hi, 1, MPI_INT, MPI_MAX, t->hpz_comm->mpi);
     if (node_lo != node_hi)
         return zt_fail(ZT_ERR_CONFIG,
                        "hpZ keeps the backward gather inside a node: use a size that divides "
@@ -552,6 +550,8 @@ zt_status zt_trainer_init(zt_trainer *t, const zt_config *cfg, const zt_model *m
     ZT_TRY(trainer_buffers(t, &t->mem, false));
     ZT_TRY(zt_memory_reserve(&t->mem));
     ZT_TRY(trainer_buffers(t, &t->mem, true));
+    if (t->be_workspace)
+        be->set_workspace(be, t->be_workspace, be->workspace_bytes);
     trainer_views(t);
 
     ZT_TRY(trainer_init_params(t));
@@ -586,6 +586,8 @@ zt_status zt_trainer_init(zt_trainer *t, const zt_config *cfg, const zt_model *m
 
 void zt_trainer_free(zt_trainer *t)
 {
+    if (t->be_workspace)
+        t->be->set_workspace(t->be, NULL, 0);
     zt_zero_reducer_free(&t->reducer);
     zt_zero_rs_free(&t->rs);
     zt_zero_gather_free(&t->gather);
@@ -1076,21 +1078,43 @@ static zt_status trainer_dump_slices(zt_trainer *t, void *const *slices, zt_dtyp
     return zt_world_agree(t->world, st, NULL);
 }
 
+/* Room for the histories of steps [1, n]; a resumed run starts past 1. */
+static zt_status trainer_history_reserve(zt_trainer *t, int64_t n)
+{
+    if (n <= t->loss_cap)
+        return ZT_OK;
+    int64_t cap = t->loss_cap ? t->loss_cap : 256;
+    while (cap < n)
+        cap *= 2;
+    double *h = realloc(t->loss_history, (size_t)cap * sizeof *h);
+    if (h)
+        t->loss_history = h;
+    double *s = realloc(t->scale_history, (size_t)cap * sizeof *s);
+    if (s)
+        t->scale_history = s;
+    if (!h || !s)
+        return zt_fail(ZT_ERR_OOM, "", "cannot grow the loss history to %lld steps",
+                       (long long)n);
+    t->loss_cap = cap;
+    return ZT_OK;
+}
+
 static zt_status trainer_record(zt_trainer *t, double loss, double scale)
 {
-    if (t->global_steps > t->loss_cap) {
-        t->loss_cap = t->loss_cap ? 2 * t->loss_cap : 256;
-        double *h = realloc(t->loss_history, (size_t)t->loss_cap * sizeof *h);
-        if (h)
-            t->loss_history = h;
-        double *s = realloc(t->scale_history, (size_t)t->loss_cap * sizeof *s);
-        if (s)
-            t->scale_history = s;
-        if (!h || !s)
-            return zt_fail(ZT_ERR_OOM, "", "cannot grow the loss history");
-    }
+    ZT_TRY(trainer_history_reserve(t, t->global_steps));
     t->loss_history[t->global_steps - 1] = loss;
     t->scale_history[t->global_steps - 1] = scale;
+    return ZT_OK;
+}
+
+zt_status zt_trainer_set_history(zt_trainer *t, const double *loss, const double *scale,
+                                 int64_t n)
+{
+    ZT_TRY(trainer_history_reserve(t, n));
+    if (n > 0) {
+        memcpy(t->loss_history, loss, (size_t)n * sizeof *loss);
+        memcpy(t->scale_history, scale, (size_t)n * sizeof *scale);
+    }
     return ZT_OK;
 }
 
@@ -1156,7 +1180,8 @@ static zt_status trainer_step(zt_trainer *t, zt_monitor *mon)
         ZT_TRY(trainer_apply(t, (float)(1.0 / (clip * scale)), lr, b1, b2));
         zt_sched_step(&t->sched);
     }
-    t->be->sync(t->be);
+    /* check synchronises, and a device failure surfaces within this step. */
+    ZT_TRY(t->be->check(t->be));
     double t1 = trainer_now();
     timers[ZT_TIMER_STEP] += 1e3 * (t1 - ts);
 
@@ -1228,6 +1253,8 @@ zt_status zt_trainer_train(zt_trainer *t, int64_t until_step)
                    (t->global_steps % t->eval_interval == 0 || t->global_steps == until_step);
         if (st == ZT_OK && due)
             st = trainer_eval_point(t, &mon);
+        if (st == ZT_OK && t->after_step)
+            st = t->after_step(t, t->after_step_ctx);
     }
     zt_monitor_free(&mon);
     return st;
@@ -1294,15 +1321,45 @@ zt_status zt_trainer_eval(zt_trainer *t, const zt_dataset *ds, int64_t iters, do
 zt_status zt_trainer_generate(zt_trainer *t, int32_t start, int64_t n_new, uint64_t seed,
                               int32_t *out)
 {
+    return zt_trainer_generate_from(t, &start, 1, n_new, 1.0, seed, out);
+}
+
+/* The token drawn from logits (V) at temperature temp with uniform u. */
+static int64_t trainer_pick(const float *logits, int64_t V, double temp, double u)
+{
+    int64_t best = 0;
+    for (int64_t c = 1; c < V; c++)
+        if (logits[c] > logits[best])
+            best = c;
+    if (temp == 0.0)
+        return best;
+    double mx = logits[best], sum = 0.0;
+    for (int64_t c = 0; c < V; c++)
+        sum += exp(((double)logits[c] - mx) / temp);
+    double target = u * sum, cum = 0.0;
+    for (int64_t c = 0; c < V; c++) {
+        cum += exp(((double)logits[c] - mx) / temp);
+        if (target < cum)
+            return c;
+    }
+    return V - 1;
+}
+
+zt_status zt_trainer_generate_from(zt_trainer *t, const int32_t *prompt, int64_t n_prompt,
+                                   int64_t n_new, double temperature, uint64_t seed,
+                                   int32_t *out)
+{
     const zt_model *model = t->model;
     const zt_backend *be = t->be;
     int64_t T = model->seq_len, V = model->n_classes;
     if (!model->labels_per_token)
         return zt_fail(ZT_ERR_USAGE, "sampling needs a language model (--model gptlite)",
                        "model %s does not generate text", model->name);
-    out[0] = start;
+    if (n_prompt < 1)
+        return zt_fail(ZT_ERR_USAGE, "give at least one prompt token", "empty prompt");
+    memcpy(out, prompt, (size_t)n_prompt * sizeof *out);
     for (int64_t i = 0; i < n_new; i++) {
-        int64_t len = i + 1, ctx = len < T ? len : T;
+        int64_t len = n_prompt + i, ctx = len < T ? len : T;
         be->copy_h2d(be, t->tokens, out + len - ctx, (size_t)ctx * sizeof(int32_t));
         /* Dropout is off: the row keys are never read. */
         zt_batch b = {.n = 1, .t = ctx, .tokens = t->tokens, .row_keys = t->row_keys,
@@ -1310,23 +1367,42 @@ zt_status zt_trainer_generate(zt_trainer *t, int32_t start, int64_t n_new, uint6
         ZT_TRY(trainer_forward(t, &b, true));
         be->copy_d2h(be, t->logits_host, trainer_logits(t, 1) + (ctx - 1) * V,
                      trainer_floats(V));
-        double mx = t->logits_host[0], sum = 0.0;
-        for (int64_t c = 1; c < V; c++)
-            mx = t->logits_host[c] > mx ? t->logits_host[c] : mx;
-        for (int64_t c = 0; c < V; c++)
-            sum += exp((double)t->logits_host[c] - mx);
-        double u = (double)zt_rng_uniform(seed, ZT_RNG_STREAM_SAMPLE, (uint64_t)i) * sum, cum = 0.0;
-        int64_t pick = V - 1;
-        for (int64_t c = 0; c < V; c++) {
-            cum += exp((double)t->logits_host[c] - mx);
-            if (u < cum) {
-                pick = c;
-                break;
-            }
-        }
-        out[len] = (int32_t)pick;
+        double u = (double)zt_rng_uniform(seed, ZT_RNG_STREAM_SAMPLE, (uint64_t)i);
+        out[len] = (int32_t)trainer_pick(t->logits_host, V, temperature, u);
     }
     if (t->cfg->zero.stage == 3)
         ZT_TRY(zt_zero_gather_flush(&t->gather));
     return ZT_OK;
+}
+
+void zt_trainer_unit_span(const zt_trainer *t, int u, zt_trainer_span *s)
+{
+    const zt_unit_layout *ul = &t->layout.units[u];
+    void *g;
+    zt_optim_seg seg = trainer_piece(t, u, &g);
+    int64_t span = trainer_optim_span(t);
+    memset(s, 0, sizeof *s);
+    s->values = seg.params;
+    s->n_states = (int)zt_optim_state_numel(&t->cfg->optimizer, 1);
+    for (int k = 0; k < s->n_states; k++)
+        s->state[k] = t->optim_state + k * span + seg.offset;
+    s->lo = t->cfg->zero.stage == 0 ? 0 : (int64_t)t->layout.rank * ul->shard_numel;
+    s->numel = seg.numel;
+    s->loc = trainer_opt_loc(t);
+}
+
+zt_status zt_trainer_refresh_params(zt_trainer *t)
+{
+    int stage = t->cfg->zero.stage;
+    for (int u = 0; t->has_master && u < t->layout.n_units; u++) {
+        void *g;
+        zt_optim_seg seg = trainer_piece(t, u, &g);
+        trainer_write_back(t, u, &seg);
+    }
+    if (stage == 1 || stage == 2)
+        ZT_TRY(zt_zero_allgather_params(t->cfg, t->be, t->zcomm, &t->layout, t->params,
+                                        t->ag_buf, t->cdt));
+    else if (stage == 3)
+        ZT_TRY(zt_zero_gather_end_step(&t->gather));
+    return t->be->check(t->be);
 }

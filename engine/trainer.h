@@ -56,8 +56,13 @@
  * gather blocks, which come from the COMM arena's reservation. Evaluation and
  * sampling reuse the training buffers (micro-batches of at most
  * train_micro_batch_size_per_gpu).
+ * Checkpoints (ckpt.h) read and write the optimizer's side of each unit
+ * through zt_trainer_unit_span and rebuild the parameters from it with
+ * zt_trainer_refresh_params; the counters (global_steps, skipped_steps,
+ * global_samples), optim.steps, sched and scaler are plain fields.
  * Collective: zt_trainer_init, zt_trainer_train, zt_trainer_eval,
- * zt_trainer_generate, zt_trainer_dump_params, zt_trainer_param_norm.
+ * zt_trainer_generate, zt_trainer_dump_params, zt_trainer_param_norm,
+ * zt_trainer_refresh_params.
  */
 #ifndef ZT_TRAINER_H
 #define ZT_TRAINER_H
@@ -79,7 +84,9 @@
 #include "world.h"
 #include "zero.h"
 
-typedef struct {
+typedef struct zt_trainer zt_trainer;
+
+struct zt_trainer {
     const zt_config *cfg;
     const zt_model *model;
     const zt_world *world;
@@ -144,6 +151,7 @@ typedef struct {
     void *ckpt_in;        /* cpu_checkpointing: a segment's input on the device */
     float *work;          /* (micro, max work_numel) unit scratch, or NULL */
     float *dact[2];       /* activation-gradient ping-pong (fp32) */
+    void *be_workspace;   /* the backend's scratch (backend.h workspace_bytes) */
     /* Mixed precision: fp32 copies of one unit (WORK). */
     float *pw, *gw;       /* (max_unit_numel): parameters; gradient (also the step's) */
     float *xin, *yout, *sw; /* (micro, max in / out / saved numel) */
@@ -177,7 +185,12 @@ typedef struct {
     double last_lr, last_grad_norm;
     double train_seconds, timed_seconds;
     int64_t timed_steps;
-} zt_trainer;
+    /* Called by zt_trainer_train after every optimizer step (and the
+     * evaluation due at it), on every rank; a failure ends training and is
+     * returned. NULL: none. (cmd saves checkpoints here.) */
+    zt_status (*after_step)(zt_trainer *t, void *ctx);
+    void *after_step_ctx;
+};
 
 /* Plans (allocates nothing) every buffer one rank of a `world_size`-rank run
  * would hold into `mem` (zt_memory_init(mem, NULL) first): the same list
@@ -215,6 +228,43 @@ zt_status zt_trainer_eval(zt_trainer *t, const zt_dataset *ds, int64_t iters, do
  * computes the same tokens. Collective. */
 zt_status zt_trainer_generate(zt_trainer *t, int32_t start, int64_t n_new, uint64_t seed,
                               int32_t *out);
+
+/* The same after a prompt: out[0, n_prompt) = prompt (n_prompt >= 1), then
+ * n_new tokens (out has n_prompt + n_new entries), token i drawn from
+ * softmax(logits / temperature) with the same u as above; temperature 0 takes
+ * the most likely token (the first on ties). temperature 1 with a one-token
+ * prompt is zt_trainer_generate. Collective. */
+zt_status zt_trainer_generate_from(zt_trainer *t, const int32_t *prompt, int64_t n_prompt,
+                                   int64_t n_new, double temperature, uint64_t seed,
+                                   int32_t *out);
+
+/* What a checkpoint holds of unit u on this rank: the fp32 values the
+ * optimizer steps (the master copy, or the parameters themselves in fp32
+ * training) and its state sections (Adam m, v; SGD momentum), elements
+ * [lo, lo + numel) of the padded unit: the whole unit at stage 0, the rank's
+ * slice (lo = rank * shard_numel) at stages 1-3. All pointers are at `loc`:
+ * the host when the optimizer is offloaded, else the device. */
+#define ZT_TRAINER_MAX_STATES 2
+typedef struct {
+    float *values;
+    float *state[ZT_TRAINER_MAX_STATES];
+    int n_states;
+    int64_t lo, numel;
+    zt_mem_loc loc;
+} zt_trainer_span;
+
+void zt_trainer_unit_span(const zt_trainer *t, int u, zt_trainer_span *s);
+
+/* After spans were written: rounds every unit's values into the parameters
+ * (compute dtype, wherever they live) and makes every rank's parameters
+ * current (stages 1-2 all-gather, stage 3 re-gathers the persistent units).
+ * Collective. */
+zt_status zt_trainer_refresh_params(zt_trainer *t);
+
+/* Replaces the loss and loss-scale histories of steps [1, n] (a resumed run
+ * continues them). */
+zt_status zt_trainer_set_history(zt_trainer *t, const double *loss, const double *scale,
+                                 int64_t n);
 
 /* Steps per epoch of the sampler (for --epochs). */
 int64_t zt_trainer_steps_per_epoch(const zt_trainer *t);

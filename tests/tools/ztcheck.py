@@ -11,10 +11,20 @@
                                          (PARAMS+GRADS+MASTER+OPTIM) and each of those
                                          classes within T of every rank's peak; every
                                          class equal to the rank's reservation
+  ztcheck.py ckpt DIR [--tag T] [--dump FILE]
+                                         reads a checkpoint with this file's own reader
+                                         of the documented format (docs/checkpoints.md):
+                                         every shard's size, zlib CRC-32 and header
+                                         against the manifest, zero padding; the fp32
+                                         weights reassembled from the shards equal FILE
+                                         (a --dump-params of the same step) bit for bit
 """
 import argparse
 import json
+import os
+import struct
 import sys
+import zlib
 
 import numpy as np
 
@@ -95,20 +105,76 @@ def check_estimate(est_path, run_path, stage, tol, opt="none", param="none"):
     return ok
 
 
+def check_ckpt(path, tag=None, dump=None):
+    """True when the checkpoint DIR/<tag> is what docs/checkpoints.md says"""
+    if tag is None:
+        with open(os.path.join(path, "latest")) as f:
+            tag = f.read()
+    d = os.path.join(path, tag)
+    with open(os.path.join(d, "zt_manifest.json")) as f:
+        man = json.load(f)
+    lay = man["layout"]
+    units, parts, per = lay["units"], lay["partition_count"], lay["partition_numel"]
+    sections = 1 + len(man["optimizer"]["state_sections"])
+    head = 64 + 32 * len(units)
+    assert man["tag"] == tag and len(man["files"]) == parts, (man["tag"], len(man["files"]))
+    shards = []
+    for r, entry in enumerate(man["files"]):
+        assert entry["name"] == f"zero_pp_rank_{r}_mp_rank_00_optim_states.zt", entry
+        with open(os.path.join(d, entry["name"]), "rb") as f:
+            data = f.read()
+        assert len(data) == entry["bytes"] == head + 4 * sections * per, (r, len(data))
+        assert f"{zlib.crc32(data):08x}" == entry["crc32"], (r, entry["crc32"])
+        fields = struct.unpack_from("<8sIIIIIIIIQQQ", data, 0)
+        want = (b"ZTSHARD\0", 1, head, r, parts, man["zero_stage"], len(units), sections, 0,
+                per, 4 * sections * per, 0)
+        assert fields == want, (r, fields, want)
+        for u, ul in enumerate(units):
+            got = struct.unpack_from("<QQQQ", data, 64 + 32 * u)
+            assert got == (ul["numel"], ul["padded_numel"], ul["shard_numel"], ul["part_offset"])
+        shards.append(np.frombuffer(data, dtype="<f4", offset=head).reshape(sections, per))
+    weights = []
+    for ul in units:
+        lo, n = ul["part_offset"], ul["shard_numel"]
+        for k in range(sections):
+            unit = np.concatenate([s[k, lo:lo + n] for s in shards])
+            assert unit.size == ul["padded_numel"] and not unit[ul["numel"]:].any(), \
+                "non-zero padding"
+            if k == 0:
+                weights.append(unit[:ul["numel"]])
+    w = np.concatenate(weights)
+    assert w.size == man["model"]["n_params"], (w.size, man["model"]["n_params"])
+    if dump is not None:
+        ref = np.fromfile(dump, dtype="<f4")
+        if ref.shape != w.shape or not np.array_equal(ref.view("<u4"), w.view("<u4")):
+            print(f"FAIL: weights of {d} differ from {dump}")
+            return False
+    print(f"ok: {d}: {parts} shard(s) of {sections} section(s), CRC-32s and headers as the "
+          f"manifest says, {w.size} weights" + (f" = {dump}" if dump else ""))
+    return True
+
+
 def rel_l2(a, b):
     return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["dumps", "losses", "loss-falls", "estimate"])
+    ap.add_argument("what", choices=["dumps", "losses", "loss-falls", "estimate", "ckpt"])
     ap.add_argument("files", nargs="+")
     ap.add_argument("--tol", type=float, default=1e-6)
     ap.add_argument("--stage", type=int, default=0)
     ap.add_argument("--offload-optimizer", default="none", choices=["none", "cpu"])
     ap.add_argument("--offload-param", default="none", choices=["none", "cpu"])
+    ap.add_argument("--tag")
+    ap.add_argument("--dump")
     args = ap.parse_args()
-    if args.what == "estimate":
+    if args.what == "ckpt":
+        try:
+            ok = check_ckpt(args.files[0], args.tag, args.dump)
+        except (AssertionError, OSError, KeyError, ValueError) as e:
+            sys.exit(f"FAIL: checkpoint {args.files[0]}: {e!r}")
+    elif args.what == "estimate":
         if len(args.files) != 2:
             sys.exit("FAIL: estimate needs EST RUN")
         ok = check_estimate(args.files[0], args.files[1], args.stage, args.tol,

@@ -1,0 +1,180 @@
+#!/usr/bin/env bash
+# Checkpoints under bad input. Each case exits non-zero with a message naming
+# the file (or directory) at fault, loads nothing, and leaves the previous
+# checkpoint loadable:
+#   a shard with one flipped byte, a truncated shard, a missing shard, a
+#   manifest whose checksum was edited, a manifest from a model of other
+#   dimensions, model flags that differ from the checkpoint's, another global
+#   batch, a broken manifest, DIR/latest naming a missing tag, --resume with
+#   nothing saved, a --save-dir that cannot be created (below a regular file:
+#   root ignores chmod), and a disk that fills during a save (a 160k tmpfs
+#   when mount is permitted, and always ZT_CKPT_FAIL_AFTER_BYTES): the failed
+#   save leaves no partial directory, DIR/latest and the previous checkpoint
+#   stay, and resuming from them reproduces the uninterrupted run bit for bit.
+#   A partial directory left by a crash is ignored on resume and replaced by
+#   the next save of that step; re-saving an existing step replaces it whole.
+set -eu
+cd "$(dirname "$0")/../.."
+source tests/env.sh
+zt_scratch
+t0=$SECONDS
+
+mlp=(--model mlp --width 48 --layers 4 --in-size 24 --out-size 10 --seed 5 --device cpu)
+cat >"$tmp/cfg.json" <<'JSON'
+{"train_batch_size": 12, "train_micro_batch_size_per_gpu": 2,
+ "optimizer": {"type": "AdamW", "params": {"lr": 3e-3, "eps": 1e-5}},
+ "zero_optimization": {"stage": 1}}
+JSON
+sed 's/"train_batch_size": 12/"train_batch_size": 24/' "$tmp/cfg.json" >"$tmp/cfg24.json"
+z=(timeout 60 $ZT_MPIRUN -np 2 ./zerotrain --config "$tmp/cfg.json" "${mlp[@]}")
+
+# The reference: 4 steps, saved at 2 and 4.
+expect 0 "saved checkpoint $tmp/ck/global_step4" -- "${z[@]}" --steps 4 --save-dir "$tmp/ck" \
+    --save-interval 2 --dump-params "$tmp/full.bin"
+cp -r "$tmp/ck" "$tmp/pristine"
+shard="zero_pp_rank_1_mp_rank_00_optim_states.zt"
+
+fresh() { rm -rf "$tmp/ck" && cp -r "$tmp/pristine" "$tmp/ck"; }
+# The previous checkpoint still loads and continues to the same weights.
+previous_loads() {
+    expect 0 "resumed from $tmp/ck/global_step2" -- "${z[@]}" --steps 4 --load-dir "$tmp/ck" \
+        --resume global_step2 --dump-params "$tmp/prev.bin"
+    cmp "$tmp/full.bin" "$tmp/prev.bin" || fail "resume from global_step2 differs"
+}
+
+fresh
+$ZT_PYTHON - "$tmp/ck/global_step4/$shard" <<'PY'
+import sys
+with open(sys.argv[1], "r+b") as f:
+    f.seek(-5, 2)
+    b = f.read(1)
+    f.seek(-5, 2)
+    f.write(bytes([b[0] ^ 0x01]))
+PY
+expect 2 "global_step4/$shard is corrupted: CRC-32" -- "${z[@]}" --steps 4 --load-dir "$tmp/ck" \
+    --resume
+previous_loads
+
+fresh
+truncate -s -100 "$tmp/ck/global_step4/$shard"
+expect 2 "global_step4/$shard is .* bytes; the manifest says" -- "${z[@]}" --steps 4 \
+    --load-dir "$tmp/ck" --resume
+previous_loads
+
+fresh
+rm "$tmp/ck/global_step4/$shard"
+expect 2 "global_step4/$shard is missing" -- "${z[@]}" --steps 4 --load-dir "$tmp/ck" --resume
+previous_loads
+
+fresh
+sed -i '0,/"crc32": "[0-9a-f]*"/s//"crc32": "00000000"/' "$tmp/ck/global_step4/zt_manifest.json"
+shard0="zero_pp_rank_0_mp_rank_00_optim_states.zt"
+expect 2 "global_step4/$shard0 is corrupted: CRC-32 .* the manifest says 00000000" -- "${z[@]}" \
+    --steps 4 --load-dir "$tmp/ck" --resume
+previous_loads
+
+# A manifest from a model of other dimensions (width 32) in place of this one.
+fresh
+"${z[@]}" --width 32 --steps 1 --save-dir "$tmp/other" >/dev/null 2>&1 ||
+    fail "saving the width-32 model"
+cp "$tmp/other/global_step1/zt_manifest.json" "$tmp/ck/global_step4/zt_manifest.json"
+sed -i 's/"global_step1"/"global_step4"/' "$tmp/ck/global_step4/zt_manifest.json"
+expect 2 "global_step4/zt_manifest.json holds mlp with width 32; this run has 48" -- \
+    "${z[@]}" --steps 4 --load-dir "$tmp/ck" --resume
+previous_loads
+
+# Flags that do not match the checkpoint: another model, other dimensions,
+# another global batch.
+fresh
+expect 2 "zt_manifest.json holds mlp with layers 4; this run has 3" -- "${z[@]}" --layers 3 \
+    --steps 4 --load-dir "$tmp/ck" --resume
+expect 2 "zt_manifest.json holds a mlp model; this run builds --model gptlite" -- \
+    timeout 60 $ZT_MPIRUN -np 2 ./zerotrain --config "$tmp/cfg.json" --model gptlite \
+    --data "$ZT_SHARED/data/tinyshakespeare/input.txt" --n-layer 1 --n-embd 16 --n-head 2 \
+    --block-size 8 --device cpu --steps 4 --load-dir "$tmp/ck" --resume
+expect 2 "train_batch_size 12; this run's is 24" -- timeout 60 $ZT_MPIRUN -np 2 ./zerotrain \
+    --config "$tmp/cfg24.json" "${mlp[@]}" --steps 4 --load-dir "$tmp/ck" --resume
+
+# A manifest that is not JSON; DIR/latest naming a tag that does not exist.
+fresh
+echo '{"format": "zerotrain-checkpoint",' >"$tmp/ck/global_step4/zt_manifest.json"
+expect 2 "global_step4/zt_manifest.json is not valid JSON" -- "${z[@]}" --steps 4 \
+    --load-dir "$tmp/ck" --resume
+previous_loads
+fresh
+printf global_step7 >"$tmp/ck/latest"
+expect 2 "checkpoint $tmp/ck/global_step7 does not exist" -- "${z[@]}" --steps 4 \
+    --load-dir "$tmp/ck" --resume
+mkdir "$tmp/empty"
+expect 2 "no checkpoint to resume in $tmp/empty" -- "${z[@]}" --steps 4 --load-dir "$tmp/empty" \
+    --resume
+
+# A save directory below a regular file fails before any training step.
+touch "$tmp/file.txt"
+expect 2 "cannot create checkpoint directory $tmp/file.txt/sub" -- "${z[@]}" --steps 4 \
+    --save-dir "$tmp/file.txt/sub"
+grep -q "step=1" "$tmp/out" && fail "trained although the save directory is unusable"
+
+# The disk fills during the second save.
+disk_full() { # dir [env...]: saves at 2 fit, the one at 4 does not
+    local dir=$1
+    shift
+    local what="cannot write checkpoint file $dir/global_step4.partial/.*: No space left on device"
+    expect 2 "$what" -- env "$@" "${z[@]}" --steps 4 --save-dir "$dir" --save-interval 2
+    grep -q "saved checkpoint $dir/global_step2" "$tmp/out" || fail "the first save failed too"
+    [ "$(cat "$dir/latest")" = global_step2 ] || fail "latest changed to $(cat "$dir/latest")"
+    [ "$(cd "$dir" && echo *)" = "global_step2 latest" ] ||
+        fail "left behind: $(cd "$dir" && echo *)"
+    expect 0 "resumed from $dir/global_step2" -- "${z[@]}" --steps 4 --load-dir "$dir" --resume \
+        --dump-params "$tmp/after-full.bin"
+    cmp "$tmp/full.bin" "$tmp/after-full.bin" || fail "resume after a full disk differs"
+}
+# Each rank writes one shard (about 39 kB); rank 0 also the manifest.
+disk_full "$tmp/sim" ZT_CKPT_FAIL_AFTER_BYTES=60000
+echo "ok: simulated full disk (ZT_CKPT_FAIL_AFTER_BYTES)"
+mkdir "$tmp/tmpfs"
+if mount -t tmpfs -o size=160k tmpfs "$tmp/tmpfs" 2>/dev/null; then
+    trap 'umount "$tmp/tmpfs" 2>/dev/null; rm -rf "$tmp"' EXIT
+    disk_full "$tmp/tmpfs"
+    echo "ok: a 160k tmpfs filled during a save"
+else
+    echo "note: cannot mount a tmpfs here; the simulated full disk stands in"
+fi
+
+# A crash mid-save leaves DIR/<tag>.partial: resume ignores it, the next save
+# of that step replaces it.
+fresh
+mkdir "$tmp/ck/global_step6.partial"
+echo junk >"$tmp/ck/global_step6.partial/$shard"
+expect 0 "saved checkpoint $tmp/ck/global_step6" -- "${z[@]}" --steps 6 --save-dir "$tmp/ck" \
+    --resume
+[ ! -e "$tmp/ck/global_step6.partial" ] || fail "the stale partial directory survived"
+[ "$(cat "$tmp/ck/latest")" = global_step6 ] || fail "latest is $(cat "$tmp/ck/latest")"
+
+# Saving a step that already has a checkpoint (a run resumed from an earlier
+# one) replaces it in one atomic exchange: no partial or old copy stays.
+fresh
+expect 0 "saved checkpoint $tmp/ck/global_step4" -- "${z[@]}" --steps 4 --save-dir "$tmp/ck" \
+    --save-interval 2 --resume global_step2
+[ "$(cd "$tmp/ck" && echo *)" = "global_step2 global_step4 latest" ] ||
+    fail "after re-saving global_step4: $(cd "$tmp/ck" && echo *)"
+$ZT_PYTHON tests/tools/ztcheck.py ckpt "$tmp/ck" --dump "$tmp/full.bin" ||
+    fail "the re-saved global_step4"
+
+# Usage errors.
+expect 2 "--resume reads --load-dir DIR or --save-dir DIR" -- ./zerotrain --config "$tmp/cfg.json" \
+    "${mlp[@]}" --resume
+expect 2 "--keep-last needs --save-dir" -- ./zerotrain --config "$tmp/cfg.json" "${mlp[@]}" \
+    --keep-last 2
+expect 2 "zerotrain consolidate needs --out FILE" -- ./zerotrain consolidate "$tmp/ck"
+expect 2 "checkpoint .* holds a mlp model" -- ./zerotrain generate --checkpoint "$tmp/ck" \
+    --device cpu
+expect 2 "global_step2/$shard is corrupted" -- bash -c "
+    $ZT_PYTHON -c \"
+import sys
+with open('$tmp/ck/global_step2/$shard', 'r+b') as f:
+    f.seek(200); b = f.read(1); f.seek(200); f.write(bytes([b[0] ^ 0x80]))\" &&
+    ./zerotrain consolidate '$tmp/ck' --tag global_step2 --out '$tmp/c.bin'"
+[ ! -e "$tmp/c.bin" ] && [ ! -e "$tmp/c.bin.tmp" ] || fail "consolidate left an output behind"
+
+echo "PASS: checkpoint errors ($((SECONDS - t0)) s)"
