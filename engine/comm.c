@@ -318,17 +318,29 @@ static zt_status mpi_wait(zt_comm *c, zt_comm_req *req) { return comm_poll(c, re
 
 static void mpi_abort(zt_comm *c, int code) { MPI_Abort(c->mpi, code); }
 
-static zt_status mpi_split(zt_comm *c, int color, int key, zt_comm *out)
+zt_status zt_comm_split_as(zt_comm *c, int color, int key, zt_comm *out, zt_comm_init_fn init,
+                           const zt_backend *be)
 {
     memset(out, 0, sizeof *out);
     MPI_Comm part = MPI_COMM_NULL;
     ZT_TRY(comm_check(MPI_Comm_split(c->mpi, color, key, &part), "MPI_Comm_split", 0));
-    zt_status st = zt_comm_mpi_init(out, part);
+    zt_status st = init(out, part, be);
     MPI_Comm_free(&part);
     /* The parent's limit, which a caller may have set after init. */
     if (st == ZT_OK)
         out->timeout_s = c->timeout_s;
     return st;
+}
+
+static zt_status mpi_init_on(zt_comm *c, MPI_Comm parent, const zt_backend *be)
+{
+    (void)be;
+    return zt_comm_mpi_init(c, parent);
+}
+
+static zt_status mpi_split(zt_comm *c, int color, int key, zt_comm *out)
+{
+    return zt_comm_split_as(c, color, key, out, mpi_init_on, NULL);
 }
 
 static void mpi_free(zt_comm *c)

@@ -138,6 +138,12 @@ zt_status zt_comm_staged_init(zt_comm *c, MPI_Comm parent, const zt_backend *be)
  * Collective over `parent`. */
 bool zt_comm_nccl_built(void);
 zt_status zt_comm_nccl_init(zt_comm *c, MPI_Comm parent, const zt_backend *be);
+/* The split every backend's ops->split does: MPI_Comm_split of c's ranks,
+ * then `init` of that backend over the part, keeping c's watchdog limit.
+ * Collective over c. */
+typedef zt_status (*zt_comm_init_fn)(zt_comm *c, MPI_Comm parent, const zt_backend *be);
+zt_status zt_comm_split_as(zt_comm *c, int color, int key, zt_comm *out, zt_comm_init_fn init,
+                           const zt_backend *be);
 /* Frees any backend's comm; a zeroed comm is fine. */
 void zt_comm_free(zt_comm *c);
 

@@ -495,14 +495,7 @@ static void nccl_free(zt_comm *c)
  * run at init. */
 static zt_status nccl_split(zt_comm *c, int color, int key, zt_comm *out)
 {
-    memset(out, 0, sizeof *out);
-    MPI_Comm part = MPI_COMM_NULL;
-    if (MPI_Comm_split(c->mpi, color, key, &part) != MPI_SUCCESS)
-        return zt_fail(ZT_ERR_COMM, "a peer rank may have died; check the other ranks' output",
-                       "MPI_Comm_split of the NCCL comm failed");
-    zt_status st = zt_comm_nccl_init(out, part, nccl_of(c)->be);
-    MPI_Comm_free(&part);
-    return st;
+    return zt_comm_split_as(c, color, key, out, zt_comm_nccl_init, nccl_of(c)->be);
 }
 
 static const zt_comm_ops zt_comm_nccl_ops = {

@@ -222,16 +222,7 @@ static void staged_abort(zt_comm *c, int code) { MPI_Abort(c->mpi, code); }
 
 static zt_status staged_split(zt_comm *c, int color, int key, zt_comm *out)
 {
-    memset(out, 0, sizeof *out);
-    MPI_Comm part = MPI_COMM_NULL;
-    if (MPI_Comm_split(c->mpi, color, key, &part) != MPI_SUCCESS)
-        return zt_fail(ZT_ERR_COMM, "a peer rank may have died; check the other ranks' output",
-                       "MPI_Comm_split of the staged comm failed");
-    zt_status st = zt_comm_staged_init(out, part, staged_of(c)->be);
-    MPI_Comm_free(&part);
-    if (st == ZT_OK)
-        out->timeout_s = c->timeout_s;
-    return st;
+    return zt_comm_split_as(c, color, key, out, zt_comm_staged_init, staged_of(c)->be);
 }
 
 static void staged_free(zt_comm *c)
