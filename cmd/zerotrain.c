@@ -697,7 +697,8 @@ static zt_status cmd_devices(const zt_world *w, const zt_flags *f, const zt_conf
                              zt_backend *be, zt_comm *comm, FILE *notice_to)
 {
     const char *why = "";
-    int gpus = zt_backend_cuda_device_count(&why);
+    /* --device cpu never touches the CUDA driver (its start-up costs time). */
+    int gpus = strcmp(f->device, "cpu") ? zt_backend_cuda_device_count(&why) : 0;
     int fewest = gpus;
     if (MPI_Allreduce(&gpus, &fewest, 1, MPI_INT, MPI_MIN, w->comm) != MPI_SUCCESS)
         return zt_fail(ZT_ERR_COMM, "", "cannot agree on the GPU count");
