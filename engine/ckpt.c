@@ -377,27 +377,11 @@ static double ckpt_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* ---- Agreement: every rank ends with the failing rank's status and text. ---- */
-
+/* Every rank ends with the failing rank's status and text (consolidate runs
+ * with no world: nothing to agree with). */
 static zt_status ckpt_agree(const zt_world *w, zt_status st)
 {
-    if (!w)
-        return st;
-    int first = -1;
-    zt_status all = zt_world_agree(w, st, &first);
-    if (all == ZT_OK)
-        return ZT_OK;
-    char msg[2048], hint[1024];
-    snprintf(msg, sizeof msg, "%s", zt_status_message());
-    snprintf(hint, sizeof hint, "%s", zt_status_hint());
-    MPI_Bcast(msg, (int)sizeof msg, MPI_CHAR, first, w->comm);
-    MPI_Bcast(hint, (int)sizeof hint, MPI_CHAR, first, w->comm);
-    /* Rank 0 prints an agreed error (cmd/): say where it happened. */
-    if (w->rank != first && first != 0)
-        zt_fail(all, hint, "on rank %d: %s", first, msg);
-    else if (w->rank != first)
-        zt_fail(all, hint, "%s", msg);
-    return all;
+    return w ? zt_comm_agree(w->comm, st, "checkpoint") : st;
 }
 
 /* ---- Model identity. ---- */

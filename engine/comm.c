@@ -161,16 +161,21 @@ static void comm_count(zt_comm *c, zt_comm_kind k, int64_t numel, zt_dtype dt)
 /* Takes the collective's sequence number, counts it and describes it in req
  * for the watchdog; the caller then issues its parts into req->parts. numel is
  * the counted (whole logical buffer) size, which the watchdog's message names. */
-static void comm_start(zt_comm *c, zt_comm_req *req, zt_comm_kind k, int64_t numel, zt_dtype dt)
+void zt_comm_req_describe(zt_comm_req *req, zt_comm_kind kind, uint64_t seq, int64_t numel,
+                          zt_dtype dt)
 {
-    comm_count(c, k, numel, dt);
-    req->n_parts = 0;
-    req->kind = k;
-    req->seq = ++c->seq;
+    memset(req, 0, sizeof *req);
+    req->kind = kind;
+    req->seq = seq;
     req->numel = numel;
     req->dt = dt;
     req->t_issued = MPI_Wtime();
-    req->event = NULL;
+}
+
+static void comm_start(zt_comm *c, zt_comm_req *req, zt_comm_kind k, int64_t numel, zt_dtype dt)
+{
+    comm_count(c, k, numel, dt);
+    zt_comm_req_describe(req, k, ++c->seq, numel, dt);
     req->pending = true;
 }
 
@@ -389,18 +394,15 @@ void zt_comm_free(zt_comm *c)
 
 /* ---- Bootstrap of device communicators ---- */
 
-/* What a failing rank tells the others: its status, message and hint. */
+/* What a failing rank tells the others: its status, message and hint (the
+ * sizes of the status module's slots). */
 typedef struct {
     int status;
-    char msg[1024];
-    char hint[512];
+    char msg[2048];
+    char hint[1024];
 } comm_failure;
 
-/* Every rank of mpi learns whether any rank failed (`local`); all return the
- * lowest failing rank's status, its message prefixed with "rank R" on the
- * others, so a rank that failed alone never leaves its peers waiting in the
- * next collective. Collective over mpi. */
-static zt_status comm_agree(MPI_Comm mpi, zt_status local, const char *stage)
+zt_status zt_comm_agree(MPI_Comm mpi, zt_status local, const char *stage)
 {
     int rank = 0, size = 1;
     MPI_Comm_rank(mpi, &rank);
@@ -429,13 +431,13 @@ zt_status zt_comm_bootstrap(MPI_Comm mpi, const zt_comm_bootstrap_fns *fns, void
     MPI_Comm_size(mpi, &size);
     /* The others learn that make_id failed before they wait for the id. */
     zt_status st = rank == 0 ? fns->make_id(id, fns->ctx) : ZT_OK;
-    ZT_TRY(comm_agree(mpi, st, "making the communicator id"));
+    ZT_TRY(zt_comm_agree(mpi, st, "making the communicator id"));
     ZT_TRY(comm_check(MPI_Bcast(id, (int)fns->id_bytes, MPI_BYTE, 0, mpi),
                       "broadcasting the communicator id", (int64_t)fns->id_bytes));
     /* join is local until the device library's own rendezvous, so every rank
      * gets this far; then all learn whether any join failed. */
     st = fns->join(id, size, rank, fns->ctx);
-    return comm_agree(mpi, st, "joining the communicator");
+    return zt_comm_agree(mpi, st, "joining the communicator");
 }
 
 /* ---- The watchdog's limit and message ---- */

@@ -147,6 +147,13 @@ zt_status zt_comm_split_as(zt_comm *c, int color, int key, zt_comm *out, zt_comm
 /* Frees any backend's comm; a zeroed comm is fine. */
 void zt_comm_free(zt_comm *c);
 
+/* Every rank of mpi learns whether any rank failed (`local`); all return the
+ * lowest failing rank's status, with its message ("STAGE failed on rank R:
+ * ...") and hint on the others, so a rank that failed alone never leaves its
+ * peers waiting in the next collective and whichever rank prints tells the
+ * user what went wrong. Collective over mpi. */
+zt_status zt_comm_agree(MPI_Comm mpi, zt_status local, const char *stage);
+
 /* The bootstrap every device communicator follows, kept apart from NCCL so its
  * sequencing is tested without a GPU: rank 0 calls make_id (id_bytes bytes into
  * id), every rank learns whether it worked, the id is broadcast, every rank
@@ -159,6 +166,11 @@ typedef struct {
     void *ctx;
 } zt_comm_bootstrap_fns;
 zt_status zt_comm_bootstrap(MPI_Comm mpi, const zt_comm_bootstrap_fns *fns, void *id);
+
+/* Clears *req and records what was just issued (kind, sequence number, size,
+ * issue time), which every backend's request carries for the watchdog. */
+void zt_comm_req_describe(zt_comm_req *req, zt_comm_kind kind, uint64_t seq, int64_t numel,
+                          zt_dtype dt);
 
 /* ZT_COMM_TIMEOUT's value: NULL or "" gives the default 600 s; otherwise a
  * number of seconds >= 0 (0: no watchdog). Anything else is ZT_ERR_USAGE. */

@@ -221,12 +221,7 @@ static zt_status nccl_post(zt_comm *c, ncclResult_t issued, const char *what,
     if (!req)
         return nccl_cuda(cudaStreamWaitEvent(n->compute, ev, 0),
                          "ordering the compute stream after a collective");
-    memset(req, 0, sizeof *req);
-    req->kind = kind;
-    req->seq = c->seq;
-    req->numel = numel;
-    req->dt = dt;
-    req->t_issued = MPI_Wtime();
+    zt_comm_req_describe(req, kind, c->seq, numel, dt);
     req->event = ev;
     req->pending = true;
     return ZT_OK;

@@ -92,14 +92,8 @@ static zt_status staged_after(zt_comm *c, const staged_mark *m, zt_status st, zt
         c->calls[k] += s->inner.calls[k] - m->calls[k];
     }
     c->seq = s->inner.seq;
-    if (req) {
-        memset(req, 0, sizeof *req);
-        req->kind = kind;
-        req->seq = c->seq;
-        req->numel = numel;
-        req->dt = dt;
-        req->t_issued = MPI_Wtime();
-    }
+    if (req)
+        zt_comm_req_describe(req, kind, c->seq, numel, dt);
     return st;
 }
 
