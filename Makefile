@@ -6,7 +6,7 @@ PYTHON   := /usr/bin/python3
 CSTD     := -std=c11 -D_GNU_SOURCE
 WARN     := -Wall -Wextra -Werror
 OPT      ?= -O3 -march=x86-64-v2 -fno-math-errno
-CFLAGS   += $(CSTD) $(WARN) $(OPT) -g -fopenmp -iquote . -iquote engine -iquote models -iquote data
+CFLAGS   += $(CSTD) $(WARN) $(OPT) -g -fopenmp -iquote .
 # The OpenMP build of OpenBLAS shares our OpenMP thread pool; the pthread build
 # would run its own threads that fight our idle-spinning OpenMP threads.
 OPENBLAS_DIR ?= $(firstword $(wildcard /usr/lib/x86_64-linux-gnu/openblas-openmp /usr/lib/aarch64-linux-gnu/openblas-openmp))
@@ -38,28 +38,28 @@ CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=s
              -gencode arch=compute_90,code=compute_90
 NVCCFLAGS := -std=c++17 -O3 -g -lineinfo $(CUDA_ARCH) --Werror all-warnings \
              -Xcompiler -Wall,-Wextra,-Werror -DZT_HAVE_CUDA -DZT_VERSION=\"$(VERSION)\" \
-             -I. -Iengine -Iengine/cuda -Imodels -Idata
+             -I.
 
-ENGINE_SRC := $(wildcard engine/*.c engine/cpu/*.c engine/cuda/*.c models/*.c data/*.c)
-ENGINE_SRC := $(filter-out engine/comm_nccl.c engine/comm_nccl_absent.c engine/cuda/cuda_absent.c,$(ENGINE_SRC))
+ENGINE_SRC := $(wildcard engine/*.c engine/*/*.c models/*.c data/*.c)
+ENGINE_SRC := $(filter-out engine/comm/nccl.c engine/comm/nccl_absent.c engine/cuda/cuda_absent.c,$(ENGINE_SRC))
 ifneq ($(NVCC),)
 ifneq ($(HAVE_CUBLAS),1)
 $(error nvcc found at $(NVCC) but no libcublas.so under $(CUDA_HOME)/lib64: set CUDA_HOME, or NO_CUDA=1 for a CPU-only build)
 endif
 CUDA_SRC   := $(wildcard engine/cuda/*.cu)
-CFLAGS     += -DZT_HAVE_CUDA -I$(CUDA_HOME)/include -iquote engine/cuda
+CFLAGS     += -DZT_HAVE_CUDA -I$(CUDA_HOME)/include
 LDLIBS     += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcublasLt -lcudart -lstdc++
 ifeq ($(HAVE_NCCL),1)
-ENGINE_SRC += engine/comm_nccl.c
+ENGINE_SRC += engine/comm/nccl.c
 CFLAGS     += -DZT_HAVE_NCCL -I$(NCCL_INC)
 LDLIBS     += -L$(NCCL_LIB) -Wl,-rpath,$(NCCL_LIB) -lnccl
 else
-ENGINE_SRC += engine/comm_nccl_absent.c
+ENGINE_SRC += engine/comm/nccl_absent.c
 endif
 BUILT_WITH := CUDA backend (nvcc $(NVCC), cuBLAS $(CUDA_HOME)/lib64)$(if $(HAVE_NCCL), + NCCL comm ($(NCCL_LIB)), ; NCCL not found: no NCCL comm)
 else
 CUDA_SRC   :=
-ENGINE_SRC += engine/cuda/cuda_absent.c engine/comm_nccl_absent.c
+ENGINE_SRC += engine/cuda/cuda_absent.c engine/comm/nccl_absent.c
 BUILT_WITH := no nvcc (CUDA_HOME=$(CUDA_HOME), NO_CUDA=$(NO_CUDA)): CPU-only build
 endif
 ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/%.o) $(CUDA_SRC:%.cu=$(BUILD)/%.o)

@@ -14,19 +14,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "ckpt.h"
-#include "comm.h"
-#include "config.h"
-#include "estimate.h"
-#include "labelled.h"
-#include "model.h"
-#include "monitor.h"
-#include "synthetic.h"
-#include "text.h"
-#include "tokenizer.h"
-#include "trainer.h"
-#include "world.h"
+#include "engine/backend.h"
+#include "engine/ckpt/ckpt.h"
+#include "engine/comm/comm.h"
+#include "engine/config/config.h"
+#include "engine/train/estimate.h"
+#include "data/labelled.h"
+#include "models/model.h"
+#include "engine/monitor/monitor.h"
+#include "data/synthetic.h"
+#include "data/text.h"
+#include "data/tokenizer.h"
+#include "engine/train/trainer.h"
+#include "engine/world/world.h"
 
 typedef struct {
     const char *config_path;

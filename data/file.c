@@ -1,4 +1,4 @@
-#include "file.h"
+#include "data/file.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -9,7 +9,7 @@
 
 #include <stddef.h>
 
-#include "status.h"
+#include "engine/status.h"
 
 /* A missing or unreadable file is ZT_ERR_IO naming `path` with strerror and
  * `hint`. */

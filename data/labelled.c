@@ -11,7 +11,7 @@
  * sorted by strcmp, so "10_7.txt" comes before "2_3.txt". Each split must end
  * up with at least one review.
  */
-#include "labelled.h"
+#include "data/labelled.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -21,7 +21,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "file.h"
+#include "data/file.h"
 
 #define ZT_CSV_HINT                                                                                \
     "expected a CSV file with a header naming the columns review and sentiment (labels "           \

@@ -30,9 +30,9 @@
 
 #include <stdint.h>
 
-#include "dataset.h"
-#include "status.h"
-#include "tokenizer.h"
+#include "data/dataset.h"
+#include "engine/status.h"
+#include "data/tokenizer.h"
 
 typedef struct {
     zt_tokenizer tok;

@@ -1,6 +1,6 @@
-#include "sampler.h"
+#include "data/sampler.h"
 
-#include "rng.h"
+#include "engine/rng.h"
 
 zt_status zt_sampler_init(zt_sampler *s, int64_t n_samples, int64_t train_batch,
                           int64_t micro_batch, int world_size, int rank, bool shuffle,

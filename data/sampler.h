@@ -21,7 +21,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "status.h"
+#include "engine/status.h"
 
 typedef struct {
     int64_t n_samples, train_batch, micro_batch;

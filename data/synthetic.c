@@ -1,8 +1,8 @@
-#include "synthetic.h"
+#include "data/synthetic.h"
 
 #include <math.h>
 
-#include "rng.h"
+#include "engine/rng.h"
 
 static void synthetic_get(const zt_dataset *ds, int64_t index, zt_sample *out)
 {

@@ -10,7 +10,7 @@
 #ifndef ZT_SYNTHETIC_H
 #define ZT_SYNTHETIC_H
 
-#include "dataset.h"
+#include "data/dataset.h"
 
 #define ZT_SYNTHETIC_DEFAULT_SAMPLES 65536
 

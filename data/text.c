@@ -1,10 +1,10 @@
-#include "text.h"
+#include "data/text.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "file.h"
-#include "rng.h"
+#include "data/file.h"
+#include "engine/rng.h"
 
 /* What both splits read. A separate allocation rather than a pointer to the
  * zt_text, so the caller may move its zt_text after loading. */

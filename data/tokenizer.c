@@ -11,7 +11,7 @@
  * so their ids are cached by their bytes; the cache lives in the tokenizer,
  * which makes encoding with one BPE tokenizer single-threaded.
  */
-#include "tokenizer.h"
+#include "data/tokenizer.h"
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -19,9 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "file.h"
-#include "rng.h"
-#include "unicode_tables.h"
+#include "data/file.h"
+#include "engine/rng.h"
+#include "data/unicode_tables.h"
 
 #define ZT_EOT_TEXT "<|endoftext|>"
 #define ZT_BYTE_EOT 256

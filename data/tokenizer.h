@@ -28,7 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "status.h"
+#include "engine/status.h"
 
 typedef enum { ZT_TOK_CHAR = 0, ZT_TOK_BYTE, ZT_TOK_BPE } zt_tokenizer_kind;
 

@@ -3,7 +3,7 @@
  *     /usr/bin/python3 scripts/gen_unicode_tables.py > data/unicode_tables.c
  * Ranges are sorted, disjoint and inclusive; code points outside them are
  * ZT_UC_OTHER. */
-#include "unicode_tables.h"
+#include "data/unicode_tables.h"
 
 #include <stddef.h>
 

@@ -1,4 +1,4 @@
-#include "arena.h"
+#include "engine/arena.h"
 
 #include <stdlib.h>
 #include <string.h>

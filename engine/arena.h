@@ -26,8 +26,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend.h"
-#include "status.h"
+#include "engine/backend.h"
+#include "engine/status.h"
 
 typedef enum {
     ZT_MEM_PARAMS = 0,

@@ -3,7 +3,7 @@
  *
  * Memory: frees what the backend's init made. Collective: none.
  */
-#include "backend.h"
+#include "engine/backend.h"
 
 void zt_backend_free(zt_backend *be)
 {

@@ -11,7 +11,7 @@
  *
  * Memory: nothing is allocated. Collective: none.
  */
-#include "dtype.h"
+#include "engine/dtype.h"
 
 #include <string.h>
 

@@ -1,4 +1,4 @@
-#include "status.h"
+#include "engine/status.h"
 
 #include <stdio.h>
 #include <string.h>

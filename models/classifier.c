@@ -1,9 +1,9 @@
-#include "classifier.h"
+#include "models/classifier.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "layers.h"
+#include "models/layers.h"
 
 static size_t floats(int64_t n) { return (size_t)n * sizeof(float); }
 

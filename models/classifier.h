@@ -16,7 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "unit.h"
+#include "models/unit.h"
 
 void zt_classifier_embed(zt_unit *u, int64_t vocab, int64_t max_len, int64_t e, float dropout);
 void zt_classifier_layer(zt_unit *u, const char *name, int64_t max_len, int64_t e, int64_t heads,

@@ -1,9 +1,9 @@
-#include "gptlite.h"
+#include "models/gptlite.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "layers.h"
+#include "models/layers.h"
 
 /* ---- embedding: y = wte[tokens] + wpe[position] ---- */
 

@@ -13,7 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "unit.h"
+#include "models/unit.h"
 
 void zt_gptlite_embed(zt_unit *u, int64_t vocab, int64_t seq_len, int64_t c);
 void zt_gptlite_block(zt_unit *u, const char *name, int64_t seq_len, int64_t c, int64_t heads,

@@ -1,4 +1,4 @@
-#include "layers.h"
+#include "models/layers.h"
 
 #include <math.h>
 

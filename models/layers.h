@@ -16,8 +16,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "backend.h"
-#include "unit.h"
+#include "engine/backend.h"
+#include "models/unit.h"
 
 /* PyTorch's LayerNorm default. */
 #define ZT_LAYERNORM_EPS 1e-5f

@@ -1,12 +1,12 @@
-#include "model.h"
+#include "models/model.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "classifier.h"
-#include "dataset.h"
-#include "gptlite.h"
+#include "models/classifier.h"
+#include "data/dataset.h"
+#include "models/gptlite.h"
 
 void zt_model_args_init(zt_model_args *a)
 {

@@ -52,8 +52,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "status.h"
-#include "unit.h"
+#include "engine/status.h"
+#include "models/unit.h"
 
 typedef struct {
     char name[32];

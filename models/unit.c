@@ -1,10 +1,10 @@
-#include "unit.h"
+#include "models/unit.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "rng.h"
+#include "engine/rng.h"
 
 void zt_unit_reset(zt_unit *u, const char *name, const zt_unit_ops *ops)
 {

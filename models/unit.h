@@ -25,7 +25,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "backend.h"
+#include "engine/backend.h"
 
 #define ZT_UNIT_MAX_PARAMS 16
 #define ZT_UNIT_MAX_DIMS 8

@@ -41,7 +41,7 @@
 #include <emmintrin.h>
 #endif
 
-#include "optim.h"
+#include "engine/train/optim.h"
 
 #define ZT_BENCH_ALIGN 64
 #define ZT_BENCH_MAX_THREAD_COUNTS 32
@@ -150,7 +150,7 @@ static zt_adam_hparams zt_bench_hparams(int64_t step)
 
 /* ---- scalar reference ------------------------------------------------------
  * FusedAdam's multi_tensor_adam, ADAM_MODE_1 (AdamW), transcribed statement by
- * statement with its temporaries, independently of engine/optim.c. noinline
+ * statement with its temporaries, independently of engine/train/optim.c. noinline
  * keeps the compiler from vectorising the loop around it, so the reference
  * really is the one-element-at-a-time definition; without -ffast-math and with
  * fp contraction off (-std=c11) every operation rounds once in fp32, which is

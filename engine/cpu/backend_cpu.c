@@ -9,10 +9,10 @@
  * Memory: alloc/free are posix_memalign/free; ops allocate nothing.
  * Collective: none.
  */
-#include "backend.h"
-#include "backend_cpu_nn.h"
-#include "dtype.h"
-#include "optim.h"
+#include "engine/backend.h"
+#include "engine/cpu/backend_cpu_nn.h"
+#include "engine/dtype.h"
+#include "engine/train/optim.h"
 
 #include <cblas.h>
 #include <errno.h>

@@ -9,8 +9,8 @@
  * on every thread count. The softmax-forward sum follows expf, which does not
  * vectorise, so it is a plain left-to-right sum.
  */
-#include "backend_cpu_nn.h"
-#include "rng.h"
+#include "engine/cpu/backend_cpu_nn.h"
+#include "engine/rng.h"
 
 #include <cblas.h>
 #include <math.h>

@@ -14,7 +14,7 @@
 #ifndef ZT_BACKEND_CPU_NN_H
 #define ZT_BACKEND_CPU_NN_H
 
-#include "backend.h"
+#include "engine/backend.h"
 
 /* Below this many elements an op runs on one thread: waking the team costs
  * more than the loop. Shared by every CPU op. */

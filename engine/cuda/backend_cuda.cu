@@ -46,12 +46,12 @@
 #include <string.h>
 
 extern "C" {
-#include "backend.h"
-#include "dtype.h"
-#include "status.h"
+#include "engine/backend.h"
+#include "engine/dtype.h"
+#include "engine/status.h"
 }
-#include "cuda_backend.h"
-#include "launch.h"
+#include "engine/cuda/cuda_backend.h"
+#include "engine/cuda/launch.h"
 
 namespace {
 

@@ -42,10 +42,10 @@
 #include <stdint.h>
 
 extern "C" {
-#include "backend.h"
-#include "rng.h"
+#include "engine/backend.h"
+#include "engine/rng.h"
 }
-#include "cuda_backend.h"
+#include "engine/cuda/cuda_backend.h"
 
 /* Block size of most kernels: eight warps. */
 #define ZT_NN_THREADS 256

@@ -5,7 +5,7 @@
  *
  * Memory: none. Collective: none.
  */
-#include "backend.h"
+#include "engine/backend.h"
 
 #define ZT_CUDA_ABSENT "this zerotrain was built without CUDA (no nvcc found at build time)"
 

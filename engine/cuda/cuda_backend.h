@@ -1,7 +1,7 @@
 /*
  * cuda_backend: what the CUDA backend's translation units (backend_cuda.cu,
  * backend_cuda_nn.cu) and the NCCL comm share: the backend's state and its
- * error recording. Plain C so engine/comm_nccl.c can include it.
+ * error recording. Plain C so engine/comm/nccl.c can include it.
  *
  * Memory: zt_cuda_impl is owned by the zt_backend (be->impl) and freed by
  * zt_backend_cuda_free, with its stream, cuBLAS handle and the small fixed
@@ -21,7 +21,7 @@
 extern "C" {
 #endif
 
-#include "backend.h"
+#include "engine/backend.h"
 
 typedef struct {
     int device;

@@ -6,7 +6,7 @@
  *
  * Memory: nothing is allocated. Collective: none.
  */
-#include "launch.h"
+#include "engine/cuda/launch.h"
 
 /* a >= 0, b >= 1, a + b representable. */
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }

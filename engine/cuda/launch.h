@@ -24,7 +24,7 @@
 extern "C" {
 #endif
 
-#include "status.h"
+#include "engine/status.h"
 
 /* Threads per block of the element-wise kernels: a multiple of the warp that
  * lets eight blocks fill an SM of sm_80/sm_90 (2048 threads). */

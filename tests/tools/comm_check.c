@@ -49,9 +49,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "backend.h"
-#include "comm.h"
-#include "dtype.h"
+#include "engine/backend.h"
+#include "engine/comm/comm.h"
+#include "engine/dtype.h"
 
 static int g_rank;
 static int g_failures;

@@ -78,10 +78,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "dtype.h"
-#include "rng.h"
-#include "status.h"
+#include "engine/backend.h"
+#include "engine/dtype.h"
+#include "engine/rng.h"
+#include "engine/status.h"
 
 #define THR_EXACT 0.0
 #define THR_ULP 1e-6

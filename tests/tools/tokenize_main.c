@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tokenizer.h"
+#include "data/tokenizer.h"
 
 static int fail_status(void)
 {

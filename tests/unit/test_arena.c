@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "arena.h"
+#include "engine/arena.h"
 
 static zt_backend be;
 

@@ -17,8 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "test_rng.h"
+#include "engine/backend.h"
+#include "tests/unit/test_rng.h"
 
 
 static float *xmalloc_floats(int64_t n)

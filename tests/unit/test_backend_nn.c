@@ -21,9 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "test_rng.h"
-#include "rng.h"
+#include "engine/backend.h"
+#include "tests/unit/test_rng.h"
+#include "engine/rng.h"
 
 
 static void fill_value(float *x, int64_t n, float v)

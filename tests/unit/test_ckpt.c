@@ -10,8 +10,8 @@
 
 #include <cmocka.h>
 
-#include "ckpt.h"
-#include "zero.h"
+#include "engine/ckpt/ckpt.h"
+#include "engine/zero/zero.h"
 
 /* The textbook bitwise CRC-32 (reflected 0xEDB88320). */
 static uint32_t crc_bitwise(const uint8_t *p, size_t n)

@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "comm.h"
+#include "engine/backend.h"
+#include "engine/comm/comm.h"
 
 static void check_contains(const char *hay, const char *needle, const char *file, int line)
 {

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "engine/config/config.h"
 
 /* zt_config is large: keep it out of cmocka's test stacks. */
 static zt_config cfg;

@@ -15,7 +15,7 @@
 
 #include <string.h>
 
-#include "cuda/launch.h"
+#include "engine/cuda/launch.h"
 
 static const int64_t sizes[] = {0,
                                 1,

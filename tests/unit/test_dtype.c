@@ -19,8 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dtype.h"
-#include "test_rng.h"
+#include "engine/dtype.h"
+#include "tests/unit/test_rng.h"
 
 /* Above the library's one-thread threshold and not a multiple of its chunk. */
 #define BIG_N ((int64_t)(1 << 20) + 4099)

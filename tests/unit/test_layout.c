@@ -11,10 +11,10 @@
 
 #include <cmocka.h>
 
-#include "model.h"
-#include "rng.h"
-#include "synthetic.h"
-#include "zero.h"
+#include "models/model.h"
+#include "engine/rng.h"
+#include "data/synthetic.h"
+#include "engine/zero/zero.h"
 
 static void build_mlp(zt_model *m, int64_t w, int64_t l, int64_t in, int64_t out)
 {

@@ -26,10 +26,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "dataset.h"
-#include "model.h"
-#include "test_rng.h"
+#include "engine/backend.h"
+#include "data/dataset.h"
+#include "models/model.h"
+#include "tests/unit/test_rng.h"
 
 typedef struct {
     zt_backend be;

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "optim.h"
+#include "engine/train/optim.h"
 
 #define REL_TOL 1e-6
 

@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "sampler.h"
+#include "data/sampler.h"
 
 static int cmp_i64(const void *a, const void *b)
 {

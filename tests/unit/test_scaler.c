@@ -16,8 +16,8 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "scaler.h"
-#include "test_rng.h"
+#include "engine/train/scaler.h"
+#include "tests/unit/test_rng.h"
 
 static zt_fp16_config dynamic_config(int power, int64_t window, int hysteresis, bool consecutive,
                                      double min_scale)

@@ -15,7 +15,7 @@
 #include <math.h>
 #include <stdbool.h>
 
-#include "sched.h"
+#include "engine/train/sched.h"
 
 static void assert_near_at(double got, double want, const char *what, int64_t it)
 {

@@ -18,8 +18,8 @@
 
 #include <cmocka.h>
 
-#include "labelled.h"
-#include "text.h"
+#include "data/labelled.h"
+#include "data/text.h"
 
 static char tmp_dir[] = "/tmp/zt_test_text_XXXXXX";
 

@@ -16,7 +16,7 @@
 
 #include <cmocka.h>
 
-#include "tokenizer.h"
+#include "data/tokenizer.h"
 
 static const char *shared_dir(void)
 {

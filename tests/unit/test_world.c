@@ -1,6 +1,6 @@
 /* --device/--comm resolution (zt_device_choose): every combination of what the
  * user asks for, what the binary was built with and what the node has, against
- * the rules written in engine/world.h, without a GPU. */
+ * the rules written in engine/world/world.h, without a GPU. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,8 +9,8 @@
 
 #include <cmocka.h>
 
-#include "status.h"
-#include "world.h"
+#include "engine/status.h"
+#include "engine/world/world.h"
 
 /* A CUDA+NCCL build on a node with `gpus` GPUs and `ranks` local ranks. */
 static zt_device_request req(const char *device, const char *comm, int gpus, int ranks)

@@ -26,10 +26,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "arena.h"
-#include "config.h"
-#include "model.h"
-#include "status.h"
+#include "engine/arena.h"
+#include "engine/config/config.h"
+#include "models/model.h"
+#include "engine/status.h"
 
 #define ZT_ESTIMATE_NVARIANTS 8
 

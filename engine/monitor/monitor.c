@@ -1,4 +1,4 @@
-#include "monitor.h"
+#include "engine/monitor/monitor.h"
 
 #include <errno.h>
 #include <jansson.h>

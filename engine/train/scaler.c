@@ -2,7 +2,7 @@
  * scaler: DeepSpeed's DynamicLossScaler.update_scale, rule for rule (see
  * scaler.h and shared/reference/deepspeed-semantics.md §3).
  */
-#include "scaler.h"
+#include "engine/train/scaler.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-#include "trainer.h"
+#include "engine/train/trainer.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -8,8 +8,8 @@
 #include <time.h>
 #include <errno.h>
 
-#include "monitor.h"
-#include "rng.h"
+#include "engine/monitor/monitor.h"
+#include "engine/rng.h"
 
 static double trainer_now(void)
 {

@@ -1,4 +1,4 @@
-#include "zero.h"
+#include "engine/zero/zero.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -7,7 +7,7 @@
  */
 #include <string.h>
 
-#include "comm.h"
+#include "engine/comm/comm.h"
 
 bool zt_comm_nccl_built(void) { return false; }
 

@@ -70,19 +70,19 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "arena.h"
-#include "backend.h"
-#include "comm.h"
-#include "config.h"
-#include "dataset.h"
-#include "model.h"
-#include "monitor.h"
-#include "optim.h"
-#include "sampler.h"
-#include "scaler.h"
-#include "sched.h"
-#include "world.h"
-#include "zero.h"
+#include "engine/arena.h"
+#include "engine/backend.h"
+#include "engine/comm/comm.h"
+#include "engine/config/config.h"
+#include "data/dataset.h"
+#include "models/model.h"
+#include "engine/monitor/monitor.h"
+#include "engine/train/optim.h"
+#include "data/sampler.h"
+#include "engine/train/scaler.h"
+#include "engine/train/sched.h"
+#include "engine/world/world.h"
+#include "engine/zero/zero.h"
 
 typedef struct zt_trainer zt_trainer;
 

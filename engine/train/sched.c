@@ -4,7 +4,7 @@
  * the order DeepSpeed's Python evaluates it, so the rates agree with
  * DeepSpeed's to rounding.
  */
-#include "sched.h"
+#include "engine/train/sched.h"
 
 #include <math.h>
 

@@ -1,4 +1,4 @@
-#include "world.h"
+#include "engine/world/world.h"
 
 #include <stdio.h>
 #include <stdlib.h>

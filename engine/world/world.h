@@ -19,8 +19,8 @@
 #include <mpi.h>
 #include <stdbool.h>
 
-#include "backend.h"
-#include "status.h"
+#include "engine/backend.h"
+#include "engine/status.h"
 
 typedef struct {
     int rank, size;

@@ -21,8 +21,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "backend.h"
-#include "config.h"
+#include "engine/backend.h"
+#include "engine/config/config.h"
 
 typedef struct {
     zt_optim_config cfg;

@@ -67,13 +67,13 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "arena.h"
-#include "backend.h"
-#include "comm.h"
-#include "config.h"
-#include "dtype.h"
-#include "model.h"
-#include "status.h"
+#include "engine/arena.h"
+#include "engine/backend.h"
+#include "engine/comm/comm.h"
+#include "engine/config/config.h"
+#include "engine/dtype.h"
+#include "models/model.h"
+#include "engine/status.h"
 
 #define ZT_ZERO_ALIGN 16
 

@@ -57,9 +57,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "backend.h"
-#include "dtype.h"
-#include "status.h"
+#include "engine/backend.h"
+#include "engine/dtype.h"
+#include "engine/status.h"
 
 typedef enum {
     ZT_COMM_ALL_REDUCE = 0,

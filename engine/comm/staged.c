@@ -2,7 +2,7 @@
  * comm_staged.c: the MPI communicator for device buffers of a backend whose
  * memory MPI cannot read (CUDA without a CUDA-aware MPI). Each collective
  * copies its device input into a host staging buffer (be->copy_d2h), runs the
- * MPI collective there through an inner MPI comm (engine/comm.c, so sequence
+ * MPI collective there through an inner MPI comm (engine/comm/comm.c, so sequence
  * numbers, the watchdog and the arithmetic are the MPI comm's), and copies the
  * result back (be->copy_h2d). Several ranks can share one GPU this way, which
  * NCCL does not allow. Every pointer a collective gets is taken as device
@@ -19,7 +19,7 @@
  * in training only during the first step (bucket and unit sizes repeat).
  * Collective: zt_comm_staged_init, the collectives, split.
  */
-#include "comm.h"
+#include "engine/comm/comm.h"
 
 #include <stdlib.h>
 #include <string.h>

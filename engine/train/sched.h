@@ -13,7 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "config.h"
+#include "engine/config/config.h"
 
 typedef struct {
     zt_sched_config cfg;

@@ -23,8 +23,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "dtype.h"
-#include "status.h"
+#include "engine/dtype.h"
+#include "engine/status.h"
 
 #define ZT_CONFIG_MAX_NOTES 32
 #define ZT_CONFIG_NOTE_LEN 256

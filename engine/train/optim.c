@@ -13,7 +13,7 @@
  * zt_optim_init zeroes the state through the backend (arena memory comes
  * uninitialised), so a checkpoint's state must be loaded after init.
  */
-#include "optim.h"
+#include "engine/train/optim.h"
 
 #include <math.h>
 #include <stddef.h>

@@ -93,11 +93,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model.h"
-#include "status.h"
-#include "tokenizer.h"
-#include "trainer.h"
-#include "world.h"
+#include "models/model.h"
+#include "engine/status.h"
+#include "data/tokenizer.h"
+#include "engine/train/trainer.h"
+#include "engine/world/world.h"
 
 #define ZT_CKPT_FORMAT_VERSION 1
 #define ZT_CKPT_MAGIC "ZTSHARD"

@@ -11,7 +11,7 @@
  * zt_comm_free); buffers and requests belong to the caller.
  * Collective: zt_comm_mpi_init, the collectives, split, zt_comm_bootstrap.
  */
-#include "comm.h"
+#include "engine/comm/comm.h"
 
 #include <ctype.h>
 #include <math.h>

@@ -1,4 +1,4 @@
-#include "ckpt.h"
+#include "engine/ckpt/ckpt.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dtype.h"
+#include "engine/dtype.h"
 
 /* Shard data is written straight from memory as little-endian binary32. */
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__

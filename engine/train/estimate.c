@@ -1,11 +1,11 @@
-#include "estimate.h"
+#include "engine/train/estimate.h"
 
 #include <errno.h>
 #include <jansson.h>
 #include <string.h>
 
-#include "trainer.h"
-#include "zero.h"
+#include "engine/train/trainer.h"
+#include "engine/zero/zero.h"
 
 /* Longest line the tables may print. */
 #define ZT_ESTIMATE_LINE_MAX 119

@@ -31,7 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config.h"
+#include "engine/config/config.h"
 
 typedef struct {
     bool dynamic;

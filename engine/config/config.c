@@ -29,7 +29,7 @@
  *   dump_state, ...) are type-checked and noted as having no effect.
  * - SGD lr defaults to 1e-3 as in torch >= 2.2 (noted).
  */
-#include "config.h"
+#include "engine/config/config.h"
 
 #include <ctype.h>
 #include <errno.h>

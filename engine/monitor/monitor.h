@@ -37,11 +37,11 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "arena.h"
-#include "comm.h"
-#include "config.h"
-#include "scaler.h"
-#include "world.h"
+#include "engine/arena.h"
+#include "engine/comm/comm.h"
+#include "engine/config/config.h"
+#include "engine/train/scaler.h"
+#include "engine/world/world.h"
 
 typedef enum {
     ZT_TIMER_FWD = 0,

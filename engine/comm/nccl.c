@@ -1,6 +1,6 @@
 /*
  * comm_nccl.c: the NCCL communicator (device buffers of the CUDA backend).
- * Compiled when the Makefile finds NCCL; engine/comm_nccl_absent.c otherwise.
+ * Compiled when the Makefile finds NCCL; engine/comm/nccl_absent.c otherwise.
  *
  * Ordering: collectives run on a dedicated comm stream. Each one first makes
  * the comm stream wait (on the device) for an event recorded on the compute
@@ -38,7 +38,7 @@
  * compute stream belongs to the backend.
  * Collective: zt_comm_nccl_init, the collectives, barrier, split.
  */
-#include "comm.h"
+#include "engine/comm/comm.h"
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -49,7 +49,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cuda/cuda_backend.h"
+#include "engine/cuda/cuda_backend.h"
 
 #define NCCL_EVENTS 64
 #define NCCL_WATCH_MS 100
