@@ -1,6 +1,7 @@
 #include "models/classifier.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "models/layers.h"
@@ -298,4 +299,26 @@ void zt_classifier_head(zt_unit *u, int64_t max_len, int64_t e, int64_t hidden, 
     zt_unit_add_param(u, "fc1.bias", 1, (int64_t[]){hidden}, ZT_INIT_UNIFORM, lin_e);
     zt_unit_add_param(u, "fc2.weight", 2, (int64_t[]){classes, hidden}, ZT_INIT_UNIFORM, lin_h);
     zt_unit_add_param(u, "fc2.bias", 1, (int64_t[]){classes}, ZT_INIT_UNIFORM, lin_h);
+}
+
+/* Two classes: negative, positive. */
+zt_status zt_classifier_build(const zt_model_args *a, zt_model *m)
+{
+    int64_t layers = a->n_layer, e = a->n_embd, heads = a->n_head, hidden = a->hidden_dim;
+    int64_t seq = a->max_len, vocab = a->vocab_size;
+    double p = a->dropout;
+    ZT_TRY(zt_model_check_transformer("classifier", layers, e, heads, seq, p, vocab));
+    ZT_TRY(zt_model_alloc_units(m, (int)layers + 2));
+    zt_classifier_embed(&m->units[0], vocab, seq, e, (float)p);
+    for (int l = 0; l < layers; l++) {
+        char name[32];
+        snprintf(name, sizeof name, "layers.%d", l);
+        zt_classifier_layer(&m->units[1 + l], name, seq, e, heads, hidden, (float)p, a->gelu);
+    }
+    zt_classifier_head(&m->units[layers + 1], seq, e, hidden, 2, (float)p);
+    m->seq_len = seq;
+    m->vocab_size = vocab;
+    m->labels_numel = 1;
+    m->n_classes = 2;
+    return ZT_OK;
 }

@@ -16,6 +16,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "engine/status.h"
+#include "models/model.h"
 #include "models/unit.h"
 
 void zt_classifier_embed(zt_unit *u, int64_t vocab, int64_t max_len, int64_t e, float dropout);
@@ -23,5 +25,10 @@ void zt_classifier_layer(zt_unit *u, const char *name, int64_t max_len, int64_t 
                          int64_t hidden, float dropout, bool gelu);
 void zt_classifier_head(zt_unit *u, int64_t max_len, int64_t e, int64_t hidden, int64_t classes,
                         float dropout);
+
+/* The model: "embed", layers "layers.0".."layers.{N-1}", "head" (models/model.h),
+ * two classes, from resolved arguments (n_layer, n_embd as E, n_head,
+ * hidden_dim, max_len, dropout, activation, vocab_size). */
+zt_status zt_classifier_build(const zt_model_args *a, zt_model *m);
 
 #endif

@@ -1,6 +1,7 @@
 #include "models/gptlite.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "models/layers.h"
@@ -282,4 +283,26 @@ void zt_gptlite_head(zt_unit *u, int64_t seq_len, int64_t c, int64_t vocab)
     zt_unit_add_param(u, "ln_f.bias", 1, (int64_t[]){c}, ZT_INIT_ZEROS, 0.0f);
     zt_unit_add_param(u, "lm_head.weight", 2, (int64_t[]){vocab, c}, ZT_INIT_UNIFORM, lin);
     zt_unit_add_param(u, "lm_head.bias", 1, (int64_t[]){vocab}, ZT_INIT_UNIFORM, lin);
+}
+
+zt_status zt_gptlite_build(const zt_model_args *a, zt_model *m)
+{
+    int64_t layers = a->n_layer, c = a->n_embd, heads = a->n_head, seq = a->block_size;
+    int64_t vocab = a->vocab_size;
+    double p = a->dropout;
+    ZT_TRY(zt_model_check_transformer("gptlite", layers, c, heads, seq, p, vocab));
+    ZT_TRY(zt_model_alloc_units(m, (int)layers + 2));
+    zt_gptlite_embed(&m->units[0], vocab, seq, c);
+    for (int l = 0; l < layers; l++) {
+        char name[32];
+        snprintf(name, sizeof name, "h.%d", l);
+        zt_gptlite_block(&m->units[1 + l], name, seq, c, heads, (float)p, a->gelu);
+    }
+    zt_gptlite_head(&m->units[layers + 1], seq, c, vocab);
+    m->seq_len = seq;
+    m->vocab_size = vocab;
+    m->labels_numel = seq;
+    m->labels_per_token = true;
+    m->n_classes = vocab;
+    return ZT_OK;
 }

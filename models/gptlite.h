@@ -13,11 +13,18 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "engine/status.h"
+#include "models/model.h"
 #include "models/unit.h"
 
 void zt_gptlite_embed(zt_unit *u, int64_t vocab, int64_t seq_len, int64_t c);
 void zt_gptlite_block(zt_unit *u, const char *name, int64_t seq_len, int64_t c, int64_t heads,
                       float dropout, bool gelu);
 void zt_gptlite_head(zt_unit *u, int64_t seq_len, int64_t c, int64_t vocab);
+
+/* The model: "embed", blocks "h.0".."h.{L-1}", "head" (models/model.h), from
+ * resolved arguments (n_layer, n_embd, n_head, block_size, dropout,
+ * activation, vocab_size). */
+zt_status zt_gptlite_build(const zt_model_args *a, zt_model *m);
 
 #endif

@@ -44,6 +44,8 @@
  * (rows, n_classes) logits: rows = n * seq_len when labels_per_token (gptlite),
  * n otherwise, with the batch labels (mean over counted rows).
  *
+ * Which models exist, their arguments and defaults: models/registry.h.
+ *
  * Memory: zt_model owns its unit array (host). Collective: none.
  */
 #ifndef ZT_MODEL_H
@@ -81,13 +83,20 @@ typedef struct {
     int32_t ignore_index;
 } zt_model;
 
-/* mlp defaults (W 1024, L 4); transformer fields at their "use the default"
- * values. */
+/* mlp defaults (W 1024, L 4); every other field at "use the default"
+ * (models/registry.c, with the schema). */
 void zt_model_args_init(zt_model_args *a);
-/* Replaces a transformer's "use the default" fields by models.md's defaults for
- * a->name (zt_model_build does the same on its own copy). */
+/* Replaces the unset fields of a->name's arguments by the model's defaults
+ * (the registry's schema; zt_model_build does the same on its own copy). */
 void zt_model_args_resolve(zt_model_args *a);
+/* Builds the model the registry names a->name. */
 zt_status zt_model_build(const zt_model_args *a, zt_model *m);
 void zt_model_free(zt_model *m);
+
+/* For the builders: m->units as n zeroed units. */
+zt_status zt_model_alloc_units(zt_model *m, int n);
+/* Shape checks the transformers share (ZT_ERR_USAGE naming the model). */
+zt_status zt_model_check_transformer(const char *name, int64_t layers, int64_t width,
+                                     int64_t heads, int64_t seq, double dropout, int64_t vocab);
 
 #endif
