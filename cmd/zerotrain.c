@@ -22,6 +22,7 @@
 #include "data/labelled.h"
 #include "models/model.h"
 #include "engine/monitor/monitor.h"
+#include "engine/monitor/report.h"
 #include "data/synthetic.h"
 #include "data/text.h"
 #include "data/tokenizer.h"
@@ -552,11 +553,14 @@ static void cmd_print_summary(const zt_world *w, const zt_config *cfg, const zt_
                               const zt_trainer *t, const cmd_data *d, int64_t steps)
 {
     static const char *tok_names[] = {"characters", "bytes", "GPT-2 BPE"};
+    zt_trainer_stats s;
+    zt_trainer_stats_get(t, &s);
+    const zt_layout *lay = s.layout;
     printf("zerotrain %s: %d rank(s) on %d node(s), device %s, comm %s\n", ZT_VERSION,
-           w->size, w->n_nodes, t->be->name, t->comm->name);
+           w->size, w->n_nodes, s.device, s.comm);
     printf("  model %s: %lld parameters in %d units (flat %lld, padded for %d ranks)\n",
-           m->name, (long long)m->n_params, m->n_units, (long long)t->layout.padded_numel,
-           t->layout.world_size);
+           m->name, (long long)m->n_params, m->n_units, (long long)lay->padded_numel,
+           lay->world_size);
     if (d->tok)
         printf("  data: %lld training samples, %lld validation samples of up to %lld tokens; "
                "vocabulary %lld (%s)\n",
@@ -566,34 +570,36 @@ static void cmd_print_summary(const zt_world *w, const zt_config *cfg, const zt_
            "(%lld per epoch)\n",
            (long long)cfg->train_batch_size, (long long)cfg->micro_batch_size,
            (long long)cfg->gradient_accumulation_steps, w->size, (long long)steps,
-           (long long)t->sampler.steps_per_epoch);
+           (long long)s.steps_per_epoch);
     printf("  zero stage %d, precision %s, optimizer %s lr %g, scheduler %s, "
            "gradient_clipping %g, reduce_bucket_size %lld, overlap_comm %s\n",
-           cfg->zero.stage, zt_dtype_name(t->cdt), zt_optim_type_name(cfg->optimizer.type),
-           cfg->optimizer.lr,
+           cfg->zero.stage, zt_dtype_name(s.compute_dtype),
+           zt_optim_type_name(cfg->optimizer.type), cfg->optimizer.lr,
            zt_sched_type_name(cfg->scheduler.type), cfg->gradient_clipping,
            (long long)cfg->zero.reduce_bucket_size, cfg->zero.overlap_comm ? "on" : "off");
-    if (cfg->zero.stage == 3)
+    if (s.policy->params_sharded)
         printf("  stage 3: %lld of %lld parameters in persistent units, prefetch %lld, "
                "max live %lld, max reuse distance %lld, hpZ %lld, MiCS shard %lld\n",
-               (long long)t->layout.persistent_numel, (long long)t->layout.padded_numel,
+               (long long)lay->persistent_numel, (long long)lay->padded_numel,
                (long long)cfg->zero.stage3_prefetch_bucket_size,
                (long long)cfg->zero.stage3_max_live_parameters,
                (long long)cfg->zero.stage3_max_reuse_distance,
                (long long)cfg->zero.zero_hpz_partition_size,
                (long long)(cfg->zero.mics_shard_size > 0 ? cfg->zero.mics_shard_size : w->size));
-    if (t->mixed)
+    if (s.mixed)
         printf("  mixed precision: %s parameters and activations, fp32 master weights, "
                "gradients %s, communication %s, loss scale %s\n",
-               zt_dtype_name(t->cdt), zt_dtype_name(t->gdt), zt_dtype_name(t->kdt),
-               cfg->fp16.enabled ? (t->scaler.dynamic ? "dynamic" : "static") : "none");
-    if (t->offload_opt || t->offload_param)
+               zt_dtype_name(s.compute_dtype), zt_dtype_name(s.grad_dtype),
+               zt_dtype_name(s.comm_dtype),
+               cfg->fp16.enabled ? (s.dynamic_loss_scale ? "dynamic" : "static") : "none");
+    if (s.offload_optimizer || s.offload_param)
         printf("  offload: optimizer %s (master, moments and gradient partition on the host, "
                "CPU Adam), parameters %s\n",
-               t->offload_opt ? "cpu" : "none", t->offload_param ? "cpu" : "none");
-    if (t->ckpt_interval > 0)
+               s.offload_optimizer ? "cpu" : "none", s.offload_param ? "cpu" : "none");
+    if (s.checkpoint_interval > 0)
         printf("  activation checkpointing: every %lld unit(s) of %d, checkpoints on the %s\n",
-               (long long)t->ckpt_interval, m->n_units, t->ckpt_host ? "host" : "device");
+               (long long)s.checkpoint_interval, m->n_units,
+               s.cpu_checkpointing ? "host" : "device");
     for (int i = 0; i < cfg->n_notes; i++)
         printf("  note: %s\n", cfg->notes[i]);
     fflush(stdout);
@@ -736,7 +742,15 @@ static zt_status cmd_devices(const zt_world *w, const zt_flags *f, const zt_conf
     return zt_comm_mpi_init(comm, w->comm);
 }
 
-/* Checkpoint saving from the training loop (trainer.after_step). */
+/* The trainer's step counter. */
+static int64_t cmd_steps_done(const zt_trainer *t)
+{
+    zt_trainer_counters c;
+    zt_trainer_counters_get(t, &c);
+    return c.global_steps;
+}
+
+/* Checkpoint saving from the training loop (the trainer's after_step). */
 typedef struct {
     const zt_world *world;
     const char *dir;
@@ -754,7 +768,7 @@ static zt_status cmd_save(zt_trainer *t, cmd_saver *s)
         s->failed = true;
         return st;
     }
-    s->last_saved = t->global_steps;
+    s->last_saved = cmd_steps_done(t);
     if (s->world->rank == 0) {
         printf("zerotrain: saved checkpoint %s/%s (%.2f MB in %.2f s)\n", s->dir, info.tag,
                (double)info.bytes / 1e6, info.seconds);
@@ -766,7 +780,7 @@ static zt_status cmd_save(zt_trainer *t, cmd_saver *s)
 static zt_status cmd_after_step(zt_trainer *t, void *ctx)
 {
     cmd_saver *s = ctx;
-    if (s->interval <= 0 || t->global_steps % s->interval != 0)
+    if (s->interval <= 0 || cmd_steps_done(t) % s->interval != 0)
         return ZT_OK;
     return cmd_save(t, s);
 }
@@ -1090,18 +1104,26 @@ static int cmd_from_checkpoint(int argc, char **argv)
                         .vocab_size = model.vocab_size,
                         .get = cmd_shape_get};
     zt_ckpt_meta meta = {.model = k.args, .tok = k.tokp};
-    zt_trainer trainer;
-    st = zt_trainer_init(&trainer, &cfg, &model, &shape, &world, &be, &comm, zt_ckpt_seed(&k.ck));
+    zt_trainer *trainer = NULL;
+    zt_trainer_options topt = {.cfg = &cfg,
+                               .model = &model,
+                               .data = &shape,
+                               .world = &world,
+                               .be = &be,
+                               .comm = &comm,
+                               .seed = zt_ckpt_seed(&k.ck),
+                               .inject_unit = -1};
+    st = zt_trainer_init(&trainer, &topt);
     if ((rc = cmd_agreed_failure(&world, st)) != 0)
         return rc;
-    st = zt_ckpt_restore(&k.ck, &trainer, &meta, true);
+    st = zt_ckpt_restore(&k.ck, trainer, &meta, true);
     if ((rc = cmd_agreed_failure(&world, st)) != 0)
         return rc;
     if (generate) {
-        st = cmd_generate(&world, &trainer, &k, &f);
+        st = cmd_generate(&world, trainer, &k, &f);
     } else {
         double loss = NAN, acc = NAN;
-        st = zt_trainer_eval(&trainer, k.val, f.eval_iters, &loss, &acc);
+        st = zt_trainer_eval(trainer, k.val, f.eval_iters, &loss, &acc);
         if (st == ZT_OK && world.rank == 0) {
             printf("zerotrain: eval %s/%s (step %lld, %s): validation loss %.6f", k.ck.dir,
                    k.ck.tag, (long long)k.ck.global_steps, k.args.name, loss);
@@ -1113,7 +1135,7 @@ static int cmd_from_checkpoint(int argc, char **argv)
     }
     if ((rc = cmd_agreed_failure(&world, st)) != 0)
         return rc;
-    zt_trainer_free(&trainer);
+    zt_trainer_free(trainer);
     zt_comm_free(&comm);
     zt_backend_free(&be);
     zt_model_free(&model);
@@ -1167,7 +1189,7 @@ int main(int argc, char **argv)
     zt_model model;
     zt_backend be;
     zt_comm comm;
-    zt_trainer trainer;
+    zt_trainer *trainer = NULL;
     st = cmd_data_load(&data, &flags);
     if (st == ZT_OK)
         st = zt_model_build(&flags.model, &model);
@@ -1183,9 +1205,11 @@ int main(int argc, char **argv)
     st = cmd_devices(&world, &flags, &cfg, &be, &comm, stdout);
     if ((rc = cmd_agreed_failure(&world, st)) != 0)
         return rc;
-    st = zt_trainer_init(&trainer, &cfg, &model, data.train, &world, &be, &comm, flags.seed);
-    if ((rc = cmd_agreed_failure(&world, st)) != 0)
-        return rc;
+    if (flags.inject_unit >= model.n_units)
+        cmd_fatal(&world, &comm,
+                  zt_fail(ZT_ERR_USAGE, "units are numbered from 0 in model order",
+                          "--inject-overflow: unit %d does not exist (model %s has %d units)",
+                          flags.inject_unit, model.name, model.n_units));
     cmd_saver saver = {.world = &world,
                        .dir = flags.save_dir,
                        .interval = flags.save_interval,
@@ -1195,116 +1219,88 @@ int main(int argc, char **argv)
                                 .tok = data.tok,
                                 .tokenizer_dir = flags.tokenizer_dir,
                                 .data_path = flags.data_path}};
+    zt_monitor mon;
+    memset(&mon, 0, sizeof mon);
+    zt_trainer_options topt = {.cfg = &cfg,
+                               .model = &model,
+                               .data = data.train,
+                               .world = &world,
+                               .be = &be,
+                               .comm = &comm,
+                               .seed = flags.seed,
+                               .eval_data = flags.eval_interval > 0 ? data.val : NULL,
+                               .eval_interval = flags.eval_interval,
+                               .eval_iters = flags.eval_iters,
+                               .grad_dump_path = flags.grad_dump_path,
+                               .inject_steps = flags.inject_steps,
+                               .n_inject_steps = flags.n_inject_steps,
+                               .inject_unit = flags.inject_unit,
+                               .observer = zt_monitor_observer(&mon),
+                               .after_step = flags.save_dir ? cmd_after_step : NULL,
+                               .after_step_ctx = &saver};
+    st = zt_trainer_init(&trainer, &topt);
+    if ((rc = cmd_agreed_failure(&world, st)) != 0)
+        return rc;
     if (flags.resume) {
-        st = zt_ckpt_restore(&resume, &trainer, &saver.meta, false);
+        st = zt_ckpt_restore(&resume, trainer, &saver.meta, false);
         if ((rc = cmd_agreed_failure(&world, st)) != 0)
             return rc;
         if (flags.save_dir && cmd_same_dir(flags.save_dir, resume.dir))
-            saver.last_saved = trainer.global_steps;
+            saver.last_saved = cmd_steps_done(trainer);
     }
-    if (flags.save_dir) {
-        trainer.after_step = cmd_after_step;
-        trainer.after_step_ctx = &saver;
-    }
-    trainer.eval_data = flags.eval_interval > 0 ? data.val : NULL;
-    trainer.eval_interval = flags.eval_interval;
-    trainer.eval_iters = flags.eval_iters;
-    trainer.grad_dump_path = flags.grad_dump_path;
-    if (flags.inject_unit >= model.n_units)
-        cmd_fatal(&world, &comm,
-                  zt_fail(ZT_ERR_USAGE, "units are numbered from 0 in model order",
-                          "--inject-overflow: unit %d does not exist (model %s has %d units)",
-                          flags.inject_unit, model.name, model.n_units));
-    trainer.inject_steps = flags.inject_steps;
-    trainer.n_inject_steps = flags.n_inject_steps;
-    trainer.inject_unit = flags.inject_unit >= 0 ? flags.inject_unit : model.n_units / 2;
 
     int64_t steps = flags.steps >= 0 ? flags.steps
                                      : (flags.epochs > 0 ? flags.epochs : 1) *
-                                           zt_trainer_steps_per_epoch(&trainer);
+                                           zt_trainer_steps_per_epoch(trainer);
     if (world.rank == 0)
-        cmd_print_summary(&world, &cfg, &model, &trainer, &data, steps);
+        cmd_print_summary(&world, &cfg, &model, trainer, &data, steps);
     if (world.rank == 0 && flags.resume) {
         printf("zerotrain: resumed from %s/%s at step %lld (saved by %d rank(s) at ZeRO stage "
                "%d)\n",
-               resume.dir, resume.tag, (long long)trainer.global_steps, resume.world_size,
+               resume.dir, resume.tag, (long long)cmd_steps_done(trainer), resume.world_size,
                resume.stage);
         fflush(stdout);
     }
     zt_ckpt_close(&resume);
 
-    st = zt_trainer_train(&trainer, steps);
+    /* The CSV monitor files are rank 0's alone: a failure is one rank's. */
+    st = zt_monitor_init(&mon, &cfg, world.rank);
+    if (st != ZT_OK)
+        cmd_fatal(&world, &comm, st);
+    st = zt_trainer_train(trainer, steps);
+    zt_monitor_free(&mon);
     /* A failed save is known to every rank; anything else may be one rank's. */
     if (st != ZT_OK && saver.failed)
         return cmd_agreed_failure(&world, st);
     if (st != ZT_OK)
         cmd_fatal(&world, &comm, st);
-    if (flags.save_dir && saver.last_saved != trainer.global_steps &&
-        (rc = cmd_agreed_failure(&world, cmd_save(&trainer, &saver))) != 0)
+    if (flags.save_dir && saver.last_saved != cmd_steps_done(trainer) &&
+        (rc = cmd_agreed_failure(&world, cmd_save(trainer, &saver))) != 0)
         return rc;
 
-    if (flags.sample > 0 && (st = cmd_sample(&world, &trainer, &data, flags.sample,
+    if (flags.sample > 0 && (st = cmd_sample(&world, trainer, &data, flags.sample,
                                                flags.seed)) != ZT_OK)
         cmd_fatal(&world, &comm, st);
     if (flags.dump_path && (rc = cmd_agreed_failure(
-                                &world, zt_trainer_dump_params(&trainer, flags.dump_path))) != 0)
+                                &world, zt_trainer_dump_params(trainer, flags.dump_path))) != 0)
         return rc;
-    double param_norm = zt_trainer_param_norm(&trainer);
-    /* Throughput over the timed steps (DeepSpeed skips 2), or all steps of a short run. */
-    double sps = trainer.timed_steps > 0
-                     ? (double)cfg.train_batch_size * (double)trainer.timed_steps /
-                           trainer.timed_seconds
-                     : (trainer.train_seconds > 0 ? (double)cfg.train_batch_size *
-                                                        (double)trainer.global_steps /
-                                                        trainer.train_seconds
-                                                  : 0.0);
-    if (flags.report_path) {
-        zt_report rep = {.model_name = model.name,
-                         .model_params = model.n_params,
-                         .device = be.name,
-                         .precision = zt_dtype_name(trainer.cdt),
-                         .grad_dtype = zt_dtype_name(trainer.gdt),
-                         .comm_dtype = zt_dtype_name(trainer.kdt),
-                         .offload_optimizer = trainer.offload_opt ? "cpu" : "none",
-                         .offload_param = trainer.offload_param ? "cpu" : "none",
-                         .checkpoint_interval = trainer.ckpt_interval,
-                         .cpu_checkpointing = trainer.ckpt_host,
-                         .scale_history = cfg.fp16.enabled ? trainer.scale_history : NULL,
-                         .stage = cfg.zero.stage,
-                         .train_batch_size = cfg.train_batch_size,
-                         .micro_batch_size = cfg.micro_batch_size,
-                         .gradient_accumulation_steps = cfg.gradient_accumulation_steps,
-                         .steps = trainer.global_steps,
-                         .skipped_steps = trainer.skipped_steps,
-                         .loss_history = trainer.loss_history,
-                         .n_loss = trainer.global_steps,
-                         .samples_per_sec = sps,
-                         .param_norm = param_norm,
-                         .train_seconds = trainer.train_seconds,
-                         .evals = trainer.evals,
-                         .n_evals = trainer.n_evals,
-                         .zero = &cfg.zero,
-                         .padded_params = trainer.layout.padded_numel,
-                         .partition_params = trainer.layout.partition_numel,
-                         .persistent_params = trainer.layout.persistent_numel,
-                         .gather_peak_live_params = trainer.gather.peak_live_numel};
-        const zt_comm *groups[ZT_GROUP_N] = {&comm, trainer.hpz_comm, trainer.shard_comm,
-                                             trainer.replica_comm};
-        if ((rc = cmd_agreed_failure(&world, zt_monitor_write_report(flags.report_path, &rep,
-                                                                     &world, &trainer.mem,
-                                                                     groups))) != 0)
-            return rc;
-    }
+    double param_norm = zt_trainer_param_norm(trainer);
+    if (flags.report_path &&
+        (rc = cmd_agreed_failure(&world, zt_report_write(flags.report_path, trainer,
+                                                         param_norm))) != 0)
+        return rc;
     if (world.rank == 0) {
+        zt_trainer_stats ts;
+        zt_trainer_stats_get(trainer, &ts);
         printf("zerotrain: done: %lld steps in %.2f s, final loss %.6f, %.2f samples/s, "
                "param norm %.6f, peak device memory %.3f GiB\n",
-               (long long)trainer.global_steps, trainer.train_seconds,
-               trainer.global_steps > 0 ? trainer.loss_history[trainer.global_steps - 1] : NAN,
-               sps, param_norm,
-               (double)trainer.mem.total_peak[ZT_MEM_DEVICE] / (1024.0 * 1024.0 * 1024.0));
+               (long long)ts.global_steps, ts.train_seconds,
+               ts.global_steps > 0 ? ts.loss_history[ts.global_steps - 1] : NAN,
+               ts.samples_per_sec, param_norm,
+               (double)ts.mem->total_peak[ZT_MEM_DEVICE] / (1024.0 * 1024.0 * 1024.0));
         fflush(stdout);
     }
-    zt_trainer_free(&trainer);
+    zt_trainer_free(trainer);
     zt_comm_free(&comm);
     zt_backend_free(&be);
     cmd_data_free(&data);

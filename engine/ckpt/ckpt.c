@@ -422,6 +422,27 @@ static int64_t ckpt_dim(const zt_model_args *a, int i)
 
 static bool ckpt_transformer(const char *model) { return strcmp(model, "mlp") != 0; }
 
+/* ---- What a checkpoint reads of a trainer. ---- */
+
+typedef struct {
+    zt_trainer_stats s;
+    zt_trainer_counters c;
+    const zt_sched *sched;
+    const zt_scaler *scaler;
+    const zt_sampler *sampler;
+    uint64_t seed;
+} ckpt_src;
+
+static void ckpt_src_get(zt_trainer *t, ckpt_src *v)
+{
+    zt_trainer_stats_get(t, &v->s);
+    zt_trainer_counters_get(t, &v->c);
+    v->sched = zt_trainer_sched(t);
+    v->scaler = zt_trainer_scaler(t);
+    v->sampler = zt_trainer_sampler(t);
+    v->seed = zt_trainer_seed(t);
+}
+
 /* ---- Manifest writing. ---- */
 
 /* json_object_set_new that counts failures (a NULL value included). */
@@ -505,9 +526,9 @@ static json_t *ckpt_layout_json(const zt_layout *lay, int *bad)
     return o;
 }
 
-static json_t *ckpt_optimizer_json(const zt_trainer *t, int *bad)
+static json_t *ckpt_optimizer_json(const ckpt_src *t, int *bad)
 {
-    const zt_optim_config *oc = &t->cfg->optimizer;
+    const zt_optim_config *oc = &t->s.cfg->optimizer;
     json_t *o = json_object(), *names = json_array();
     const char *nm[2];
     int n = ckpt_state_names(oc, nm);
@@ -515,7 +536,7 @@ static json_t *ckpt_optimizer_json(const zt_trainer *t, int *bad)
         ckpt_append(names, json_string(nm[k]), bad);
     ckpt_put(o, "type", json_string(zt_optim_type_name(oc->type)), bad);
     ckpt_put(o, "state_sections", names, bad);
-    ckpt_put(o, "step", json_integer(t->optim.steps), bad);
+    ckpt_put(o, "step", json_integer(t->c.optim_steps), bad);
     ckpt_put(o, "lr", json_real(oc->lr), bad);
     if (oc->type == ZT_OPTIM_SGD) {
         ckpt_put(o, "momentum", json_real(oc->momentum), bad);
@@ -542,14 +563,14 @@ static json_t *ckpt_scaler_json(const zt_scaler *s, int *bad)
     return o;
 }
 
-static json_t *ckpt_training_json(const zt_trainer *t, int *bad)
+static json_t *ckpt_training_json(const ckpt_src *t, int *bad)
 {
-    const zt_config *cfg = t->cfg;
+    const zt_config *cfg = t->s.cfg;
     json_t *o = json_object();
-    ckpt_put(o, "global_steps", json_integer(t->global_steps), bad);
-    ckpt_put(o, "skipped_steps", json_integer(t->skipped_steps), bad);
-    ckpt_put(o, "global_samples", json_integer(t->global_samples), bad);
-    ckpt_put(o, "micro_steps", json_integer(t->global_steps * cfg->gradient_accumulation_steps),
+    ckpt_put(o, "global_steps", json_integer(t->c.global_steps), bad);
+    ckpt_put(o, "skipped_steps", json_integer(t->c.skipped_steps), bad);
+    ckpt_put(o, "global_samples", json_integer(t->c.global_samples), bad);
+    ckpt_put(o, "micro_steps", json_integer(t->c.global_steps * cfg->gradient_accumulation_steps),
              bad);
     ckpt_put(o, "seed", json_integer((json_int_t)t->seed), bad);
     ckpt_put(o, "train_batch_size", json_integer(cfg->train_batch_size), bad);
@@ -608,52 +629,52 @@ static zt_status ckpt_tokenizer_json(const zt_ckpt_meta *meta, int *bad, json_t 
     return ZT_OK;
 }
 
-static json_t *ckpt_history_json(const zt_trainer *t, int *bad)
+static json_t *ckpt_history_json(const ckpt_src *t, int *bad)
 {
     json_t *o = json_object(), *loss = json_array(), *scale = json_array();
-    for (int64_t i = 0; i < t->global_steps; i++) {
-        ckpt_append(loss, ckpt_real(t->loss_history[i]), bad);
-        ckpt_append(scale, ckpt_real(t->scale_history[i]), bad);
+    for (int64_t i = 0; i < t->c.global_steps; i++) {
+        ckpt_append(loss, ckpt_real(t->s.loss_history[i]), bad);
+        ckpt_append(scale, ckpt_real(t->s.scale_history[i]), bad);
     }
     ckpt_put(o, "loss", loss, bad);
     ckpt_put(o, "loss_scale", scale, bad);
     return o;
 }
 
-static zt_status ckpt_manifest_text(const zt_trainer *t, const zt_ckpt_meta *meta,
+static zt_status ckpt_manifest_text(const ckpt_src *t, const zt_ckpt_meta *meta,
                                     const char *tag, const uint64_t *bytes, const uint32_t *crc,
                                     char **out)
 {
-    const zt_config *cfg = t->cfg;
-    const zt_layout *lay = &t->layout;
+    const zt_config *cfg = t->s.cfg;
+    const zt_layout *lay = t->s.layout;
     int bad = 0;
     json_t *root = json_object();
     ckpt_put(root, "format", json_string("zerotrain-checkpoint"), &bad);
     ckpt_put(root, "format_version", json_integer(ZT_CKPT_FORMAT_VERSION), &bad);
     ckpt_put(root, "zerotrain_version", json_string(ZT_VERSION), &bad);
     ckpt_put(root, "tag", json_string(tag), &bad);
-    ckpt_put(root, "model", ckpt_model_json(t->model, &meta->model, &bad), &bad);
-    ckpt_put(root, "world_size", json_integer(t->world->size), &bad);
+    ckpt_put(root, "model", ckpt_model_json(t->s.model, &meta->model, &bad), &bad);
+    ckpt_put(root, "world_size", json_integer(t->s.world->size), &bad);
     ckpt_put(root, "zero_stage", json_integer(cfg->zero.stage), &bad);
     ckpt_put(root, "layout", ckpt_layout_json(lay, &bad), &bad);
     ckpt_put(root, "dtype",
-             json_pack("{ssssssssssss}", "params", zt_dtype_name(t->cdt), "master", "fp32",
-                       "optimizer_states", "fp32", "gradients", zt_dtype_name(t->gdt),
-                       "communication", zt_dtype_name(t->kdt), "shards", "fp32"),
+             json_pack("{ssssssssssss}", "params", zt_dtype_name(t->s.compute_dtype), "master", "fp32",
+                       "optimizer_states", "fp32", "gradients", zt_dtype_name(t->s.grad_dtype),
+                       "communication", zt_dtype_name(t->s.comm_dtype), "shards", "fp32"),
              &bad);
     ckpt_put(root, "offload",
-             json_pack("{ssss}", "optimizer", t->offload_opt ? "cpu" : "none", "param",
-                       t->offload_param ? "cpu" : "none"),
+             json_pack("{ssss}", "optimizer", t->s.offload_optimizer ? "cpu" : "none", "param",
+                       t->s.offload_param ? "cpu" : "none"),
              &bad);
     ckpt_put(root, "optimizer", ckpt_optimizer_json(t, &bad), &bad);
     ckpt_put(root, "scheduler",
              json_pack("{sssIsf}", "type", zt_sched_type_name(cfg->scheduler.type),
-                       "last_batch_iteration", (json_int_t)t->sched.last_batch_iteration,
-                       "base_lr", t->sched.base_lr),
+                       "last_batch_iteration", (json_int_t)t->sched->last_batch_iteration,
+                       "base_lr", t->sched->base_lr),
              &bad);
-    ckpt_put(root, "loss_scaler", ckpt_scaler_json(&t->scaler, &bad), &bad);
+    ckpt_put(root, "loss_scaler", ckpt_scaler_json(t->scaler, &bad), &bad);
     ckpt_put(root, "training", ckpt_training_json(t, &bad), &bad);
-    ckpt_put(root, "sampler", ckpt_sampler_json(&t->sampler, t->global_steps, &bad), &bad);
+    ckpt_put(root, "sampler", ckpt_sampler_json(t->sampler, t->c.global_steps, &bad), &bad);
     ckpt_put(root, "rng",
              json_pack("{sIss}", "seed", (json_int_t)t->seed, "note",
                        "counter-based: every draw is keyed by (seed, stream, index), no state"),
@@ -694,9 +715,10 @@ static zt_status ckpt_manifest_text(const zt_trainer *t, const zt_ckpt_meta *met
 /* ---- Saving. ---- */
 
 /* This rank's shard: the header, then each section's slices of every unit. */
-static zt_status ckpt_write_shard(zt_trainer *t, const char *path, ckpt_out *o)
+static zt_status ckpt_write_shard(zt_trainer *t, const ckpt_src *v, const char *path,
+                                  ckpt_out *o)
 {
-    const zt_layout *lay = &t->layout;
+    const zt_layout *lay = v->s.layout;
     zt_trainer_span sp;
     *o = (ckpt_out){.fd = -1, .path = path};
     zt_trainer_unit_span(t, 0, &sp);
@@ -716,7 +738,7 @@ static zt_status ckpt_write_shard(zt_trainer *t, const char *path, ckpt_out *o)
         zt_ckpt_header h = {.version = ZT_CKPT_FORMAT_VERSION,
                             .rank = (uint32_t)lay->rank,
                             .partition_count = (uint32_t)lay->world_size,
-                            .stage = (uint32_t)t->cfg->zero.stage,
+                            .stage = (uint32_t)v->s.cfg->zero.stage,
                             .n_units = (uint32_t)lay->n_units,
                             .n_sections = n_sections,
                             .partition_numel = lay->partition_numel,
@@ -732,7 +754,7 @@ static zt_status ckpt_write_shard(zt_trainer *t, const char *path, ckpt_out *o)
                                ((int64_t)lay->rank * ul->shard_numel - sp.lo);
             size_t bytes = (size_t)ul->shard_numel * sizeof(float);
             if (sp.loc == ZT_MEM_DEVICE) {
-                t->be->copy_d2h(t->be, stage, src, bytes);
+                v->s.be->copy_d2h(v->s.be, stage, src, bytes);
                 src = stage;
             }
             st = ckpt_out_write(o, src, bytes);
@@ -879,11 +901,13 @@ zt_status zt_ckpt_check_dir(const zt_world *w, const char *dir)
 zt_status zt_ckpt_save(zt_trainer *t, const zt_ckpt_meta *meta, const char *dir,
                        int64_t keep_last, zt_ckpt_saved *out)
 {
-    const zt_world *w = t->world;
-    const zt_layout *lay = &t->layout;
+    ckpt_src v;
+    ckpt_src_get(t, &v);
+    const zt_world *w = v.s.world;
+    const zt_layout *lay = v.s.layout;
     double t0 = ckpt_now();
     memset(out, 0, sizeof *out);
-    snprintf(out->tag, sizeof out->tag, "global_step%lld", (long long)t->global_steps);
+    snprintf(out->tag, sizeof out->tag, "global_step%lld", (long long)v.c.global_steps);
     if (!ckpt_budget_read) {
         const char *fail_after = getenv("ZT_CKPT_FAIL_AFTER_BYTES");
         ckpt_budget = fail_after ? strtoll(fail_after, NULL, 10) : -1;
@@ -913,7 +937,7 @@ zt_status zt_ckpt_save(zt_trainer *t, const zt_ckpt_meta *meta, const char *dir,
     st = ckpt_path(shard, partial, name, NULL);
     if (st == ZT_OK && w->rank < lay->world_size) {
         ckpt_out o;
-        st = ckpt_write_shard(t, shard, &o);
+        st = ckpt_write_shard(t, &v, shard, &o);
         mine[0] = o.bytes;
         mine[1] = o.crc;
     }
@@ -938,7 +962,7 @@ zt_status zt_ckpt_save(zt_trainer *t, const zt_ckpt_meta *meta, const char *dir,
             out->bytes += bytes[r];
         }
         if (st == ZT_OK)
-            st = ckpt_manifest_text(t, meta, out->tag, bytes, crc, &text);
+            st = ckpt_manifest_text(&v, meta, out->tag, bytes, crc, &text);
         char path[CKPT_PATH_MAX];
         if (st == ZT_OK)
             st = ckpt_path(path, partial, ZT_CKPT_MANIFEST, NULL);
@@ -950,7 +974,7 @@ zt_status zt_ckpt_save(zt_trainer *t, const zt_ckpt_meta *meta, const char *dir,
         if (st == ZT_OK)
             st = ckpt_write_latest(dir, out->tag);
         if (st == ZT_OK && keep_last > 0)
-            st = ckpt_prune(dir, t->global_steps, keep_last);
+            st = ckpt_prune(dir, v.c.global_steps, keep_last);
         free(text);
         free(bytes);
         free(crc);
@@ -1428,11 +1452,11 @@ static zt_status ckpt_read_state(const zt_ckpt *c, ckpt_state *s)
 }
 
 /* Everything a resumed run must share with the saved one to continue it. */
-static zt_status ckpt_check_training(const zt_ckpt *c, const zt_trainer *t,
+static zt_status ckpt_check_training(const zt_ckpt *c, const ckpt_src *t,
                                      const zt_ckpt_meta *meta)
 {
     const char *mine[2];
-    int n = ckpt_state_names(&t->cfg->optimizer, mine);
+    int n = ckpt_state_names(&t->s.cfg->optimizer, mine);
     json_t *theirs = ckpt_at(c->root, "optimizer.state_sections");
     bool same = (int)json_array_size(theirs) == n;
     for (int k = 0; same && k < n; k++) {
@@ -1446,22 +1470,22 @@ static zt_status ckpt_check_training(const zt_ckpt *c, const zt_trainer *t,
                        "AdamW share their state; SGD with momentum keeps another)",
                        "checkpoint %s holds the state of optimizer %s; this run's %s keeps %d "
                        "state section(s) of another kind",
-                       c->path, type ? type : "?", zt_optim_type_name(t->cfg->optimizer.type), n);
+                       c->path, type ? type : "?", zt_optim_type_name(t->s.cfg->optimizer.type), n);
     }
     int64_t tb, samples;
     ZT_TRY(ckpt_int(c, c->root, "", "training.train_batch_size", 1, &tb));
-    if (tb != t->cfg->train_batch_size)
+    if (tb != t->s.cfg->train_batch_size)
         return zt_fail(ZT_ERR_USAGE,
                        "keep train_batch_size when resuming (micro batch x gradient accumulation "
                        "x ranks): the data order depends on it",
                        "checkpoint %s was trained with train_batch_size %lld; this run's is %lld",
-                       c->path, (long long)tb, (long long)t->cfg->train_batch_size);
+                       c->path, (long long)tb, (long long)t->s.cfg->train_batch_size);
     ZT_TRY(ckpt_int(c, c->root, "", "sampler.n_samples", 1, &samples));
-    if (samples != t->sampler.n_samples)
+    if (samples != t->sampler->n_samples)
         return zt_fail(ZT_ERR_USAGE,
                        "resume with the --data (and --num-samples) the checkpoint was trained on",
                        "checkpoint %s was trained on %lld samples; this run's data set has %lld",
-                       c->path, (long long)samples, (long long)t->sampler.n_samples);
+                       c->path, (long long)samples, (long long)t->sampler->n_samples);
     if (zt_ckpt_seed(c) != t->seed)
         return zt_fail(ZT_ERR_USAGE,
                        "leave --seed out when resuming (the checkpoint's is used)",
@@ -1628,9 +1652,10 @@ static zt_status ckpt_read_range(ckpt_reader *r, int u, int k, int64_t lo, int64
 }
 
 /* This rank's span of every unit, `sections` sections of it. */
-static zt_status ckpt_load_spans(const zt_ckpt *c, zt_trainer *t, int sections)
+static zt_status ckpt_load_spans(const zt_ckpt *c, zt_trainer *t, const ckpt_src *v,
+                                 int sections)
 {
-    const zt_layout *lay = &t->layout;
+    const zt_layout *lay = v->s.layout;
     int64_t max_span = 0;
     zt_trainer_span sp;
     for (int u = 0; u < lay->n_units; u++) {
@@ -1652,7 +1677,7 @@ static zt_status ckpt_load_spans(const zt_ckpt *c, zt_trainer *t, int sections)
             if (st == ZT_OK && sp.loc == ZT_MEM_HOST)
                 memcpy(dst, buf, bytes);
             else if (st == ZT_OK)
-                t->be->copy_h2d(t->be, dst, buf, bytes);
+                v->s.be->copy_h2d(v->s.be, dst, buf, bytes);
         }
     }
     ckpt_reader_free(&rd);
@@ -1662,20 +1687,21 @@ static zt_status ckpt_load_spans(const zt_ckpt *c, zt_trainer *t, int sections)
 
 static zt_status ckpt_apply_state(zt_trainer *t, const ckpt_state *s)
 {
-    t->global_steps = s->global_steps;
-    t->skipped_steps = s->skipped_steps;
-    t->global_samples = s->global_samples;
-    t->optim.steps = s->optim_steps;
-    t->sched.last_batch_iteration = s->sched_iteration;
+    zt_trainer_counters c = {.global_steps = s->global_steps,
+                             .skipped_steps = s->skipped_steps,
+                             .global_samples = s->global_samples,
+                             .optim_steps = s->optim_steps};
+    zt_trainer_counters_set(t, &c);
+    zt_trainer_sched(t)->last_batch_iteration = s->sched_iteration;
     /* The scaler carries over between dynamic fp16 runs; a static or absent
      * one is whatever this run's config says. */
-    if (t->scaler.dynamic && s->scaler_dynamic) {
-        t->scaler.scale = s->scale;
-        t->scaler.iter = s->scaler_iter;
-        t->scaler.last_overflow_iter = s->last_overflow_iter;
-        t->scaler.cur_hysteresis = s->cur_hysteresis < t->scaler.hysteresis
-                                       ? (int)s->cur_hysteresis
-                                       : t->scaler.hysteresis;
+    zt_scaler *sc = zt_trainer_scaler(t);
+    if (sc->dynamic && s->scaler_dynamic) {
+        sc->scale = s->scale;
+        sc->iter = s->scaler_iter;
+        sc->last_overflow_iter = s->last_overflow_iter;
+        sc->cur_hysteresis = s->cur_hysteresis < sc->hysteresis ? (int)s->cur_hysteresis
+                                                                : sc->hysteresis;
     }
     return zt_trainer_set_history(t, s->loss, s->loss_scale, s->global_steps);
 }
@@ -1683,19 +1709,21 @@ static zt_status ckpt_apply_state(zt_trainer *t, const ckpt_state *s)
 zt_status zt_ckpt_restore(const zt_ckpt *c, zt_trainer *t, const zt_ckpt_meta *meta,
                           bool weights_only)
 {
-    const zt_world *w = t->world;
+    ckpt_src v;
+    ckpt_src_get(t, &v);
+    const zt_world *w = v.s.world;
     ckpt_state state;
     memset(&state, 0, sizeof state);
-    zt_status st = ckpt_check_model(c, &meta->model, t->model);
+    zt_status st = ckpt_check_model(c, &meta->model, v.s.model);
     if (st == ZT_OK && !weights_only)
-        st = ckpt_check_training(c, t, meta);
+        st = ckpt_check_training(c, &v, meta);
     if (st == ZT_OK && !weights_only)
         st = ckpt_read_state(c, &state);
     st = ckpt_agree(w, st);
     if (st == ZT_OK)
         st = ckpt_agree(w, ckpt_verify(c, w->rank, w->size));
     if (st == ZT_OK)
-        st = ckpt_agree(w, ckpt_load_spans(c, t, weights_only ? 1 : c->n_sections));
+        st = ckpt_agree(w, ckpt_load_spans(c, t, &v, weights_only ? 1 : c->n_sections));
     if (st == ZT_OK)
         st = ckpt_agree(w, zt_trainer_refresh_params(t));
     if (st == ZT_OK && !weights_only)

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "engine/train/trainer.h"
-#include "engine/zero/zero.h"
+#include "engine/zero/layout.h"
 
 /* Longest line the tables may print. */
 #define ZT_ESTIMATE_LINE_MAX 119
@@ -34,6 +34,25 @@ size_t zt_estimate_model_state_bytes(const zt_estimate_variant *v, zt_mem_loc lo
 {
     return v->bytes[loc][ZT_MEM_PARAMS] + v->bytes[loc][ZT_MEM_GRADS] +
            v->bytes[loc][ZT_MEM_MASTER] + v->bytes[loc][ZT_MEM_OPTIM];
+}
+
+/* The plan's model states must be what the stage says it keeps. */
+static zt_status estimate_check(const zt_estimate_variant *v)
+{
+    static const zt_mem_class states[] = {ZT_MEM_PARAMS, ZT_MEM_GRADS, ZT_MEM_MASTER,
+                                          ZT_MEM_OPTIM};
+    for (int l = 0; l < ZT_MEM_NLOC; l++)
+        for (size_t k = 0; k < sizeof states / sizeof *states; k++) {
+            zt_mem_class c = states[k];
+            if (v->bytes[l][c] != v->policy.bytes[l][c])
+                return zt_fail(ZT_ERR_INTERNAL, "this is a bug: please report it",
+                               "memory-planning bug: stage %d plans %zu %s bytes of %s on the "
+                               "%s, its policy states %zu",
+                               v->stage, v->bytes[l][c], zt_mem_loc_name((zt_mem_loc)l),
+                               zt_mem_class_name(c), zt_mem_loc_name((zt_mem_loc)l),
+                               v->policy.bytes[l][c]);
+        }
+    return ZT_OK;
 }
 
 zt_status zt_estimate_run(zt_estimate *e, const zt_config *cfg, const zt_model *m,
@@ -66,9 +85,11 @@ zt_status zt_estimate_run(zt_estimate *e, const zt_config *cfg, const zt_model *
         zt_zero_config *z = &c.zero;
         z->stage = estimate_variants[i].stage;
         /* Parsing resolved a missing overlap_comm for the file's stage; a run
-         * at this stage would have resolved it for this one. */
+         * at this stage would have resolved it for this one (DeepSpeed: on
+         * where parameters are sharded). */
+        const zt_stage_policy *pol = zt_stage_policy_get(z->stage);
         if (!z->overlap_comm_given)
-            z->overlap_comm = z->stage == 3;
+            z->overlap_comm = pol->params_sharded;
         z->offload_optimizer.device = estimate_variants[i].opt;
         z->offload_param.device = estimate_variants[i].param;
         /* As the config parser does for an offloaded optimizer (DeepSpeed). */
@@ -83,6 +104,10 @@ zt_status zt_estimate_run(zt_estimate *e, const zt_config *cfg, const zt_model *
         zt_memory_init(&mem, NULL);
         ZT_TRY(zt_trainer_plan(&c, m, ws, &mem));
         memcpy(v->bytes, mem.planned_bytes, sizeof v->bytes);
+        zt_stage_shape shape;
+        ZT_TRY(zt_trainer_stage_shape(&c, m, ws, &shape));
+        pol->memory(&shape, &v->policy);
+        ZT_TRY(estimate_check(v));
     }
     e->n_variants = ZT_ESTIMATE_NVARIANTS;
     return ZT_OK;
@@ -157,6 +182,13 @@ static void estimate_class_table(const zt_estimate *e, zt_mem_loc loc, FILE *out
     }
 }
 
+/* The stage policy's model-state bytes at `loc` (equal to the plan's). */
+static size_t estimate_policy_states(const zt_estimate_variant *v, zt_mem_loc loc)
+{
+    const size_t *b = v->policy.bytes[loc];
+    return b[ZT_MEM_PARAMS] + b[ZT_MEM_GRADS] + b[ZT_MEM_MASTER] + b[ZT_MEM_OPTIM];
+}
+
 void zt_estimate_print(const zt_estimate *e, FILE *out)
 {
     /* DeepSpeed's header and row format (estimate_zero3_model_states_mem_needs),
@@ -169,8 +201,8 @@ void zt_estimate_print(const zt_estimate *e, FILE *out)
     fprintf(out, "  per CPU  |  per GPU |   Options\n");
     for (int i = 0; i < e->n_variants; i++) {
         const zt_estimate_variant *v = &e->variants[i];
-        size_t cpu = zt_estimate_model_state_bytes(v, ZT_MEM_HOST) * (size_t)e->num_gpus;
-        size_t gpu = zt_estimate_model_state_bytes(v, ZT_MEM_DEVICE);
+        size_t cpu = estimate_policy_states(v, ZT_MEM_HOST) * (size_t)e->num_gpus;
+        size_t gpu = estimate_policy_states(v, ZT_MEM_DEVICE);
         fprintf(out, " %7.2fGB | %6.2fGB | stage=%d, offload_param=%-4s, offload_optimizer=%s\n",
                 estimate_gib(cpu), estimate_gib(gpu), v->stage,
                 estimate_offload_name(v->offload_param),
@@ -178,6 +210,8 @@ void zt_estimate_print(const zt_estimate *e, FILE *out)
     }
     fprintf(out, "Exact plans of this build (%s), not DeepSpeed's formulas: no 1.5 buffer factor "
                  "applied.\n"
+                 "Each row is its stage's statement of what it keeps (engine/zero/stage.h), "
+                 "checked against the plan.\n"
                  "per GPU: one rank's params, grads, master weights and optimizer states on the "
                  "device;\n"
                  "per CPU: the same on the host x %d rank(s) per node. Activations and buffers: "

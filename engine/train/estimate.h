@@ -7,6 +7,11 @@
  * (estimate_zero2/3_model_states_mem_needs_all_live, per CPU / per GPU in GiB)
  * plus an exact per-class byte table, and writes the same numbers as JSON.
  *
+ * Each variant also carries the stage policy's statement of its model states
+ * (engine/zero/stage.h, zt_stage_memory): the DeepSpeed-shaped table prints
+ * those, and the plan must equal them class by class (a difference is a
+ * planning bug, reported as an internal error rather than printed).
+ *
  * Variants, in order: stage 0; stage 1; stage 1 + offload_optimizer cpu;
  * stage 2; stage 2 + offload_optimizer cpu; stage 3; stage 3 +
  * offload_optimizer cpu; stage 3 + offload_param cpu + offload_optimizer cpu.
@@ -30,6 +35,7 @@
 #include "engine/config/config.h"
 #include "models/model.h"
 #include "engine/status.h"
+#include "engine/zero/stage.h"
 
 #define ZT_ESTIMATE_NVARIANTS 8
 
@@ -41,6 +47,7 @@ typedef struct {
     int stage;
     zt_offload_device offload_optimizer, offload_param;
     size_t bytes[ZT_MEM_NLOC][ZT_MEM_NCLASS]; /* one rank's planned bytes */
+    zt_stage_memory policy;                   /* the stage's formulas, model states */
 } zt_estimate_variant;
 
 typedef struct {
@@ -63,7 +70,7 @@ typedef struct {
 zt_status zt_estimate_run(zt_estimate *e, const zt_config *cfg, const zt_model *m,
                           int num_gpus, int num_nodes);
 
-/* PARAMS + GRADS + MASTER + OPTIM of one rank at `loc`. */
+/* PARAMS + GRADS + MASTER + OPTIM of one rank at `loc` (planned). */
 size_t zt_estimate_model_state_bytes(const zt_estimate_variant *v, zt_mem_loc loc);
 
 /* The DeepSpeed-shaped table, its footnotes and the per-class byte table

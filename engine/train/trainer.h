@@ -1,11 +1,22 @@
 /*
  * trainer: the training loop. Per optimizer step: for each of the
- * gradient_accumulation_steps micro-steps, read this rank's micro-batch,
- * run the units forward, the loss, the units backward (writing or accumulating
- * gradients as the ZeRO stage says, see zero.h); then at the boundary: the
- * overflow check and loss scaler, global-norm clipping, the optimizer step on
- * the rank's shard, the parameter all-gather (stages 1-2) or the persistent
- * re-gather (stage 3), the scheduler step, progress lines.
+ * gradient_accumulation_steps micro-steps, read this rank's micro-batch, run
+ * the units forward, the loss, the units backward; the ZeRO stage policy
+ * (engine/zero/stage.h) says where each unit's parameters come from and where
+ * its gradients go. Then at the boundary: the overflow check and loss scaler,
+ * global-norm clipping, the optimizer step on the rank's span, the stage's
+ * after-step (parameter all-gather or persistent re-gather), the scheduler
+ * step, and the observer's progress line.
+ *
+ * The trainer is split by job (engine/train/trainer_impl.h has the struct):
+ *   trainer.c    init, the loop, the boundary step, histories, stats
+ *   buffers.c    the plan of every buffer, per stage and placement
+ *   micro.c      one micro-step: batch, forward, loss, backward, reduction
+ *   placement.c  precision and offload: fp32 views, master weights, where the
+ *                optimizer works, writing stepped values back, dumps
+ *   recompute.c  activation checkpointing: slots, kept inputs, re-running a
+ *                segment during backward
+ *   infer.c      evaluation and sampling (forward only)
  *
  * Precision. fp32: every tensor is fp32 and the parameters are what the
  * optimizer steps. fp16/bf16 (mixed): parameters, activations (unit outputs
@@ -21,12 +32,13 @@
  * loss scale (scaler.h); an inf or nan in any rank's reduced gradients skips
  * the step on every rank (fp16 always, bf16 with check_grad_overflow).
  *
- * Offload. offload_optimizer (stages 1-3): MASTER, OPTIM and an fp32 gradient
- * partition live in host arenas; each reduced bucket is copied to the host and
- * added there, the optimizer runs on the CPU (optim.h, host kernels), and the
- * new parameters are rounded on the host and copied to the device.
- * offload_param (stage 3): the non-persistent parameter shards live in host
- * PARAMS; each gather copies the shard into its slot of the gathered block.
+ * Offload. offload_optimizer (a stage with the optimizer sharded): MASTER,
+ * OPTIM and an fp32 gradient partition live in host arenas; each reduced
+ * bucket is copied to the host and added there, the optimizer runs on the CPU
+ * (optim.h, host kernels), and the new parameters are rounded on the host and
+ * copied to the device. offload_param (a stage with parameters sharded): the
+ * non-persistent parameter shards live in host PARAMS; each gather copies the
+ * shard into its slot of the gathered block.
  *
  * Activation checkpointing (interval K > 0): units form segments [sK, sK+K).
  * Forward keeps only each segment's input (ACTS on the device, or the host
@@ -35,16 +47,16 @@
  * kept input (same dropout keys, so the same values) before its backward; the
  * last segment's activations are still in the slots and are not recomputed.
  *
- * What each stage holds (Psi = padded parameters, N = ranks, c = bytes of the
- * compute dtype, g = bytes of the gradient dtype, k = optimizer floats per
- * parameter, 2 for Adam): stage 0 PARAMS c Psi, GRADS g Psi, OPTIM 4k Psi;
- * stage 1 PARAMS c Psi, GRADS g Psi, OPTIM 4k Psi/N; stage 2 PARAMS c Psi,
- * GRADS g Psi/N, OPTIM 4k Psi/N; stage 3 PARAMS c Psi/N (+ persistent units
- * whole, + the hpZ secondary Psi/h), GRADS g Psi/N, OPTIM 4k Psi/N. Mixed
- * precision adds MASTER 4 Psi (stage 0) or 4 Psi/N. With fp16 and Adam and one
- * micro-step that is the ZeRO paper's 2 + 2 + 12 bytes per parameter. COMM
- * holds the reduce buckets, the all-gather bucket (stages 1-2), one unit's
- * fp32 gradient (fp32 stages 2-3) and the gather window (stage 3).
+ * What each stage holds is the stage policy's statement (zt_stage_memory): with
+ * Psi padded parameters, N ranks, c bytes of the compute dtype, g of the
+ * gradient dtype, k optimizer floats per parameter (Adam 2): stage 0 PARAMS
+ * c Psi, GRADS g Psi, OPTIM 4k Psi; stage 1 OPTIM 4k Psi/N; stage 2 + GRADS
+ * g Psi/N; stage 3 + PARAMS c Psi/N (+ persistent units whole, + the hpZ
+ * secondary Psi/h). Mixed precision adds MASTER 4 Psi (stage 0) or 4 Psi/N.
+ * With fp16 and Adam and one micro-step that is the ZeRO paper's 2 + 2 + 12
+ * bytes per parameter. COMM holds the reduce buckets, the all-gather bucket
+ * (stages 1-2), one unit's fp32 gradient (fp32 stages 2-3) and the gather
+ * window (stage 3).
  *
  * Memory: every buffer is planned into and allocated from the trainer's arenas
  * (zt_memory): PARAMS, GRADS, MASTER, OPTIM; ACTS (inputs, tokens, lengths,
@@ -55,13 +67,16 @@
  * sampling read). Nothing is allocated inside the step loop except stage-3
  * gather blocks, which come from the COMM arena's reservation. Evaluation and
  * sampling reuse the training buffers (micro-batches of at most
- * train_micro_batch_size_per_gpu).
- * Checkpoints (ckpt.h) read and write the optimizer's side of each unit
- * through zt_trainer_unit_span and rebuild the parameters from it with
- * zt_trainer_refresh_params; the counters (global_steps, skipped_steps,
- * global_samples), optim.steps, sched and scaler are plain fields.
+ * train_micro_batch_size_per_gpu). zt_trainer_init allocates the trainer
+ * itself; zt_trainer_free releases everything. The options' pointers are
+ * borrowed and must outlive the trainer.
+ *
+ * Checkpoints (engine/ckpt) read and write the optimizer's side of each unit
+ * through zt_trainer_unit_span, rebuild the parameters with
+ * zt_trainer_refresh_params, and carry the counters (zt_trainer_counters) and
+ * the scheduler's and scaler's own state.
  * Collective: zt_trainer_init, zt_trainer_train, zt_trainer_eval,
- * zt_trainer_generate, zt_trainer_dump_params, zt_trainer_param_norm,
+ * zt_trainer_generate(_from), zt_trainer_dump_params, zt_trainer_param_norm,
  * zt_trainer_refresh_params.
  */
 #ifndef ZT_TRAINER_H
@@ -70,127 +85,86 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "data/dataset.h"
+#include "data/sampler.h"
 #include "engine/arena.h"
 #include "engine/backend.h"
 #include "engine/comm/comm.h"
 #include "engine/config/config.h"
-#include "data/dataset.h"
-#include "models/model.h"
-#include "engine/monitor/monitor.h"
-#include "engine/train/optim.h"
-#include "data/sampler.h"
-#include "engine/train/scaler.h"
 #include "engine/train/sched.h"
+#include "engine/train/scaler.h"
 #include "engine/world/world.h"
-#include "engine/zero/zero.h"
+#include "engine/zero/layout.h"
+#include "engine/zero/stage.h"
+#include "models/model.h"
 
 typedef struct zt_trainer zt_trainer;
 
-struct zt_trainer {
+/* wall_clock_breakdown's timers, per optimizer step (summed over micro-steps). */
+typedef enum {
+    ZT_TIMER_FWD = 0,
+    ZT_TIMER_BWD,
+    ZT_TIMER_BWD_INNER,
+    ZT_TIMER_BWD_ALLREDUCE,
+    ZT_TIMER_STEP,
+    ZT_TIMER_N
+} zt_timer_kind;
+
+/* One optimizer step (applied or skipped), as the progress lines tell it. */
+typedef struct {
+    int64_t global_steps, skipped_steps, micro_steps, epoch, global_samples;
+    double loss, lr, grad_norm;
+    double loss_scale;        /* fp16: the scale after this step's update; < 0 otherwise */
+    double beta1, beta2;      /* Adam betas, or SGD momentum in beta1 */
+    bool is_sgd;
+    double curr_samples_per_sec, running_samples_per_sec; /* <= 0: not timed yet */
+    size_t mem_allocated, max_mem_allocated;              /* device bytes */
+    double timers_ms[ZT_TIMER_N];                         /* summed over micro-steps */
+} zt_step_info;
+
+/* One evaluation: validation loss, and accuracy (NAN for language models). */
+typedef struct {
+    int64_t step;
+    double loss, accuracy, seconds;
+} zt_eval_point;
+
+/* Who hears about training as it runs (the monitor), on every rank. Any
+ * member may be NULL. */
+typedef struct {
+    void (*step)(void *ctx, const zt_step_info *s);
+    void (*overflow)(void *ctx, const zt_scaler_event *ev, bool fp16);
+    void (*eval)(void *ctx, const zt_eval_point *e);
+    void *ctx;
+} zt_trainer_observer;
+
+typedef struct {
     const zt_config *cfg;
     const zt_model *model;
+    zt_dataset *data;        /* training samples (their shape must fit the model) */
     const zt_world *world;
     const zt_backend *be;
-    zt_comm *comm;
-    zt_dataset *data;
-    uint64_t seed;
-
-    zt_layout layout;
-    zt_memory mem;
-    zt_sampler sampler;
-    zt_optim optim;
-    zt_sched sched;
-    zt_scaler scaler;
-    zt_zero_reducer reducer; /* stage 0 */
-    zt_zero_rs rs;           /* stages 1-3 */
-    zt_zero_gather gather;   /* stage 3 */
-    zt_comm *hpz_comm;       /* hpZ group communicator or NULL (owned) */
-    zt_comm *shard_comm;     /* MiCS shard group or NULL (owned) */
-    zt_comm *replica_comm;   /* MiCS replica group or NULL (owned) */
-    zt_comm *zcomm;          /* what the layout partitions over: shard_comm or comm */
-
-    /* Precision and placement, resolved from the config (see above). */
-    zt_dtype cdt;            /* parameters, activations, per-micro-step gradients */
-    zt_dtype gdt;            /* GRADS on the device */
-    zt_dtype kdt;            /* gradient communication */
-    zt_dtype ogdt;           /* the gradient the optimizer reads (own_g) */
-    bool mixed;              /* cdt is 16-bit: units compute on fp32 copies */
-    bool has_master;         /* the optimizer steps an fp32 copy, not the parameters */
-    bool offload_opt;        /* MASTER, OPTIM, the optimizer's gradients on the host */
-    bool offload_param;      /* stage 3 shards on the host */
-    bool check_overflow;     /* skip steps whose gradients hold inf or nan */
-    int64_t ckpt_interval;   /* activation checkpointing: units per segment, 0 off */
-    bool ckpt_host;          /* cpu_checkpointing */
-
-    /* Stages 0-2: params full flat (padded_numel). Stage 3: NULL; unit_store. */
-    void *params;
-    /* Device GRADS. Stages 0-1: full flat; stages 2-3: the partition; NULL at
-     * stages 2-3 when the optimizer is offloaded. */
-    void *grads;
-    float *host_grads;    /* offload_optimizer: the fp32 partition (host) */
-    float *master;        /* fp32 copy of the stepped span (stage 0: full), or NULL */
-    float *optim_state;   /* zt_optim_state_numel of the optimizer's span */
-    void **unit_store;    /* stage 3, per unit: own shard or persistent full copy */
-    void **own_p;         /* per unit: this rank's parameter slice (shard_numel) */
-    void **own_g;         /* per unit: this rank's reduced gradient slice (ogdt) */
-    float **own_m;        /* per unit: the fp32 values own_p rounds (master or params) */
-    void **secondary;     /* hpZ, per unit: padded_numel / h, else NULL */
-    float *unit_grad;     /* fp32 stages 2-3: one unit's full gradient (COMM) */
-    void *rs_send[2], *rs_recv[2]; /* reduce buckets (COMM) */
-    void *rs_stage;       /* offload_optimizer: host staging of one reduced bucket */
-    void *ag_buf;         /* stages 1-2: all-gather bucket (COMM) */
-    /* The micro-batch on the device (NULL where the model has no such input). */
-    float *x;             /* (micro, in_numel), fp32 */
-    int32_t *tokens;      /* (micro, t), t <= seq_len */
-    int32_t *lengths;     /* (micro) valid tokens per sample */
-    uint64_t *row_keys;   /* (micro) global sample positions (dropout keys) */
-    int32_t *labels;      /* (micro, labels_numel) */
-    void **acts;          /* per unit: output (micro, out_numel), cdt (a slot when checkpointing) */
-    void **saved;         /* per unit: (micro, saved_numel) or NULL */
-    void **ckpt;          /* checkpointing, per unit u = sK > 0: its kept input, else NULL */
-    void *ckpt_in;        /* cpu_checkpointing: a segment's input on the device */
-    float *work;          /* (micro, max work_numel) unit scratch, or NULL */
-    float *dact[2];       /* activation-gradient ping-pong (fp32) */
-    void *be_workspace;   /* the backend's scratch (backend.h workspace_bytes) */
-    /* Mixed precision: fp32 copies of one unit (WORK). */
-    float *pw, *gw;       /* (max_unit_numel): parameters; gradient (also the step's) */
-    float *xin, *yout, *sw; /* (micro, max in / out / saved numel) */
-    void *param_stage;    /* offload: host staging of one unit's new parameters */
-    /* Host staging of the micro-batch (HOST WORK). */
-    float *x_host;
-    int32_t *tokens_host; /* (micro, seq_len) */
-    int32_t *lengths_host;
-    uint64_t *row_keys_host;
-    int32_t *labels_host;
-    int64_t *index_host;  /* (micro) dataset indices of the batch */
-    float *logits_host;   /* classification: (micro, n_classes); LM: (n_classes) */
-
-    /* Evaluation (set by the caller after init; eval_data NULL: none). */
+    zt_comm *comm;           /* the world's communicator */
+    uint64_t seed;           /* data order, initial weights, dropout */
+    /* Evaluation during training: every eval_interval steps and after the
+     * last, eval_iters micro-batches per rank (<= 0: the whole split).
+     * eval_data NULL: none. */
     zt_dataset *eval_data;
-    int64_t eval_interval, eval_iters; /* iters <= 0: the whole split */
-    zt_eval_point *evals;
-    int64_t n_evals, eval_cap;
+    int64_t eval_interval, eval_iters;
     /* --dump-grads: the reduced, unscaled gradient of the first step goes
      * here; a path with "%d" gets every step's, %d the step number. */
     const char *grad_dump_path;
     /* Testing aid (--inject-overflow): at these steps (1-based) the last rank
-     * writes inf into unit inject_unit's gradient before it is reduced. */
+     * writes inf into unit inject_unit's gradient before it is reduced
+     * (inject_unit < 0: the middle unit). */
     const int64_t *inject_steps;
     int n_inject_steps, inject_unit;
-
-    int64_t global_steps, skipped_steps, global_samples;
-    double *loss_history;
-    double *scale_history; /* the loss scale each step ran with */
-    int64_t loss_cap;
-    double last_lr, last_grad_norm;
-    double train_seconds, timed_seconds;
-    int64_t timed_steps;
-    /* Called by zt_trainer_train after every optimizer step (and the
-     * evaluation due at it), on every rank; a failure ends training and is
-     * returned. NULL: none. (cmd saves checkpoints here.) */
+    zt_trainer_observer observer;
+    /* Called after every optimizer step (and the evaluation due at it) on
+     * every rank; a failure ends training and is returned. NULL: none. (cmd
+     * saves checkpoints here.) */
     zt_status (*after_step)(zt_trainer *t, void *ctx);
     void *after_step_ctx;
-};
+} zt_trainer_options;
 
 /* Plans (allocates nothing) every buffer one rank of a `world_size`-rank run
  * would hold into `mem` (zt_memory_init(mem, NULL) first): the same list
@@ -199,12 +173,15 @@ struct zt_trainer {
 zt_status zt_trainer_plan(const zt_config *cfg, const zt_model *m, int world_size,
                           zt_memory *mem);
 
-zt_status zt_trainer_init(zt_trainer *t, const zt_config *cfg, const zt_model *m,
-                          zt_dataset *data, const zt_world *w, const zt_backend *be,
-                          zt_comm *comm, uint64_t seed);
+/* The stage formulas' view of a run: the model as laid out for `world_size`
+ * ranks with cfg's settings. */
+zt_status zt_trainer_stage_shape(const zt_config *cfg, const zt_model *m, int world_size,
+                                 zt_stage_shape *out);
+
+zt_status zt_trainer_init(zt_trainer **out, const zt_trainer_options *opt);
 void zt_trainer_free(zt_trainer *t);
 
-/* Trains until global_steps == until_step. */
+/* Trains until the step counter reaches until_step. */
 zt_status zt_trainer_train(zt_trainer *t, int64_t until_step);
 
 /* Rank 0 writes all parameters, unpadded, in model order as little-endian
@@ -238,12 +215,60 @@ zt_status zt_trainer_generate_from(zt_trainer *t, const int32_t *prompt, int64_t
                                    int64_t n_new, double temperature, uint64_t seed,
                                    int32_t *out);
 
+/* ---- What the trainer tells its callers (cmd's summary, the report). ---- */
+typedef struct {
+    const zt_config *cfg;
+    const zt_model *model;
+    const zt_world *world;
+    const zt_backend *be;
+    const char *device, *comm;   /* backend and communicator names */
+    const zt_stage_policy *policy;
+    zt_dtype compute_dtype, grad_dtype, comm_dtype;
+    bool mixed, offload_optimizer, offload_param, dynamic_loss_scale;
+    int64_t checkpoint_interval; /* activation checkpointing: units per segment, 0 off */
+    bool cpu_checkpointing;
+    const zt_layout *layout;     /* padded, partition and persistent sizes */
+    int64_t steps_per_epoch;
+    int64_t global_steps, skipped_steps, global_samples;
+    double train_seconds;
+    /* Throughput over the timed steps (DeepSpeed leaves the first two out),
+     * or over all steps of a run too short for that. */
+    double samples_per_sec;
+    const double *loss_history;  /* (global_steps) */
+    const double *scale_history; /* (global_steps) the loss scale each step ran with */
+    const zt_eval_point *evals;
+    int64_t n_evals;
+    int64_t gather_peak_live_params; /* stage 3's largest gathered window */
+    zt_memory *mem;              /* the arenas' counters */
+    const zt_comm *groups[ZT_STAGE_GROUP_N]; /* NULL where a group is absent */
+    zt_stage_memory expected_memory;   /* the policy's statement for this run */
+    zt_stage_traffic expected_traffic;
+} zt_trainer_stats;
+
+void zt_trainer_stats_get(const zt_trainer *t, zt_trainer_stats *s);
+
+/* ---- For checkpoints. ---- */
+
+/* The counters a checkpoint carries. */
+typedef struct {
+    int64_t global_steps, skipped_steps, global_samples;
+    int64_t optim_steps; /* applied optimizer steps (Adam's t) */
+} zt_trainer_counters;
+
+void zt_trainer_counters_get(const zt_trainer *t, zt_trainer_counters *c);
+void zt_trainer_counters_set(zt_trainer *t, const zt_trainer_counters *c);
+zt_sched *zt_trainer_sched(zt_trainer *t);
+zt_scaler *zt_trainer_scaler(zt_trainer *t);
+const zt_sampler *zt_trainer_sampler(const zt_trainer *t);
+uint64_t zt_trainer_seed(const zt_trainer *t);
+
 /* What a checkpoint holds of unit u on this rank: the fp32 values the
  * optimizer steps (the master copy, or the parameters themselves in fp32
  * training) and its state sections (Adam m, v; SGD momentum), elements
- * [lo, lo + numel) of the padded unit: the whole unit at stage 0, the rank's
- * slice (lo = rank * shard_numel) at stages 1-3. All pointers are at `loc`:
- * the host when the optimizer is offloaded, else the device. */
+ * [lo, lo + numel) of the padded unit: the whole unit when the stage does not
+ * shard the optimizer, the rank's slice (lo = rank * shard_numel) when it
+ * does. All pointers are at `loc`: the host when the optimizer is offloaded,
+ * else the device. */
 #define ZT_TRAINER_MAX_STATES 2
 typedef struct {
     float *values;
@@ -257,8 +282,7 @@ void zt_trainer_unit_span(const zt_trainer *t, int u, zt_trainer_span *s);
 
 /* After spans were written: rounds every unit's values into the parameters
  * (compute dtype, wherever they live) and makes every rank's parameters
- * current (stages 1-2 all-gather, stage 3 re-gathers the persistent units).
- * Collective. */
+ * current (the stage's after-step). Collective. */
 zt_status zt_trainer_refresh_params(zt_trainer *t);
 
 /* Replaces the loss and loss-scale histories of steps [1, n] (a resumed run

@@ -58,6 +58,16 @@ for k in r["ranks"]:
             bad.append(f"rank {k['rank']} {g} {kind} {per(g, kind)} per step != {v}")
     if any(k["comm"]["world"]["bytes"].values()):
         bad.append(f"rank {k['rank']} world comm not empty: {k['comm']['world']['bytes']}")
+# The stage policy's statement in the report says the same.
+pol = z["policy"]
+for c, v in want.items():
+    if pol["memory_bytes"]["device"][c] != v:
+        bad.append(f"policy states {c} {pol['memory_bytes']['device'][c]} != {v}")
+for g, kind, v in want_comm:
+    if pol["elements_per_step"][g][kind] != v:
+        bad.append(f"policy states {g} {kind} {pol['elements_per_step'][g][kind]} per step != {v}")
+if any(pol["elements_per_step"]["world"].values()):
+    bad.append(f"policy states world traffic {pol['elements_per_step']['world']}")
 if bad:
     sys.exit("FAIL: " + "; ".join(bad))
 print(f"ok: MiCS m=2 np 4 gas {gas}: model states 16 Psi/m per rank, shard group "

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Memory of mixed precision, offload and activation checkpointing, read from
-# every rank's report (measured arena peaks, bytes):
+# every rank's report (measured arena peaks, bytes; the stage policy's stated
+# bytes in the report must be the same):
 #  - fp16 and bf16, one micro-step, Adam: model states per rank are exactly the
 #    ZeRO paper's 2 + 2 + 12 bytes per (padded) parameter split by stage, class
 #    by class: stage 0 PARAMS 2P GRADS 2P MASTER 4P OPTIM 8P (16P); stage 1 2P,
@@ -88,6 +89,12 @@ for run in runs:
     if not gas2 and not offopt and not offparam:
         total = {0: 16 * P, 1: 4 * P + 12 * P // N, 2: 2 * P + 14 * P // N, 3: 16 * P // N}[stage]
         assert sum(want.values()) == total
+    # The stage policy states the same bytes the run measured (its formulas).
+    stated = r["zero"]["policy"]["memory_bytes"]
+    for cls in want:
+        if stated["device"][cls] != want[cls] or stated["host"][cls] != host[cls]:
+            fails.append(f"{run}: the stage policy states {cls} device {stated['device'][cls]} "
+                         f"host {stated['host'][cls]}, the test {want[cls]} and {host[cls]}")
     for rank in r["ranks"]:
         dev, hst = peaks(rank, "device"), peaks(rank, "host")
         for cls in want:

@@ -13,7 +13,9 @@
       formulas for the report's stage, world size N, accumulation GAS and
       steps, exactly. Psi_p (padded parameters) is recomputed here from the
       MLP shape (each unit padded to a multiple of N * 16) and must equal the
-      report's zero.padded_params. Prints a table of the measured values and
+      report's zero.padded_params. The stage policy's own statement in the
+      report (zero.policy: model-state bytes, elements per step) must equal
+      these formulas too. Prints a table of the measured values and
       "expected X, measured Y" for every mismatch.
 
 Formulas (fp32, K = 2 moments for Adam/AdamW; bytes per rank; P = Psi_p, N ranks,
@@ -165,6 +167,17 @@ def cmd_check(args):
             else:
                 exp_world["all_gather"] = pers + 2 * gas * q
     exact_gather = stage != 3 or args.reuse_distance == 0
+
+    # --- what the stage policy states for this run (engine/zero/stage.h)
+    pol = z["policy"]
+    for c, e in exp_mem.items():
+        expect(f"zero.policy.memory_bytes.device.{c}", e, int(pol["memory_bytes"]["device"][c]))
+        expect(f"zero.policy.memory_bytes.host.{c}", 0, int(pol["memory_bytes"]["host"][c]))
+    expect("zero.policy.elements_exact", exact_gather, bool(pol["elements_exact"]))
+    for gname, exp_g in (("world", exp_world), ("hpz", exp_hpz)):
+        for k in KINDS:
+            expect(f"zero.policy.elements_per_step.{gname}.{k}", exp_g[k],
+                   int(pol["elements_per_step"][gname][k]))
 
     rows = []
     for rk in r["ranks"]:

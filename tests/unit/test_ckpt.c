@@ -11,7 +11,7 @@
 #include <cmocka.h>
 
 #include "engine/ckpt/ckpt.h"
-#include "engine/zero/zero.h"
+#include "engine/zero/layout.h"
 
 /* The textbook bitwise CRC-32 (reflected 0xEDB88320). */
 static uint32_t crc_bitwise(const uint8_t *p, size_t n)

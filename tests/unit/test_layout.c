@@ -14,7 +14,10 @@
 #include "models/model.h"
 #include "engine/rng.h"
 #include "data/synthetic.h"
-#include "engine/zero/zero.h"
+#include "engine/zero/allgather.h"
+#include "engine/zero/gather.h"
+#include "engine/zero/layout.h"
+#include "engine/zero/reduce.h"
 
 static void build_mlp(zt_model *m, int64_t w, int64_t l, int64_t in, int64_t out)
 {

@@ -1,0 +1,214 @@
+/*
+ * report: the --report JSON (engine/monitor/report.h).
+ */
+#include "engine/monitor/report.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const report_group_names[ZT_STAGE_GROUP_N] = {"world", "hpz", "mics_shard",
+                                                                  "mics_replica"};
+
+/* JSON has no NaN or infinity: a diverged run reports null there. */
+static json_t *report_real(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+
+/* What each rank contributes to the report, gathered to rank 0. */
+typedef struct {
+    char host[64];
+    uint64_t mem[ZT_MEM_NLOC][ZT_MEM_NCLASS][4]; /* current, peak, avg, reserved */
+    uint64_t comm_bytes[ZT_STAGE_GROUP_N][ZT_COMM_NKINDS];
+    uint64_t comm_calls[ZT_STAGE_GROUP_N][ZT_COMM_NKINDS];
+    int has_group[ZT_STAGE_GROUP_N];
+    uint64_t total[ZT_MEM_NLOC][2]; /* all classes at once: current, peak */
+    int64_t gather_peak_live;
+} report_rank_stats;
+
+static json_t *report_kinds(const uint64_t *v)
+{
+    json_t *o = json_object();
+    for (int k = 0; k < ZT_COMM_NKINDS; k++)
+        json_object_set_new(o, zt_comm_kind_name((zt_comm_kind)k), json_integer((json_int_t)v[k]));
+    return o;
+}
+
+static json_t *report_rank_json(int rank, const report_rank_stats *r)
+{
+    json_t *mem = json_object();
+    for (int l = 0; l < ZT_MEM_NLOC; l++) {
+        json_t *loc = json_object();
+        for (int c = 0; c < ZT_MEM_NCLASS; c++)
+            json_object_set_new(loc, zt_mem_class_name((zt_mem_class)c),
+                                json_pack("{s:I, s:I, s:I, s:I}", "current",
+                                      (json_int_t)r->mem[l][c][0], "peak",
+                                      (json_int_t)r->mem[l][c][1], "avg",
+                                      (json_int_t)r->mem[l][c][2], "reserved",
+                                      (json_int_t)r->mem[l][c][3]));
+        json_object_set_new(mem, zt_mem_loc_name((zt_mem_loc)l), loc);
+    }
+    json_t *mem_total = json_object();
+    for (int l = 0; l < ZT_MEM_NLOC; l++)
+        json_object_set_new(mem_total, zt_mem_loc_name((zt_mem_loc)l),
+                            json_pack("{s:I, s:I}", "current", (json_int_t)r->total[l][0], "peak",
+                                      (json_int_t)r->total[l][1]));
+    uint64_t total[ZT_COMM_NKINDS];
+    memset(total, 0, sizeof total);
+    for (int gi = 0; gi < ZT_STAGE_GROUP_N; gi++)
+        for (int k = 0; k < ZT_COMM_NKINDS; k++)
+            total[k] += r->comm_bytes[gi][k];
+    json_t *groups = json_object();
+    for (int gi = 0; gi < ZT_STAGE_GROUP_N; gi++)
+        if (r->has_group[gi])
+            json_object_set_new(groups, report_group_names[gi],
+                            json_pack("{s:o, s:o}", "bytes", report_kinds(r->comm_bytes[gi]),
+                                      "calls", report_kinds(r->comm_calls[gi])));
+    return json_pack("{s:i, s:s, s:o, s:o, s:o, s:o, s:I}", "rank", rank, "host", r->host,
+                     "memory_bytes", mem, "memory_total_bytes", mem_total, "comm_bytes",
+                     report_kinds(total), "comm", groups,
+                     "gather_peak_live_params", (json_int_t)r->gather_peak_live);
+}
+
+/* The stage policy's properties and its statement of this run's memory and
+ * traffic (what the measured counters must show). */
+static json_t *report_policy_json(const zt_trainer_stats *s)
+{
+    const zt_stage_policy *p = s->policy;
+    json_t *mem = json_object();
+    static const zt_mem_class states[] = {ZT_MEM_PARAMS, ZT_MEM_GRADS, ZT_MEM_MASTER,
+                                          ZT_MEM_OPTIM};
+    for (int l = 0; l < ZT_MEM_NLOC; l++) {
+        json_t *loc = json_object();
+        for (size_t k = 0; k < sizeof states / sizeof *states; k++)
+            json_object_set_new(loc, zt_mem_class_name(states[k]),
+                                json_integer((json_int_t)s->expected_memory.bytes[l][states[k]]));
+        json_object_set_new(mem, zt_mem_loc_name((zt_mem_loc)l), loc);
+    }
+    json_t *traffic = json_object();
+    for (int g = 0; g < ZT_STAGE_GROUP_N; g++) {
+        json_t *kinds = json_object();
+        for (int k = 0; k < ZT_COMM_NKINDS; k++)
+            json_object_set_new(kinds, zt_comm_kind_name((zt_comm_kind)k),
+                                json_integer((json_int_t)s->expected_traffic.elements[g][k]));
+        json_object_set_new(traffic, report_group_names[g], kinds);
+    }
+    return json_pack("{s:b, s:b, s:b, s:b, s:b, s:o, s:o, s:b}", "optimizer_sharded",
+                     p->optimizer_sharded, "grads_sharded", p->grads_sharded, "params_sharded",
+                     p->params_sharded, "allgather_after_step", p->allgather_after_step,
+                     "reduce_every_micro_step", p->reduce_every_micro_step, "memory_bytes", mem,
+                     "elements_per_step", traffic, "elements_exact",
+                     s->expected_traffic.exact);
+}
+
+zt_status zt_report_write(const char *path, const zt_trainer *t, double param_norm)
+{
+    zt_trainer_stats stats;
+    zt_trainer_stats_get(t, &stats);
+    const zt_trainer_stats *s = &stats;
+    const zt_world *w = s->world;
+    const zt_config *cfg = s->cfg;
+    zt_memory *mem = s->mem;
+    const zt_comm *const *groups = s->groups;
+    report_rank_stats mine;
+    memset(&mine, 0, sizeof mine);
+    snprintf(mine.host, sizeof mine.host, "%s", w->host);
+    for (int l = 0; l < ZT_MEM_NLOC; l++)
+        for (int c = 0; c < ZT_MEM_NCLASS; c++) {
+            zt_mem_stats s = zt_arena_stats(zt_memory_arena(mem, (zt_mem_loc)l, (zt_mem_class)c));
+            mine.mem[l][c][0] = s.current;
+            mine.mem[l][c][1] = s.peak;
+            mine.mem[l][c][2] = s.avg;
+            mine.mem[l][c][3] = s.reserved;
+        }
+    for (int l = 0; l < ZT_MEM_NLOC; l++) {
+        mine.total[l][0] = mem->total_current[l];
+        mine.total[l][1] = mem->total_peak[l];
+    }
+    for (int gi = 0; gi < ZT_STAGE_GROUP_N; gi++)
+        if (groups[gi]) {
+            mine.has_group[gi] = 1;
+            memcpy(mine.comm_bytes[gi], groups[gi]->bytes, sizeof groups[gi]->bytes);
+            memcpy(mine.comm_calls[gi], groups[gi]->calls, sizeof groups[gi]->calls);
+        }
+    mine.gather_peak_live = s->gather_peak_live_params;
+    report_rank_stats *all = NULL;
+    if (w->rank == 0) {
+        all = calloc((size_t)w->size, sizeof *all);
+        if (!all)
+            return zt_world_agree(w, zt_fail(ZT_ERR_OOM, "", "cannot gather report"), NULL);
+    }
+    MPI_Gather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, 0, w->comm);
+
+    zt_status st = ZT_OK;
+    if (w->rank == 0) {
+        json_t *loss = json_array();
+        int64_t n_loss = s->global_steps;
+        for (int64_t i = 0; i < n_loss; i++)
+            json_array_append_new(loss, report_real(s->loss_history[i]));
+        json_t *ranks = json_array();
+        for (int i = 0; i < w->size; i++)
+            json_array_append_new(ranks, report_rank_json(i, &all[i]));
+        json_t *doc = json_pack(
+            "{s:s, s:{s:s, s:I}, s:i, s:s, s:i, s:s, s:I, s:I, s:I, s:I, s:I, s:o, s:o, s:o, "
+            "s:o, s:o, s:o}",
+            "zerotrain_version", ZT_VERSION, "model", "name", s->model->name, "params",
+            (json_int_t)s->model->n_params, "world_size", w->size, "device", s->device, "stage",
+            cfg->zero.stage, "precision", zt_dtype_name(s->compute_dtype), "train_batch_size",
+            (json_int_t)cfg->train_batch_size, "micro_batch_size",
+            (json_int_t)cfg->micro_batch_size, "gradient_accumulation_steps",
+            (json_int_t)cfg->gradient_accumulation_steps, "steps", (json_int_t)s->global_steps,
+            "skipped_steps", (json_int_t)s->skipped_steps, "loss_history", loss, "final_loss",
+            report_real(n_loss > 0 ? s->loss_history[n_loss - 1] : NAN), "samples_per_sec",
+            report_real(s->samples_per_sec), "param_norm", report_real(param_norm),
+            "train_seconds", report_real(s->train_seconds), "ranks", ranks);
+        const zt_zero_config *z = &cfg->zero;
+        json_t *zero = json_pack(
+            "{s:i, s:I, s:I, s:I, s:I, s:I, s:b, s:I, s:I, s:b, s:b}", "stage", z->stage,
+            "padded_params", (json_int_t)s->layout->padded_numel, "partition_params",
+            (json_int_t)s->layout->partition_numel, "persistent_params",
+            (json_int_t)s->layout->persistent_numel, "hpz_partition_size",
+            (json_int_t)z->zero_hpz_partition_size, "mics_shard_size",
+            (json_int_t)(z->mics_shard_size > 0 ? z->mics_shard_size : 0), "overlap_comm",
+            z->overlap_comm,
+            "reduce_bucket_size", (json_int_t)z->reduce_bucket_size, "allgather_bucket_size",
+            (json_int_t)z->allgather_bucket_size, "reduce_scatter", z->reduce_scatter,
+            "allgather_partitions", z->allgather_partitions);
+        if (zero)
+            json_object_set_new(zero, "policy", report_policy_json(s));
+        json_t *scales = json_null();
+        if (cfg->fp16.enabled) {
+            scales = json_array();
+            for (int64_t i = 0; i < n_loss; i++)
+                json_array_append_new(scales, report_real(s->scale_history[i]));
+        }
+        json_t *extra = json_pack(
+            "{s:o, s:{s:s, s:s}, s:{s:s, s:s}, s:{s:I, s:b}}", "loss_scale_history", scales,
+            "mixed_precision", "grad_dtype", zt_dtype_name(s->grad_dtype), "comm_dtype",
+            zt_dtype_name(s->comm_dtype), "offload", "optimizer",
+            s->offload_optimizer ? "cpu" : "none", "param", s->offload_param ? "cpu" : "none",
+            "activation_checkpointing", "interval", (json_int_t)s->checkpoint_interval,
+            "cpu_checkpointing", s->cpu_checkpointing);
+        json_t *evals = json_array();
+        for (int64_t i = 0; i < s->n_evals; i++)
+            json_array_append_new(evals, json_pack("{s:I, s:o, s:o}", "step",
+                                                   (json_int_t)s->evals[i].step, "loss",
+                                                   report_real(s->evals[i].loss), "accuracy",
+                                                   report_real(s->evals[i].accuracy)));
+        if (doc && extra) {
+            json_object_set_new(doc, "zero", zero);
+            json_object_set_new(doc, "eval", evals);
+            json_object_update(doc, extra);
+        } else {
+            json_decref(zero);
+            json_decref(evals);
+        }
+        json_decref(extra);
+        if (!doc || json_dump_file(doc, path, JSON_INDENT(1) | JSON_REAL_PRECISION(17)) != 0)
+            st = zt_fail(ZT_ERR_IO, "check that the report's directory exists and is writable",
+                         "cannot write report %s: %s", path, strerror(errno));
+        json_decref(doc);
+        free(all);
+    }
+    return zt_world_agree(w, st, NULL);
+}

@@ -1,0 +1,47 @@
+/*
+ * report: the --report JSON, built from the trainer's stats (settings, loss
+ * history, throughput, the stage policy's statement of memory and traffic,
+ * per-rank memory by class and communication bytes by kind and communicator).
+ *
+ * Report JSON (what scripts and tests read):
+ *   zerotrain_version, model {name, params}, world_size, device, stage,
+ *   precision, train_batch_size, micro_batch_size, gradient_accumulation_steps,
+ *   steps, skipped_steps, loss_history [..], loss_scale_history [..] (fp16;
+ *   null otherwise), final_loss, samples_per_sec, param_norm, train_seconds,
+ *   eval [ {step, loss, accuracy} ] (accuracy null for language models),
+ *   mixed_precision {grad_dtype, comm_dtype}, offload {optimizer, param},
+ *   activation_checkpointing {interval, cpu_checkpointing},
+ *   zero {stage, padded_params, partition_params, persistent_params,
+ *         hpz_partition_size, mics_shard_size (0: off), overlap_comm, reduce_bucket_size,
+ *         allgather_bucket_size, reduce_scatter, allgather_partitions,
+ *         policy {optimizer_sharded, grads_sharded, params_sharded,
+ *                 allgather_after_step, reduce_every_micro_step,
+ *                 memory_bytes {device|host {PARAMS, GRADS, MASTER, OPTIM}},
+ *                 elements_per_step {GROUP {KIND}}, elements_exact}},
+ *         (the policy's statement for this run, engine/zero/stage.h; each
+ *         rank's measured counters below must match it)
+ *   ranks [ {rank, host,
+ *            memory_bytes {device|host {CLASS {current, peak, avg, reserved}}},
+ *            memory_total_bytes {device|host {current, peak}},  (all classes at once)
+ *            comm_bytes {KIND: bytes summed over communicators},
+ *            comm {GROUP {bytes {KIND}, calls {KIND}}},
+ *            gather_peak_live_params} ]   (stage 3's largest gathered window)
+ * GROUP: world, and with hpZ hpz, with MiCS mics_shard and mics_replica.
+ * CLASS: PARAMS GRADS MASTER OPTIM ACTS COMM WORK; KIND: all_reduce
+ * reduce_scatter all_gather broadcast. Bytes are whole logical buffers (see
+ * comm.h). Non-finite numbers are written as null.
+ *
+ * Memory: nothing kept. Collective: zt_report_write (gathers every rank's
+ * memory and comm counters).
+ */
+#ifndef ZT_REPORT_H
+#define ZT_REPORT_H
+
+#include "engine/status.h"
+#include "engine/train/trainer.h"
+
+/* Rank 0 writes the report of trainer t to path; param_norm is
+ * zt_trainer_param_norm's value. Every rank returns the same status. */
+zt_status zt_report_write(const char *path, const zt_trainer *t, double param_norm);
+
+#endif

@@ -1,0 +1,311 @@
+/*
+ * buffers: the plan of every buffer the trainer holds, one list walked twice
+ * (planned, then carved out of the reservation) so plan and use cannot
+ * disagree; --estimate-memory walks the same list for other stages and world
+ * sizes (zt_trainer_plan). The model states follow the stage policy's
+ * properties; zt_trainer_stage_shape gives its formulas the same run.
+ */
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/train/trainer_impl.h"
+#include "engine/zero/allgather.h"
+
+int64_t zt_train_max_unit_field(const zt_model *m, size_t field)
+{
+    int64_t w = 0;
+    for (int u = 0; u < m->n_units; u++) {
+        int64_t v = *(const int64_t *)((const char *)&m->units[u] + field);
+        w = v > w ? v : w;
+    }
+    return w;
+}
+
+static int64_t buffers_max_act_numel(const zt_model *m)
+{
+    int64_t in = zt_train_max_unit_field(m, offsetof(zt_unit, in_numel));
+    int64_t out = zt_train_max_unit_field(m, offsetof(zt_unit, out_numel));
+    int64_t w = in > out ? in : out;
+    return m->in_numel > w ? m->in_numel : w;
+}
+
+/* Host logits a forward-only pass reads back: every row of a classification
+ * batch, or the one position a language model samples from. */
+static int64_t buffers_logits_host_numel(const zt_model *m, int64_t micro)
+{
+    return m->labels_per_token ? m->n_classes : micro * m->labels_numel * m->n_classes;
+}
+
+zt_status zt_train_buf(zt_memory *mem, bool reserved, zt_mem_loc loc, zt_mem_class cls,
+                       size_t bytes, void *out)
+{
+    if (!reserved) {
+        zt_memory_plan(mem, loc, cls, bytes);
+        return ZT_OK;
+    }
+    return zt_arena_alloc(zt_memory_arena(mem, loc, cls), bytes, (void **)out);
+}
+
+/* Model states (PARAMS, GRADS, MASTER, OPTIM) where the stage keeps them. */
+static zt_status buffers_model_states(zt_trainer *t, zt_memory *mem, bool reserved)
+{
+    const zt_stage_policy *pol = t->policy;
+    const zt_layout *lay = &t->layout;
+    zt_dtype c = t->cdt;
+    zt_mem_loc opt_loc = t->offload_opt ? ZT_MEM_HOST : ZT_MEM_DEVICE;
+    zt_mem_loc shard_loc = t->offload_param ? ZT_MEM_HOST : ZT_MEM_DEVICE;
+
+    if (!pol->params_sharded) {
+        ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_PARAMS,
+                            zt_train_bytes(lay->padded_numel, c), &t->params));
+    } else {
+        for (int u = 0; u < lay->n_units; u++) {
+            const zt_unit_layout *ul = &lay->units[u];
+            ZT_TRY(zt_train_buf(mem, reserved, ul->persistent ? ZT_MEM_DEVICE : shard_loc,
+                                ZT_MEM_PARAMS,
+                                zt_train_bytes(ul->persistent ? ul->padded_numel : ul->shard_numel,
+                                               c),
+                                &t->unit_store[u]));
+        }
+        int64_t h = t->cfg->zero.zero_hpz_partition_size;
+        for (int u = 0; h > 1 && u < lay->n_units; u++)
+            if (!lay->units[u].persistent)
+                ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_PARAMS,
+                                    zt_train_bytes(lay->units[u].padded_numel / h, c),
+                                    &t->secondary[u]));
+    }
+    /* Offloaded, a sharded gradient partition lives on the host only. */
+    if (!pol->grads_sharded || !t->offload_opt)
+        ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_GRADS,
+                            zt_train_bytes(pol->grads_sharded ? lay->partition_numel
+                                                              : lay->padded_numel,
+                                           t->gdt),
+                            &t->grads));
+    if (t->offload_opt)
+        ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_HOST, ZT_MEM_GRADS,
+                            zt_train_floats(lay->partition_numel), &t->host_grads));
+    int64_t span = zt_stage_optim_numel(pol, lay);
+    if (t->has_master)
+        ZT_TRY(zt_train_buf(mem, reserved, opt_loc, ZT_MEM_MASTER, zt_train_floats(span),
+                            &t->master));
+    int64_t state = zt_optim_state_numel(&t->cfg->optimizer, span);
+    if (state > 0)
+        ZT_TRY(zt_train_buf(mem, reserved, opt_loc, ZT_MEM_OPTIM, zt_train_floats(state),
+                            &t->optim_state));
+    return ZT_OK;
+}
+
+/* COMM: the reduce buckets of a sharded optimizer, the all-gather bucket, one
+ * unit's fp32 gradient when gradients are sharded in fp32, the gather window. */
+static zt_status buffers_comm(zt_trainer *t, zt_memory *mem, bool reserved)
+{
+    const zt_stage_policy *pol = t->policy;
+    const zt_config *cfg = t->cfg;
+    const zt_layout *lay = &t->layout;
+    if (pol->optimizer_sharded) {
+        int count;
+        int64_t send_numel, recv_numel;
+        zt_zero_rs_buffers(cfg, lay, &count, &send_numel, &recv_numel);
+        for (int i = 0; i < count; i++) {
+            ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_COMM,
+                                zt_train_bytes(send_numel, t->kdt), &t->rs_send[i]));
+            if (recv_numel > 0)
+                ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_COMM,
+                                    zt_train_bytes(recv_numel, t->kdt), &t->rs_recv[i]));
+        }
+        if (t->offload_opt)
+            ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_HOST, ZT_MEM_WORK,
+                                zt_train_bytes(zt_zero_rs_width(cfg, lay), t->kdt),
+                                &t->rs_stage));
+    }
+    if (pol->allgather_after_step)
+        ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_COMM,
+                            zt_train_bytes(zt_zero_allgather_buffer_numel(cfg, lay), t->cdt),
+                            &t->ag_buf));
+    if (pol->grads_sharded && !t->mixed)
+        ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_COMM,
+                            zt_train_floats(lay->max_unit_numel), &t->unit_grad));
+    /* The gather window allocates its own blocks from this part of COMM. */
+    int64_t pool = zt_zero_gather_pool_numel(cfg, lay);
+    if (pool > 0 && !reserved)
+        zt_memory_plan(mem, ZT_MEM_DEVICE, ZT_MEM_COMM, zt_train_bytes(pool, t->cdt));
+    return ZT_OK;
+}
+
+/* The micro-batch: model inputs and labels (ACTS), their host staging (WORK). */
+static zt_status buffers_batch(zt_trainer *t, zt_memory *mem, bool reserved)
+{
+    const zt_model *m = t->model;
+    int64_t mb = t->cfg->micro_batch_size;
+    size_t tok_bytes = (size_t)(mb * m->seq_len) * sizeof(int32_t);
+    size_t lab_bytes = (size_t)(mb * m->labels_numel) * sizeof(int32_t);
+    if (m->in_numel > 0) {
+        ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_ACTS,
+                            zt_train_floats(mb * m->in_numel), &t->x));
+        ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_HOST, ZT_MEM_WORK,
+                            zt_train_floats(mb * m->in_numel), &t->x_host));
+    }
+    if (m->seq_len > 0) {
+        ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_ACTS, tok_bytes, &t->tokens));
+        ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_ACTS,
+                            (size_t)mb * sizeof(int32_t), &t->lengths));
+        ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_HOST, ZT_MEM_WORK, tok_bytes,
+                            &t->tokens_host));
+        ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_HOST, ZT_MEM_WORK,
+                            (size_t)mb * sizeof(int32_t), &t->lengths_host));
+    }
+    ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_ACTS,
+                        (size_t)mb * sizeof(uint64_t), &t->row_keys));
+    ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_ACTS, lab_bytes, &t->labels));
+    ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_HOST, ZT_MEM_WORK, (size_t)mb * sizeof(uint64_t),
+                        &t->row_keys_host));
+    ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_HOST, ZT_MEM_WORK, lab_bytes, &t->labels_host));
+    ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_HOST, ZT_MEM_WORK, (size_t)mb * sizeof(int64_t),
+                        &t->index_host));
+    return zt_train_buf(mem, reserved, ZT_MEM_HOST, ZT_MEM_WORK,
+                        zt_train_floats(buffers_logits_host_numel(m, mb)), &t->logits_host);
+}
+
+/* WORK: the units' scratch, the backend's workspace, the activation-gradient
+ * ping-pong and, under mixed precision, the fp32 copies of one unit. */
+static zt_status buffers_work(zt_trainer *t, zt_memory *mem, bool reserved)
+{
+    const zt_model *m = t->model;
+    const zt_layout *lay = &t->layout;
+    int64_t mb = t->cfg->micro_batch_size;
+    int64_t work = zt_train_max_unit_field(m, offsetof(zt_unit, work_numel));
+    if (work > 0)
+        ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_WORK,
+                            zt_train_floats(mb * work), &t->work));
+    /* The plan for --estimate-memory has no backend: it leaves this block out. */
+    if (t->be && t->be->workspace_bytes > 0)
+        ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_WORK, t->be->workspace_bytes,
+                            &t->be_workspace));
+    size_t dact = zt_train_floats(mb * buffers_max_act_numel(m));
+    ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_WORK, dact, &t->dact[0]));
+    ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_WORK, dact, &t->dact[1]));
+    if (!t->mixed)
+        return ZT_OK;
+    ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_WORK,
+                        zt_train_floats(lay->max_unit_numel), &t->pw));
+    ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_WORK,
+                        zt_train_floats(lay->max_unit_numel), &t->gw));
+    int64_t in = zt_train_max_unit_field(m, offsetof(zt_unit, in_numel));
+    int64_t out = zt_train_max_unit_field(m, offsetof(zt_unit, out_numel));
+    int64_t sv = zt_train_max_unit_field(m, offsetof(zt_unit, saved_numel));
+    if (in > 0)
+        ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_WORK, zt_train_floats(mb * in),
+                            &t->xin));
+    ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_WORK, zt_train_floats(mb * out),
+                        &t->yout));
+    if (sv > 0)
+        ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_WORK, zt_train_floats(mb * sv),
+                            &t->sw));
+    return ZT_OK;
+}
+
+zt_status zt_train_buffers(zt_trainer *t, zt_memory *mem, bool reserved)
+{
+    ZT_TRY(buffers_model_states(t, mem, reserved));
+    ZT_TRY(buffers_comm(t, mem, reserved));
+    if (t->has_master && (t->offload_opt || t->offload_param))
+        ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_HOST, ZT_MEM_WORK,
+                            zt_train_bytes(t->layout.max_unit_numel / t->layout.world_size,
+                                           t->cdt),
+                            &t->param_stage));
+    ZT_TRY(buffers_batch(t, mem, reserved));
+    ZT_TRY(zt_train_activation_buffers(t, mem, reserved));
+    return buffers_work(t, mem, reserved);
+}
+
+zt_status zt_train_tables(zt_trainer *t)
+{
+    size_t n = (size_t)t->model->n_units;
+    t->acts = calloc(n, sizeof *t->acts);
+    t->saved = calloc(n, sizeof *t->saved);
+    t->ckpt = calloc(n, sizeof *t->ckpt);
+    t->unit_store = calloc(n, sizeof *t->unit_store);
+    t->own_p = calloc(n, sizeof *t->own_p);
+    t->own_g = calloc(n, sizeof *t->own_g);
+    t->own_m = calloc(n, sizeof *t->own_m);
+    t->secondary = calloc(n, sizeof *t->secondary);
+    if (!t->acts || !t->saved || !t->ckpt || !t->unit_store || !t->own_p || !t->own_g ||
+        !t->own_m || !t->secondary)
+        return zt_fail(ZT_ERR_OOM, "", "cannot allocate per-unit tables");
+    return ZT_OK;
+}
+
+void zt_train_tables_free(zt_trainer *t)
+{
+    free(t->acts);
+    free(t->saved);
+    free(t->ckpt);
+    free(t->unit_store);
+    free(t->own_p);
+    free(t->own_g);
+    free(t->own_m);
+    free(t->secondary);
+    t->acts = t->saved = t->ckpt = t->unit_store = t->own_p = t->own_g = t->secondary = NULL;
+    t->own_m = NULL;
+}
+
+/* A trainer with what a plan needs: config, model, resolved placement and the
+ * layout the run would partition over. */
+static zt_status buffers_plan_trainer(zt_trainer *t, const zt_config *cfg, const zt_model *m,
+                                      int world_size)
+{
+    memset(t, 0, sizeof *t);
+    t->cfg = cfg;
+    t->model = m;
+    zt_train_resolve(t);
+    /* MiCS partitions over its shard groups, not the world. */
+    int part = t->policy->params_sharded && cfg->zero.mics_shard_size > 0
+                   ? (int)cfg->zero.mics_shard_size
+                   : world_size;
+    return zt_layout_init(&t->layout, m, &cfg->zero, part, 0);
+}
+
+zt_status zt_trainer_plan(const zt_config *cfg, const zt_model *m, int world_size,
+                          zt_memory *mem)
+{
+    zt_trainer t;
+    zt_status st = buffers_plan_trainer(&t, cfg, m, world_size);
+    if (st == ZT_OK)
+        st = zt_train_tables(&t);
+    if (st == ZT_OK)
+        st = zt_train_buffers(&t, mem, false);
+    zt_train_tables_free(&t);
+    zt_layout_free(&t.layout);
+    return st;
+}
+
+zt_status zt_trainer_stage_shape(const zt_config *cfg, const zt_model *m, int world_size,
+                                 zt_stage_shape *out)
+{
+    zt_trainer t;
+    zt_status st = buffers_plan_trainer(&t, cfg, m, world_size);
+    if (st == ZT_OK) {
+        const zt_zero_config *z = &cfg->zero;
+        *out = (zt_stage_shape){
+            .padded = t.layout.padded_numel,
+            .persistent = t.layout.persistent_numel,
+            .partition = t.layout.world_size,
+            .hpz = t.policy->params_sharded ? z->zero_hpz_partition_size : 0,
+            .mics = t.policy->params_sharded && z->mics_shard_size > 0 ? z->mics_shard_size : 0,
+            .world = world_size,
+            .gas = cfg->gradient_accumulation_steps,
+            .param_bytes = zt_dtype_size(t.cdt),
+            .grad_bytes = zt_dtype_size(t.gdt),
+            .reduce_scatter = z->reduce_scatter,
+            .allgather_partitions = z->allgather_partitions,
+            .reuse = z->stage3_max_reuse_distance > 0,
+            .optim_floats = zt_optim_state_numel(&cfg->optimizer, 1),
+            .master = t.has_master,
+            .offload_optimizer = t.offload_opt,
+            .offload_param = t.offload_param,
+        };
+    }
+    zt_layout_free(&t.layout);
+    return st;
+}

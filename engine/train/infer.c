@@ -1,0 +1,112 @@
+/*
+ * infer: forward-only passes on the training buffers: validation loss and
+ * accuracy, and sampling from a language model. Dropout is off; with
+ * parameters sharded the units are gathered as for training and every gather
+ * is dropped at the end (the policy's flush).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "engine/rng.h"
+#include "engine/train/trainer_impl.h"
+
+zt_status zt_trainer_eval(zt_trainer *t, const zt_dataset *ds, int64_t iters, double *loss,
+                          double *accuracy)
+{
+    const zt_model *model = t->model;
+    const zt_backend *be = t->be;
+    int64_t mb = t->cfg->micro_batch_size, per_iter = mb * t->world->size;
+    int64_t all = (ds->n_samples + per_iter - 1) / per_iter;
+    if (iters <= 0 || iters > all)
+        iters = all;
+    bool classify = !model->labels_per_token;
+    double acc[3] = {0.0, 0.0, 0.0}; /* loss sum, counted rows, argmax hits */
+    for (int64_t it = 0; it < iters; it++) {
+        for (int64_t k = 0; k < mb; k++) {
+            int64_t pos = it * per_iter + (int64_t)t->world->rank * mb + k;
+            t->index_host[k] = pos < ds->n_samples ? pos : -1;
+            t->row_keys_host[k] = (uint64_t)pos;
+        }
+        zt_batch b;
+        zt_train_load(t, ds, mb, &b);
+        ZT_TRY(zt_train_forward(t, &b, true));
+        int64_t rows = mb * zt_train_rows_per_sample(t, &b);
+        const float *logits = zt_train_logits(t, mb);
+        acc[0] += be->xent_forward_backward(be, logits, t->labels, rows, model->n_classes,
+                                            model->ignore_index, 1.0f, NULL);
+        for (int64_t r = 0; r < rows; r++)
+            acc[1] += t->labels_host[r] != model->ignore_index;
+        if (!classify)
+            continue;
+        be->copy_d2h(be, t->logits_host, logits, zt_train_floats(rows * model->n_classes));
+        for (int64_t r = 0; r < rows; r++) {
+            const float *row = t->logits_host + r * model->n_classes;
+            int64_t best = 0;
+            for (int64_t c = 1; c < model->n_classes; c++)
+                if (row[c] > row[best])
+                    best = c;
+            acc[2] += t->labels_host[r] == best;
+        }
+    }
+    ZT_TRY(t->policy->flush(&t->stage));
+    ZT_TRY(zt_train_sum_f64(t->world->comm, acc, 3));
+    *loss = acc[1] > 0 ? acc[0] / acc[1] : NAN;
+    *accuracy = classify && acc[1] > 0 ? acc[2] / acc[1] : NAN;
+    return ZT_OK;
+}
+
+zt_status zt_trainer_generate(zt_trainer *t, int32_t start, int64_t n_new, uint64_t seed,
+                              int32_t *out)
+{
+    return zt_trainer_generate_from(t, &start, 1, n_new, 1.0, seed, out);
+}
+
+/* The token drawn from logits (V) at temperature temp with uniform u. */
+static int64_t infer_pick(const float *logits, int64_t V, double temp, double u)
+{
+    int64_t best = 0;
+    for (int64_t c = 1; c < V; c++)
+        if (logits[c] > logits[best])
+            best = c;
+    if (temp == 0.0)
+        return best;
+    double mx = logits[best], sum = 0.0;
+    for (int64_t c = 0; c < V; c++)
+        sum += exp(((double)logits[c] - mx) / temp);
+    double target = u * sum, cum = 0.0;
+    for (int64_t c = 0; c < V; c++) {
+        cum += exp(((double)logits[c] - mx) / temp);
+        if (target < cum)
+            return c;
+    }
+    return V - 1;
+}
+
+zt_status zt_trainer_generate_from(zt_trainer *t, const int32_t *prompt, int64_t n_prompt,
+                                   int64_t n_new, double temperature, uint64_t seed,
+                                   int32_t *out)
+{
+    const zt_model *model = t->model;
+    const zt_backend *be = t->be;
+    int64_t T = model->seq_len, V = model->n_classes;
+    if (!model->labels_per_token)
+        return zt_fail(ZT_ERR_USAGE, "sampling needs a language model (--model gptlite)",
+                       "model %s does not generate text", model->name);
+    if (n_prompt < 1)
+        return zt_fail(ZT_ERR_USAGE, "give at least one prompt token", "empty prompt");
+    memcpy(out, prompt, (size_t)n_prompt * sizeof *out);
+    for (int64_t i = 0; i < n_new; i++) {
+        int64_t len = n_prompt + i, ctx = len < T ? len : T;
+        be->copy_h2d(be, t->tokens, out + len - ctx, (size_t)ctx * sizeof(int32_t));
+        /* Dropout is off: the row keys are never read. */
+        zt_batch b = {.n = 1, .t = ctx, .tokens = t->tokens, .row_keys = t->row_keys,
+                      .seed = t->seed, .step = t->global_steps};
+        ZT_TRY(zt_train_forward(t, &b, true));
+        be->copy_d2h(be, t->logits_host, zt_train_logits(t, 1) + (ctx - 1) * V,
+                     zt_train_floats(V));
+        double u = (double)zt_rng_uniform(seed, ZT_RNG_STREAM_SAMPLE, (uint64_t)i);
+        out[len] = (int32_t)infer_pick(t->logits_host, V, temperature, u);
+    }
+    ZT_TRY(t->policy->flush(&t->stage));
+    return ZT_OK;
+}

@@ -1,0 +1,228 @@
+/*
+ * micro: one micro-step. Reads this rank's micro-batch, runs the units
+ * forward (each unit's parameters fetched from the stage policy and released
+ * after), the loss, and the units backward, handing each unit's fresh
+ * gradient to where the stage keeps gradients: the full gradients (stages
+ * that do not shard them, reduced at the boundary) or the policy's reduction
+ * every micro-step. Activation checkpointing re-runs segments on the way back
+ * (recompute.c); precision conversions go through placement.c.
+ */
+#include <math.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "engine/train/trainer_impl.h"
+
+void zt_train_load(zt_trainer *t, const zt_dataset *ds, int64_t n, zt_batch *b)
+{
+    const zt_model *m = t->model;
+    const zt_backend *be = t->be;
+    int64_t T = m->seq_len, L = m->labels_numel, tb = 0;
+    for (int64_t k = 0; k < n; k++) {
+        zt_sample s = {.x = t->x ? t->x_host + k * m->in_numel : NULL,
+                       .tokens = T > 0 ? t->tokens_host + k * T : NULL,
+                       .labels = t->labels_host + k * L};
+        int64_t idx = t->index_host[k];
+        ds->get(ds, idx >= 0 ? idx : 0, &s);
+        for (int64_t j = 0; idx < 0 && j < L; j++)
+            s.labels[j] = ZT_IGNORE_INDEX;
+        if (T > 0) {
+            t->lengths_host[k] = (int32_t)(ds->variable_length ? s.length : T);
+            if (t->lengths_host[k] > tb)
+                tb = t->lengths_host[k];
+        }
+    }
+    /* Variable-length samples are packed densely at the batch's longest
+     * length: row k moves from k * T down to k * tb <= k * T, so ascending k
+     * never overwrites a row not yet moved. */
+    for (int64_t k = 0; T > 0 && ds->variable_length && k < n; k++) {
+        int32_t *dst = t->tokens_host + k * tb;
+        memmove(dst, t->tokens_host + k * T, (size_t)t->lengths_host[k] * sizeof(int32_t));
+        for (int64_t i = t->lengths_host[k]; i < tb; i++)
+            dst[i] = ds->pad_id;
+    }
+    if (t->x)
+        be->copy_h2d(be, t->x, t->x_host, zt_train_floats(n * m->in_numel));
+    if (T > 0) {
+        be->copy_h2d(be, t->tokens, t->tokens_host, (size_t)(n * tb) * sizeof(int32_t));
+        be->copy_h2d(be, t->lengths, t->lengths_host, (size_t)n * sizeof(int32_t));
+    }
+    be->copy_h2d(be, t->labels, t->labels_host, (size_t)(n * L) * sizeof(int32_t));
+    be->copy_h2d(be, t->row_keys, t->row_keys_host, (size_t)n * sizeof(uint64_t));
+    *b = (zt_batch){.n = n,
+                    .t = tb,
+                    .tokens = T > 0 ? t->tokens : NULL,
+                    .lengths = ds->variable_length ? t->lengths : NULL,
+                    .row_keys = t->row_keys,
+                    .seed = t->seed,
+                    .step = t->global_steps,
+                    .training = false};
+}
+
+int64_t zt_train_rows_per_sample(const zt_trainer *t, const zt_batch *b)
+{
+    return t->model->labels_per_token ? b->t : t->model->labels_numel;
+}
+
+/* Unit u's input as fp32; the model input (unit 0) is fp32 data already. */
+static const float *micro_input_fp32(const zt_trainer *t, int u, int64_t n)
+{
+    if (u == 0)
+        return t->x;
+    return zt_train_fp32(t, zt_train_unit_input(t, u), n * t->model->units[u].in_numel, t->xin);
+}
+
+void zt_train_run_forward(zt_trainer *t, int u, const void *p, const zt_batch *b)
+{
+    const zt_unit *unit = &t->model->units[u];
+    const zt_backend *be = t->be;
+    int64_t n = b->n;
+    const float *x = micro_input_fp32(t, u, n);
+    const float *pf = zt_train_fp32(t, p, unit->param_numel, t->pw);
+    float *y = t->mixed ? t->yout : t->acts[u];
+    float *sv = unit->saved_numel > 0 ? (t->mixed ? t->sw : t->saved[u]) : NULL;
+    unit->ops->forward(unit, be, pf, x, y, sv, t->work, b);
+    zt_train_store(t, t->acts[u], y, n * unit->out_numel);
+    if (sv)
+        zt_train_store(t, t->saved[u], sv, n * unit->saved_numel);
+}
+
+zt_status zt_train_forward(zt_trainer *t, const zt_batch *b, bool last_use)
+{
+    const zt_model *model = t->model;
+    const zt_stage_policy *pol = t->policy;
+    for (int u = 0; u < model->n_units; u++) {
+        void *p;
+        ZT_TRY(pol->fetch(&t->stage, u, ZT_GATHER_FWD, &p));
+        zt_train_run_forward(t, u, p, b);
+        ZT_TRY(pol->release(&t->stage, u, ZT_GATHER_FWD, last_use));
+        if (u + 1 < model->n_units && zt_train_kept_input(t, u + 1))
+            zt_train_keep(t, u, b->n);
+    }
+    return ZT_OK;
+}
+
+float *zt_train_logits(zt_trainer *t, int64_t n)
+{
+    int last = t->model->n_units - 1;
+    return zt_train_fp32(t, t->acts[last], n * t->model->units[last].out_numel, t->yout);
+}
+
+/* Unit u's backward from dy (fp32) into dx (fp32, NULL for unit 0) and the
+ * unit's fp32 parameter gradient: written to (or, in fp32 training, added to
+ * when accumulate) `dp`; under mixed precision always written to t->gw. */
+static void micro_run_backward(zt_trainer *t, int u, const void *p, float *dy, float *dx,
+                               float *dp, bool accumulate, const zt_batch *b)
+{
+    const zt_unit *unit = &t->model->units[u];
+    int64_t n = b->n;
+    const float *x = micro_input_fp32(t, u, n);
+    const float *pf = zt_train_fp32(t, p, unit->param_numel, t->pw);
+    const float *y = zt_train_fp32(t, t->acts[u], n * unit->out_numel, t->yout);
+    const float *sv = unit->saved_numel > 0
+                          ? zt_train_fp32(t, t->saved[u], n * unit->saved_numel, t->sw)
+                          : NULL;
+    unit->ops->backward(unit, t->be, pf, x, y, sv, dy, dx, t->mixed ? t->gw : dp, t->work,
+                        accumulate && !t->mixed, b);
+}
+
+/* Unit u's fresh fp32 gradient g (padded_numel, zero padding) goes where the
+ * stage keeps gradients: added into the full GRADS (m > 0 accumulates) when
+ * the stage does not shard them, and to the policy's reduction when this
+ * micro-step reduces. */
+static zt_status micro_route_grad(zt_trainer *t, int u, const float *g, int64_t m, bool reduce)
+{
+    const zt_unit_layout *ul = &t->layout.units[u];
+    if (!t->policy->grads_sharded && t->mixed)
+        t->be->convert(t->be, zt_zero_at(t->grads, ul->offset, t->gdt), t->gdt, g, ZT_F32,
+                       ul->padded_numel, 1.0f, m > 0);
+    if (!reduce)
+        return ZT_OK;
+    return t->policy->reduce_unit(&t->stage, u, g);
+}
+
+/* --inject-overflow: an inf in this rank's fresh gradient of a unit. */
+static void micro_inject(zt_trainer *t, float *g)
+{
+    if (t->world->rank != t->world->size - 1)
+        return;
+    for (int i = 0; i < t->opt.n_inject_steps; i++)
+        if (t->opt.inject_steps[i] == t->global_steps + 1) {
+            const float inf = INFINITY;
+            t->be->copy_h2d(t->be, g, &inf, sizeof inf);
+        }
+}
+
+zt_status zt_train_micro_step(zt_trainer *t, int64_t m, double *loss_sum, double *timers)
+{
+    const zt_model *model = t->model;
+    const zt_backend *be = t->be;
+    const zt_layout *lay = &t->layout;
+    const zt_stage_policy *pol = t->policy;
+    int64_t mb = t->cfg->micro_batch_size, gas = t->cfg->gradient_accumulation_steps;
+    bool boundary = m == gas - 1;
+    int n_units = model->n_units, last = n_units - 1;
+    zt_batch b;
+    /* Dropout keys: positions in the training stream, the same at any world size. */
+    for (int64_t k = 0; k < mb; k++) {
+        t->index_host[k] = zt_sampler_index(&t->sampler, t->global_steps, m, k);
+        t->row_keys_host[k] = (uint64_t)(t->global_steps * t->cfg->train_batch_size +
+                                         zt_sampler_offset(&t->sampler, m, k));
+    }
+    zt_train_load(t, t->data, mb, &b);
+    b.training = true;
+    double t0 = zt_train_now();
+    ZT_TRY(zt_train_forward(t, &b, false));
+    /* The mean over this micro-batch, divided by GAS as DeepSpeed scales the
+     * loss, times the loss scale (1 unless fp16). */
+    int64_t per_sample = zt_train_rows_per_sample(t, &b), rows = mb * per_sample;
+    float dscale = (float)(t->scaler.scale / (double)(rows * gas));
+    *loss_sum += be->xent_forward_backward(be, zt_train_logits(t, mb), t->labels, rows,
+                                           model->n_classes, model->ignore_index, dscale,
+                                           t->dact[0]) /
+                 (double)per_sample;
+    double t1 = zt_train_now();
+    timers[ZT_TIMER_FWD] += 1e3 * (t1 - t0);
+
+    /* Unsharded gradients accumulate in GRADS and are reduced at the boundary;
+     * sharded ones are reduced every micro-step from a one-unit buffer into
+     * the partition. */
+    bool reduce = pol->reduce_every_micro_step || boundary;
+    if (reduce)
+        pol->reduce_begin(&t->stage, pol->grads_sharded && m > 0);
+    int64_t K = t->ckpt_interval > 0 ? t->ckpt_interval : n_units;
+    int cur = 0;
+    for (int a = (int)(last / K * K); a >= 0; a -= (int)K) {
+        int e = a + K < n_units ? (int)(a + K) : n_units;
+        if (e < n_units) /* the last segment's activations are still in the slots */
+            ZT_TRY(zt_train_recompute(t, a, e, &b));
+        for (int u = e - 1; u >= a; u--) {
+            const zt_unit_layout *ul = &lay->units[u];
+            void *p;
+            ZT_TRY(pol->fetch(&t->stage, u, ZT_GATHER_BWD, &p));
+            float *g = t->mixed              ? t->gw
+                       : pol->grads_sharded ? t->unit_grad
+                                            : (float *)t->grads + ul->offset;
+            micro_run_backward(t, u, p, t->dact[cur], u > 0 ? t->dact[1 - cur] : NULL, g,
+                               !pol->grads_sharded && m > 0, &b);
+            ZT_TRY(pol->release(&t->stage, u, ZT_GATHER_BWD, boundary));
+            if (boundary && u == t->inject_unit)
+                micro_inject(t, g);
+            /* The buffer's tail past this unit's parameters is padding (a
+             * fresh buffer; unsharded fp32 gradients keep their zero tail). */
+            if (t->mixed || pol->grads_sharded)
+                be->memset_zero(be, g + ul->numel,
+                                zt_train_floats(ul->padded_numel - ul->numel));
+            ZT_TRY(micro_route_grad(t, u, g, m, reduce));
+            cur = 1 - cur;
+        }
+    }
+    double t2 = zt_train_now();
+    timers[ZT_TIMER_BWD_INNER] += 1e3 * (t2 - t1);
+    if (reduce)
+        ZT_TRY(pol->reduce_finish(&t->stage));
+    double t3 = zt_train_now();
+    timers[ZT_TIMER_BWD_ALLREDUCE] += 1e3 * (t3 - t2);
+    timers[ZT_TIMER_BWD] += 1e3 * (t3 - t1);
+    return ZT_OK;
+}

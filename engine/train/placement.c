@@ -1,0 +1,328 @@
+/*
+ * placement: precision and offload. Where each unit's own slices live (the
+ * parameters, the reduced gradient, the fp32 values the optimizer steps),
+ * fp32 views of 16-bit tensors, the initial weights, the optimizer step on
+ * the rank's span with the stepped values written back into the parameters
+ * across host and device, the global gradient norm and overflow test where
+ * the optimizer works, and the dumps built from the rank's slices
+ * (engine/train/trainer.h has the rules).
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/train/trainer_impl.h"
+
+float *zt_train_fp32(const zt_trainer *t, const void *x, int64_t n, float *scratch)
+{
+    if (!t->mixed)
+        return (float *)x;
+    t->be->convert(t->be, scratch, ZT_F32, x, t->cdt, n, 1.0f, false);
+    return scratch;
+}
+
+void zt_train_store(const zt_trainer *t, void *y, const float *scratch, int64_t n)
+{
+    if (t->mixed)
+        t->be->convert(t->be, y, t->cdt, scratch, ZT_F32, n, 1.0f, false);
+}
+
+/* n bytes from host memory to a buffer at loc. */
+static void placement_put(const zt_trainer *t, void *dst, zt_mem_loc loc, const void *src,
+                          size_t n)
+{
+    if (loc == ZT_MEM_HOST)
+        memcpy(dst, src, n);
+    else
+        t->be->copy_h2d(t->be, dst, src, n);
+}
+
+/* n bytes from a buffer at loc to host memory. */
+static void placement_get(const zt_trainer *t, void *dst, const void *src, zt_mem_loc loc,
+                          size_t n)
+{
+    if (loc == ZT_MEM_HOST)
+        memcpy(dst, src, n);
+    else
+        t->be->copy_d2h(t->be, dst, src, n);
+}
+
+static zt_mem_loc placement_opt_loc(const zt_trainer *t)
+{
+    return t->offload_opt ? ZT_MEM_HOST : ZT_MEM_DEVICE;
+}
+
+/* Where unit u's own parameter slice lives. */
+static zt_mem_loc placement_param_loc(const zt_trainer *t, int u)
+{
+    return t->offload_param && !t->layout.units[u].persistent ? ZT_MEM_HOST : ZT_MEM_DEVICE;
+}
+
+/* Every rank builds the same initial weights from the counter PRNG in fp32;
+ * the master copy takes them as they are, the parameters rounded to the
+ * compute dtype. When parameters are sharded each rank makes only its own
+ * slices (and the persistent units whole). */
+zt_status zt_train_init_params(zt_trainer *t)
+{
+    const zt_layout *lay = &t->layout;
+    const zt_stage_policy *pol = t->policy;
+    float *host = malloc(zt_train_floats(lay->max_unit_numel));
+    void *cast = t->mixed ? malloc(zt_train_bytes(lay->max_unit_numel, t->cdt)) : host;
+    if (!host || !cast) {
+        free(host);
+        if (t->mixed)
+            free(cast);
+        return zt_fail(ZT_ERR_OOM, "", "cannot allocate %lld floats to initialise parameters",
+                       (long long)lay->max_unit_numel);
+    }
+    for (int u = 0; u < lay->n_units; u++) {
+        const zt_unit_layout *ul = &lay->units[u];
+        bool whole = !pol->params_sharded || ul->persistent;
+        int64_t lo = whole ? 0 : (int64_t)lay->rank * ul->shard_numel;
+        int64_t hi = whole ? ul->padded_numel : lo + ul->shard_numel;
+        int64_t real_hi = hi < ul->numel ? hi : ul->numel;
+        memset(host, 0, zt_train_floats(hi - lo));
+        if (real_hi > lo)
+            zt_unit_init_range(&t->model->units[u], t->seed, ul->global_index, lo, real_hi, host);
+        if (t->mixed)
+            zt_convert_host(cast, t->cdt, host, ZT_F32, hi - lo, 1.0f, false);
+        void *dst = pol->params_sharded ? t->unit_store[u]
+                                        : zt_zero_at(t->params, ul->offset, t->cdt);
+        placement_put(t, dst, placement_param_loc(t, u), cast, zt_train_bytes(hi - lo, t->cdt));
+        if (!t->has_master)
+            continue;
+        /* The master holds the whole unit unless the optimizer is sharded. */
+        bool full = !pol->optimizer_sharded;
+        const float *own = full ? host
+                                : host + (whole ? (int64_t)lay->rank * ul->shard_numel : 0);
+        int64_t n = full ? ul->padded_numel : ul->shard_numel;
+        float *m = full ? t->master + ul->offset : t->own_m[u];
+        placement_put(t, m, placement_opt_loc(t), own, zt_train_floats(n));
+    }
+    free(host);
+    if (t->mixed)
+        free(cast);
+    return ZT_OK;
+}
+
+void zt_train_views(zt_trainer *t)
+{
+    const zt_layout *lay = &t->layout;
+    const zt_stage_policy *pol = t->policy;
+    for (int u = 0; u < lay->n_units; u++) {
+        const zt_unit_layout *ul = &lay->units[u];
+        int64_t own = ul->offset + (int64_t)lay->rank * ul->shard_numel;
+        if (!pol->params_sharded)
+            t->own_p[u] = zt_zero_at(t->params, own, t->cdt);
+        else
+            t->own_p[u] = zt_zero_at(t->unit_store[u],
+                                     ul->persistent ? (int64_t)lay->rank * ul->shard_numel : 0,
+                                     t->cdt);
+        if (t->offload_opt)
+            t->own_g[u] = t->host_grads + ul->part_offset;
+        else
+            t->own_g[u] = zt_zero_at(t->grads, pol->grads_sharded ? ul->part_offset : own, t->gdt);
+        if (!t->has_master)
+            t->own_m[u] = t->own_p[u];
+        else
+            t->own_m[u] = t->master + (pol->optimizer_sharded ? ul->part_offset : own);
+    }
+}
+
+/* Sum of squares, inf/nan test and in-place scaling of memory where the
+ * optimizer works (own_g, own_m): the host when it is offloaded. */
+static double placement_opt_sumsq(const zt_trainer *t, const void *x, zt_dtype dt, int64_t n)
+{
+    return t->offload_opt ? zt_sum_squares_host(x, dt, n) : t->be->sum_squares(t->be, x, dt, n);
+}
+
+static bool placement_opt_bad(const zt_trainer *t, const void *x, zt_dtype dt, int64_t n)
+{
+    return t->offload_opt ? zt_has_inf_nan_host(x, dt, n) : t->be->has_inf_nan(t->be, x, dt, n);
+}
+
+static void placement_opt_scale(const zt_trainer *t, float *x, int64_t n, float a)
+{
+    if (t->offload_opt)
+        zt_convert_host(x, ZT_F32, x, ZT_F32, n, a, false);
+    else
+        t->be->convert(t->be, x, ZT_F32, x, ZT_F32, n, a, false);
+}
+
+/* DeepSpeed's overflow check: each rank tests its own slices; all_reduce MIN
+ * over the world. */
+zt_status zt_train_first_overflow(zt_trainer *t, int *first)
+{
+    int n = t->layout.n_units;
+    *first = n;
+    for (int u = 0; u < n && *first == n; u++)
+        if (placement_opt_bad(t, t->own_g[u], t->ogdt, t->layout.units[u].shard_numel))
+            *first = u;
+    int rc = MPI_Allreduce(MPI_IN_PLACE, first, 1, MPI_INT, MPI_MIN, t->world->comm);
+    if (rc != MPI_SUCCESS)
+        return zt_fail(ZT_ERR_COMM, "a peer rank may have died; check the other ranks' output",
+                       "all-reduce of the overflow flag failed (MPI error %d)", rc);
+    return ZT_OK;
+}
+
+/* Per-unit pointers to optimizer-side memory, summed over the partition group
+ * (MiCS replicas hold the same slices): DeepSpeed's global norm, the same
+ * value on every rank. */
+zt_status zt_train_slices_sumsq(zt_trainer *t, void *const *slices, zt_dtype dt, double *sq)
+{
+    *sq = 0.0;
+    for (int u = 0; u < t->layout.n_units; u++)
+        *sq += placement_opt_sumsq(t, slices[u], dt, t->layout.units[u].shard_numel);
+    return zt_train_sum_f64(t->zcomm->mpi, sq, 1);
+}
+
+/* The piece of the optimizer's span that unit u is: the whole unit when the
+ * optimizer is not sharded (every rank steps everything), the rank's slice
+ * when it is. */
+static zt_optim_seg placement_piece(const zt_trainer *t, int u, void **g)
+{
+    const zt_unit_layout *ul = &t->layout.units[u];
+    if (t->policy->optimizer_sharded) {
+        *g = t->own_g[u];
+        return (zt_optim_seg){t->own_m[u], NULL, ul->part_offset, ul->shard_numel};
+    }
+    *g = zt_zero_at(t->grads, ul->offset, t->gdt);
+    float *m = t->has_master ? t->master + ul->offset : (float *)t->params + ul->offset;
+    return (zt_optim_seg){m, NULL, ul->offset, ul->padded_numel};
+}
+
+/* Writes the stepped fp32 values of piece s (unit u) back into the
+ * parameters, rounded to the compute dtype, across host and device. */
+static void placement_write_back(zt_trainer *t, int u, const zt_optim_seg *s)
+{
+    const zt_backend *be = t->be;
+    const zt_unit_layout *ul = &t->layout.units[u];
+    void *dst = t->policy->optimizer_sharded ? t->own_p[u]
+                                             : zt_zero_at(t->params, ul->offset, t->cdt);
+    zt_mem_loc ploc = placement_param_loc(t, u);
+    size_t bytes = zt_train_bytes(s->numel, t->cdt);
+    if (!t->offload_opt && ploc == ZT_MEM_DEVICE) {
+        be->convert(be, dst, t->cdt, s->params, ZT_F32, s->numel, 1.0f, false);
+    } else if (t->offload_opt && ploc == ZT_MEM_HOST) {
+        zt_convert_host(dst, t->cdt, s->params, ZT_F32, s->numel, 1.0f, false);
+    } else if (t->offload_opt) {
+        const void *src = s->params;
+        if (t->mixed) {
+            zt_convert_host(t->param_stage, t->cdt, s->params, ZT_F32, s->numel, 1.0f, false);
+            src = t->param_stage;
+        }
+        be->copy_h2d(be, dst, src, bytes);
+    } else {
+        const void *src = s->params;
+        if (t->mixed) {
+            be->convert(be, t->gw, t->cdt, s->params, ZT_F32, s->numel, 1.0f, false);
+            src = t->gw;
+        }
+        be->copy_d2h(be, dst, src, bytes);
+    }
+}
+
+zt_status zt_train_apply(zt_trainer *t, float coef, double lr, double b1, double b2)
+{
+    const zt_backend *be = t->be;
+    zt_optim_begin_step(&t->optim);
+    for (int u = 0; u < t->layout.n_units; u++) {
+        void *g;
+        zt_optim_seg s = placement_piece(t, u, &g);
+        /* The optimizer reads fp32: fp32 gradients are scaled in place (they
+         * are dead after the step), 16-bit ones widened into the scratch. */
+        if (t->ogdt != ZT_F32)
+            be->convert(be, t->gw, ZT_F32, g, t->ogdt, s.numel, coef, false);
+        else if (coef != 1.0f)
+            placement_opt_scale(t, g, s.numel, coef);
+        s.grads = t->ogdt != ZT_F32 ? t->gw : g;
+        zt_optim_step_seg(&t->optim, &s, lr, b1, b2);
+        if (t->has_master)
+            placement_write_back(t, u, &s);
+    }
+    return t->policy->after_step(&t->stage);
+}
+
+/* Host MPI, outside the comm counters: a dump is not training traffic. Each
+ * unit is collected from every rank's slices, so no stage needs the whole
+ * model in one buffer; slices[u] (shard_numel of dt) lives where the
+ * optimizer works (own_g and own_m both do). */
+zt_status zt_train_dump_slices(zt_trainer *t, void *const *slices, zt_dtype dt, float alpha,
+                               const char *path)
+{
+    const zt_layout *lay = &t->layout;
+    /* Every partition group gathers its copy; world rank 0 (root of the first
+     * group) writes it. */
+    bool root = t->zcomm->rank == 0, writer = t->world->rank == 0;
+    zt_status st = ZT_OK;
+    FILE *f = NULL;
+    if (writer && !(f = fopen(path, "wb")))
+        st = zt_fail(ZT_ERR_IO, "check that the directory exists and is writable",
+                     "cannot write dump %s: %s", path, strerror(errno));
+    int64_t shard_max = lay->max_unit_numel / lay->world_size;
+    void *raw = malloc(zt_train_bytes(shard_max, dt));
+    float *mine = malloc(zt_train_floats(shard_max));
+    float *unit = root ? malloc(zt_train_floats(lay->max_unit_numel)) : NULL;
+    if (!raw || !mine || (root && !unit))
+        st = zt_fail(ZT_ERR_OOM, "", "cannot stage one unit for the dump");
+    st = zt_world_agree(t->world, st, NULL);
+    for (int u = 0; u < lay->n_units && st == ZT_OK; u++) {
+        const zt_unit_layout *ul = &lay->units[u];
+        placement_get(t, raw, slices[u], placement_opt_loc(t),
+                      zt_train_bytes(ul->shard_numel, dt));
+        zt_convert_host(mine, ZT_F32, raw, dt, ul->shard_numel, alpha, false);
+        if (MPI_Gather(mine, (int)ul->shard_numel, MPI_FLOAT, unit, (int)ul->shard_numel,
+                       MPI_FLOAT, 0, t->zcomm->mpi) != MPI_SUCCESS)
+            st = zt_fail(ZT_ERR_COMM, "a peer rank may have died", "gathering the dump failed");
+        else if (writer && fwrite(unit, sizeof(float), (size_t)ul->numel, f) != (size_t)ul->numel)
+            st = zt_fail(ZT_ERR_IO, "check free disk space", "writing dump %s failed", path);
+        st = zt_world_agree(t->world, st, NULL);
+    }
+    if (f && fclose(f) != 0 && st == ZT_OK)
+        st = zt_fail(ZT_ERR_IO, "check free disk space", "closing %s failed: %s", path,
+                     strerror(errno));
+    free(raw);
+    free(mine);
+    free(unit);
+    return zt_world_agree(t->world, st, NULL);
+}
+
+double zt_trainer_param_norm(zt_trainer *t)
+{
+    double sq = 0.0;
+    return zt_train_slices_sumsq(t, (void *const *)t->own_m, ZT_F32, &sq) == ZT_OK ? sqrt(sq)
+                                                                                  : NAN;
+}
+
+zt_status zt_trainer_dump_params(zt_trainer *t, const char *path)
+{
+    return zt_train_dump_slices(t, (void *const *)t->own_m, ZT_F32, 1.0f, path);
+}
+
+void zt_trainer_unit_span(const zt_trainer *t, int u, zt_trainer_span *s)
+{
+    void *g;
+    zt_optim_seg seg = placement_piece(t, u, &g);
+    int64_t span = zt_stage_optim_numel(t->policy, &t->layout);
+    memset(s, 0, sizeof *s);
+    s->values = seg.params;
+    s->n_states = (int)zt_optim_state_numel(&t->cfg->optimizer, 1);
+    for (int k = 0; k < s->n_states; k++)
+        s->state[k] = t->optim_state + k * span + seg.offset;
+    s->lo = zt_stage_optim_lo(t->policy, &t->layout, u);
+    s->numel = seg.numel;
+    s->loc = placement_opt_loc(t);
+}
+
+zt_status zt_trainer_refresh_params(zt_trainer *t)
+{
+    for (int u = 0; t->has_master && u < t->layout.n_units; u++) {
+        void *g;
+        zt_optim_seg seg = placement_piece(t, u, &g);
+        placement_write_back(t, u, &seg);
+    }
+    ZT_TRY(t->policy->after_step(&t->stage));
+    return t->be->check(t->be);
+}

@@ -1,0 +1,99 @@
+/*
+ * recompute: activation checkpointing (interval K > 0). Units form segments
+ * [sK, sK + K); forward keeps only each segment's input and runs the units
+ * through K reusable slots of output and saved tensors; backward re-runs a
+ * segment's forward from its kept input (the same dropout keys, so the same
+ * values) before the segment's backward (engine/train/trainer.h).
+ */
+#include "engine/train/trainer_impl.h"
+
+/* The slot unit u's output and saved tensors use. */
+static int recompute_slot(const zt_trainer *t, int u)
+{
+    return t->ckpt_interval > 0 ? (int)(u % t->ckpt_interval) : u;
+}
+
+bool zt_train_kept_input(const zt_trainer *t, int u)
+{
+    return t->ckpt_interval > 0 && u > 0 && u % t->ckpt_interval == 0;
+}
+
+/* Unit outputs and saved tensors: one buffer per unit, or with checkpointing
+ * K slots (slot j sized for the largest unit at position j of a segment) plus
+ * the kept segment inputs. */
+zt_status zt_train_activation_buffers(zt_trainer *t, zt_memory *mem, bool reserved)
+{
+    const zt_model *m = t->model;
+    int64_t mb = t->cfg->micro_batch_size;
+    zt_dtype c = t->cdt;
+    int n = m->n_units;
+    int64_t K = t->ckpt_interval;
+    int slots = K > 0 && K < n ? (int)K : n;
+    for (int j = 0; j < slots; j++) {
+        int64_t out = 0, sv = 0;
+        for (int u = j; u < n; u += slots) {
+            out = m->units[u].out_numel > out ? m->units[u].out_numel : out;
+            sv = m->units[u].saved_numel > sv ? m->units[u].saved_numel : sv;
+        }
+        ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_ACTS,
+                            zt_train_bytes(mb * out, c), &t->acts[j]));
+        if (sv > 0)
+            ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_ACTS,
+                                zt_train_bytes(mb * sv, c), &t->saved[j]));
+    }
+    int64_t max_kept = 0;
+    zt_mem_loc loc = t->ckpt_host ? ZT_MEM_HOST : ZT_MEM_DEVICE;
+    for (int u = 1; u < n; u++) {
+        if (!zt_train_kept_input(t, u))
+            continue;
+        int64_t kept = m->units[u - 1].out_numel;
+        max_kept = kept > max_kept ? kept : max_kept;
+        ZT_TRY(zt_train_buf(mem, reserved, loc, ZT_MEM_ACTS, zt_train_bytes(mb * kept, c),
+                            &t->ckpt[u]));
+    }
+    if (t->ckpt_host && max_kept > 0)
+        ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_ACTS,
+                            zt_train_bytes(mb * max_kept, c), &t->ckpt_in));
+    if (reserved)
+        for (int u = slots; u < n; u++) {
+            t->acts[u] = t->acts[recompute_slot(t, u)];
+            t->saved[u] = t->saved[recompute_slot(t, u)];
+        }
+    return ZT_OK;
+}
+
+const void *zt_train_unit_input(const zt_trainer *t, int u)
+{
+    if (u == 0)
+        return t->x;
+    if (zt_train_kept_input(t, u))
+        return t->ckpt_host ? t->ckpt_in : t->ckpt[u];
+    return t->acts[u - 1];
+}
+
+void zt_train_keep(zt_trainer *t, int u, int64_t n)
+{
+    const zt_backend *be = t->be;
+    size_t bytes = zt_train_bytes(n * t->model->units[u].out_numel, t->cdt);
+    if (t->ckpt_host) {
+        be->copy_d2h(be, t->ckpt[u + 1], t->acts[u], bytes);
+        be->copy_d2d(be, t->ckpt_in, t->acts[u], bytes);
+    } else {
+        be->copy_d2d(be, t->ckpt[u + 1], t->acts[u], bytes);
+    }
+}
+
+zt_status zt_train_recompute(zt_trainer *t, int a, int e, const zt_batch *b)
+{
+    const zt_stage_policy *pol = t->policy;
+    if (t->ckpt_host && a > 0)
+        t->be->copy_h2d(t->be, t->ckpt_in, t->ckpt[a],
+                        zt_train_bytes(b->n * t->model->units[a - 1].out_numel, t->cdt));
+    for (int u = a; u < e; u++) {
+        void *p;
+        ZT_TRY(pol->fetch(&t->stage, u, ZT_GATHER_RECOMPUTE, &p));
+        zt_train_run_forward(t, u, p, b);
+        ZT_TRY(pol->release(&t->stage, u, ZT_GATHER_RECOMPUTE, false));
+    }
+    return ZT_OK;
+}

@@ -1,0 +1,192 @@
+/*
+ * trainer_impl: the trainer's state and what its files (engine/train/trainer.h
+ * lists them) share. Private to engine/train/.
+ *
+ * Memory: every device and host buffer below is a block of `mem`'s arenas
+ * (buffers.c plans and carves them); the per-unit pointer tables and the
+ * histories are malloc'd and freed with the trainer. Collective: as the
+ * functions say.
+ */
+#ifndef ZT_TRAINER_IMPL_H
+#define ZT_TRAINER_IMPL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/train/optim.h"
+#include "engine/train/trainer.h"
+
+struct zt_trainer {
+    zt_trainer_options opt;      /* as given to init */
+    const zt_config *cfg;
+    const zt_model *model;
+    const zt_world *world;
+    const zt_backend *be;
+    zt_comm *comm;
+    zt_dataset *data;
+    uint64_t seed;
+    const zt_stage_policy *policy;
+
+    zt_layout layout;
+    zt_memory mem;
+    zt_sampler sampler;
+    zt_optim optim;
+    zt_sched sched;
+    zt_scaler scaler;
+    zt_stage_ctx stage;      /* the policy's hooks run on it */
+    zt_comm *hpz_comm;       /* hpZ group communicator or NULL (owned) */
+    zt_comm *shard_comm;     /* MiCS shard group or NULL (owned) */
+    zt_comm *replica_comm;   /* MiCS replica group or NULL (owned) */
+    zt_comm *zcomm;          /* what the layout partitions over: shard_comm or comm */
+
+    /* Precision and placement, resolved from the config (trainer.h). */
+    zt_dtype cdt;            /* parameters, activations, per-micro-step gradients */
+    zt_dtype gdt;            /* GRADS on the device */
+    zt_dtype kdt;            /* gradient communication */
+    zt_dtype ogdt;           /* the gradient the optimizer reads (own_g) */
+    bool mixed;              /* cdt is 16-bit: units compute on fp32 copies */
+    bool has_master;         /* the optimizer steps an fp32 copy, not the parameters */
+    bool offload_opt;        /* MASTER, OPTIM, the optimizer's gradients on the host */
+    bool offload_param;      /* parameter shards on the host */
+    bool check_overflow;     /* skip steps whose gradients hold inf or nan */
+    int64_t ckpt_interval;   /* activation checkpointing: units per segment, 0 off */
+    bool ckpt_host;          /* cpu_checkpointing */
+    int inject_unit;         /* --inject-overflow's unit, resolved */
+
+    /* Full flat parameters (padded_numel) unless the stage shards them; then
+     * NULL and unit_store holds them. */
+    void *params;
+    /* Device GRADS: the full flat gradient, or the partition when the stage
+     * shards gradients; NULL then if the optimizer is offloaded. */
+    void *grads;
+    float *host_grads;    /* offload_optimizer: the fp32 partition (host) */
+    float *master;        /* fp32 copy of the stepped span (unsharded: full), or NULL */
+    float *optim_state;   /* zt_optim_state_numel of the optimizer's span */
+    void **unit_store;    /* sharded parameters, per unit: own shard or persistent full copy */
+    void **own_p;         /* per unit: this rank's parameter slice (shard_numel) */
+    void **own_g;         /* per unit: this rank's reduced gradient slice (ogdt) */
+    float **own_m;        /* per unit: the fp32 values own_p rounds (master or params) */
+    void **secondary;     /* hpZ, per unit: padded_numel / h, else NULL */
+    float *unit_grad;     /* fp32, gradients sharded: one unit's full gradient (COMM) */
+    void *rs_send[2], *rs_recv[2]; /* reduce buckets (COMM) */
+    void *rs_stage;       /* offload_optimizer: host staging of one reduced bucket */
+    void *ag_buf;         /* all-gather bucket (COMM) */
+    /* The micro-batch on the device (NULL where the model has no such input). */
+    float *x;             /* (micro, in_numel), fp32 */
+    int32_t *tokens;      /* (micro, t), t <= seq_len */
+    int32_t *lengths;     /* (micro) valid tokens per sample */
+    uint64_t *row_keys;   /* (micro) global sample positions (dropout keys) */
+    int32_t *labels;      /* (micro, labels_numel) */
+    void **acts;          /* per unit: output (micro, out_numel), cdt (a slot when checkpointing) */
+    void **saved;         /* per unit: (micro, saved_numel) or NULL */
+    void **ckpt;          /* checkpointing, per unit u = sK > 0: its kept input, else NULL */
+    void *ckpt_in;        /* cpu_checkpointing: a segment's input on the device */
+    float *work;          /* (micro, max work_numel) unit scratch, or NULL */
+    float *dact[2];       /* activation-gradient ping-pong (fp32) */
+    void *be_workspace;   /* the backend's scratch (backend.h workspace_bytes) */
+    /* Mixed precision: fp32 copies of one unit (WORK). */
+    float *pw, *gw;       /* (max_unit_numel): parameters; gradient (also the step's) */
+    float *xin, *yout, *sw; /* (micro, max in / out / saved numel) */
+    void *param_stage;    /* offload: host staging of one unit's new parameters */
+    /* Host staging of the micro-batch (HOST WORK). */
+    float *x_host;
+    int32_t *tokens_host; /* (micro, seq_len) */
+    int32_t *lengths_host;
+    uint64_t *row_keys_host;
+    int32_t *labels_host;
+    int64_t *index_host;  /* (micro) dataset indices of the batch */
+    float *logits_host;   /* classification: (micro, n_classes); LM: (n_classes) */
+
+    zt_eval_point *evals;
+    int64_t n_evals, eval_cap;
+    int64_t global_steps, skipped_steps, global_samples;
+    double *loss_history;
+    double *scale_history; /* the loss scale each step ran with */
+    int64_t loss_cap;
+    double last_lr, last_grad_norm;
+    double train_seconds, timed_seconds;
+    int64_t timed_steps;
+};
+
+/* ---- trainer.c ---- */
+double zt_train_now(void);
+/* Host scalars (loss sums, norms) over MPI directly: they are not the tensor
+ * traffic the comm counters account for. */
+zt_status zt_train_sum_f64(MPI_Comm comm, double *v, int n);
+/* Precision, placement and checkpointing from the config. */
+void zt_train_resolve(zt_trainer *t);
+
+/* ---- buffers.c ---- */
+/* Every buffer the trainer holds: planned into `mem` (reserved false), or
+ * carved out of its reservation (reserved true). */
+zt_status zt_train_buffers(zt_trainer *t, zt_memory *mem, bool reserved);
+/* One buffer: planned on the first pass, carved out on the second. */
+zt_status zt_train_buf(zt_memory *mem, bool reserved, zt_mem_loc loc, zt_mem_class cls,
+                       size_t bytes, void *out);
+zt_status zt_train_tables(zt_trainer *t);
+void zt_train_tables_free(zt_trainer *t);
+/* The largest of one per-sample size field (offsetof(zt_unit, ...)) over units. */
+int64_t zt_train_max_unit_field(const zt_model *m, size_t field);
+
+static inline size_t zt_train_floats(int64_t numel) { return (size_t)numel * sizeof(float); }
+
+static inline size_t zt_train_bytes(int64_t numel, zt_dtype dt)
+{
+    return (size_t)numel * zt_dtype_size(dt);
+}
+
+/* ---- micro.c ---- */
+/* One micro-step m of the current step: forward, loss, backward, reduction.
+ * Adds this rank's loss sum (unscaled) to *loss_sum, times to timers. */
+zt_status zt_train_micro_step(zt_trainer *t, int64_t m, double *loss_sum, double *timers);
+/* Reads samples index_host[0, n) of ds (< 0: a filler row) with dropout keys
+ * row_keys_host into the device batch. */
+void zt_train_load(zt_trainer *t, const zt_dataset *ds, int64_t n, zt_batch *b);
+/* Every unit forward on batch b; last_use: no backward follows. */
+zt_status zt_train_forward(zt_trainer *t, const zt_batch *b, bool last_use);
+/* Unit u forward with parameters p on batch b (outputs stored in cdt). */
+void zt_train_run_forward(zt_trainer *t, int u, const void *p, const zt_batch *b);
+/* The last unit's output as fp32 logits. */
+float *zt_train_logits(zt_trainer *t, int64_t n);
+/* Loss rows of one sample in batch b. */
+int64_t zt_train_rows_per_sample(const zt_trainer *t, const zt_batch *b);
+
+/* ---- placement.c ---- */
+/* An fp32 view of n elements of a compute-dtype tensor: the tensor itself in
+ * fp32 training, else its conversion into `scratch`. */
+float *zt_train_fp32(const zt_trainer *t, const void *x, int64_t n, float *scratch);
+/* Rounds n fp32 values computed in `scratch` into the stored tensor y. */
+void zt_train_store(const zt_trainer *t, void *y, const float *scratch, int64_t n);
+/* Initial weights into the parameters and the master copy. */
+zt_status zt_train_init_params(zt_trainer *t);
+/* own_p, own_g and own_m for every unit. */
+void zt_train_views(zt_trainer *t);
+/* The first unit whose reduced gradients hold an inf or nan on any rank, or
+ * n_units. */
+zt_status zt_train_first_overflow(zt_trainer *t, int *first);
+/* Sum of squares of this rank's slices, summed over the partition group. */
+zt_status zt_train_slices_sumsq(zt_trainer *t, void *const *slices, zt_dtype dt, double *sq);
+/* The optimizer step with the gradients multiplied by coef, then the stage's
+ * after-step. */
+zt_status zt_train_apply(zt_trainer *t, float coef, double lr, double b1, double b2);
+/* Rank 0 writes every unit gathered from the rank's slices, widened to fp32
+ * and multiplied by alpha. */
+zt_status zt_train_dump_slices(zt_trainer *t, void *const *slices, zt_dtype dt, float alpha,
+                               const char *path);
+
+/* ---- recompute.c ---- */
+/* Checkpointing: unit u starts a segment after the first (its input is kept). */
+bool zt_train_kept_input(const zt_trainer *t, int u);
+/* Unit u's input: the model input, a segment's kept input, or the previous
+ * unit's output. */
+const void *zt_train_unit_input(const zt_trainer *t, int u);
+/* Checkpointing: unit u + 1 starts a segment; keep u's output as its input. */
+void zt_train_keep(zt_trainer *t, int u, int64_t n);
+/* Checkpointing: re-runs segment [a, e) forward from its kept input. */
+zt_status zt_train_recompute(zt_trainer *t, int a, int e, const zt_batch *b);
+/* Unit outputs and saved tensors (slots when checkpointing) and the kept
+ * segment inputs. */
+zt_status zt_train_activation_buffers(zt_trainer *t, zt_memory *mem, bool reserved);
+
+#endif

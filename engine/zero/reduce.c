@@ -1,0 +1,266 @@
+/*
+ * reduce: the stage-0 all-reduce and the stages 1-3 bucketed reduce-scatter
+ * (engine/zero/reduce.h).
+ */
+#include "engine/zero/reduce.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void zt_zero_scales(const zt_config *cfg, int world_size, float *pre_scale, float *post_scale)
+{
+    float ws = (float)world_size;
+    float f = (float)cfg->gradient_predivide_factor;
+    if (cfg->prescale_gradients) {
+        *pre_scale = 1.0f / ws;
+        *post_scale = 1.0f;
+    } else {
+        *pre_scale = 1.0f / f;
+        *post_scale = f / ws;
+    }
+}
+
+zt_status zt_zero_reducer_init(zt_zero_reducer *r, const zt_config *cfg, const zt_backend *be,
+                               zt_comm *comm, const zt_layout *layout, void *grads, zt_dtype dt)
+{
+    memset(r, 0, sizeof *r);
+    r->be = be;
+    r->comm = comm;
+    r->layout = layout;
+    r->grads = grads;
+    r->dt = dt;
+    /* A zero bucket size would never make progress: one element is the floor. */
+    r->bucket_numel = cfg->zero.reduce_bucket_size > 0 ? cfg->zero.reduce_bucket_size : 1;
+    r->overlap = cfg->zero.overlap_comm;
+    zt_zero_scales(cfg, comm->size, &r->pre_scale, &r->post_scale);
+    r->cap_reqs = (int)((layout->padded_numel + r->bucket_numel - 1) / r->bucket_numel);
+    r->reqs = calloc((size_t)r->cap_reqs, sizeof *r->reqs);
+    if (!r->reqs)
+        return zt_fail(ZT_ERR_OOM, "", "cannot allocate %d bucket requests", r->cap_reqs);
+    return ZT_OK;
+}
+
+void zt_zero_reducer_free(zt_zero_reducer *r)
+{
+    free(r->reqs);
+    r->reqs = NULL;
+}
+
+void zt_zero_reducer_begin(zt_zero_reducer *r)
+{
+    r->issued_lo = r->done_lo = r->layout->padded_numel;
+    r->n_reqs = 0;
+}
+
+/* Issues [lo, hi) as one bucket. */
+static zt_status reducer_issue(zt_zero_reducer *r, int64_t lo, int64_t hi)
+{
+    void *b = zt_zero_at(r->grads, lo, r->dt);
+    if (r->pre_scale != 1.0f)
+        r->be->convert(r->be, b, r->dt, b, r->dt, hi - lo, r->pre_scale, false);
+    zt_comm_req *req = r->overlap ? &r->reqs[r->n_reqs++] : NULL;
+    ZT_TRY(r->comm->ops->all_reduce(r->comm, b, hi - lo, r->dt, ZT_RED_SUM, req));
+    r->issued_lo = lo;
+    return ZT_OK;
+}
+
+zt_status zt_zero_reducer_unit_done(zt_zero_reducer *r, int u)
+{
+    r->done_lo = r->layout->units[u].offset;
+    if (!r->overlap)
+        return ZT_OK;
+    while (r->issued_lo - r->done_lo >= r->bucket_numel)
+        ZT_TRY(reducer_issue(r, r->issued_lo - r->bucket_numel, r->issued_lo));
+    /* MPI moves non-blocking collectives forward only inside MPI calls. */
+    for (int i = 0; i < r->n_reqs; i++)
+        r->comm->ops->test(r->comm, &r->reqs[i]);
+    return ZT_OK;
+}
+
+zt_status zt_zero_reducer_finish(zt_zero_reducer *r)
+{
+    while (r->issued_lo > 0) {
+        int64_t lo = r->issued_lo > r->bucket_numel ? r->issued_lo - r->bucket_numel : 0;
+        ZT_TRY(reducer_issue(r, lo, r->issued_lo));
+    }
+    for (int i = 0; i < r->n_reqs; i++)
+        ZT_TRY(r->comm->ops->wait(r->comm, &r->reqs[i]));
+    r->n_reqs = 0;
+    if (r->post_scale != 1.0f)
+        r->be->convert(r->be, r->grads, r->dt, r->grads, r->dt, r->layout->padded_numel,
+                       r->post_scale, false);
+    return ZT_OK;
+}
+
+/* ---- Stages 1-3: bucketed reduce-scatter into the partition ---- */
+
+static int64_t zero_clamp_width(int64_t bucket_numel, const zt_layout *l)
+{
+    int64_t w = bucket_numel / l->world_size;
+    if (w < 1)
+        w = 1;
+    return w < l->partition_numel ? w : l->partition_numel;
+}
+
+int64_t zt_zero_rs_width(const zt_config *cfg, const zt_layout *layout)
+{
+    return zero_clamp_width(cfg->zero.reduce_bucket_size, layout);
+}
+
+void zt_zero_rs_buffers(const zt_config *cfg, const zt_layout *layout, int *count,
+                        int64_t *send_numel, int64_t *recv_numel)
+{
+    int64_t w = zero_clamp_width(cfg->zero.reduce_bucket_size, layout);
+    *count = cfg->zero.overlap_comm ? 2 : 1;
+    *send_numel = w * layout->world_size;
+    *recv_numel = cfg->zero.reduce_scatter ? w : 0;
+}
+
+zt_status zt_zero_rs_init(zt_zero_rs *r, const zt_config *cfg, const zt_backend *be,
+                          zt_comm *comm, zt_comm *replica, const zt_layout *layout,
+                          const zt_zero_rs_target *target, void *const *send,
+                          void *const *recv)
+{
+    memset(r, 0, sizeof *r);
+    r->be = be;
+    r->comm = comm;
+    r->replica = replica;
+    r->layout = layout;
+    r->dest = target->dest;
+    r->dest_dt = target->dest_dt;
+    r->dest_host = target->dest_host;
+    r->host_stage = target->host_stage;
+    r->comm_dt = target->comm_dt;
+    r->width = zero_clamp_width(cfg->zero.reduce_bucket_size, layout);
+    r->overlap = cfg->zero.overlap_comm;
+    r->use_reduce_scatter = cfg->zero.reduce_scatter;
+    r->n_buckets = r->overlap ? 2 : 1;
+    r->open = -1;
+    zt_zero_scales(cfg, comm->size * (replica ? replica->size : 1), &r->pre_scale,
+                   &r->post_scale);
+    for (int i = 0; i < r->n_buckets; i++) {
+        r->buckets[i].send = send[i];
+        r->buckets[i].recv = r->use_reduce_scatter ? recv[i] : NULL;
+        r->buckets[i].segs = calloc((size_t)layout->n_units, sizeof *r->buckets[i].segs);
+        if (!r->buckets[i].segs)
+            return zt_fail(ZT_ERR_OOM, "", "cannot allocate bucket tables");
+    }
+    return ZT_OK;
+}
+
+void zt_zero_rs_free(zt_zero_rs *r)
+{
+    for (int i = 0; i < 2; i++) {
+        free(r->buckets[i].segs);
+        r->buckets[i].segs = NULL;
+    }
+}
+
+void zt_zero_rs_begin(zt_zero_rs *r, bool accumulate)
+{
+    r->accumulate = accumulate;
+    r->open = -1;
+}
+
+/* Waits for a bucket and moves this rank's reduced columns to their slices. */
+static zt_status rs_deliver(zt_zero_rs *r, zt_zero_bucket *b)
+{
+    const zt_backend *be = r->be;
+    zt_dtype kdt = r->comm_dt;
+    ZT_TRY(r->comm->ops->wait(r->comm, &b->req));
+    int64_t width = b->b1 - b->b0;
+    void *src = b->recv ? b->recv : zt_zero_at(b->send, (int64_t)r->layout->rank * width, kdt);
+    if (r->replica)
+        ZT_TRY(r->replica->ops->all_reduce(r->replica, src, width, kdt, ZT_RED_SUM, NULL));
+    if (r->dest_host) {
+        be->copy_d2h(be, r->host_stage, src, (size_t)width * zt_dtype_size(kdt));
+        src = r->host_stage;
+    }
+    for (int i = 0; i < b->n_segs; i++) {
+        const zt_zero_seg *s = &b->segs[i];
+        const zt_unit_layout *ul = &r->layout->units[s->unit];
+        const void *from = zt_zero_at(src, ul->part_offset + s->lo - b->b0, kdt);
+        void *to = zt_zero_at(r->dest[s->unit], s->lo, r->dest_dt);
+        int64_t n = s->hi - s->lo;
+        if (r->dest_host)
+            zt_convert_host(to, r->dest_dt, from, kdt, n, r->post_scale, r->accumulate);
+        else
+            be->convert(be, to, r->dest_dt, from, kdt, n, r->post_scale, r->accumulate);
+    }
+    b->pending = false;
+    return ZT_OK;
+}
+
+/* Opens the next bucket with its top at partition coordinate `top`; it reaches
+ * down one width or to the partition's start, so its extent is known before
+ * any unit is packed into it. */
+static zt_status rs_open(zt_zero_rs *r, int64_t top)
+{
+    zt_zero_bucket *b = &r->buckets[r->next];
+    if (b->pending)
+        ZT_TRY(rs_deliver(r, b));
+    b->b1 = top;
+    b->b0 = top > r->width ? top - r->width : 0;
+    b->n_segs = 0;
+    r->open = r->next;
+    r->next = (r->next + 1) % r->n_buckets;
+    return ZT_OK;
+}
+
+static zt_status rs_issue(zt_zero_rs *r)
+{
+    zt_zero_bucket *b = &r->buckets[r->open];
+    int64_t width = b->b1 - b->b0, total = width * r->layout->world_size;
+    zt_comm_req *req = r->overlap ? &b->req : NULL;
+    b->req.n_parts = 0;
+    if (r->use_reduce_scatter)
+        ZT_TRY(r->comm->ops->reduce_scatter(r->comm, b->send, b->recv, width, r->comm_dt,
+                                            ZT_RED_SUM, req));
+    else
+        ZT_TRY(r->comm->ops->all_reduce(r->comm, b->send, total, r->comm_dt, ZT_RED_SUM, req));
+    b->pending = true;
+    r->open = -1;
+    return r->overlap ? ZT_OK : rs_deliver(r, b);
+}
+
+zt_status zt_zero_rs_unit(zt_zero_rs *r, int u, const void *g, zt_dtype g_dt)
+{
+    const zt_backend *be = r->be;
+    const zt_unit_layout *ul = &r->layout->units[u];
+    int world = r->layout->world_size;
+    int64_t hi = ul->shard_numel;
+    while (hi > 0) {
+        if (r->open < 0)
+            ZT_TRY(rs_open(r, ul->part_offset + hi));
+        zt_zero_bucket *b = &r->buckets[r->open];
+        int64_t lo = b->b0 > ul->part_offset ? b->b0 - ul->part_offset : 0;
+        int64_t width = b->b1 - b->b0, at = ul->part_offset + lo - b->b0;
+        /* Block q of the bucket: rank q's columns, pre-scaled as they are packed. */
+        for (int q = 0; q < world; q++)
+            be->convert(be, zt_zero_at(b->send, q * width + at, r->comm_dt), r->comm_dt,
+                        zt_zero_at(g, q * ul->shard_numel + lo, g_dt), g_dt, hi - lo,
+                        r->pre_scale, false);
+        b->segs[b->n_segs++] = (zt_zero_seg){u, lo, hi};
+        hi = lo;
+        if (ul->part_offset + lo == b->b0)
+            ZT_TRY(rs_issue(r));
+    }
+    /* MPI moves non-blocking collectives forward only inside MPI calls. */
+    for (int i = 0; i < r->n_buckets; i++)
+        if (r->buckets[i].pending)
+            r->comm->ops->test(r->comm, &r->buckets[i].req);
+    return ZT_OK;
+}
+
+zt_status zt_zero_rs_finish(zt_zero_rs *r)
+{
+    if (r->open >= 0)
+        return zt_fail(ZT_ERR_INTERNAL, "", "a gradient bucket was left open: units skipped");
+    /* Oldest first: `next` is the bucket opened longest ago. */
+    for (int i = 0; i < r->n_buckets; i++) {
+        zt_zero_bucket *b = &r->buckets[(r->next + i) % r->n_buckets];
+        if (b->pending)
+            ZT_TRY(rs_deliver(r, b));
+    }
+    return ZT_OK;
+}

@@ -1,0 +1,330 @@
+/*
+ * stage: the four stage policies (engine/zero/stage.h): their hooks over the
+ * reducers, the all-gather and the gather window, and their memory and
+ * traffic formulas (the ZeRO paper's, in this layout's padded elements).
+ */
+#include "engine/zero/stage.h"
+
+#include <string.h>
+
+#include "engine/zero/allgather.h"
+
+/* ---- Hooks shared by several stages. ---- */
+
+static zt_status stage_init_reducer(zt_stage_ctx *c)
+{
+    return zt_zero_reducer_init(&c->reducer, c->cfg, c->be, c->world, c->layout, c->grads,
+                                c->grad_dt);
+}
+
+static zt_status stage_init_rs(zt_stage_ctx *c)
+{
+    return zt_zero_rs_init(&c->rs, c->cfg, c->be, c->part, c->replica, c->layout, &c->rs_target,
+                           c->rs_send, c->rs_recv);
+}
+
+static void stage_free(zt_stage_ctx *c)
+{
+    zt_zero_reducer_free(&c->reducer);
+    zt_zero_rs_free(&c->rs);
+    zt_zero_gather_free(&c->gather);
+}
+
+/* Unit u's slice of the full flat parameters. */
+static zt_status stage_fetch_full(zt_stage_ctx *c, int u, zt_gather_dir dir, void **params)
+{
+    (void)dir;
+    *params = zt_zero_at(c->params, c->layout->units[u].offset, c->param_dt);
+    return ZT_OK;
+}
+
+static zt_status stage_release_none(zt_stage_ctx *c, int u, zt_gather_dir dir, bool last_use)
+{
+    (void)c;
+    (void)u;
+    (void)dir;
+    (void)last_use;
+    return ZT_OK;
+}
+
+static zt_status stage_nothing(zt_stage_ctx *c)
+{
+    (void)c;
+    return ZT_OK;
+}
+
+static void stage_rs_begin(zt_stage_ctx *c, bool accumulate) { zt_zero_rs_begin(&c->rs, accumulate); }
+
+static zt_status stage_rs_finish(zt_stage_ctx *c) { return zt_zero_rs_finish(&c->rs); }
+
+/* Stages 2-3: the unit's fresh gradient goes straight into the buckets. */
+static zt_status stage_rs_fresh(zt_stage_ctx *c, int u, const float *g)
+{
+    return zt_zero_rs_unit(&c->rs, u, g, ZT_F32);
+}
+
+static zt_status stage_allgather(zt_stage_ctx *c)
+{
+    return zt_zero_allgather_params(c->cfg, c->be, c->part, c->layout, c->params, c->ag_buf,
+                                    c->param_dt);
+}
+
+/* ---- Stage 0. ---- */
+
+static void stage0_reduce_begin(zt_stage_ctx *c, bool accumulate)
+{
+    (void)accumulate;
+    zt_zero_reducer_begin(&c->reducer);
+}
+
+static zt_status stage0_reduce_unit(zt_stage_ctx *c, int u, const float *g)
+{
+    (void)g;
+    return zt_zero_reducer_unit_done(&c->reducer, u);
+}
+
+static zt_status stage0_reduce_finish(zt_stage_ctx *c) { return zt_zero_reducer_finish(&c->reducer); }
+
+/* ---- Stage 1: the full gradients, accumulated over the micro-steps, are
+ * reduce-scattered at the boundary. ---- */
+
+static zt_status stage1_reduce_unit(zt_stage_ctx *c, int u, const float *g)
+{
+    (void)g;
+    return zt_zero_rs_unit(&c->rs, u, zt_zero_at(c->grads, c->layout->units[u].offset, c->grad_dt),
+                           c->grad_dt);
+}
+
+/* ---- Stage 3. ---- */
+
+static zt_status stage3_init(zt_stage_ctx *c)
+{
+    ZT_TRY(stage_init_rs(c));
+    return zt_zero_gather_init(&c->gather, c->cfg, c->be, c->part, c->hpz, c->layout, c->pool,
+                               c->param_dt, c->unit_store, c->shard_host, c->secondary);
+}
+
+static zt_status stage3_fetch(zt_stage_ctx *c, int u, zt_gather_dir dir, void **params)
+{
+    return zt_zero_gather_fetch(&c->gather, u, dir, params);
+}
+
+static zt_status stage3_release(zt_stage_ctx *c, int u, zt_gather_dir dir, bool last_use)
+{
+    return zt_zero_gather_release(&c->gather, u, dir, last_use);
+}
+
+static zt_status stage3_flush(zt_stage_ctx *c) { return zt_zero_gather_flush(&c->gather); }
+
+static zt_status stage3_after_step(zt_stage_ctx *c) { return zt_zero_gather_end_step(&c->gather); }
+
+/* ---- Memory (bytes per rank). ---- */
+
+static void stage_memory(const zt_stage_policy *p, const zt_stage_shape *s, zt_stage_memory *out)
+{
+    memset(out, 0, sizeof *out);
+    int64_t P = s->padded, N = s->partition, pers = s->persistent, q = P - pers;
+    size_t(*b)[ZT_MEM_NCLASS] = out->bytes;
+    zt_mem_loc opt_loc = s->offload_optimizer ? ZT_MEM_HOST : ZT_MEM_DEVICE;
+    int64_t span = p->optimizer_sharded ? P / N : P;
+    if (p->params_sharded) {
+        b[ZT_MEM_DEVICE][ZT_MEM_PARAMS] = s->param_bytes * (size_t)pers;
+        b[s->offload_param ? ZT_MEM_HOST : ZT_MEM_DEVICE][ZT_MEM_PARAMS] +=
+            s->param_bytes * (size_t)(q / N);
+        if (s->hpz > 1)
+            b[ZT_MEM_DEVICE][ZT_MEM_PARAMS] += s->param_bytes * (size_t)(q / s->hpz);
+    } else {
+        b[ZT_MEM_DEVICE][ZT_MEM_PARAMS] = s->param_bytes * (size_t)P;
+    }
+    /* Offloaded, the grads_sharded partition lives on the host in fp32; stage
+     * 1 still accumulates full gradients on the device first. */
+    if (!p->grads_sharded)
+        b[ZT_MEM_DEVICE][ZT_MEM_GRADS] = s->grad_bytes * (size_t)P;
+    else if (!s->offload_optimizer)
+        b[ZT_MEM_DEVICE][ZT_MEM_GRADS] = s->grad_bytes * (size_t)(P / N);
+    if (s->offload_optimizer)
+        b[ZT_MEM_HOST][ZT_MEM_GRADS] = sizeof(float) * (size_t)(P / N);
+    if (s->master)
+        b[opt_loc][ZT_MEM_MASTER] = sizeof(float) * (size_t)span;
+    b[opt_loc][ZT_MEM_OPTIM] = sizeof(float) * (size_t)(s->optim_floats * span);
+}
+
+static void stage0_memory(const zt_stage_shape *s, zt_stage_memory *out)
+{
+    stage_memory(zt_stage_policy_get(0), s, out);
+}
+static void stage1_memory(const zt_stage_shape *s, zt_stage_memory *out)
+{
+    stage_memory(zt_stage_policy_get(1), s, out);
+}
+static void stage2_memory(const zt_stage_shape *s, zt_stage_memory *out)
+{
+    stage_memory(zt_stage_policy_get(2), s, out);
+}
+static void stage3_memory(const zt_stage_shape *s, zt_stage_memory *out)
+{
+    stage_memory(zt_stage_policy_get(3), s, out);
+}
+
+/* ---- Traffic (elements per optimizer step). ---- */
+
+/* The kinds the reduce and all-gather of the partitioned stages use. */
+static zt_comm_kind stage_rs_kind(const zt_stage_shape *s)
+{
+    return s->reduce_scatter ? ZT_COMM_REDUCE_SCATTER : ZT_COMM_ALL_REDUCE;
+}
+
+static zt_comm_kind stage_ag_kind(const zt_stage_shape *s)
+{
+    return s->allgather_partitions ? ZT_COMM_ALL_GATHER : ZT_COMM_BROADCAST;
+}
+
+static bool stage_traffic_begin(const zt_stage_shape *s, zt_stage_traffic *out)
+{
+    memset(out, 0, sizeof *out);
+    out->exact = true;
+    return s->world > 1; /* a world of one rank sends nothing */
+}
+
+static void stage0_traffic(const zt_stage_shape *s, zt_stage_traffic *out)
+{
+    if (stage_traffic_begin(s, out))
+        out->elements[ZT_STAGE_GROUP_WORLD][ZT_COMM_ALL_REDUCE] = s->padded;
+}
+
+/* Stages 1-2: one reduce per step (stage 1) or per micro-step (stage 2), one
+ * parameter all-gather per step. */
+static void stage12_traffic(const zt_stage_shape *s, zt_stage_traffic *out, int64_t reduces)
+{
+    if (!stage_traffic_begin(s, out))
+        return;
+    out->elements[ZT_STAGE_GROUP_WORLD][stage_rs_kind(s)] = reduces * s->padded;
+    out->elements[ZT_STAGE_GROUP_WORLD][stage_ag_kind(s)] = s->padded;
+}
+
+static void stage1_traffic(const zt_stage_shape *s, zt_stage_traffic *out)
+{
+    stage12_traffic(s, out, 1);
+}
+
+static void stage2_traffic(const zt_stage_shape *s, zt_stage_traffic *out)
+{
+    stage12_traffic(s, out, s->gas);
+}
+
+/* Stage 3: per micro-step a reduce of everything, a forward and a backward
+ * gather of every non-persistent unit (hpZ: the backward one inside the
+ * group), and the persistent units once after the step. MiCS moves the
+ * world's share to the shard group and all-reduces each reduced slice over
+ * the replica group. */
+static void stage3_traffic(const zt_stage_shape *s, zt_stage_traffic *out)
+{
+    if (!stage_traffic_begin(s, out))
+        return;
+    int64_t P = s->padded, q = P - s->persistent, gas = s->gas;
+    zt_stage_group part = s->mics > 0 ? ZT_STAGE_GROUP_MICS_SHARD : ZT_STAGE_GROUP_WORLD;
+    out->elements[part][stage_rs_kind(s)] = gas * P;
+    if (s->mics > 0)
+        out->elements[ZT_STAGE_GROUP_MICS_REPLICA][ZT_COMM_ALL_REDUCE] = gas * P / s->partition;
+    if (s->hpz > 1) {
+        out->elements[part][ZT_COMM_ALL_GATHER] = s->persistent + gas * q;
+        out->elements[ZT_STAGE_GROUP_HPZ][ZT_COMM_ALL_GATHER] = gas * q;
+    } else {
+        out->elements[part][ZT_COMM_ALL_GATHER] = s->persistent + 2 * gas * q;
+    }
+    out->exact = !s->reuse;
+}
+
+/* ---- The table. ---- */
+
+static const zt_stage_policy stage_policies[4] = {
+    {
+        .stage = 0,
+        .name = "stage 0",
+        .summary = "nothing sharded: gradients all-reduced at the boundary",
+        .init = stage_init_reducer,
+        .free = stage_free,
+        .fetch = stage_fetch_full,
+        .release = stage_release_none,
+        .flush = stage_nothing,
+        .reduce_begin = stage0_reduce_begin,
+        .reduce_unit = stage0_reduce_unit,
+        .reduce_finish = stage0_reduce_finish,
+        .after_step = stage_nothing,
+        .memory = stage0_memory,
+        .traffic = stage0_traffic,
+    },
+    {
+        .stage = 1,
+        .name = "stage 1",
+        .summary = "optimizer state sharded",
+        .optimizer_sharded = true,
+        .allgather_after_step = true,
+        .scaler_hysteresis = true,
+        .init = stage_init_rs,
+        .free = stage_free,
+        .fetch = stage_fetch_full,
+        .release = stage_release_none,
+        .flush = stage_nothing,
+        .reduce_begin = stage_rs_begin,
+        .reduce_unit = stage1_reduce_unit,
+        .reduce_finish = stage_rs_finish,
+        .after_step = stage_allgather,
+        .memory = stage1_memory,
+        .traffic = stage1_traffic,
+    },
+    {
+        .stage = 2,
+        .name = "stage 2",
+        .summary = "optimizer state and gradients sharded",
+        .optimizer_sharded = true,
+        .grads_sharded = true,
+        .allgather_after_step = true,
+        .reduce_every_micro_step = true,
+        .scaler_hysteresis = true,
+        .init = stage_init_rs,
+        .free = stage_free,
+        .fetch = stage_fetch_full,
+        .release = stage_release_none,
+        .flush = stage_nothing,
+        .reduce_begin = stage_rs_begin,
+        .reduce_unit = stage_rs_fresh,
+        .reduce_finish = stage_rs_finish,
+        .after_step = stage_allgather,
+        .memory = stage2_memory,
+        .traffic = stage2_traffic,
+    },
+    {
+        .stage = 3,
+        .name = "stage 3",
+        .summary = "optimizer state, gradients and parameters sharded",
+        .optimizer_sharded = true,
+        .grads_sharded = true,
+        .params_sharded = true,
+        .reduce_every_micro_step = true,
+        .scaler_hysteresis = true,
+        .init = stage3_init,
+        .free = stage_free,
+        .fetch = stage3_fetch,
+        .release = stage3_release,
+        .flush = stage3_flush,
+        .reduce_begin = stage_rs_begin,
+        .reduce_unit = stage_rs_fresh,
+        .reduce_finish = stage_rs_finish,
+        .after_step = stage3_after_step,
+        .memory = stage3_memory,
+        .traffic = stage3_traffic,
+    },
+};
+
+const zt_stage_policy *zt_stage_policy_get(int stage) { return &stage_policies[stage]; }
+
+int64_t zt_stage_optim_numel(const zt_stage_policy *p, const zt_layout *l)
+{
+    return p->optimizer_sharded ? l->partition_numel : l->padded_numel;
+}
+
+int64_t zt_stage_optim_lo(const zt_stage_policy *p, const zt_layout *l, int u)
+{
+    return p->optimizer_sharded ? (int64_t)l->rank * l->units[u].shard_numel : 0;
+}
