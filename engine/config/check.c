@@ -1,0 +1,261 @@
+/*
+ * config check: what must hold between sections once all are read (DeepSpeed's
+ * cross checks, grad_accum_dtype), zt_config_check_supported's "not
+ * implemented yet" refusals, and the dtype and checkpoint-interval queries.
+ */
+#include "engine/config/config_impl.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ cross checks */
+
+/* A dtype name the parser accepted ("fp32", "fp16", "bf16") as zt_dtype. */
+static zt_dtype zt_dtype_of(const char *name)
+{
+    if (strcmp(name, "fp16") == 0)
+        return ZT_F16;
+    if (strcmp(name, "bf16") == 0)
+        return ZT_BF16;
+    return ZT_F32;
+}
+
+static zt_status zt_check_grad_accum_dtype(const zt_ctx *c)
+{
+    const zt_config *cfg = c->cfg;
+    const zt_dtype compute = zt_config_compute_dtype(cfg);
+    const char *given = cfg->data_types.grad_accum_dtype;
+    if (!given[0]) {
+        if (compute != ZT_F32 && cfg->gradient_accumulation_steps > 1)
+            zt_config_note(c->cfg,
+                           "data_types.grad_accum_dtype not given -> fp32: %lld micro-steps "
+                           "accumulate in fp32 (DeepSpeed's default is the model dtype, %s)",
+                           (long long)cfg->gradient_accumulation_steps, zt_dtype_name(compute));
+        return ZT_OK;
+    }
+    const zt_dtype want = zt_dtype_of(given);
+    if (want == ZT_F32 || want == compute)
+        return ZT_OK;
+    char expected[32];
+    if (compute == ZT_F32)
+        snprintf(expected, sizeof expected, "\"fp32\"");
+    else
+        snprintf(expected, sizeof expected, "\"fp32\" or \"%s\"", zt_dtype_name(compute));
+    return zt_config_err(c, ZT_ERR_CONFIG, "data_types.grad_accum_dtype",
+                         "gradients accumulate in fp32 or in the training dtype",
+                         "\"%s\" with %s training: expected %s", given, zt_dtype_name(compute),
+                         expected);
+}
+
+zt_status zt_config_cross_checks(const zt_ctx *c)
+{
+    const zt_config *cfg = c->cfg;
+    const int stage = cfg->zero.stage;
+    if (stage == 2 && cfg->zero.reduce_scatter) {
+        const char *hint = "set \"reduce_scatter\": false in zero_optimization, or drop the option";
+        if (cfg->gradient_predivide_factor != 1.0)
+            return zt_config_err(
+                c, ZT_ERR_CONFIG, "gradient_predivide_factor", hint,
+                "gradient_predivide_factor != 1.0 is not yet supported with ZeRO-2 "
+                "with reduce scatter enabled");
+        if (cfg->prescale_gradients)
+            return zt_config_err(c, ZT_ERR_CONFIG, "prescale_gradients", hint,
+                                 "pre-scale gradients is not yet supported with ZeRO-2 with reduce "
+                                 "scatter enabled");
+    }
+    const char *stage_hint = "use ZeRO stage 1, 2 or 3";
+    if (cfg->fp16.fp16_master_weights_and_grads && stage == 0)
+        return zt_config_err(
+            c, ZT_ERR_CONFIG, "fp16.fp16_master_weights_and_grads", stage_hint,
+            "Fp16_master_weights_and_grads is only supported with ZeRO Stage 1, 2, "
+            "or 3.");
+    if (cfg->bf16.bf16_master_weights_and_grads && stage == 0)
+        return zt_config_err(
+            c, ZT_ERR_CONFIG, "bf16.bf16_master_weights_and_grads", stage_hint,
+            "Bf16_master_weights_and_grads is only supported with ZeRO Stage 1, 2, "
+            "or 3.");
+    if (cfg->bf16.bf16_optimizer_states && stage == 0)
+        return zt_config_err(c, ZT_ERR_CONFIG, "bf16.bf16_optimizer_states", stage_hint,
+                             "bf16_optimizer_states is only supported with ZeRO Stage 1, 2, or 3.");
+    if (cfg->bf16.bf16_optimizer_states && !cfg->bf16.bf16_master_weights_and_grads)
+        return zt_config_err(c, ZT_ERR_CONFIG, "bf16.bf16_optimizer_states",
+                             "also set \"bf16_master_weights_and_grads\": true",
+                             "bf16_optimizer_states requires bf16_master_weights_and_grads to be "
+                             "enabled.");
+    return zt_check_grad_accum_dtype(c);
+}
+
+/* ------------------------------------------------------------------ support check */
+
+/* The first unsupported communication_data_type rule broken, or ZT_OK. */
+static zt_status zt_check_comm_dtype(const zt_config *cfg)
+{
+    const char *name = cfg->communication_data_type;
+    if (!name[0])
+        return ZT_OK;
+    const zt_dtype want = zt_dtype_of(name);
+    const zt_dtype compute = zt_config_compute_dtype(cfg);
+    if (want != ZT_F32 && want != compute) {
+        char hint[96];
+        if (compute == ZT_F32)
+            snprintf(hint, sizeof hint, "use \"fp32\", or remove communication_data_type");
+        else
+            snprintf(hint, sizeof hint, "use \"fp32\" or \"%s\", or remove "
+                     "communication_data_type", zt_dtype_name(compute));
+        return zt_fail(ZT_ERR_UNSUPPORTED, hint,
+                       "communication_data_type \"%s\" with %s training is not implemented yet "
+                       "(gradients are communicated in fp32 or in the training dtype)",
+                       name, zt_dtype_name(compute));
+    }
+    const zt_dtype grad = zt_config_grad_dtype(cfg);
+    if (cfg->zero.stage == 0 && want != grad) {
+        char hint[160];
+        snprintf(hint, sizeof hint,
+                 "remove communication_data_type, or set data_types.grad_accum_dtype to \"%s\"",
+                 name);
+        return zt_fail(ZT_ERR_UNSUPPORTED, hint,
+                       "communication_data_type \"%s\" at ZeRO stage 0 with gradients stored "
+                       "in %s: stage 0 reduces the gradient buffer in place, so it communicates "
+                       "in the gradients' dtype",
+                       name, zt_dtype_name(grad));
+    }
+    return ZT_OK;
+}
+
+static zt_status zt_check_offload_supported(const zt_zero_config *z)
+{
+    /* Parsing refused offload at stages without the partitioning it needs. */
+    const char *cpu_hint = "use \"device\": \"cpu\"";
+    if (z->offload_optimizer.device == ZT_OFFLOAD_NVME)
+        return zt_fail(ZT_ERR_UNSUPPORTED, cpu_hint,
+                       "zero_optimization.offload_optimizer.device \"nvme\": offloading to nvme "
+                       "is not supported yet");
+    if (z->offload_param.device == ZT_OFFLOAD_NVME)
+        return zt_fail(ZT_ERR_UNSUPPORTED, cpu_hint,
+                       "zero_optimization.offload_param.device \"nvme\": offloading to nvme is "
+                       "not supported yet");
+    if (z->offload_optimizer.device != ZT_OFFLOAD_NONE && z->offload_optimizer.ratio < 1.0)
+        return zt_fail(ZT_ERR_UNSUPPORTED,
+                       "use ratio 1.0 to offload the whole optimizer, or remove the offload",
+                       "zero_optimization.offload_optimizer.ratio %g: partial optimizer offload "
+                       "is not implemented yet",
+                       z->offload_optimizer.ratio);
+    if (z->offload_param.device != ZT_OFFLOAD_NONE && z->zero_hpz_partition_size > 1)
+        return zt_fail(ZT_ERR_UNSUPPORTED,
+                       "remove zero_hpz_partition_size, or the parameter offload",
+                       "zero_optimization.offload_param with zero_hpz_partition_size %lld: hpZ's "
+                       "secondary parameter copy with the parameter shards on the host is not "
+                       "implemented yet",
+                       (long long)z->zero_hpz_partition_size);
+    return ZT_OK;
+}
+
+zt_status zt_config_check_supported(const zt_config *cfg)
+{
+    const zt_zero_config *z = &cfg->zero;
+    const char *master_hint = "remove it: zerotrain keeps fp32 master weights and optimizer "
+                              "states";
+    if (cfg->fp16.fp16_master_weights_and_grads)
+        return zt_fail(ZT_ERR_UNSUPPORTED, master_hint,
+                       "fp16.fp16_master_weights_and_grads: fp16 master weights and gradients "
+                       "are not implemented yet");
+    if (cfg->bf16.bf16_master_weights_and_grads)
+        return zt_fail(ZT_ERR_UNSUPPORTED, master_hint,
+                       "bf16.bf16_master_weights_and_grads: bf16 master weights and gradients "
+                       "are not implemented yet");
+    if (cfg->bf16.bf16_optimizer_states)
+        return zt_fail(ZT_ERR_UNSUPPORTED, master_hint,
+                       "bf16.bf16_optimizer_states: bf16 optimizer states are not implemented "
+                       "yet");
+    ZT_TRY(zt_check_offload_supported(z));
+    const char *zpp_hint = "remove the ZeRO++ / MiCS settings";
+    /* DeepSpeed ignores hpZ below stage 3; a setting that does nothing is
+     * refused rather than silently dropped. */
+    if (z->zero_hpz_partition_size > 1 && z->stage != 3)
+        return zt_fail(ZT_ERR_UNSUPPORTED, "use \"stage\": 3, or remove zero_hpz_partition_size",
+                       "zero_optimization.zero_hpz_partition_size %lld: hpZ partitions "
+                       "parameters, which only ZeRO stage 3 does (stage is %d)",
+                       (long long)z->zero_hpz_partition_size, z->stage);
+    const struct {
+        bool on;
+        const char *key;
+    } quant[] = {
+        {z->zero_quantized_weights, "zero_quantized_weights"},
+        {z->zero_quantized_gradients, "zero_quantized_gradients"},
+        {z->zero_quantized_nontrainable_weights, "zero_quantized_nontrainable_weights"},
+    };
+    for (size_t i = 0; i < ZT_LEN(quant); i++)
+        if (quant[i].on)
+            return zt_fail(ZT_ERR_UNSUPPORTED, zpp_hint,
+                           "zero_optimization.%s: ZeRO++ quantization is not implemented yet",
+                           quant[i].key);
+    if (z->mics_shard_size > 0 && z->stage != 3)
+        return zt_fail(ZT_ERR_UNSUPPORTED, "use \"stage\": 3, or remove mics_shard_size",
+                       "zero_optimization.mics_shard_size %lld: MiCS partitions parameters, "
+                       "which only ZeRO stage 3 does (stage is %d)",
+                       (long long)z->mics_shard_size, z->stage);
+    if (z->mics_shard_size > 0 && z->zero_hpz_partition_size > 1)
+        return zt_fail(ZT_ERR_UNSUPPORTED, "choose one of the two",
+                       "zero_optimization: mics_shard_size %lld with zero_hpz_partition_size "
+                       "%lld: MiCS and hpZ both decide who holds which parameters",
+                       (long long)z->mics_shard_size, (long long)z->zero_hpz_partition_size);
+    ZT_TRY(zt_check_comm_dtype(cfg));
+    if (cfg->unbuilt_feature[0]) {
+        static const char *const monitors[] = {"tensorboard", "wandb", "comet", "trackio"};
+        for (size_t i = 0; i < ZT_LEN(monitors); i++) {
+            size_t len = strlen(monitors[i]);
+            if (strncmp(cfg->unbuilt_feature, monitors[i], len) == 0 &&
+                cfg->unbuilt_feature[len] == '.')
+                return zt_fail(ZT_ERR_UNSUPPORTED,
+                               "use \"csv_monitor\", which zerotrain writes itself",
+                               "%s: the %s monitor is not supported (zerotrain has no %s "
+                               "dependency)",
+                               cfg->unbuilt_feature, monitors[i], monitors[i]);
+        }
+        return zt_fail(ZT_ERR_UNSUPPORTED, "remove it from the config or switch it off",
+                       "%s: this DeepSpeed feature is not implemented yet",
+                       cfg->unbuilt_feature);
+    }
+    return ZT_OK;
+}
+
+/* ------------------------------------------------------------------ queries of config.h */
+
+zt_dtype zt_config_compute_dtype(const zt_config *cfg)
+{
+    if (cfg->fp16.enabled)
+        return ZT_F16;
+    if (cfg->bf16.enabled)
+        return ZT_BF16;
+    return ZT_F32;
+}
+
+zt_dtype zt_config_grad_dtype(const zt_config *cfg)
+{
+    const zt_dtype compute = zt_config_compute_dtype(cfg);
+    if (compute == ZT_F32)
+        return ZT_F32;
+    if (cfg->data_types.grad_accum_dtype[0])
+        return zt_dtype_of(cfg->data_types.grad_accum_dtype);
+    return cfg->gradient_accumulation_steps > 1 ? ZT_F32 : compute;
+}
+
+zt_dtype zt_config_comm_dtype(const zt_config *cfg)
+{
+    if (cfg->zero.stage == 0)
+        return zt_config_grad_dtype(cfg);
+    if (cfg->communication_data_type[0])
+        return zt_dtype_of(cfg->communication_data_type);
+    return zt_config_compute_dtype(cfg);
+}
+
+int64_t zt_config_checkpoint_interval(const zt_config *cfg, int n_units)
+{
+    if (cfg->activation_checkpoint_interval >= 0)
+        return cfg->activation_checkpoint_interval;
+    const int64_t k = cfg->activation_checkpointing.number_checkpoints;
+    if (k < 1 || n_units < 1)
+        return 0;
+    /* k may be near INT64_MAX: no n_units + k - 1. */
+    return k >= n_units ? 1 : ((int64_t)n_units + k - 1) / k;
+}

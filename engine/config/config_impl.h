@@ -1,0 +1,248 @@
+/*
+ * config_impl: what the files of engine/config share. Private to the folder:
+ * the rest of the tree includes engine/config/config.h only.
+ *
+ * DeepSpeed 0.19.6 JSON config -> zt_config (contract in config.h), one file
+ * per job:
+ *   keys.c         every section's table of keys; optimizer and scheduler names
+ *   json.c         the text as written -> jansson: hjson stripping, the key line
+ *                  index, messages that cite it, notes, duplicate keys
+ *   read.c         typed readers, "auto", unknown keys with a "did you mean", and
+ *                  the generic reader that walks a key table
+ *   parse.c        defaults; zero_optimization, fp16 / bf16, activation
+ *                  checkpointing, data_types, timers, monitors, top-level strings
+ *   parse_optim.c  the optimizer and scheduler sections
+ *   resolve.c      the batch triple: command line, "auto", DeepSpeed's derivation
+ *   check.c        cross checks, "not implemented yet" checks, dtype queries
+ *   load.c         entry points: text or file -> parse, resolve, check
+ *
+ * Every section is a table of keys (type, destination, bounds, flags) read by
+ * one generic loop; the few keys whose meaning depends on others (batch triple,
+ * optimizer lr, deprecated names, offload devices, required scheduler params)
+ * are marked ZT_CUSTOM in the table and read by the section's own code.
+ * Defaults live in zt_config_defaults() (parse.c).
+ *
+ * Choices where DeepSpeed is lenient or silent (documented here, as DESIGN asks):
+ * - Unknown keys are errors in every section, also at the top level and in
+ *   activation_checkpointing where DeepSpeed ignores them: a typo must never
+ *   leave a default silently in force.
+ * - DeepSpeed top-level features this build lacks (flops_profiler, pipeline,
+ *   amp, ...) parse when off; when on, zt_config_check_supported refuses them.
+ * - offload_optimizer at stage 0 and offload_param below stage 3, which
+ *   DeepSpeed silently ignores, are errors.
+ * - activation_checkpointing takes effect here (DeepSpeed's engine never calls
+ *   checkpointing.configure): number_checkpoints sets the checkpoint interval.
+ * - Under fp16/bf16 with gradient accumulation, gradients accumulate in fp32
+ *   unless data_types.grad_accum_dtype says otherwise (DeepSpeed: the model
+ *   dtype); noted.
+ * - "auto" means "the default" for every key (the HF Transformers convention);
+ *   the batch fields and optimizer lr first take the command-line value, and
+ *   scheduler warmup_max_lr "auto" means the optimizer lr. Each is a note.
+ * - Two spellings of one setting given together (stage3_x and x, bf16 and
+ *   bfloat16) are an error rather than one silently winning.
+ * - Keys DeepSpeed accepts but that change nothing here (memory_efficient_linear,
+ *   dump_state, ...) are type-checked and noted as having no effect.
+ * - SGD lr defaults to 1e-3 as in torch >= 2.2 (noted).
+ *
+ * Memory: a zt_ctx owns its key line index (zt_config_ctx_free frees it); the
+ * key tables are constant. Collective: none.
+ */
+#ifndef ZT_CONFIG_IMPL_H
+#define ZT_CONFIG_IMPL_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/config/config.h"
+#include "engine/status.h"
+
+#define ZT_PATH_MAX 256
+#define ZT_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ------------------------------------------------------------------ key tables */
+
+typedef enum {
+    ZT_BOOL,
+    ZT_INT,     /* int, integral JSON number (5e8 is fine) within [lo, hi] */
+    ZT_I64,     /* int64_t, same */
+    ZT_REAL,    /* double, finite within [lo, hi] */
+    ZT_STR,     /* char[size] */
+    ZT_CUSTOM,  /* known key read by the section's own code */
+    ZT_FEATURE, /* DeepSpeed feature this build lacks: fine when off, recorded when on */
+} zt_kind;
+
+enum {
+    ZT_NULLABLE = 1u << 0,  /* null keeps the default (an Optional field in DeepSpeed) */
+    ZT_NO_EFFECT = 1u << 1, /* checked, but nothing in zerotrain depends on it: noted */
+    ZT_POSITIVE = 1u << 2,  /* reals: strictly above lo */
+};
+
+#define ZT_NONE ((ptrdiff_t)-1)
+
+typedef struct {
+    const char *name;
+    zt_kind kind;
+    ptrdiff_t off; /* into the section's struct; ZT_NONE: checked only */
+    double lo, hi;
+    unsigned flags;
+    size_t size;       /* ZT_STR: capacity of the destination array */
+    const char *alias; /* the other spelling of the same setting */
+    const char *why;   /* ZT_NO_EFFECT: why, for the note (optional) */
+} zt_key;
+
+/* A scheduler zerotrain implements, with its params table. */
+typedef struct {
+    const char *name;
+    zt_sched_type type;
+    const zt_key *keys;
+    size_t n_keys;
+} zt_sched_entry;
+
+/* A key table by the JSON path it is read at. */
+typedef struct {
+    const char *path;
+    const zt_key *keys;
+    size_t n;
+} zt_section_ref;
+
+/* ------------------------------------------------------------------ context */
+
+typedef struct {
+    char *path;
+    int line;
+} zt_key_line;
+
+/* One parse: where messages and notes go, the command-line values, and the
+ * line of every key in the text. */
+typedef struct {
+    const char *name; /* file name for messages */
+    zt_config *cfg;
+    zt_config_overrides ov;
+    int world_size;
+    zt_key_line *lines; /* JSON path -> line of its key, from the text as written */
+    size_t n_lines, cap_lines;
+} zt_ctx;
+
+/* ------------------------------------------------------------------ keys.c */
+
+/* Each section's keys, with their count. */
+extern const zt_key zt_config_top_keys[];
+extern const size_t zt_config_n_top_keys;
+extern const zt_key zt_config_zero_keys[];
+extern const size_t zt_config_n_zero_keys;
+extern const zt_key zt_config_offload_optimizer_keys[];
+extern const size_t zt_config_n_offload_optimizer_keys;
+extern const zt_key zt_config_offload_param_keys[];
+extern const size_t zt_config_n_offload_param_keys;
+extern const zt_key zt_config_fp16_keys[];
+extern const size_t zt_config_n_fp16_keys;
+extern const zt_key zt_config_bf16_keys[];
+extern const size_t zt_config_n_bf16_keys;
+extern const zt_key zt_config_act_ckpt_keys[];
+extern const size_t zt_config_n_act_ckpt_keys;
+extern const zt_key zt_config_data_types_keys[];
+extern const size_t zt_config_n_data_types_keys;
+extern const zt_key zt_config_csv_keys[];
+extern const size_t zt_config_n_csv_keys;
+extern const zt_key zt_config_wandb_keys[];
+extern const size_t zt_config_n_wandb_keys;
+extern const zt_key zt_config_comet_keys[];
+extern const size_t zt_config_n_comet_keys;
+extern const zt_key zt_config_trackio_keys[];
+extern const size_t zt_config_n_trackio_keys;
+extern const zt_key zt_config_timers_keys[];
+extern const size_t zt_config_n_timers_keys;
+extern const zt_key zt_config_throughput_keys[];
+extern const size_t zt_config_n_throughput_keys;
+extern const zt_key zt_config_optimizer_keys[];
+extern const size_t zt_config_n_optimizer_keys;
+extern const zt_key zt_config_adam_keys[];
+extern const size_t zt_config_n_adam_keys;
+extern const zt_key zt_config_sgd_keys[];
+extern const size_t zt_config_n_sgd_keys;
+extern const zt_key zt_config_scheduler_keys[];
+extern const size_t zt_config_n_scheduler_keys;
+
+/* DeepSpeed's schedulers with their params tables. The count is a constant
+ * (keys.c checks it) because parse_optim.c sizes an array with it. */
+#define ZT_CONFIG_N_SCHEDULERS 5
+extern const zt_sched_entry zt_config_schedulers[];
+
+/* zt_offload_device by value. */
+extern const char *const zt_config_offload_devices[];
+extern const size_t zt_config_n_offload_devices;
+/* Optimizer and scheduler names DeepSpeed knows (keys.c says how each is matched). */
+extern const char *const zt_config_torch_schedulers[];
+extern const size_t zt_config_n_torch_schedulers;
+extern const char *const zt_config_ds_optimizers[];
+extern const size_t zt_config_n_ds_optimizers;
+extern const char *const zt_config_torch_optimizers[];
+extern const size_t zt_config_n_torch_optimizers;
+
+/* Every table by the path it is read at (unknown keys look up where a key
+ * belongs). */
+extern const zt_section_ref zt_config_sections[];
+extern const size_t zt_config_n_sections;
+
+/* ------------------------------------------------------------------ json.c */
+
+void zt_config_ctx_free(zt_ctx *c);
+/* strlcpy: a truncated path is still a usable label. */
+void zt_config_copy(char *dst, size_t size, const char *src);
+/* out (ZT_PATH_MAX) = parent.key, or key at the top level. */
+void zt_config_join(char *out, const char *parent, const char *key);
+/* Fails with `st`: "file:line: path: what", the line being that of path's key
+ * when the index has it; path NULL: "file: what". */
+__attribute__((format(printf, 5, 6))) zt_status
+zt_config_err(const zt_ctx *c, zt_status st, const char *path, const char *hint,
+              const char *fmt, ...);
+/* Adds a note to cfg->notes (the last slot says that further notes were omitted). */
+__attribute__((format(printf, 2, 3))) void zt_config_note(zt_config *cfg, const char *fmt, ...);
+zt_status zt_config_strip_hjson(const zt_ctx *c, char *s);
+void zt_config_index_keys(zt_ctx *c, const char *s);
+/* The comment-free text as a JSON object (*root; the caller decrefs). */
+zt_status zt_config_load_json(const zt_ctx *c, const char *text, json_t **root);
+
+/* ------------------------------------------------------------------ read.c */
+
+bool zt_config_is_auto(const json_t *v);
+bool zt_config_given(const json_t *obj, const char *key);
+bool zt_config_unset(const json_t *obj, const char *key);
+json_t *zt_config_value(const zt_ctx *c, json_t *obj, const char *path, const char *key);
+zt_status zt_config_bad_value(const zt_ctx *c, const char *path, const json_t *v,
+                              const char *expected);
+zt_status zt_config_read_bool(const zt_ctx *c, const char *path, const json_t *v, bool *out);
+zt_status zt_config_read_int(const zt_ctx *c, const char *path, const json_t *v, double lo,
+                             double hi, int64_t *out);
+zt_status zt_config_read_real(const zt_ctx *c, const char *path, const json_t *v, double lo,
+                              double hi, bool positive, double *out);
+zt_status zt_config_read_choice(const zt_ctx *c, const char *path, const json_t *v,
+                                const char *const *names, size_t n, bool nocase, size_t *idx);
+const char *zt_config_closest(const char *word, const char *const *cands, size_t n);
+const zt_key *zt_config_find_key(const zt_key *keys, size_t n, const char *name);
+bool zt_config_feature_on(const json_t *v);
+void zt_config_record_unbuilt(zt_config *cfg, const char *path);
+zt_status zt_config_parse_keys(const zt_ctx *c, json_t *obj, const char *path,
+                               const zt_key *keys, size_t n, void *base);
+zt_status zt_config_section(const zt_ctx *c, json_t *obj, const char *path, const char *key,
+                            json_t **out);
+
+/* ------------------------------------------------------------------ parse.c and parse_optim.c */
+
+/* DeepSpeed's defaults; each parser below fills its sections of c->cfg. */
+void zt_config_defaults(zt_config *cfg);
+zt_status zt_config_parse_zero(const zt_ctx *c, json_t *root);
+zt_status zt_config_parse_precision(const zt_ctx *c, json_t *root);
+zt_status zt_config_parse_misc_sections(const zt_ctx *c, json_t *root);
+zt_status zt_config_parse_top_strings(const zt_ctx *c, json_t *root);
+zt_status zt_config_parse_optimizer(const zt_ctx *c, json_t *root);
+zt_status zt_config_parse_scheduler(const zt_ctx *c, json_t *root);
+
+/* ------------------------------------------------------------------ resolve.c and check.c */
+
+zt_status zt_config_resolve_batch(const zt_ctx *c, json_t *root); /* resolve.c */
+zt_status zt_config_cross_checks(const zt_ctx *c);                /* check.c */
+
+#endif

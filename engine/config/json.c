@@ -1,0 +1,288 @@
+/*
+ * config json: the config text as written -> a jansson object, and the parse
+ * context's messages. Comments and trailing commas are blanked (newlines
+ * kept) and the line of every key is indexed, so that errors (zt_config_err)
+ * cite the user's line numbers; duplicate keys name the key and its path.
+ * Notes (zt_config_note) and the JSON path helpers live here too.
+ */
+#include "engine/config/config_impl.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ZT_SYNTAX_HINT                                                                     \
+    "zerotrain reads JSON plus # // /* */ comments and trailing commas; other hjson "      \
+    "syntax (unquoted or single-quoted strings) is not supported"
+
+/* ------------------------------------------------------------------ context */
+
+void zt_config_ctx_free(zt_ctx *c)
+{
+    for (size_t i = 0; i < c->n_lines; i++)
+        free(c->lines[i].path);
+    free(c->lines);
+}
+
+static int zt_line_of(const zt_ctx *c, const char *path)
+{
+    for (size_t i = 0; i < c->n_lines; i++)
+        if (strcmp(c->lines[i].path, path) == 0)
+            return c->lines[i].line;
+    return 0;
+}
+
+/* strlcpy: a truncated path is still a usable label. */
+void zt_config_copy(char *dst, size_t size, const char *src)
+{
+    size_t n = strlen(src);
+    if (n >= size)
+        n = size - 1;
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+}
+
+/* out (ZT_PATH_MAX) = parent.key, or key at the top level. */
+void zt_config_join(char *out, const char *parent, const char *key)
+{
+    zt_config_copy(out, ZT_PATH_MAX, parent);
+    size_t n = strlen(out);
+    if (parent[0] && n + 1 < ZT_PATH_MAX)
+        out[n++] = '.';
+    zt_config_copy(out + n, ZT_PATH_MAX - n, key);
+}
+
+__attribute__((format(printf, 5, 6))) zt_status
+zt_config_err(const zt_ctx *c, zt_status st, const char *path, const char *hint,
+              const char *fmt, ...)
+{
+    char what[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    if (!path)
+        return zt_fail(st, hint, "%s: %s", c->name, what);
+    int line = zt_line_of(c, path);
+    if (line > 0)
+        return zt_fail(st, hint, "%s:%d: %s: %s", c->name, line, path, what);
+    return zt_fail(st, hint, "%s: %s: %s", c->name, path, what);
+}
+
+__attribute__((format(printf, 2, 3))) void zt_config_note(zt_config *cfg, const char *fmt, ...)
+{
+    if (cfg->n_notes >= ZT_CONFIG_MAX_NOTES)
+        return;
+    char *slot = cfg->notes[cfg->n_notes++];
+    if (cfg->n_notes == ZT_CONFIG_MAX_NOTES) {
+        snprintf(slot, ZT_CONFIG_NOTE_LEN, "(further config notes omitted)");
+        return;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(slot, ZT_CONFIG_NOTE_LEN, fmt, ap);
+    va_end(ap);
+}
+
+/* ------------------------------------------------------------------ text preparation */
+
+/* Blanks comments and trailing commas with spaces, keeping every newline, so
+ * jansson's line:column stay those of the file as written. */
+zt_status zt_config_strip_hjson(const zt_ctx *c, char *s)
+{
+    if ((unsigned char)s[0] == 0xEF && (unsigned char)s[1] == 0xBB && (unsigned char)s[2] == 0xBF)
+        s[0] = s[1] = s[2] = ' ';
+    bool in_str = false;
+    int line = 1;
+    for (char *p = s; *p; p++) {
+        if (*p == '\n')
+            line++;
+        if (in_str) {
+            if (*p == '\\' && p[1] && p[1] != '\n')
+                p++;
+            else if (*p == '"')
+                in_str = false;
+        } else if (*p == '"') {
+            in_str = true;
+        } else if (*p == '#' || (p[0] == '/' && p[1] == '/')) {
+            while (*p && *p != '\n')
+                *p++ = ' ';
+            if (!*p)
+                break;
+            line++;
+        } else if (p[0] == '/' && p[1] == '*') {
+            int start = line;
+            p[0] = p[1] = ' ';
+            for (p += 2; *p && !(p[0] == '*' && p[1] == '/'); p++) {
+                if (*p == '\n')
+                    line++;
+                else
+                    *p = ' ';
+            }
+            if (!*p)
+                return zt_fail(ZT_ERR_CONFIG, ZT_SYNTAX_HINT, "%s:%d: unterminated /* comment",
+                               c->name, start);
+            p[0] = p[1] = ' ';
+            p++;
+        }
+    }
+    in_str = false;
+    for (char *p = s; *p; p++) {
+        if (in_str) {
+            if (*p == '\\' && p[1])
+                p++;
+            else if (*p == '"')
+                in_str = false;
+        } else if (*p == '"') {
+            in_str = true;
+        } else if (*p == ',') {
+            const char *q = p + 1;
+            while (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r')
+                q++;
+            if (*q == '}' || *q == ']')
+                *p = ' ';
+        }
+    }
+    return ZT_OK;
+}
+
+static void zt_index_add(zt_ctx *c, const char *path, int line)
+{
+    if (c->n_lines == c->cap_lines) {
+        size_t cap = c->cap_lines ? 2 * c->cap_lines : 64;
+        zt_key_line *v = realloc(c->lines, cap * sizeof *v);
+        if (!v)
+            return; /* line numbers are a courtesy: messages then go without them */
+        c->lines = v;
+        c->cap_lines = cap;
+    }
+    char *p = strdup(path);
+    if (!p)
+        return;
+    c->lines[c->n_lines].path = p;
+    c->lines[c->n_lines].line = line;
+    c->n_lines++;
+}
+
+/* Records "json.path -> line" for every key by following the nesting of the
+ * comment-free text. Malformed text only ends the scan early: jansson reports it. */
+void zt_config_index_keys(zt_ctx *c, const char *s)
+{
+    enum { MAX_DEPTH = 64 };
+    struct {
+        bool object;
+        size_t path_len;
+    } stack[MAX_DEPTH];
+    char path[ZT_PATH_MAX] = "";
+    char key_path[ZT_PATH_MAX] = ""; /* path of the last key read, until its value opens */
+    int depth = 0, line = 1;
+    bool expect_key = false, have_key = false;
+
+    for (const char *p = s; *p; p++) {
+        switch (*p) {
+        case '\n':
+            line++;
+            break;
+        case '"': {
+            char key[ZT_PATH_MAX];
+            size_t n = 0;
+            for (p++; *p && *p != '"'; p++) {
+                if (*p == '\\' && p[1])
+                    p++;
+                if (*p == '\n')
+                    line++;
+                if (n + 1 < sizeof key)
+                    key[n++] = *p;
+            }
+            if (!*p)
+                return;
+            key[n] = '\0';
+            if (depth > 0 && stack[depth - 1].object && expect_key) {
+                zt_config_join(key_path, path, key);
+                zt_index_add(c, key_path, line);
+                expect_key = false;
+                have_key = true;
+            }
+            break;
+        }
+        case '{':
+        case '[':
+            if (depth == MAX_DEPTH)
+                return;
+            stack[depth].object = *p == '{';
+            stack[depth].path_len = strlen(path);
+            if (depth > 0 && stack[depth - 1].object && have_key)
+                snprintf(path, sizeof path, "%s", key_path);
+            else if (depth > 0 && !stack[depth - 1].object)
+                strncat(path, "[]", sizeof path - strlen(path) - 1);
+            depth++;
+            expect_key = *p == '{';
+            have_key = false;
+            break;
+        case '}':
+        case ']':
+            if (depth == 0)
+                return;
+            depth--;
+            path[stack[depth].path_len] = '\0';
+            expect_key = have_key = false;
+            break;
+        case ',':
+            expect_key = depth > 0 && stack[depth - 1].object;
+            have_key = false;
+            break;
+        default:
+            break;
+        }
+    }
+}
+
+static zt_status zt_duplicate_key_error(const zt_ctx *c, const json_error_t *err)
+{
+    /* jansson: "duplicate object key near '"stage"'" */
+    char key[128] = "";
+    const char *t = strstr(err->text, "near '\"");
+    if (t) {
+        t += strlen("near '\"");
+        size_t n = 0;
+        while (t[n] && t[n] != '"' && n + 1 < sizeof key) {
+            key[n] = t[n];
+            n++;
+        }
+        key[n] = '\0';
+    }
+    const char *where = NULL;
+    size_t klen = strlen(key);
+    for (size_t i = 0; i < c->n_lines && !where; i++) {
+        const char *p = c->lines[i].path;
+        size_t plen = strlen(p);
+        bool tail = plen >= klen && strcmp(p + plen - klen, key) == 0 &&
+                    (plen == klen || p[plen - klen - 1] == '.');
+        if (c->lines[i].line == err->line && tail)
+            where = p;
+    }
+    return zt_fail(ZT_ERR_CONFIG, "remove one of the two",
+                   "%s:%d:%d: Duplicate keys in DeepSpeed config: ['%s']%s%s%s", c->name,
+                   err->line, err->column, key, where ? " (" : "", where ? where : "",
+                   where ? " is given twice)" : "");
+}
+
+zt_status zt_config_load_json(const zt_ctx *c, const char *text, json_t **root)
+{
+    json_error_t err;
+    *root = json_loads(text, JSON_REJECT_DUPLICATES, &err);
+    if (!*root) {
+        if (json_error_code(&err) == json_error_duplicate_key)
+            return zt_duplicate_key_error(c, &err);
+        return zt_fail(ZT_ERR_CONFIG, ZT_SYNTAX_HINT, "%s:%d:%d: %s", c->name, err.line,
+                       err.column, err.text);
+    }
+    if (!json_is_object(*root)) {
+        json_decref(*root);
+        *root = NULL;
+        return zt_fail(ZT_ERR_CONFIG, "a DeepSpeed config is one JSON object: { ... }",
+                       "%s: the config must be a JSON object", c->name);
+    }
+    return ZT_OK;
+}

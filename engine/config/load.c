@@ -1,0 +1,140 @@
+/*
+ * config load: the entry points of config.h. A text is stripped of hjson,
+ * indexed, loaded by jansson, then parsed section by section, the batch
+ * resolved and the sections cross-checked; a file is read whole first. The
+ * load_* forms add the support check.
+ */
+#include "engine/config/config_impl.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static zt_status zt_parse_root(zt_ctx *c, json_t *root)
+{
+    ZT_TRY(zt_config_parse_keys(c, root, "", zt_config_top_keys, zt_config_n_top_keys, c->cfg));
+    ZT_TRY(zt_config_parse_zero(c, root));
+    ZT_TRY(zt_config_parse_top_strings(c, root));
+    ZT_TRY(zt_config_parse_precision(c, root));
+    ZT_TRY(zt_config_parse_optimizer(c, root));
+    ZT_TRY(zt_config_parse_scheduler(c, root));
+    ZT_TRY(zt_config_parse_misc_sections(c, root));
+    ZT_TRY(zt_config_resolve_batch(c, root));
+    return zt_config_cross_checks(c);
+}
+
+zt_status zt_config_parse_string(const char *text, const char *name,
+                                 const zt_config_overrides *ov, int world_size,
+                                 zt_config *out)
+{
+    zt_ctx c = {.name = name ? name : "config", .cfg = out, .world_size = world_size};
+    zt_config_defaults(out);
+    if (ov)
+        c.ov = *ov;
+    else
+        zt_config_overrides_init(&c.ov);
+    if (!text)
+        return zt_fail(ZT_ERR_INTERNAL, NULL, "%s: no config text", c.name);
+    if (world_size < 1)
+        return zt_fail(ZT_ERR_INTERNAL, NULL, "%s: world size %d", c.name, world_size);
+
+    char *clean = strdup(text);
+    if (!clean)
+        return zt_fail(ZT_ERR_OOM, NULL, "%s: no memory for the config text", c.name);
+    json_t *root = NULL;
+    zt_status st = zt_config_strip_hjson(&c, clean);
+    if (st == ZT_OK) {
+        zt_config_index_keys(&c, clean);
+        st = zt_config_load_json(&c, clean, &root);
+    }
+    if (st == ZT_OK)
+        st = zt_parse_root(&c, root);
+    json_decref(root);
+    free(clean);
+    zt_config_ctx_free(&c);
+    return st;
+}
+
+zt_status zt_config_load_string(const char *text, const char *name,
+                                const zt_config_overrides *ov, int world_size,
+                                zt_config *out)
+{
+    ZT_TRY(zt_config_parse_string(text, name, ov, world_size, out));
+    zt_status st = zt_config_check_supported(out);
+    if (st == ZT_OK)
+        return ZT_OK;
+    /* The check sees only the parsed config: put the file name in front. */
+    char msg[1536], hint[1024];
+    snprintf(msg, sizeof msg, "%s", zt_status_message());
+    snprintf(hint, sizeof hint, "%s", zt_status_hint());
+    return zt_fail(st, hint, "%s: %s", name ? name : "config", msg);
+}
+
+/* The whole file as a NUL-terminated string (caller frees). */
+static zt_status config_read_file(const char *path, char **out)
+{
+    const char *hint = "check the --config path";
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return zt_fail(ZT_ERR_IO, hint, "%s: cannot open the config file: %s", path,
+                       strerror(errno));
+    char *text = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len + 4096 + 1 > cap) {
+            size_t ncap = cap ? 2 * cap : 16384;
+            char *t = realloc(text, ncap);
+            if (!t) {
+                free(text);
+                fclose(f);
+                return zt_fail(ZT_ERR_OOM, NULL, "%s: no memory to read the config", path);
+            }
+            text = t;
+            cap = ncap;
+        }
+        size_t n = fread(text + len, 1, cap - len - 1, f);
+        len += n;
+        if (n == 0)
+            break;
+    }
+    int read_error = ferror(f);
+    int saved = errno;
+    fclose(f);
+    if (read_error) {
+        free(text);
+        return zt_fail(ZT_ERR_IO, hint, "%s: cannot read the config file: %s", path,
+                       strerror(saved));
+    }
+    text[len] = '\0';
+    if (strlen(text) != len) {
+        free(text);
+        return zt_fail(ZT_ERR_CONFIG, "is this a JSON file?",
+                       "%s: contains a NUL byte (not a text file)", path);
+    }
+    *out = text;
+    return ZT_OK;
+}
+
+static zt_status config_file(const char *path, const zt_config_overrides *ov, int world_size,
+                             zt_config *out, bool check_supported)
+{
+    char *text = NULL;
+    ZT_TRY(config_read_file(path, &text));
+    zt_status st = check_supported ? zt_config_load_string(text, path, ov, world_size, out)
+                                   : zt_config_parse_string(text, path, ov, world_size, out);
+    free(text);
+    return st;
+}
+
+zt_status zt_config_load_file(const char *path, const zt_config_overrides *ov, int world_size,
+                              zt_config *out)
+{
+    return config_file(path, ov, world_size, out, true);
+}
+
+zt_status zt_config_parse_file(const char *path, const zt_config_overrides *ov, int world_size,
+                               zt_config *out)
+{
+    return config_file(path, ov, world_size, out, false);
+}
