@@ -14,6 +14,9 @@
  * implemented yet" error when enabled; settings DeepSpeed would silently ignore
  * (offload at a stage without the partitioning it needs) are ZT_ERR_CONFIG.
  *
+ * Implementation: one file per job in engine/config/ (the map is at the top of
+ * config_impl.h).
+ *
  * Memory: zt_config is a plain value; nothing inside needs freeing.
  * Collective: none (each rank parses the file itself).
  */
