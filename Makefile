@@ -63,6 +63,7 @@ ENGINE_SRC += engine/cuda/cuda_absent.c engine/comm/nccl_absent.c
 BUILT_WITH := no nvcc (CUDA_HOME=$(CUDA_HOME), NO_CUDA=$(NO_CUDA)): CPU-only build
 endif
 ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/%.o) $(CUDA_SRC:%.cu=$(BUILD)/%.o)
+CMD_OBJ    := $(patsubst %.c,$(BUILD)/%.o,$(wildcard cmd/*.c))
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 TOOLS      := $(BUILD)/tests/comm-check $(if $(NVCC),$(BUILD)/tests/op-check)
@@ -74,7 +75,7 @@ toolkit:
 	@echo "zerotrain: CPU backend: OpenBLAS ($(if $(OPENBLAS_DIR),$(OPENBLAS_DIR),system default: install libopenblas-openmp-dev for the OpenMP build)) + OpenMP (always built)"
 	@echo "zerotrain: $(BUILT_WITH)"
 
-zerotrain: $(BUILD)/cmd/zerotrain.o $(BUILD)/libzt.a
+zerotrain: $(CMD_OBJ) $(BUILD)/libzt.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/libzt.a: $(ENGINE_OBJ)
@@ -131,4 +132,4 @@ bench: all $(BUILD)/bench-sgemm $(BUILD)/bench-adam
 clean:
 	rm -rf $(BUILD) zerotrain
 
--include $(ENGINE_OBJ:.o=.d) $(BUILD)/cmd/zerotrain.d
+-include $(ENGINE_OBJ:.o=.d) $(CMD_OBJ:.o=.d)

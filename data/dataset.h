@@ -21,6 +21,13 @@
 
 #define ZT_IGNORE_INDEX (-100)
 
+/* What a model's data is (models/registry.h names it per model). */
+typedef enum {
+    ZT_DATA_SYNTHETIC = 0, /* none on disk: the mlp's keyed random data set */
+    ZT_DATA_TEXT,          /* a UTF-8 text file, language modelling */
+    ZT_DATA_LABELLED       /* labelled reviews (CSV or an aclImdb directory) */
+} zt_data_kind;
+
 typedef struct {
     float *x;         /* (x_numel) or NULL when x_numel == 0 */
     int32_t *tokens;  /* (tokens_numel) or NULL when tokens_numel == 0 */

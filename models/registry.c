@@ -17,14 +17,14 @@
 #include "models/mlp.h"
 
 static const zt_model_entry registry_models[] = {
-    {"mlp", "the benchmark MLP on keyed synthetic data", ZT_DATA_SYNTHETIC, 0, "",
+    {"mlp", "the benchmark MLP on keyed synthetic data", ZT_DATA_SYNTHETIC, 0, "", NULL,
      zt_mlp_build},
     {"gptlite", "a GPT-2-shaped decoder language model on a text file", ZT_DATA_TEXT, 65,
      "tiny shakespeare is ../shared/data/tinyshakespeare/input.txt in the project's checkout",
-     zt_gptlite_build},
+     "block_size", zt_gptlite_build},
     {"classifier", "a transformer encoder that classifies reviews", ZT_DATA_LABELLED, 50257,
      "the IMDB sample is ../shared/data/imdb/imdb-2500.csv in the project's checkout",
-     zt_classifier_build},
+     "max_len", zt_classifier_build},
 };
 #define REGISTRY_N_MODELS ((int)(sizeof registry_models / sizeof *registry_models))
 
@@ -59,17 +59,17 @@ static const zt_model_arg registry_args[] = {
     {"max_len", "--max-len", "classifier", ZT_MODEL_ARG_INT, ARG_OFF(max_len), 1, INT64_MAX,
      1024, NULL, NONE, "N", "classifier tokens per review"},
     {"vocab_size", "--vocab-size", "gptlite", ZT_MODEL_ARG_INT, ARG_OFF(vocab_size), 1,
-     INT64_MAX, 0, NULL, NONE, "N", "embedding rows (default: the tokenizer's; at least that)"},
+     INT64_MAX, 0, NULL, NONE, "N", "embedding rows, at least the tokenizer's (default: its)"},
     {"vocab_size", "--vocab-size", "classifier", ZT_MODEL_ARG_INT, ARG_OFF(vocab_size), 1,
-     INT64_MAX, 0, NULL, NONE, "N", "embedding rows (default: the tokenizer's; at least that)"},
+     INT64_MAX, 0, NULL, NONE, "N", "embedding rows, at least the tokenizer's (default: its)"},
     {"activation", "--activation", "gptlite", ZT_MODEL_ARG_CHOICE, ARG_OFF(gelu), 0, 1, 0, NULL,
      {"relu", "gelu"}, "relu|gelu", "feed-forward activation (gelu: GPT-2's tanh form)"},
     {"activation", "--activation", "classifier", ZT_MODEL_ARG_CHOICE, ARG_OFF(gelu), 0, 1, 0,
      NULL, {"relu", "gelu"}, "relu|gelu", "feed-forward activation (gelu: GPT-2's tanh form)"},
     {"dropout", "--dropout", "gptlite", ZT_MODEL_ARG_REAL, ARG_OFF(dropout), 0, 1, 0.1, NULL,
-     NONE, "P", "dropout probability"},
+     NONE, "P", "dropout"},
     {"dropout", "--dropout", "classifier", ZT_MODEL_ARG_REAL, ARG_OFF(dropout), 0, 1, 0.2, NULL,
-     NONE, "P", "dropout probability"},
+     NONE, "P", "dropout"},
 };
 #define REGISTRY_N_ARGS ((int)(sizeof registry_args / sizeof *registry_args))
 
@@ -88,6 +88,15 @@ const zt_model_entry *zt_model_find(const char *name)
 }
 
 const char *zt_model_names(void) { return "mlp, gptlite, classifier"; }
+
+int64_t zt_model_args_seq_len(const zt_model_args *a)
+{
+    const zt_model_entry *e = zt_model_find(a->name);
+    for (int i = 0; e && e->seq_key && i < REGISTRY_N_ARGS; i++)
+        if (!strcmp(registry_args[i].key, e->seq_key) && !strcmp(registry_args[i].model, a->name))
+            return (int64_t)zt_model_arg_value(&registry_args[i], a);
+    return 0;
+}
 
 const zt_model_arg *zt_model_args_schema(int *n)
 {

@@ -28,15 +28,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "data/dataset.h"
 #include "engine/status.h"
 #include "models/model.h"
-
-/* What a model's --data holds. */
-typedef enum {
-    ZT_DATA_SYNTHETIC = 0, /* none: the mlp's keyed random data set */
-    ZT_DATA_TEXT,          /* a UTF-8 text file, language modelling */
-    ZT_DATA_LABELLED       /* labelled reviews (CSV or an aclImdb directory) */
-} zt_data_kind;
 
 typedef struct {
     const char *name;        /* --model NAME */
@@ -44,6 +38,7 @@ typedef struct {
     zt_data_kind data;
     int64_t estimate_vocab;  /* --estimate-memory's vocabulary without --data (0: none) */
     const char *data_hint;   /* where the project's copy of the data is */
+    const char *seq_key;     /* the argument giving tokens per sample (NULL: no tokens) */
     zt_status (*build)(const zt_model_args *a, zt_model *m); /* args resolved */
 } zt_model_entry;
 
@@ -53,6 +48,9 @@ const zt_model_entry *zt_model_registry(int *n);
 const zt_model_entry *zt_model_find(const char *name);
 /* "mlp, gptlite, classifier" (static). */
 const char *zt_model_names(void);
+/* Tokens per sample the model's data is cut to (its seq_key argument), 0 when
+ * the model reads no tokens; a->name must be registered. */
+int64_t zt_model_args_seq_len(const zt_model_args *a);
 
 typedef enum {
     ZT_MODEL_ARG_INT = 0, /* int64_t field */

@@ -206,6 +206,16 @@ zt_status zt_config_parse_string(const char *text, const char *name,
                                  const zt_config_overrides *ov, int world_size,
                                  zt_config *out);
 
+/* What --estimate-memory plans with when no config is given: DeepSpeed's
+ * defaults and an Adam optimizer, the batch and lr from the overrides (their
+ * "auto"), parsed like a file named "default config (Adam)". */
+zt_status zt_config_parse_default(const zt_config_overrides *ov, int world_size, zt_config *out);
+
+/* The settings of a forward-only use of a trained model (generate, eval): one
+ * micro-batch of `micro_batch` samples per rank, no accumulation, and an SGD
+ * optimizer that never steps. */
+zt_status zt_config_load_inference(int64_t micro_batch, int world_size, zt_config *out);
+
 /* ZT_ERR_UNSUPPORTED "... is not implemented yet" for valid settings this build
  * cannot run (the one place later features remove their refusal from): nvme
  * offload, partial optimizer offload, offload_param with hpZ, fp16/bf16 master

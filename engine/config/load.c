@@ -138,3 +138,23 @@ zt_status zt_config_parse_file(const char *path, const zt_config_overrides *ov, 
 {
     return config_file(path, ov, world_size, out, false);
 }
+
+zt_status zt_config_parse_default(const zt_config_overrides *ov, int world_size, zt_config *out)
+{
+    static const char *text =
+        "{\"train_micro_batch_size_per_gpu\": \"auto\",\n"
+        " \"optimizer\": {\"type\": \"Adam\", \"params\": {\"lr\": \"auto\"}}}\n";
+    return zt_config_parse_string(text, "default config (Adam)", ov, world_size, out);
+}
+
+zt_status zt_config_load_inference(int64_t micro_batch, int world_size, zt_config *out)
+{
+    char text[256];
+    snprintf(text, sizeof text,
+             "{\"train_micro_batch_size_per_gpu\": %lld, \"gradient_accumulation_steps\": 1, "
+             "\"optimizer\": {\"type\": \"SGD\", \"params\": {\"lr\": 0.001}}}",
+             (long long)micro_batch);
+    zt_config_overrides ov;
+    zt_config_overrides_init(&ov);
+    return zt_config_load_string(text, "checkpoint inference settings", &ov, world_size, out);
+}

@@ -1,6 +1,6 @@
 /* --device/--comm resolution (zt_device_choose): every combination of what the
  * user asks for, what the binary was built with and what the node has, against
- * the rules written in engine/world/world.h, without a GPU. */
+ * the rules written in engine/world/devices.h, without a GPU. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,7 +10,7 @@
 #include <cmocka.h>
 
 #include "engine/status.h"
-#include "engine/world/world.h"
+#include "engine/world/devices.h"
 
 /* A CUDA+NCCL build on a node with `gpus` GPUs and `ranks` local ranks. */
 static zt_device_request req(const char *device, const char *comm, int gpus, int ranks)

@@ -1,0 +1,237 @@
+/*
+ * checkpoint: the subcommands that read a checkpoint. consolidate writes its
+ * fp32 weights as one file (one process, no MPI); generate and eval build a
+ * trainer from the checkpoint's model (fp32, stage 0) at any world size, load
+ * its weights and sample text or evaluate the validation split of --data.
+ */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd/cmd.h"
+#include "cmd/exit.h"
+#include "data/loader.h"
+#include "engine/ckpt/ckpt.h"
+#include "engine/config/config.h"
+#include "engine/train/trainer.h"
+#include "engine/world/devices.h"
+#include "models/registry.h"
+
+/* zerotrain consolidate DIR [--tag T] --out FILE: one process, no MPI. */
+int cmd_consolidate(int argc, char **argv)
+{
+    cmd_sub_flags f;
+    int rc = cmd_flags_sub(argc, argv, &f);
+    if (rc != 0)
+        return rc < 0 ? 0 : rc;
+    zt_ckpt c;
+    zt_status st = zt_ckpt_open(&c, NULL, f.dir, f.tag);
+    if (st != ZT_OK)
+        return cmd_local_failure(st);
+    st = zt_ckpt_consolidate(&c, f.out);
+    if (st == ZT_OK) {
+        zt_model_args a;
+        int64_t n = 0;
+        for (int u = 0; u < c.n_units; u++)
+            n += c.units[u].numel;
+        printf("zerotrain: consolidated %s/%s (step %lld, %s): %lld fp32 parameters -> %s "
+               "(tensor index %s.json)\n",
+               c.dir, c.tag, (long long)c.global_steps,
+               zt_ckpt_model_args(&c, &a) == ZT_OK ? a.name : "?", (long long)n, f.out, f.out);
+    }
+    zt_ckpt_close(&c);
+    return st == ZT_OK ? 0 : cmd_local_failure(st);
+}
+
+static void cmd_shape_get(const zt_dataset *ds, int64_t index, zt_sample *out)
+{
+    (void)ds;
+    (void)index;
+    (void)out;
+}
+
+/* What generate and eval hold: the model, its data, the trainer around it. */
+typedef struct {
+    zt_ckpt ck;
+    zt_model_args args;
+    zt_tokenizer tok; /* generate */
+    zt_data data;     /* eval */
+    const zt_tokenizer *tokp;
+    const zt_dataset *val;
+} cmd_task;
+
+/* The checkpoint's tokenizer (generate) or the --data validation split read
+ * with it (eval). */
+static zt_status cmd_task_data(cmd_task *k, const cmd_sub_flags *f, bool generate)
+{
+    const char *dir = NULL, *kind = zt_ckpt_tokenizer_kind(&k->ck, &dir);
+    const zt_model_entry *e = zt_model_find(k->args.name);
+    zt_data_kind data = e ? e->data : ZT_DATA_SYNTHETIC;
+    if (generate && data != ZT_DATA_TEXT)
+        return zt_fail(ZT_ERR_USAGE, "generate samples text from a gptlite checkpoint",
+                       "checkpoint %s holds a %s model", k->ck.path, k->args.name);
+    if (!generate && data == ZT_DATA_SYNTHETIC)
+        return zt_fail(ZT_ERR_USAGE, "eval reads text: use a classifier or gptlite checkpoint",
+                       "checkpoint %s holds a %s model", k->ck.path, k->args.name);
+    if (generate) {
+        ZT_TRY(zt_ckpt_tokenizer(&k->ck, f->tokenizer, &k->tok));
+        k->tokp = &k->tok;
+        return ZT_OK;
+    }
+    const char *bpe = f->tokenizer ? f->tokenizer : (!strcmp(kind, "bpe") ? dir : NULL);
+    ZT_TRY(zt_data_load(&k->data, data, f->data, bpe, zt_model_args_seq_len(&k->args),
+                        zt_ckpt_seed(&k->ck)));
+    k->tokp = k->data.tok;
+    k->val = k->data.val;
+    return zt_ckpt_check_tokenizer(&k->ck, k->tokp);
+}
+
+static void cmd_task_free(cmd_task *k, bool generate)
+{
+    if (generate && k->tokp)
+        zt_tokenizer_free(&k->tok);
+    else
+        zt_data_free(&k->data);
+    zt_ckpt_close(&k->ck);
+}
+
+static zt_status cmd_generate(const zt_world *w, zt_trainer *t, const cmd_task *k,
+                              const cmd_sub_flags *f)
+{
+    int32_t *prompt = NULL, *ids = NULL;
+    int64_t n_prompt = 0;
+    zt_status st = ZT_OK;
+    if (f->prompt && f->prompt[0])
+        st = zt_tokenizer_encode(k->tokp, f->prompt, strlen(f->prompt), "--prompt", &prompt,
+                                 &n_prompt);
+    if (st == ZT_OK && n_prompt == 0) {
+        free(prompt);
+        prompt = malloc(sizeof *prompt);
+        if (prompt)
+            prompt[0] = k->tokp->start_id;
+        n_prompt = 1;
+    }
+    if (st == ZT_OK && (!prompt || !(ids = malloc((size_t)(n_prompt + f->length) * sizeof *ids))))
+        st = zt_fail(ZT_ERR_OOM, "", "cannot allocate %lld tokens",
+                     (long long)(n_prompt + f->length));
+    if (st == ZT_OK && w->rank == 0) {
+        fprintf(stderr, "zerotrain: generating %lld tokens from %s/%s (step %lld), temperature "
+                        "%g, seed %llu\n",
+                (long long)f->length, k->ck.dir, k->ck.tag, (long long)k->ck.global_steps,
+                f->temperature, (unsigned long long)f->seed);
+        fflush(stderr);
+    }
+    if (st == ZT_OK)
+        st = zt_trainer_generate_from(t, prompt, n_prompt, f->length, f->temperature, f->seed,
+                                      ids);
+    char *text = NULL;
+    size_t len = 0;
+    /* An empty prompt started from start_id, which is not the user's text. */
+    int64_t skip = f->prompt && f->prompt[0] ? 0 : 1;
+    if (st == ZT_OK && w->rank == 0)
+        st = zt_tokenizer_decode(k->tokp, ids + skip, n_prompt + f->length - skip, &text, &len);
+    if (st == ZT_OK && w->rank == 0) {
+        fwrite(text, 1, len, stdout);
+        printf("\n");
+        fflush(stdout);
+    }
+    free(text);
+    free(prompt);
+    free(ids);
+    return st;
+}
+
+/* zerotrain generate|eval --checkpoint DIR ...: a trainer built from the
+ * checkpoint's model (fp32, stage 0) loads its weights; any world size. */
+int cmd_from_checkpoint(int argc, char **argv)
+{
+    const char *cmd = argv[1];
+    bool generate = !strcmp(cmd, "generate");
+    cmd_sub_flags f;
+    int rc = cmd_flags_sub(argc, argv, &f);
+    if (rc != 0)
+        return rc < 0 ? 0 : rc;
+    zt_world world;
+    zt_status st = zt_world_init(&world, &argc, &argv);
+    if (st != ZT_OK)
+        return cmd_local_failure(st);
+    cmd_task k;
+    memset(&k, 0, sizeof k);
+    st = zt_ckpt_open(&k.ck, &world, f.dir, f.tag);
+    if ((rc = cmd_agreed_failure(&world, st)) != 0)
+        return rc;
+    st = zt_ckpt_model_args(&k.ck, &k.args);
+    if (st == ZT_OK)
+        st = cmd_task_data(&k, &f, generate);
+    zt_model model;
+    memset(&model, 0, sizeof model);
+    if (st == ZT_OK)
+        st = zt_model_build(&k.args, &model);
+    int64_t micro = f.micro_batch;
+    json_t *jm = json_object_get(json_object_get(k.ck.root, "training"),
+                                 "train_micro_batch_size_per_gpu");
+    if (micro <= 0)
+        micro = generate || !json_is_integer(jm) ? 1 : json_integer_value(jm);
+    zt_config cfg;
+    if (st == ZT_OK)
+        st = zt_config_load_inference(micro, world.size, &cfg);
+    if ((rc = cmd_agreed_failure(&world, st)) != 0)
+        return rc;
+
+    zt_backend be;
+    zt_comm comm;
+    memset(&be, 0, sizeof be);
+    memset(&comm, 0, sizeof comm);
+    st = zt_world_devices(&world, &f.dev, zt_config_compute_dtype(&cfg), &be, &comm, stderr);
+    if ((rc = cmd_agreed_failure(&world, st)) != 0)
+        return rc;
+    /* The trainer only needs the data's shape: nothing is trained. */
+    zt_dataset shape = {.name = "checkpoint",
+                        .n_samples = cfg.train_batch_size,
+                        .x_numel = model.in_numel,
+                        .tokens_numel = model.seq_len,
+                        .labels_numel = model.labels_numel,
+                        .n_classes = model.n_classes,
+                        .vocab_size = model.vocab_size,
+                        .get = cmd_shape_get};
+    zt_ckpt_meta meta = {.model = k.args, .tok = k.tokp};
+    zt_trainer *trainer = NULL;
+    zt_trainer_options topt = {.cfg = &cfg,
+                               .model = &model,
+                               .data = &shape,
+                               .world = &world,
+                               .be = &be,
+                               .comm = &comm,
+                               .seed = zt_ckpt_seed(&k.ck),
+                               .inject_unit = -1};
+    st = zt_trainer_init(&trainer, &topt);
+    if ((rc = cmd_agreed_failure(&world, st)) != 0)
+        return rc;
+    st = zt_ckpt_restore(&k.ck, trainer, &meta, true);
+    if ((rc = cmd_agreed_failure(&world, st)) != 0)
+        return rc;
+    if (generate) {
+        st = cmd_generate(&world, trainer, &k, &f);
+    } else {
+        double loss = NAN, acc = NAN;
+        st = zt_trainer_eval(trainer, k.val, f.eval_iters, &loss, &acc);
+        if (st == ZT_OK && world.rank == 0) {
+            printf("zerotrain: eval %s/%s (step %lld, %s): validation loss %.6f", k.ck.dir,
+                   k.ck.tag, (long long)k.ck.global_steps, k.args.name, loss);
+            if (!isnan(acc))
+                printf(", accuracy %.4f", acc);
+            printf(" (%lld validation samples of %s)\n", (long long)k.val->n_samples, f.data);
+            fflush(stdout);
+        }
+    }
+    if ((rc = cmd_agreed_failure(&world, st)) != 0)
+        return rc;
+    zt_trainer_free(trainer);
+    zt_comm_free(&comm);
+    zt_backend_free(&be);
+    zt_model_free(&model);
+    cmd_task_free(&k, generate);
+    return cmd_finish(&world);
+}

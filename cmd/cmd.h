@@ -1,0 +1,37 @@
+/*
+ * cmd: the commands main dispatches to, one file each: train.c (the training
+ * run), estimate.c (--estimate-memory), checkpoint.c (consolidate, generate,
+ * eval). Each parses its flags (cmd/flags.h), runs, and returns the process's
+ * exit code (cmd/exit.h).
+ *
+ * Memory: each command frees what it made before returning. Collective: the
+ * commands that start a world (all but consolidate) are run by every rank.
+ */
+#ifndef ZT_CMD_H
+#define ZT_CMD_H
+
+#include <stdio.h>
+
+#include "cmd/flags.h"
+#include "data/loader.h"
+#include "engine/world/world.h"
+#include "models/model.h"
+
+/* zerotrain --config FILE --model NAME ...: parses, trains, reports. */
+int cmd_train(int argc, char **argv);
+
+/* --estimate-memory with the parsed flags, in a started world. */
+int cmd_estimate(zt_world *w, const cmd_train_flags *f);
+
+/* zerotrain consolidate DIR ...: one process, no MPI. */
+int cmd_consolidate(int argc, char **argv);
+
+/* zerotrain generate|eval --checkpoint DIR ...: a world of any size. */
+int cmd_from_checkpoint(int argc, char **argv);
+
+/* The data a model reads (nothing for the mlp, whose synthetic data follows
+ * its built model) with the model's vocabulary set from the tokenizer (the
+ * flags' model arguments must be resolved). */
+zt_status cmd_data_load(zt_data *d, cmd_train_flags *f);
+
+#endif

@@ -1,0 +1,78 @@
+/*
+ * exit: exit codes and error printing (cmd/exit.h).
+ */
+#include "cmd/exit.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+bool cmd_is_first_process(void)
+{
+    const char *r = getenv("OMPI_COMM_WORLD_RANK");
+    return !r || strcmp(r, "0") == 0;
+}
+
+int cmd_usage_error(const char *fmt, ...)
+{
+    if (cmd_is_first_process()) {
+        va_list ap;
+        va_start(ap, fmt);
+        fprintf(stderr, "zerotrain: error: ");
+        vfprintf(stderr, fmt, ap);
+        fprintf(stderr, "\nhint: run `zerotrain --help` for the list of flags\n");
+        va_end(ap);
+    }
+    return 2;
+}
+
+int cmd_exit_code(zt_status st)
+{
+    return st == ZT_ERR_USAGE || st == ZT_ERR_CONFIG || st == ZT_ERR_DATA ||
+                   st == ZT_ERR_UNSUPPORTED || st == ZT_ERR_IO
+               ? 2
+               : 1;
+}
+
+void cmd_print_error(const zt_world *w)
+{
+    fprintf(stderr, "[rank %d %s] error: %s\n", w->rank, w->host, zt_status_message());
+    if (zt_status_hint()[0])
+        fprintf(stderr, "hint: %s\n", zt_status_hint());
+    fflush(stderr);
+}
+
+int cmd_agreed_failure(zt_world *w, zt_status local)
+{
+    int first = -1;
+    zt_status st = zt_world_agree(w, local, &first);
+    if (st == ZT_OK)
+        return 0;
+    if (w->rank == first)
+        cmd_print_error(w);
+    zt_world_free(w);
+    MPI_Finalize();
+    return cmd_exit_code(st);
+}
+
+void cmd_fatal(const zt_world *w, zt_comm *comm, zt_status st)
+{
+    cmd_print_error(w);
+    comm->ops->abort(comm, cmd_exit_code(st));
+}
+
+int cmd_local_failure(zt_status st)
+{
+    fprintf(stderr, "zerotrain: error: %s\n", zt_status_message());
+    if (zt_status_hint()[0])
+        fprintf(stderr, "hint: %s\n", zt_status_hint());
+    return cmd_exit_code(st);
+}
+
+int cmd_finish(zt_world *w)
+{
+    zt_world_free(w);
+    MPI_Finalize();
+    return 0;
+}

@@ -1,0 +1,330 @@
+/*
+ * train: the training command. flags -> config -> world -> data and model ->
+ * devices -> trainer (resumed from a checkpoint when asked) -> training with
+ * the monitor listening and checkpoints saved after steps -> sample, dumps,
+ * the report and the final line.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd/cmd.h"
+#include "cmd/exit.h"
+#include "engine/ckpt/ckpt.h"
+#include "engine/config/config.h"
+#include "engine/monitor/monitor.h"
+#include "engine/monitor/report.h"
+#include "engine/train/trainer.h"
+#include "engine/world/devices.h"
+#include "models/registry.h"
+
+zt_status cmd_data_load(zt_data *d, cmd_train_flags *f)
+{
+    memset(d, 0, sizeof *d);
+    zt_model_args *a = &f->model;
+    const zt_model_entry *e = zt_model_find(a->name);
+    if (!e || e->data == ZT_DATA_SYNTHETIC)
+        return ZT_OK; /* the mlp's data follows its model; unknown models fail to build */
+    if (!f->data_path)
+        return zt_fail(ZT_ERR_USAGE, e->data_hint, "--model %s needs --data PATH", a->name);
+    ZT_TRY(zt_data_load(d, e->data, f->data_path, f->tokenizer_dir, zt_model_args_seq_len(a),
+                        f->seed));
+    if (a->vocab_size > 0 && a->vocab_size < d->tok->vocab_size)
+        return zt_fail(ZT_ERR_USAGE, "leave --vocab-size out to use the tokenizer's",
+                       "--vocab-size %lld is smaller than the tokenizer's %lld tokens",
+                       (long long)a->vocab_size, (long long)d->tok->vocab_size);
+    if (a->vocab_size <= 0)
+        a->vocab_size = d->tok->vocab_size;
+    return ZT_OK;
+}
+
+static void cmd_print_summary(const zt_world *w, const zt_config *cfg, const zt_model *m,
+                              const zt_trainer *t, const zt_data *d, int64_t steps)
+{
+    static const char *tok_names[] = {"characters", "bytes", "GPT-2 BPE"};
+    zt_trainer_stats s;
+    zt_trainer_stats_get(t, &s);
+    const zt_layout *lay = s.layout;
+    printf("zerotrain %s: %d rank(s) on %d node(s), device %s, comm %s\n", ZT_VERSION,
+           w->size, w->n_nodes, s.device, s.comm);
+    printf("  model %s: %lld parameters in %d units (flat %lld, padded for %d ranks)\n",
+           m->name, (long long)m->n_params, m->n_units, (long long)lay->padded_numel,
+           lay->world_size);
+    if (d->tok)
+        printf("  data: %lld training samples, %lld validation samples of up to %lld tokens; "
+               "vocabulary %lld (%s)\n",
+               (long long)d->train->n_samples, (long long)d->val->n_samples,
+               (long long)m->seq_len, (long long)d->tok->vocab_size, tok_names[d->tok->kind]);
+    printf("  batch: train_batch_size %lld = micro %lld x gas %lld x world %d; %lld steps "
+           "(%lld per epoch)\n",
+           (long long)cfg->train_batch_size, (long long)cfg->micro_batch_size,
+           (long long)cfg->gradient_accumulation_steps, w->size, (long long)steps,
+           (long long)s.steps_per_epoch);
+    printf("  zero stage %d, precision %s, optimizer %s lr %g, scheduler %s, "
+           "gradient_clipping %g, reduce_bucket_size %lld, overlap_comm %s\n",
+           cfg->zero.stage, zt_dtype_name(s.compute_dtype),
+           zt_optim_type_name(cfg->optimizer.type), cfg->optimizer.lr,
+           zt_sched_type_name(cfg->scheduler.type), cfg->gradient_clipping,
+           (long long)cfg->zero.reduce_bucket_size, cfg->zero.overlap_comm ? "on" : "off");
+    if (s.policy->params_sharded)
+        printf("  stage 3: %lld of %lld parameters in persistent units, prefetch %lld, "
+               "max live %lld, max reuse distance %lld, hpZ %lld, MiCS shard %lld\n",
+               (long long)lay->persistent_numel, (long long)lay->padded_numel,
+               (long long)cfg->zero.stage3_prefetch_bucket_size,
+               (long long)cfg->zero.stage3_max_live_parameters,
+               (long long)cfg->zero.stage3_max_reuse_distance,
+               (long long)cfg->zero.zero_hpz_partition_size,
+               (long long)(cfg->zero.mics_shard_size > 0 ? cfg->zero.mics_shard_size : w->size));
+    if (s.mixed)
+        printf("  mixed precision: %s parameters and activations, fp32 master weights, "
+               "gradients %s, communication %s, loss scale %s\n",
+               zt_dtype_name(s.compute_dtype), zt_dtype_name(s.grad_dtype),
+               zt_dtype_name(s.comm_dtype),
+               cfg->fp16.enabled ? (s.dynamic_loss_scale ? "dynamic" : "static") : "none");
+    if (s.offload_optimizer || s.offload_param)
+        printf("  offload: optimizer %s (master, moments and gradient partition on the host, "
+               "CPU Adam), parameters %s\n",
+               s.offload_optimizer ? "cpu" : "none", s.offload_param ? "cpu" : "none");
+    if (s.checkpoint_interval > 0)
+        printf("  activation checkpointing: every %lld unit(s) of %d, checkpoints on the %s\n",
+               (long long)s.checkpoint_interval, m->n_units,
+               s.cpu_checkpointing ? "host" : "device");
+    for (int i = 0; i < cfg->n_notes; i++)
+        printf("  note: %s\n", cfg->notes[i]);
+    fflush(stdout);
+}
+
+/* --sample: every rank generates (stage 3 gathers are collective), rank 0
+ * prints. */
+static zt_status cmd_sample(const zt_world *w, zt_trainer *t, const zt_data *d, int64_t n,
+                            uint64_t seed)
+{
+    int32_t *ids = malloc((size_t)(n + 1) * sizeof *ids);
+    if (!ids)
+        return zt_fail(ZT_ERR_OOM, "", "cannot allocate %lld sampled tokens", (long long)n);
+    zt_status st = zt_trainer_generate(t, d->tok->start_id, n, seed, ids);
+    char *text = NULL;
+    size_t len = 0;
+    if (st == ZT_OK && w->rank == 0)
+        st = zt_tokenizer_decode(d->tok, ids + 1, n, &text, &len);
+    if (st == ZT_OK && w->rank == 0) {
+        printf("zerotrain: sample of %lld tokens (seed %llu):\n", (long long)n,
+               (unsigned long long)seed);
+        fwrite(text, 1, len, stdout);
+        printf("\n");
+        fflush(stdout);
+    }
+    free(text);
+    free(ids);
+    return st;
+}
+
+/* The trainer's step counter. */
+static int64_t cmd_steps_done(const zt_trainer *t)
+{
+    zt_trainer_counters c;
+    zt_trainer_counters_get(t, &c);
+    return c.global_steps;
+}
+
+/* Checkpoint saving from the training loop (the trainer's after_step). */
+typedef struct {
+    const zt_world *world;
+    const char *dir;
+    int64_t interval, keep_last;
+    int64_t last_saved; /* step of the newest checkpoint in dir, -1: none yet */
+    zt_ckpt_meta meta;
+    bool failed; /* a save failed: every rank knows (ckpt.h) */
+} cmd_saver;
+
+static zt_status cmd_save(zt_trainer *t, cmd_saver *s)
+{
+    zt_ckpt_saved info;
+    zt_status st = zt_ckpt_save(t, &s->meta, s->dir, s->keep_last, &info);
+    if (st != ZT_OK) {
+        s->failed = true;
+        return st;
+    }
+    s->last_saved = cmd_steps_done(t);
+    if (s->world->rank == 0) {
+        printf("zerotrain: saved checkpoint %s/%s (%.2f MB in %.2f s)\n", s->dir, info.tag,
+               (double)info.bytes / 1e6, info.seconds);
+        fflush(stdout);
+    }
+    return ZT_OK;
+}
+
+static zt_status cmd_after_step(zt_trainer *t, void *ctx)
+{
+    cmd_saver *s = ctx;
+    if (s->interval <= 0 || cmd_steps_done(t) % s->interval != 0)
+        return ZT_OK;
+    return cmd_save(t, s);
+}
+
+/* Whether two paths name the same directory. */
+static bool cmd_same_dir(const char *a, const char *b)
+{
+    char *ra = realpath(a, NULL), *rb = realpath(b, NULL);
+    bool same = ra && rb ? !strcmp(ra, rb) : !strcmp(a, b);
+    free(ra);
+    free(rb);
+    return same;
+}
+
+int cmd_train(int argc, char **argv)
+{
+    cmd_train_flags flags;
+    int rc = cmd_flags_train(argc, argv, &flags);
+    if (rc != 0)
+        return rc < 0 ? 0 : rc;
+
+    zt_world world;
+    zt_status st = zt_world_init(&world, &argc, &argv);
+    if (st != ZT_OK) {
+        fprintf(stderr, "zerotrain: error: %s\nhint: %s\n", zt_status_message(),
+                zt_status_hint());
+        return 1;
+    }
+    if (flags.estimate_memory)
+        return cmd_estimate(&world, &flags);
+
+    zt_config cfg;
+    st = zt_config_load_file(flags.config_path, &flags.ov, world.size, &cfg);
+    if ((rc = cmd_agreed_failure(&world, st)) != 0)
+        return rc;
+    /* The checkpoint is read first: the data and dropout follow its seed. */
+    zt_ckpt resume;
+    memset(&resume, 0, sizeof resume);
+    if (flags.resume) {
+        st = zt_ckpt_open(&resume, &world, flags.load_dir ? flags.load_dir : flags.save_dir,
+                          flags.resume_tag);
+        if ((rc = cmd_agreed_failure(&world, st)) != 0)
+            return rc;
+        if (!flags.seed_given)
+            flags.seed = zt_ckpt_seed(&resume);
+    }
+    if (flags.save_dir &&
+        (rc = cmd_agreed_failure(&world, zt_ckpt_check_dir(&world, flags.save_dir))) != 0)
+        return rc;
+
+    zt_data data;
+    zt_model model;
+    zt_backend be;
+    zt_comm comm;
+    zt_trainer *trainer = NULL;
+    st = cmd_data_load(&data, &flags);
+    if (st == ZT_OK)
+        st = zt_model_build(&flags.model, &model);
+    if (st == ZT_OK && !data.train)
+        zt_data_synthetic(&data, flags.num_samples, model.in_numel, model.n_classes, flags.seed);
+    memset(&be, 0, sizeof be);
+    memset(&comm, 0, sizeof comm);
+    if ((rc = cmd_agreed_failure(&world, st)) != 0)
+        return rc;
+    st = zt_world_devices(&world, &flags.dev, zt_config_compute_dtype(&cfg), &be, &comm, stdout);
+    if ((rc = cmd_agreed_failure(&world, st)) != 0)
+        return rc;
+    if (flags.inject_unit >= model.n_units)
+        cmd_fatal(&world, &comm,
+                  zt_fail(ZT_ERR_USAGE, "units are numbered from 0 in model order",
+                          "--inject-overflow: unit %d does not exist (model %s has %d units)",
+                          flags.inject_unit, model.name, model.n_units));
+    cmd_saver saver = {.world = &world,
+                       .dir = flags.save_dir,
+                       .interval = flags.save_interval,
+                       .keep_last = flags.keep_last,
+                       .last_saved = -1,
+                       .meta = {.model = flags.model,
+                                .tok = data.tok,
+                                .tokenizer_dir = flags.tokenizer_dir,
+                                .data_path = flags.data_path}};
+    zt_monitor mon;
+    memset(&mon, 0, sizeof mon);
+    zt_trainer_options topt = {.cfg = &cfg,
+                               .model = &model,
+                               .data = data.train,
+                               .world = &world,
+                               .be = &be,
+                               .comm = &comm,
+                               .seed = flags.seed,
+                               .eval_data = flags.eval_interval > 0 ? data.val : NULL,
+                               .eval_interval = flags.eval_interval,
+                               .eval_iters = flags.eval_iters,
+                               .grad_dump_path = flags.grad_dump_path,
+                               .inject_steps = flags.inject_steps,
+                               .n_inject_steps = flags.n_inject_steps,
+                               .inject_unit = flags.inject_unit,
+                               .observer = zt_monitor_observer(&mon),
+                               .after_step = flags.save_dir ? cmd_after_step : NULL,
+                               .after_step_ctx = &saver};
+    st = zt_trainer_init(&trainer, &topt);
+    if ((rc = cmd_agreed_failure(&world, st)) != 0)
+        return rc;
+    if (flags.resume) {
+        st = zt_ckpt_restore(&resume, trainer, &saver.meta, false);
+        if ((rc = cmd_agreed_failure(&world, st)) != 0)
+            return rc;
+        if (flags.save_dir && cmd_same_dir(flags.save_dir, resume.dir))
+            saver.last_saved = cmd_steps_done(trainer);
+    }
+
+    int64_t steps = flags.steps >= 0 ? flags.steps
+                                     : (flags.epochs > 0 ? flags.epochs : 1) *
+                                           zt_trainer_steps_per_epoch(trainer);
+    if (world.rank == 0)
+        cmd_print_summary(&world, &cfg, &model, trainer, &data, steps);
+    if (world.rank == 0 && flags.resume) {
+        printf("zerotrain: resumed from %s/%s at step %lld (saved by %d rank(s) at ZeRO stage "
+               "%d)\n",
+               resume.dir, resume.tag, (long long)cmd_steps_done(trainer), resume.world_size,
+               resume.stage);
+        fflush(stdout);
+    }
+    zt_ckpt_close(&resume);
+
+    /* The CSV monitor files are rank 0's alone: a failure is one rank's. */
+    st = zt_monitor_init(&mon, &cfg, world.rank);
+    if (st != ZT_OK)
+        cmd_fatal(&world, &comm, st);
+    st = zt_trainer_train(trainer, steps);
+    zt_monitor_free(&mon);
+    /* A failed save is known to every rank; anything else may be one rank's. */
+    if (st != ZT_OK && saver.failed)
+        return cmd_agreed_failure(&world, st);
+    if (st != ZT_OK)
+        cmd_fatal(&world, &comm, st);
+    if (flags.save_dir && saver.last_saved != cmd_steps_done(trainer) &&
+        (rc = cmd_agreed_failure(&world, cmd_save(trainer, &saver))) != 0)
+        return rc;
+
+    if (flags.sample > 0 && (st = cmd_sample(&world, trainer, &data, flags.sample,
+                                               flags.seed)) != ZT_OK)
+        cmd_fatal(&world, &comm, st);
+    if (flags.dump_path && (rc = cmd_agreed_failure(
+                                &world, zt_trainer_dump_params(trainer, flags.dump_path))) != 0)
+        return rc;
+    double param_norm = zt_trainer_param_norm(trainer);
+    if (flags.report_path &&
+        (rc = cmd_agreed_failure(&world, zt_report_write(flags.report_path, trainer,
+                                                         param_norm))) != 0)
+        return rc;
+    if (world.rank == 0) {
+        zt_trainer_stats ts;
+        zt_trainer_stats_get(trainer, &ts);
+        printf("zerotrain: done: %lld steps in %.2f s, final loss %.6f, %.2f samples/s, "
+               "param norm %.6f, peak device memory %.3f GiB\n",
+               (long long)ts.global_steps, ts.train_seconds,
+               ts.global_steps > 0 ? ts.loss_history[ts.global_steps - 1] : NAN,
+               ts.samples_per_sec, param_norm,
+               (double)ts.mem->total_peak[ZT_MEM_DEVICE] / (1024.0 * 1024.0 * 1024.0));
+        fflush(stdout);
+    }
+    zt_trainer_free(trainer);
+    zt_comm_free(&comm);
+    zt_backend_free(&be);
+    zt_data_free(&data);
+    zt_model_free(&model);
+    return cmd_finish(&world);
+}

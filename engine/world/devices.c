@@ -1,0 +1,110 @@
+/*
+ * devices: device and communicator choice and construction
+ * (engine/world/devices.h).
+ */
+#include "engine/world/devices.h"
+
+#include <stdio.h>
+#include <string.h>
+
+zt_status zt_device_choose(const zt_device_request *req, zt_device_choice *out)
+{
+    memset(out, 0, sizeof *out);
+    bool want_cuda = !strcmp(req->device, "cuda");
+    bool want_nccl = !strcmp(req->comm, "nccl");
+    if (strcmp(req->device, "auto") && strcmp(req->device, "cpu") && !want_cuda)
+        return zt_fail(ZT_ERR_USAGE, "", "--device must be auto, cpu or cuda, not '%s'",
+                       req->device);
+    if (strcmp(req->comm, "auto") && strcmp(req->comm, "mpi") && !want_nccl)
+        return zt_fail(ZT_ERR_USAGE, "", "--comm must be auto, mpi or nccl, not '%s'", req->comm);
+    if (want_cuda && !req->cuda_built)
+        return zt_fail(ZT_ERR_UNSUPPORTED,
+                       "rebuild on a machine with the CUDA toolkit (make CUDA_HOME=...), or "
+                       "use --device cpu",
+                       "--device cuda: this zerotrain was built without CUDA");
+    if (want_cuda && req->gpu_count == 0)
+        return zt_fail(ZT_ERR_DEVICE, "run on a machine with an NVIDIA GPU, or use --device cpu",
+                       "--device cuda: no usable GPU (%s)", req->no_gpu_why);
+    bool cuda = want_cuda || (!strcmp(req->device, "auto") && req->cuda_built &&
+                              req->gpu_count > 0);
+    if (!cuda) {
+        if (want_nccl)
+            return zt_fail(ZT_ERR_USAGE, "use --comm mpi (or auto) on the CPU",
+                           "--comm nccl needs the CUDA backend (NCCL moves GPU memory), but "
+                           "the device is the CPU%s%s",
+                           strcmp(req->device, "auto") ? "" : ": ",
+                           strcmp(req->device, "auto") ? "" : req->no_gpu_why);
+        out->device = ZT_DEVICE_CPU;
+        out->comm = ZT_COMM_USE_MPI;
+        if (!strcmp(req->device, "auto"))
+            snprintf(out->notice, sizeof out->notice,
+                     "zerotrain: --device auto: no GPU (%s): running on the CPU backend",
+                     req->no_gpu_why);
+        return ZT_OK;
+    }
+    out->device = ZT_DEVICE_CUDA;
+    out->ordinal = req->local_rank % req->gpu_count;
+    bool shared = req->local_size > req->gpu_count;
+    if (want_nccl && !req->nccl_built)
+        return zt_fail(ZT_ERR_UNSUPPORTED,
+                       "rebuild with NCCL (make NCCL_HOME=...), or use --comm mpi",
+                       "--comm nccl: this zerotrain was built without NCCL");
+    if (want_nccl && shared)
+        return zt_fail(ZT_ERR_USAGE,
+                       "start at most one rank per GPU, or use --comm mpi to share GPUs",
+                       "--comm nccl needs one GPU per rank: %d ranks on this node share %d "
+                       "GPU(s)",
+                       req->local_size, req->gpu_count);
+    if (want_nccl || (!strcmp(req->comm, "auto") && req->nccl_built && !shared)) {
+        out->comm = ZT_COMM_USE_NCCL;
+        return ZT_OK;
+    }
+    out->comm = ZT_COMM_USE_STAGED;
+    if (!strcmp(req->comm, "auto"))
+        snprintf(out->notice, sizeof out->notice,
+                 "zerotrain: --comm auto: %s: collectives use MPI through host memory",
+                 !req->nccl_built ? "built without NCCL"
+                 : "several ranks share a GPU (NCCL needs one GPU per rank)");
+    return ZT_OK;
+}
+
+zt_status zt_world_devices(const zt_world *w, const zt_device_flags *f, zt_dtype gemm_dtype,
+                           zt_backend *be, zt_comm *comm, FILE *notice_to)
+{
+    const char *why = "";
+    /* --device cpu never touches the CUDA driver (its start-up costs time). */
+    int gpus = strcmp(f->device, "cpu") ? zt_backend_cuda_device_count(&why) : 0;
+    int fewest = gpus;
+    if (MPI_Allreduce(&gpus, &fewest, 1, MPI_INT, MPI_MIN, w->comm) != MPI_SUCCESS)
+        return zt_fail(ZT_ERR_COMM, "", "cannot agree on the GPU count");
+    if (fewest == 0 && gpus > 0)
+        why = "another node has none";
+    zt_device_request req = {.device = f->device,
+                             .comm = f->comm,
+                             .cuda_built = zt_backend_cuda_built(),
+                             .nccl_built = zt_comm_nccl_built(),
+                             .gpu_count = fewest,
+                             .no_gpu_why = why,
+                             .local_rank = w->local_rank,
+                             .local_size = w->local_size};
+    zt_device_choice ch;
+    ZT_TRY(zt_device_choose(&req, &ch));
+    if (f->tf32 && ch.device != ZT_DEVICE_CUDA)
+        return zt_fail(ZT_ERR_USAGE, "leave --tf32 out on the CPU",
+                       "--tf32: the device is the CPU (%s)", ch.notice);
+    if (w->rank == 0 && ch.notice[0]) {
+        fprintf(notice_to, "%s\n", ch.notice);
+        fflush(notice_to);
+    }
+    if (ch.device == ZT_DEVICE_CUDA) {
+        zt_cuda_options opt = {.device = ch.ordinal, .tf32 = f->tf32, .gemm_dtype = gemm_dtype};
+        ZT_TRY(zt_backend_cuda_init(be, &opt));
+    } else {
+        ZT_TRY(zt_backend_cpu_init(be));
+    }
+    if (ch.comm == ZT_COMM_USE_NCCL)
+        return zt_comm_nccl_init(comm, w->comm, be);
+    if (ch.comm == ZT_COMM_USE_STAGED)
+        return zt_comm_staged_init(comm, w->comm, be);
+    return zt_comm_mpi_init(comm, w->comm);
+}

@@ -1,0 +1,62 @@
+/*
+ * devices: which device and communicator each rank uses, and building them.
+ * One rank per device, device = local_rank % device count; several ranks may
+ * share a GPU only through the staged MPI comm (NCCL needs one GPU per rank).
+ * zt_device_choose turns --device/--comm into that choice (a pure function);
+ * zt_world_devices makes every rank take the same decision and builds the
+ * backend and the world's communicator.
+ *
+ * Memory: the backend and comm zt_world_devices initialises are the caller's
+ * (zt_backend_free, zt_comm_free). Collective: zt_world_devices.
+ */
+#ifndef ZT_DEVICES_H
+#define ZT_DEVICES_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "engine/backend.h"
+#include "engine/comm/comm.h"
+#include "engine/dtype.h"
+#include "engine/status.h"
+#include "engine/world/world.h"
+
+typedef enum { ZT_COMM_USE_MPI = 0, ZT_COMM_USE_STAGED, ZT_COMM_USE_NCCL } zt_comm_use;
+
+/* What --device and --comm ask for, and what the binary and the node offer. */
+typedef struct {
+    const char *device; /* "auto", "cpu" or "cuda" */
+    const char *comm;   /* "auto", "mpi" or "nccl" */
+    bool cuda_built, nccl_built;
+    int gpu_count;          /* GPUs per node (the minimum over all ranks) */
+    const char *no_gpu_why; /* why gpu_count is 0 */
+    int local_rank, local_size;
+} zt_device_request;
+
+typedef struct {
+    zt_device_kind device;
+    zt_comm_use comm;   /* MPI on the CPU; staged MPI or NCCL on CUDA */
+    int ordinal;        /* CUDA device of this rank */
+    char notice[200];   /* one line for the user when auto chose for them ("" if none) */
+} zt_device_choice;
+
+/* auto picks CUDA when the binary has it and a GPU answers, else the CPU with a
+ * notice; comm auto picks NCCL on CUDA when it is built and every rank of the
+ * node has a GPU of its own, else the staged MPI comm (with a notice). An
+ * explicit request that cannot be met is an error naming what is missing. */
+zt_status zt_device_choose(const zt_device_request *req, zt_device_choice *out);
+
+/* What the user asked for: --device, --comm ("auto", ...), --tf32. */
+typedef struct {
+    const char *device, *comm;
+    bool tf32;
+} zt_device_flags;
+
+/* Every rank takes the same decision from the smallest GPU count of any node,
+ * builds its backend on local_rank % count (16-bit GEMM operands in
+ * gemm_dtype) into *be and the world's communicator into *comm. Rank 0
+ * prints an auto choice's notice to notice_to. */
+zt_status zt_world_devices(const zt_world *w, const zt_device_flags *f, zt_dtype gemm_dtype,
+                           zt_backend *be, zt_comm *comm, FILE *notice_to);
+
+#endif
