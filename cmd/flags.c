@@ -693,7 +693,7 @@ int cmd_flags_train(int argc, char **argv, cmd_train_flags *f)
         if (!strcmp(argv[i], "--version")) {
             if (cmd_is_first_process())
                 printf("zerotrain %s (backends: cpu%s; comm: mpi%s)\n", ZT_VERSION,
-                       zt_backend_cuda_built() ? ", cuda" : "",
+                       zt_backend_find(ZT_DEVICE_CUDA)->built() ? ", cuda" : "",
                        zt_comm_nccl_built() ? ", nccl" : "");
             return -1;
         }

@@ -4,18 +4,25 @@
  * interface. Layers, the optimizer and the engine call only these, so every
  * feature written against the CPU backend runs on the others unchanged.
  *
+ * Backends are found through one table (ggml's registry): a row per backend
+ * with its name, whether it was built, its device count and its init.
+ * Choosing a device asks the table; only the backend's own folder (engine/cpu,
+ * engine/cuda, each with a header for what is specific to it) knows more.
+ *
  * Conventions: row-major tensors; pointers passed to ops are device pointers of
  * this backend; float32 math with float32 accumulation unless stated; ops are
  * enqueued on the backend's compute stream (synchronous on CPU), `sync` waits.
  * Ops that return a host value (sum_squares, has_inf_nan) synchronise.
  *
- * Memory: `alloc`/`free` hand out raw device memory; only engine/arena calls
- * them (one allocation per arena), everything else lives inside arenas. A
- * backend that needs device scratch inside its ops (the CUDA backend's GEMM
- * operand casts and cuBLAS workspace) asks for `workspace_bytes` and gets a
- * WORK-arena block through `set_workspace`; without one it takes slower paths
- * that need none. Host arenas come from `host_alloc` when a backend has it
- * (pinned memory, so copies run at full speed and can be asynchronous).
+ * Memory: a backend's own state (impl) is made by its row's init and freed by
+ * its destroy (through zt_backend_free). `alloc`/`free` hand out raw device
+ * memory; only engine/arena calls them (one allocation per arena), everything
+ * else lives inside arenas. A backend that needs device scratch inside its ops
+ * (the CUDA backend's GEMM operand casts and cuBLAS workspace) asks for
+ * `workspace_bytes` and gets a WORK-arena block through `set_workspace`;
+ * without one it takes slower paths that need none. Host arenas come from
+ * `host_alloc` when a backend has it (pinned memory, so copies run at full
+ * speed and can be asynchronous).
  *
  * Errors: ops return nothing because a device reports failures late
  * (asynchronously); a backend records the first one and `check` returns it.
@@ -72,6 +79,9 @@ struct zt_backend {
     const char *name;
     zt_device_kind kind;
     void *impl;
+    /* Frees what init made (impl and everything it holds) and clears *be, so
+     * use after free fails loudly. Callers go through zt_backend_free. */
+    void (*destroy)(zt_backend *be);
 
     /* Memory. alloc returns 64-byte aligned, uninitialised device memory. */
     zt_status (*alloc)(const zt_backend *be, size_t bytes, void **out);
@@ -211,30 +221,43 @@ struct zt_backend {
                 const zt_sgd_hparams *hp);
 };
 
-/* The CPU backend (OpenBLAS + OpenMP). Threads: OMP_NUM_THREADS. */
-zt_status zt_backend_cpu_init(zt_backend *be);
-void zt_backend_cpu_free(zt_backend *be);
-
-/* The CUDA backend (cuBLAS + engine/cuda kernels) on one device, with one
- * non-blocking compute stream. Compiled when the Makefile finds nvcc
- * (ZT_HAVE_CUDA); otherwise these three say so (count 0, init fails with
- * ZT_ERR_UNSUPPORTED). */
+/* What init needs to know about the device, for every backend alike; a
+ * backend ignores what does not apply to it (the CPU ignores all of it). */
 typedef struct {
-    int device;          /* CUDA device ordinal */
+    int device;          /* device ordinal of the backend's kind (CUDA) */
     bool tf32;           /* let fp32 GEMMs use TF32 tensor cores (off: exact fp32) */
     zt_dtype gemm_dtype; /* ZT_F16/ZT_BF16: GEMM operands are rounded to it and
                           * multiplied on tensor cores with fp32 accumulation and
                           * fp32 output (what torch.autocast does); ZT_F32: fp32 */
-} zt_cuda_options;
+} zt_backend_options;
 
-bool zt_backend_cuda_built(void);
-/* GPUs this process can use; 0 with *why set (static text: no driver, no
- * device, not built with CUDA) when there are none. */
-int zt_backend_cuda_device_count(const char **why);
-zt_status zt_backend_cuda_init(zt_backend *be, const zt_cuda_options *opt);
-void zt_backend_cuda_free(zt_backend *be);
+/* One row of the backend table, defined next to the backend's code (a backend
+ * that was not compiled in defines its row in its *_absent.c, with built()
+ * false, a count of 0 and an init that fails saying why). */
+typedef struct {
+    const char *name;    /* the --device spelling: "cpu", "cuda" */
+    zt_device_kind kind;
+    /* Whether this binary was compiled with the backend. */
+    bool (*built)(void);
+    /* Devices this process can use; 0 with *why set (static text: no driver,
+     * no device, not built) when there are none. */
+    int (*device_count)(const char **why);
+    /* Makes a backend on opt->device; free it with zt_backend_free. On failure
+     * *be holds nothing that needs freeing. */
+    zt_status (*init)(zt_backend *be, const zt_backend_options *opt);
+} zt_backend_entry;
 
-/* Frees whichever backend *be is. */
+/* The rows, one per backend (engine/cpu/backend_cpu.c, engine/cuda/). The
+ * table in backend.c names them through these declarations, so engine/ needs
+ * no header of a backend's folder. */
+extern const zt_backend_entry zt_backend_cpu_entry;
+extern const zt_backend_entry zt_backend_cuda_entry;
+
+/* The table's row for a device kind (NULL for a kind no row has). */
+const zt_backend_entry *zt_backend_find(zt_device_kind kind);
+
+/* Frees whichever backend *be is, through its destroy; a zeroed *be (never
+ * initialised, or freed already) is left as it is. */
 void zt_backend_free(zt_backend *be);
 
 #endif

@@ -49,7 +49,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine/cuda/cuda_backend.h"
+#include "engine/cuda/cuda_impl.h"
 
 #define NCCL_EVENTS 64
 #define NCCL_WATCH_MS 100

@@ -1,6 +1,6 @@
 /*
- * backend_cpu: the CPU backend, the reference every other backend is tested
- * against. gemm is OpenBLAS; everything else is OpenMP loops written so the
+ * backend_cpu: the CPU backend (engine/cpu/cpu.h) and its row of the backend
+ * table, the reference every other backend is tested against. gemm is OpenBLAS; everything else is OpenMP loops written so the
  * compiler vectorises the inner loop; convert, sum_squares and has_inf_nan are
  * engine/dtype.c's host loops. Reductions (sum_squares, cross-entropy loss,
  * bias_grad) use a fixed summation order, so results are bit-identical for any
@@ -11,6 +11,7 @@
  */
 #include "engine/backend.h"
 #include "engine/cpu/backend_cpu_nn.h"
+#include "engine/cpu/cpu.h"
 #include "engine/dtype.h"
 #include "engine/train/optim.h"
 
@@ -246,6 +247,12 @@ static void cpu_sgd(const zt_backend *be, float *p, const float *g, float *buf, 
     zt_sgd_cpu(p, g, buf, n, hp);
 }
 
+static void cpu_destroy(zt_backend *be)
+{
+    /* Nothing is held; clearing makes use after free fail loudly. */
+    *be = (zt_backend){0};
+}
+
 zt_status zt_backend_cpu_init(zt_backend *be)
 {
     /* One knob, OMP_NUM_THREADS, for OpenBLAS and our loops alike. */
@@ -254,6 +261,7 @@ zt_status zt_backend_cpu_init(zt_backend *be)
         .name = "cpu",
         .kind = ZT_DEVICE_CPU,
         .impl = NULL,
+        .destroy = cpu_destroy,
         .alloc = cpu_alloc,
         .free = cpu_free,
         .check = cpu_check,
@@ -280,8 +288,25 @@ zt_status zt_backend_cpu_init(zt_backend *be)
     return ZT_OK;
 }
 
-void zt_backend_cpu_free(zt_backend *be)
+static bool cpu_built(void) { return true; }
+
+/* The host is the one device. */
+static int cpu_device_count(const char **why)
 {
-    /* Nothing is held; clearing makes use after free fail loudly. */
-    *be = (zt_backend){0};
+    (void)why;
+    return 1;
 }
+
+static zt_status cpu_entry_init(zt_backend *be, const zt_backend_options *opt)
+{
+    (void)opt;
+    return zt_backend_cpu_init(be);
+}
+
+const zt_backend_entry zt_backend_cpu_entry = {
+    .name = "cpu",
+    .kind = ZT_DEVICE_CPU,
+    .built = cpu_built,
+    .device_count = cpu_device_count,
+    .init = cpu_entry_init,
+};

@@ -29,8 +29,8 @@
  * (init makes it current on the calling thread).
  *
  * Memory: the zt_cuda_impl (be->impl), its stream, cuBLAS handle, device
- * scratch and pinned result slot are made by init and freed by
- * zt_backend_cuda_free. alloc/host_alloc memory belongs to the caller (the
+ * scratch and pinned result slot are made by init and freed by its destroy
+ * (zt_backend_free). alloc/host_alloc memory belongs to the caller (the
  * arenas), and so does the workspace block passed to set_workspace.
  * Collective: none.
  */
@@ -50,7 +50,7 @@ extern "C" {
 #include "engine/dtype.h"
 #include "engine/status.h"
 }
-#include "engine/cuda/cuda_backend.h"
+#include "engine/cuda/cuda_impl.h"
 #include "engine/cuda/launch.h"
 
 namespace {
@@ -1168,6 +1168,14 @@ zt_status impl_init(zt_cuda_impl *impl)
     return ZT_OK;
 }
 
+void cuda_destroy(zt_backend *be)
+{
+    if (be->impl)
+        impl_destroy(impl_of(be));
+    /* Clearing makes use after free fail loudly. */
+    *be = zt_backend{};
+}
+
 } // namespace
 
 /* ---- Exported. ---- */
@@ -1196,7 +1204,7 @@ bool zt_cuda_record_blas(zt_cuda_impl *impl, cublasStatus_t rc, const char *what
     return false;
 }
 
-cudaStream_t zt_backend_cuda_stream(const zt_backend *be)
+struct CUstream_st *zt_backend_cuda_stream(const zt_backend *be)
 {
     return be->impl ? impl_of(be)->stream : NULL;
 }
@@ -1225,7 +1233,7 @@ extern "C" int zt_backend_cuda_device_count(const char **why)
     return 0;
 }
 
-extern "C" zt_status zt_backend_cuda_init(zt_backend *be, const zt_cuda_options *opt)
+extern "C" zt_status zt_backend_cuda_init(zt_backend *be, const zt_backend_options *opt)
 {
     *be = zt_backend{};
     if (opt->gemm_dtype != ZT_F32 && opt->gemm_dtype != ZT_F16 && opt->gemm_dtype != ZT_BF16)
@@ -1259,6 +1267,7 @@ extern "C" zt_status zt_backend_cuda_init(zt_backend *be, const zt_cuda_options 
     be->name = "cuda";
     be->kind = ZT_DEVICE_CUDA;
     be->impl = impl;
+    be->destroy = cuda_destroy;
     be->alloc = cuda_alloc;
     be->free = cuda_free;
     be->host_alloc = cuda_host_alloc;
@@ -1288,10 +1297,7 @@ extern "C" zt_status zt_backend_cuda_init(zt_backend *be, const zt_cuda_options 
     return ZT_OK;
 }
 
-extern "C" void zt_backend_cuda_free(zt_backend *be)
-{
-    if (be->impl)
-        impl_destroy(impl_of(be));
-    /* Clearing makes use after free fail loudly. */
-    *be = zt_backend{};
-}
+extern "C" const zt_backend_entry zt_backend_cuda_entry = {
+    "cuda", ZT_DEVICE_CUDA, zt_backend_cuda_built, zt_backend_cuda_device_count,
+    zt_backend_cuda_init,
+};

@@ -45,7 +45,7 @@ extern "C" {
 #include "engine/backend.h"
 #include "engine/rng.h"
 }
-#include "engine/cuda/cuda_backend.h"
+#include "engine/cuda/cuda_impl.h"
 
 /* Block size of most kernels: eight warps. */
 #define ZT_NN_THREADS 256

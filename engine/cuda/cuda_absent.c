@@ -1,11 +1,12 @@
 /*
- * cuda_absent: the CUDA backend's entry points in a binary built without nvcc
- * (the Makefile compiles this file instead of the .cu files there), so the CLI
- * can tell the user what is missing instead of failing to link.
+ * cuda_absent: the CUDA backend's entry points and table row in a binary built
+ * without nvcc (the Makefile compiles this file instead of the .cu files
+ * there), so the CLI can tell the user what is missing instead of failing to
+ * link.
  *
  * Memory: none. Collective: none.
  */
-#include "engine/backend.h"
+#include "engine/cuda/cuda.h"
 
 #define ZT_CUDA_ABSENT "this zerotrain was built without CUDA (no nvcc found at build time)"
 
@@ -18,7 +19,7 @@ int zt_backend_cuda_device_count(const char **why)
     return 0;
 }
 
-zt_status zt_backend_cuda_init(zt_backend *be, const zt_cuda_options *opt)
+zt_status zt_backend_cuda_init(zt_backend *be, const zt_backend_options *opt)
 {
     (void)be, (void)opt;
     return zt_fail(ZT_ERR_UNSUPPORTED,
@@ -27,4 +28,10 @@ zt_status zt_backend_cuda_init(zt_backend *be, const zt_cuda_options *opt)
                    "--device cuda: %s", ZT_CUDA_ABSENT);
 }
 
-void zt_backend_cuda_free(zt_backend *be) { (void)be; }
+const zt_backend_entry zt_backend_cuda_entry = {
+    .name = "cuda",
+    .kind = ZT_DEVICE_CUDA,
+    .built = zt_backend_cuda_built,
+    .device_count = zt_backend_cuda_device_count,
+    .init = zt_backend_cuda_init,
+};

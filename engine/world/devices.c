@@ -71,9 +71,10 @@ zt_status zt_device_choose(const zt_device_request *req, zt_device_choice *out)
 zt_status zt_world_devices(const zt_world *w, const zt_device_flags *f, zt_dtype gemm_dtype,
                            zt_backend *be, zt_comm *comm, FILE *notice_to)
 {
+    const zt_backend_entry *cuda = zt_backend_find(ZT_DEVICE_CUDA);
     const char *why = "";
     /* --device cpu never touches the CUDA driver (its start-up costs time). */
-    int gpus = strcmp(f->device, "cpu") ? zt_backend_cuda_device_count(&why) : 0;
+    int gpus = strcmp(f->device, "cpu") ? cuda->device_count(&why) : 0;
     int fewest = gpus;
     if (MPI_Allreduce(&gpus, &fewest, 1, MPI_INT, MPI_MIN, w->comm) != MPI_SUCCESS)
         return zt_fail(ZT_ERR_COMM, "", "cannot agree on the GPU count");
@@ -81,7 +82,7 @@ zt_status zt_world_devices(const zt_world *w, const zt_device_flags *f, zt_dtype
         why = "another node has none";
     zt_device_request req = {.device = f->device,
                              .comm = f->comm,
-                             .cuda_built = zt_backend_cuda_built(),
+                             .cuda_built = cuda->built(),
                              .nccl_built = zt_comm_nccl_built(),
                              .gpu_count = fewest,
                              .no_gpu_why = why,
@@ -96,12 +97,8 @@ zt_status zt_world_devices(const zt_world *w, const zt_device_flags *f, zt_dtype
         fprintf(notice_to, "%s\n", ch.notice);
         fflush(notice_to);
     }
-    if (ch.device == ZT_DEVICE_CUDA) {
-        zt_cuda_options opt = {.device = ch.ordinal, .tf32 = f->tf32, .gemm_dtype = gemm_dtype};
-        ZT_TRY(zt_backend_cuda_init(be, &opt));
-    } else {
-        ZT_TRY(zt_backend_cpu_init(be));
-    }
+    zt_backend_options opt = {.device = ch.ordinal, .tf32 = f->tf32, .gemm_dtype = gemm_dtype};
+    ZT_TRY(zt_backend_find(ch.device)->init(be, &opt));
     if (ch.comm == ZT_COMM_USE_NCCL)
         return zt_comm_nccl_init(comm, w->comm, be);
     if (ch.comm == ZT_COMM_USE_STAGED)

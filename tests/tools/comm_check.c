@@ -51,6 +51,7 @@
 
 #include "engine/backend.h"
 #include "engine/comm/comm.h"
+#include "engine/cpu/cpu.h"
 #include "engine/dtype.h"
 
 static int g_rank;

@@ -79,6 +79,8 @@
 #include <string.h>
 
 #include "engine/backend.h"
+#include "engine/cpu/cpu.h"
+#include "engine/cuda/cuda.h"
 #include "engine/dtype.h"
 #include "engine/rng.h"
 #include "engine/status.h"
@@ -1886,8 +1888,8 @@ static bool mark_ops(const char *list, bool *mark)
  * Prints a FAIL line and returns false when any of it fails. */
 static bool gpu_up(void)
 {
-    zt_cuda_options opt = {.device = g.device, .tf32 = g.set->tf32,
-                           .gemm_dtype = g.set->gemm_dt};
+    zt_backend_options opt = {.device = g.device, .tf32 = g.set->tf32,
+                              .gemm_dtype = g.set->gemm_dt};
     const char *what = "init";
     void *probe = NULL;
     uint8_t back[256];
@@ -1920,7 +1922,7 @@ static bool gpu_up(void)
 fail_made:
     if (g.workspace)
         g.gpu.free(&g.gpu, g.workspace);
-    zt_backend_cuda_free(&g.gpu);
+    zt_backend_free(&g.gpu);
 fail:
     printf("%-24s %-56s FAIL  %s\n", what, g.set->name, zt_status_message());
     zt_status_clear();
@@ -1932,7 +1934,7 @@ static void gpu_down(void)
 {
     if (g.workspace)
         g.gpu.free(&g.gpu, g.workspace);
-    zt_backend_cuda_free(&g.gpu);
+    zt_backend_free(&g.gpu);
 }
 
 /* One op; false when a device error ended it (longjmp from end() or
@@ -2032,7 +2034,7 @@ int main(int argc, char **argv)
             break;
         gpu_down();
     }
-    zt_backend_cpu_free(&g.cpu);
+    zt_backend_free(&g.cpu);
     printf("op-check: %d cases, %d failed\n", g.cases, g.failures);
     return g.failures ? 1 : 0;
 }

@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include "engine/arena.h"
+#include "engine/cpu/cpu.h"
 
 static zt_backend be;
 

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "engine/backend.h"
+#include "engine/cpu/cpu.h"
 #include "tests/unit/test_rng.h"
 
 
@@ -43,7 +44,7 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-    zt_backend_cpu_free(*state);
+    zt_backend_free(*state);
     free(*state);
     return 0;
 }

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "engine/backend.h"
+#include "engine/cpu/cpu.h"
 #include "tests/unit/test_rng.h"
 #include "engine/rng.h"
 
@@ -86,7 +87,7 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-    zt_backend_cpu_free(*state);
+    zt_backend_free(*state);
     free(*state);
     return 0;
 }

@@ -17,6 +17,7 @@
 
 #include "engine/backend.h"
 #include "engine/comm/comm.h"
+#include "engine/cpu/cpu.h"
 
 static void check_contains(const char *hay, const char *needle, const char *file, int line)
 {

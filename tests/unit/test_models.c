@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "engine/backend.h"
+#include "engine/cpu/cpu.h"
 #include "data/dataset.h"
 #include "models/model.h"
 #include "tests/unit/test_rng.h"
@@ -109,7 +110,7 @@ static void harness_free(harness *h)
     free(h->keys);
     free(h->labels);
     zt_model_free(&h->m);
-    zt_backend_cpu_free(&h->be);
+    zt_backend_free(&h->be);
 }
 
 static zt_batch harness_batch(const harness *h, bool padded)

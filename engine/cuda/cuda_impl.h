@@ -1,16 +1,17 @@
 /*
- * cuda_backend: what the CUDA backend's translation units (backend_cuda.cu,
+ * cuda_impl: what the CUDA backend's translation units (backend_cuda.cu,
  * backend_cuda_nn.cu) and the NCCL comm share: the backend's state and its
- * error recording. Plain C so engine/comm/nccl.c can include it.
+ * error recording. Private to engine/cuda and engine/comm/nccl.c; plain C so
+ * that nccl.c can include it.
  *
- * Memory: zt_cuda_impl is owned by the zt_backend (be->impl) and freed by
- * zt_backend_cuda_free, with its stream, cuBLAS handle and the small fixed
- * scratch made once at init (reduction partials, a pinned result slot).
+ * Memory: zt_cuda_impl is owned by the zt_backend (be->impl) and freed by its
+ * destroy (zt_backend_free), with its stream, cuBLAS handle and the small
+ * fixed scratch made once at init (reduction partials, a pinned result slot).
  * The workspace belongs to the caller of set_workspace (a WORK-arena block).
  * Collective: none.
  */
-#ifndef ZT_CUDA_BACKEND_H
-#define ZT_CUDA_BACKEND_H
+#ifndef ZT_CUDA_IMPL_H
+#define ZT_CUDA_IMPL_H
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -22,10 +23,11 @@ extern "C" {
 #endif
 
 #include "engine/backend.h"
+#include "engine/cuda/cuda.h"
 
 typedef struct {
     int device;
-    zt_cuda_options opt;
+    zt_backend_options opt;
     int sm_count;             /* multiprocessors, for grid sizing */
     cudaStream_t stream;      /* the compute stream: every op is ordered on it */
     cublasHandle_t cublas;
@@ -55,9 +57,6 @@ typedef struct {
  * names the op. Returns true when rc is cudaSuccess. */
 bool zt_cuda_record(zt_cuda_impl *impl, cudaError_t rc, const char *what);
 bool zt_cuda_record_blas(zt_cuda_impl *impl, cublasStatus_t rc, const char *what);
-
-/* The compute stream of a CUDA backend, for the NCCL comm. */
-cudaStream_t zt_backend_cuda_stream(const zt_backend *be);
 
 /* Fills the transformer-layer function pointers (backend_cuda_nn.cu). */
 void zt_backend_cuda_nn_ops(zt_backend *be);
