@@ -54,7 +54,7 @@ adam)
     if [ "$CORES" -gt 1 ]; then ADAM_THREADS=${ADAM_THREADS:-"1 $CORES"}; else ADAM_THREADS=${ADAM_THREADS:-1}; fi
     COPY_MB=${COPY_MB:-400}
     # Always through make: the kernel lives in libzt.a, and a stale binary
-    # would time someone else's old optim.c.
+    # would time someone else's old optim_cpu.c.
     make --no-print-directory build/bench-adam >&2 || die "could not build build/bench-adam (run make)"
     echo "bench-cpu: adam N=$ADAM_N steps=$ADAM_STEPS threads=\"$ADAM_THREADS\" copy=${COPY_MB}MB" >&2
     OMP_PROC_BIND=${OMP_PROC_BIND:-close} OMP_PLACES=${OMP_PLACES:-cores} \

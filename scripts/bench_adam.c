@@ -41,7 +41,7 @@
 #include <emmintrin.h>
 #endif
 
-#include "engine/train/optim.h"
+#include "engine/cpu/cpu.h"
 
 #define ZT_BENCH_ALIGN 64
 #define ZT_BENCH_MAX_THREAD_COUNTS 32
@@ -49,7 +49,7 @@
 /* A slice small enough that the scalar reference costs nothing next to the
  * timed steps, yet far longer than any vector width or unroll. */
 #define ZT_CHECK_SLICE 65536
-/* Odd and above the kernel's serial cut-off (ZT_OPTIM_PAR_MIN in optim.c), so
+/* Odd and above the kernel's serial cut-off (ZT_OPTIM_PAR_MIN in optim_cpu.c), so
  * the standalone check goes through the OpenMP split into pieces that are
  * neither aligned nor a whole number of vectors: the vector loop's scalar
  * epilogue and unaligned accesses, which the big aligned shard may never hit. */
@@ -150,7 +150,7 @@ static zt_adam_hparams zt_bench_hparams(int64_t step)
 
 /* ---- scalar reference ------------------------------------------------------
  * FusedAdam's multi_tensor_adam, ADAM_MODE_1 (AdamW), transcribed statement by
- * statement with its temporaries, independently of engine/train/optim.c. noinline
+ * statement with its temporaries, independently of engine/cpu/optim_cpu.c. noinline
  * keeps the compiler from vectorising the loop around it, so the reference
  * really is the one-element-at-a-time definition; without -ffast-math and with
  * fp contraction off (-std=c11) every operation rounds once in fp32, which is

@@ -13,7 +13,6 @@
 #include "engine/cpu/backend_cpu_nn.h"
 #include "engine/cpu/cpu.h"
 #include "engine/dtype.h"
-#include "engine/train/optim.h"
 
 #include <cblas.h>
 #include <errno.h>

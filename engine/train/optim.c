@@ -1,27 +1,16 @@
 /*
  * optim: the step counter and hyper-parameter plumbing around the backend's
- * adam/sgd ops, and the CPU kernels behind those ops.
- *
- * The kernels follow the reference equations operation for operation in fp32
- * (FusedAdam's multi_tensor_adam for Adam, torch.optim.SGD for SGD), with no
- * reassociation, so a CPU step rounds like the GPU kernel it stands in for.
- * Each is an element-wise OpenMP loop with static scheduling; the mode
- * branches are taken once, outside the loops, so every loop body is
- * straight-line code the compiler turns into vector instructions. Results do
- * not depend on the thread count.
+ * adam/sgd ops; an offloaded optimizer calls the CPU backend's kernels
+ * (engine/cpu/optim_cpu.c) directly on host memory.
  *
  * zt_optim_init zeroes the state through the backend (arena memory comes
  * uninitialised), so a checkpoint's state must be loaded after init.
  */
 #include "engine/train/optim.h"
+#include "engine/cpu/cpu.h"
 
-#include <math.h>
 #include <stddef.h>
 #include <string.h>
-
-/* Below this many elements a kernel runs on one thread: waking the team
- * costs more than the loop. */
-#define ZT_OPTIM_PAR_MIN 32768
 
 int64_t zt_optim_state_numel(const zt_optim_config *cfg, int64_t numel)
 {
@@ -102,101 +91,4 @@ void zt_optim_step(zt_optim *opt, float *params, const float *grads, double lr, 
 {
     zt_optim_seg all = {params, grads, 0, opt->numel};
     zt_optim_step_segs(opt, &all, 1, lr, beta1, beta2);
-}
-
-void zt_adam_cpu(float *p_, const float *g_, float *m_, float *v_, int64_t n,
-                 const zt_adam_hparams *hp)
-{
-    /* The parameter shard, its gradient and the two moments are disjoint
-     * buffers; saying so lets the loops vectorise without alias checks. */
-    float *restrict p = p_;
-    const float *restrict g = g_;
-    float *restrict m = m_;
-    float *restrict v = v_;
-
-    /* As FusedAdam: beta^t in double on the host, then fp32 per element. */
-    float bc1 = 1.0f, bc2 = 1.0f;
-    if (hp->bias_correction) {
-        bc1 = (float)(1.0 - pow((double)hp->beta1, (double)hp->step));
-        bc2 = (float)(1.0 - pow((double)hp->beta2, (double)hp->step));
-    }
-    const float lr = hp->lr, b1 = hp->beta1, b2 = hp->beta2, eps = hp->eps;
-    const float wd = hp->weight_decay;
-    const float omb1 = 1.0f - b1, omb2 = 1.0f - b2;
-
-    if (hp->adam_w_mode) {
-#pragma omp parallel for schedule(static) if (n > ZT_OPTIM_PAR_MIN)
-        for (int64_t i = 0; i < n; i++) {
-            float gi = g[i], pi = p[i];
-            float mi = b1 * m[i] + omb1 * gi;
-            float vi = b2 * v[i] + omb2 * gi * gi;
-            float update = (mi / bc1) / (sqrtf(vi / bc2) + eps) + wd * pi;
-            m[i] = mi;
-            v[i] = vi;
-            p[i] = pi - lr * update;
-        }
-    } else {
-#pragma omp parallel for schedule(static) if (n > ZT_OPTIM_PAR_MIN)
-        for (int64_t i = 0; i < n; i++) {
-            float pi = p[i];
-            float gi = g[i] + wd * pi;
-            float mi = b1 * m[i] + omb1 * gi;
-            float vi = b2 * v[i] + omb2 * gi * gi;
-            float update = (mi / bc1) / (sqrtf(vi / bc2) + eps);
-            m[i] = mi;
-            v[i] = vi;
-            p[i] = pi - lr * update;
-        }
-    }
-}
-
-void zt_sgd_cpu(float *p_, const float *g_, float *buf_, int64_t n, const zt_sgd_hparams *hp)
-{
-    float *restrict p = p_;
-    const float *restrict g = g_;
-    float *restrict buf = buf_;
-    const float lr = hp->lr, mom = hp->momentum, wd = hp->weight_decay;
-    const float omd = 1.0f - hp->dampening;
-
-    if (mom == 0.0f) {
-#pragma omp parallel for schedule(static) if (n > ZT_OPTIM_PAR_MIN)
-        for (int64_t i = 0; i < n; i++) {
-            float pi = p[i];
-            p[i] = pi - lr * (g[i] + wd * pi);
-        }
-    } else if (hp->first_step && hp->nesterov) {
-        /* torch starts the buffer as a copy of the gradient, undamped. */
-#pragma omp parallel for schedule(static) if (n > ZT_OPTIM_PAR_MIN)
-        for (int64_t i = 0; i < n; i++) {
-            float pi = p[i];
-            float gi = g[i] + wd * pi;
-            buf[i] = gi;
-            p[i] = pi - lr * (gi + mom * gi);
-        }
-    } else if (hp->first_step) {
-#pragma omp parallel for schedule(static) if (n > ZT_OPTIM_PAR_MIN)
-        for (int64_t i = 0; i < n; i++) {
-            float pi = p[i];
-            float gi = g[i] + wd * pi;
-            buf[i] = gi;
-            p[i] = pi - lr * gi;
-        }
-    } else if (hp->nesterov) {
-#pragma omp parallel for schedule(static) if (n > ZT_OPTIM_PAR_MIN)
-        for (int64_t i = 0; i < n; i++) {
-            float pi = p[i];
-            float gi = g[i] + wd * pi;
-            float bi = mom * buf[i] + omd * gi;
-            buf[i] = bi;
-            p[i] = pi - lr * (gi + mom * bi);
-        }
-    } else {
-#pragma omp parallel for schedule(static) if (n > ZT_OPTIM_PAR_MIN)
-        for (int64_t i = 0; i < n; i++) {
-            float pi = p[i];
-            float bi = mom * buf[i] + omd * (g[i] + wd * pi);
-            buf[i] = bi;
-            p[i] = pi - lr * bi;
-        }
-    }
 }

@@ -3,10 +3,10 @@
  * on one flat shard of fp32 parameters: the whole model at stage 0, the rank's
  * partition at stages 1-3 (under mixed precision: the fp32 master copy). The
  * math is the backend's `adam`/`sgd` op, or, when the optimizer is offloaded
- * (`host`), the CPU kernels below called directly on host memory: the same
- * functions the CPU backend's ops are, so an offloaded step rounds exactly like
- * one on the CPU device. This module owns only the step counter and
- * hyper-parameters.
+ * (`host`), the CPU kernels (engine/cpu/cpu.h) called directly on host memory:
+ * the same functions the CPU backend's ops are, so an offloaded step rounds
+ * exactly like one on the CPU device. This module owns only the step counter
+ * and hyper-parameters.
  *
  * Memory: the optimizer state (Adam m and v; SGD momentum buffer) is a flat
  * float array provided by the caller (an OPTIM arena, on the host when
@@ -64,10 +64,5 @@ void zt_optim_step_segs(zt_optim *opt, const zt_optim_seg *segs, int n_segs, dou
 void zt_optim_begin_step(zt_optim *opt);
 void zt_optim_step_seg(zt_optim *opt, const zt_optim_seg *seg, double lr, double beta1,
                        double beta2);
-
-/* CPU kernels (OpenMP over chunks, compiler-vectorised inner loops). */
-void zt_adam_cpu(float *p, const float *g, float *m, float *v, int64_t n,
-                 const zt_adam_hparams *hp);
-void zt_sgd_cpu(float *p, const float *g, float *buf, int64_t n, const zt_sgd_hparams *hp);
 
 #endif

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/cpu/cpu.h"
 #include "engine/train/optim.h"
 
 #define REL_TOL 1e-6
