@@ -1,8 +1,9 @@
 /*
  * backend_cpu: the CPU backend (engine/cpu/cpu.h) and its row of the backend
- * table, the reference every other backend is tested against. gemm is OpenBLAS; everything else is OpenMP loops written so the
- * compiler vectorises the inner loop; convert, sum_squares and has_inf_nan are
- * engine/dtype.c's host loops. Reductions (sum_squares, cross-entropy loss,
+ * table, the reference every other backend is tested against. gemm is
+ * OpenBLAS; everything else is OpenMP loops written so the compiler vectorises
+ * the inner loop; convert, sum_squares and has_inf_nan are engine/dtype.c's
+ * host loops. Reductions (sum_squares, cross-entropy loss,
  * bias_grad) use a fixed summation order, so results are bit-identical for any
  * OMP_NUM_THREADS.
  *
