@@ -1,8 +1,8 @@
 /*
- * cuda_impl: what the CUDA backend's translation units (backend_cuda.cu,
- * backend_cuda_nn.cu) and the NCCL comm share: the backend's state and its
- * error recording. Private to engine/cuda and engine/comm/nccl.c; plain C so
- * that nccl.c can include it.
+ * cuda_impl: what the CUDA backend's translation units (the .cu files here)
+ * and the NCCL comm share: the backend's state, its error recording, and the
+ * functions by which each op file fills its function pointers. Private to
+ * engine/cuda and engine/comm/nccl.c; plain C so that nccl.c can include it.
  *
  * Memory: zt_cuda_impl is owned by the zt_backend (be->impl) and freed by its
  * destroy (zt_backend_free), with its stream, cuBLAS handle and the small
@@ -58,8 +58,18 @@ typedef struct {
 bool zt_cuda_record(zt_cuda_impl *impl, cudaError_t rc, const char *what);
 bool zt_cuda_record_blas(zt_cuda_impl *impl, cublasStatus_t rc, const char *what);
 
-/* Fills the transformer-layer function pointers (backend_cuda_nn.cu). */
-void zt_backend_cuda_nn_ops(zt_backend *be);
+/* Each op file fills the function pointers of the ops it defines and leaves
+ * the rest of *be as it is; zt_backend_cuda_init calls every one. */
+void zt_backend_cuda_gemm_ops(zt_backend *be);        /* backend_cuda_gemm.cu */
+void zt_backend_cuda_elementwise_ops(zt_backend *be); /* backend_cuda_elementwise.cu */
+void zt_backend_cuda_optim_ops(zt_backend *be);       /* backend_cuda_optim.cu */
+void zt_backend_cuda_nn_ops(zt_backend *be);          /* backend_cuda_nn.cu */
+void zt_backend_cuda_attn_ops(zt_backend *be);        /* backend_cuda_attn.cu */
+void zt_backend_cuda_head_ops(zt_backend *be);        /* backend_cuda_head.cu */
+
+/* cudaFuncGetAttributes of one of the backend's kernels, which fails when the
+ * build has no code for the current device (backend_cuda_elementwise.cu). */
+cudaError_t zt_cuda_probe_kernels(struct cudaFuncAttributes *attr);
 
 #ifdef __cplusplus
 }

@@ -1,5 +1,5 @@
 /*
- * launch: the host-side arithmetic of the CUDA backend (engine/cuda/backend_cuda.cu),
+ * launch: the host-side arithmetic of the CUDA backend (engine/cuda/backend_cuda*.cu),
  * in plain C so that it is compiled and unit-tested on every machine, GPU or
  * not: grid sizes for grid-stride kernels, the fixed geometry of the
  * deterministic reductions, the chunk planner of the 16-bit GEMM path, and

@@ -1,0 +1,204 @@
+/*
+ * backend_cuda_gemm: the CUDA backend's gemm and gemm_batched on cuBLAS.
+ * GEMMs are deterministic run to run on one GPU model, not bit-equal to
+ * OpenBLAS; fp32 GEMMs use TF32 tensor cores only when the backend was made
+ * with tf32.
+ *
+ * GEMM with gemm_dtype fp16/bf16 and a workspace: A and B are rounded into the
+ * two cast buffers (compact, row-major) and multiplied on tensor cores with
+ * fp32 accumulation and fp32 C; products too big for the buffers run in
+ * chunks of rows of C (or of batch entries), or in fp32 when one B (or one
+ * batch entry) alone does not fit. Without a workspace every GEMM is fp32.
+ *
+ * Memory: the cast buffers are the backend's workspace (set_workspace);
+ * nothing is allocated. Collective: none.
+ */
+#include <cublas_v2.h>
+
+#include "engine/cuda/cuda_common.cuh"
+
+namespace {
+
+/* ---- GEMM helpers, over `batch` row-major matrices of (rows, cols) with a
+ * row stride and a matrix stride; grid-stride over both (zt_launch_rows). */
+
+/* Rounds fp32 matrices into the compact 16-bit buffer dst (batch, rows, cols). */
+template <zt_dtype T>
+__global__ void cast_kernel(uint16_t *dst, const float *src, int64_t batch, int64_t rows,
+                            int64_t cols, int64_t ld, int64_t stride)
+{
+    const int64_t nrows = batch * rows;
+    const int64_t cstep = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t q = blockIdx.y; q < nrows; q += gridDim.y) {
+        const int64_t b = q / rows;
+        const float *s = src + b * stride + (q - b * rows) * ld; // (cols)
+        uint16_t *d = dst + q * cols;                             // (cols)
+        for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < cols; j += cstep)
+            d[j] = elem<T>::narrow(s[j]);
+    }
+}
+
+/* C = beta C, beta == 0 writing zeros without reading C (BLAS's rule). */
+__global__ void scale_matrix_kernel(float *c, int64_t batch, int64_t rows, int64_t cols,
+                                    int64_t ld, int64_t stride, float beta)
+{
+    const int64_t nrows = batch * rows;
+    const int64_t cstep = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t q = blockIdx.y; q < nrows; q += gridDim.y) {
+        const int64_t b = q / rows;
+        float *row = c + b * stride + (q - b * rows) * ld; // (cols)
+        for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < cols; j += cstep)
+            row[j] = beta == 0.0f ? 0.0f : __fmul_rn(beta, row[j]);
+    }
+}
+
+/* ---- GEMM. ---- */
+
+/* One (batched) row-major product, as backend.h's gemm_batched. */
+struct gemm_args {
+    bool ta, tb;
+    int64_t m, n, k;
+    float alpha;
+    const float *a;
+    int64_t lda, sa;
+    const float *b;
+    int64_t ldb, sb;
+    float beta;
+    float *c;
+    int64_t ldc, sc;
+    int64_t batch;
+};
+
+cublasOperation_t op_of(bool trans) { return trans ? CUBLAS_OP_T : CUBLAS_OP_N; }
+
+/* k == 0: C = beta C for every batch entry. */
+void gemm_scale_only(zt_cuda_impl *impl, const gemm_args &g, const char *what)
+{
+    if (g.beta == 1.0f)
+        return;
+    dim3 grid, block;
+    rows_dims(impl, g.batch * g.m, g.n, &grid, &block);
+    scale_matrix_kernel<<<grid, block, 0, impl->stream>>>(g.c, g.batch, g.m, g.n, g.ldc, g.sc,
+                                                          g.beta);
+    launched(impl, what);
+}
+
+/* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: cuBLAS
+ * gets B first, with m and n swapped; each row stride is the column-major
+ * leading dimension of the transposed view. */
+void gemm_f32(zt_cuda_impl *impl, const gemm_args &g, const char *what)
+{
+    cublasComputeType_t ct = impl->opt.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    cublasStatus_t st;
+    if (g.batch == 1)
+        st = cublasGemmEx_64(impl->cublas, op_of(g.tb), op_of(g.ta), g.n, g.m, g.k, &g.alpha,
+                             g.b, CUDA_R_32F, g.ldb, g.a, CUDA_R_32F, g.lda, &g.beta, g.c,
+                             CUDA_R_32F, g.ldc, ct, CUBLAS_GEMM_DEFAULT);
+    else
+        st = cublasGemmStridedBatchedEx_64(impl->cublas, op_of(g.tb), op_of(g.ta), g.n, g.m,
+                                           g.k, &g.alpha, g.b, CUDA_R_32F, g.ldb, g.sb, g.a,
+                                           CUDA_R_32F, g.lda, g.sa, &g.beta, g.c, CUDA_R_32F,
+                                           g.ldc, g.sc, g.batch, ct, CUBLAS_GEMM_DEFAULT);
+    zt_cuda_record_blas(impl, st, what);
+}
+
+/* Rounds `batch` fp32 matrices (rows, cols), row stride ld, matrix stride
+ * `stride`, into dst compactly: (batch, rows, cols). */
+void cast_operand(zt_cuda_impl *impl, void *dst, const float *src, int64_t rows, int64_t cols,
+                  int64_t ld, int64_t stride, int64_t batch, const char *what)
+{
+    dim3 grid, block;
+    rows_dims(impl, batch * rows, cols, &grid, &block);
+    uint16_t *d = static_cast<uint16_t *>(dst);
+    if (impl->opt.gemm_dtype == ZT_BF16)
+        cast_kernel<ZT_BF16><<<grid, block, 0, impl->stream>>>(d, src, batch, rows, cols, ld,
+                                                                stride);
+    else
+        cast_kernel<ZT_F16><<<grid, block, 0, impl->stream>>>(d, src, batch, rows, cols, ld,
+                                                               stride);
+    launched(impl, what);
+}
+
+/* The 16-bit path (see the top of the file). False: the operands do not fit
+ * the cast buffers and nothing was done. */
+bool gemm_16bit(zt_cuda_impl *impl, const gemm_args &g, const char *what)
+{
+    const int64_t cap = (int64_t)(impl->cast_bytes / sizeof(uint16_t));
+    const cudaDataType dt = impl->opt.gemm_dtype == ZT_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+    /* Stored shapes: A is (k, m) when transposed, else (m, k); B likewise. */
+    const int64_t a_rows = g.ta ? g.k : g.m, a_cols = g.ta ? g.m : g.k;
+    const int64_t b_rows = g.tb ? g.n : g.k, b_cols = g.tb ? g.k : g.n;
+    if (g.batch == 1) {
+        zt_launch_gemm_plan p = zt_launch_gemm_rows(g.m, g.n, g.k, cap);
+        if (!p.cast)
+            return false;
+        cast_operand(impl, impl->cast_b, g.b, b_rows, b_cols, g.ldb, 0, 1, what);
+        for (int64_t i0 = 0; i0 < g.m; i0 += p.step) {
+            const int64_t mc = g.m - i0 < p.step ? g.m - i0 : p.step;
+            /* Rows i0.. of op(A): rows of A, or its columns when transposed. */
+            const int64_t ar = g.ta ? g.k : mc, ac = g.ta ? mc : g.k;
+            const float *a0 = g.ta ? g.a + i0 : g.a + i0 * g.lda;
+            cast_operand(impl, impl->cast_a, a0, ar, ac, g.lda, 0, 1, what);
+            cublasStatus_t st = cublasGemmEx_64(
+                impl->cublas, op_of(g.tb), op_of(g.ta), g.n, mc, g.k, &g.alpha, impl->cast_b, dt,
+                b_cols, impl->cast_a, dt, ac, &g.beta, g.c + i0 * g.ldc, CUDA_R_32F, g.ldc,
+                CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+            zt_cuda_record_blas(impl, st, what);
+        }
+        return true;
+    }
+    zt_launch_gemm_plan p = zt_launch_gemm_batches(g.m, g.n, g.k, g.batch, cap);
+    if (!p.cast)
+        return false;
+    for (int64_t b0 = 0; b0 < g.batch; b0 += p.step) {
+        const int64_t nb = g.batch - b0 < p.step ? g.batch - b0 : p.step;
+        cast_operand(impl, impl->cast_a, g.a + b0 * g.sa, a_rows, a_cols, g.lda, g.sa, nb, what);
+        cast_operand(impl, impl->cast_b, g.b + b0 * g.sb, b_rows, b_cols, g.ldb, g.sb, nb, what);
+        cublasStatus_t st = cublasGemmStridedBatchedEx_64(
+            impl->cublas, op_of(g.tb), op_of(g.ta), g.n, g.m, g.k, &g.alpha, impl->cast_b, dt,
+            b_cols, b_rows * b_cols, impl->cast_a, dt, a_cols, a_rows * a_cols, &g.beta,
+            g.c + b0 * g.sc, CUDA_R_32F, g.ldc, g.sc, nb, CUBLAS_COMPUTE_32F,
+            CUBLAS_GEMM_DEFAULT);
+        zt_cuda_record_blas(impl, st, what);
+    }
+    return true;
+}
+
+void gemm_run(zt_cuda_impl *impl, const gemm_args &g, const char *what)
+{
+    if (g.m <= 0 || g.n <= 0 || g.batch <= 0)
+        return;
+    if (g.k <= 0) {
+        gemm_scale_only(impl, g, what);
+        return;
+    }
+    if (impl->opt.gemm_dtype != ZT_F32 && impl->cast_bytes > 0 && gemm_16bit(impl, g, what))
+        return;
+    gemm_f32(impl, g, what);
+}
+
+void cuda_gemm(const zt_backend *be, bool trans_a, bool trans_b, int64_t m, int64_t n,
+               int64_t k, float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
+               float beta, float *c, int64_t ldc)
+{
+    gemm_args g = {trans_a, trans_b, m, n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc, 0, 1};
+    gemm_run(impl_of(be), g, "gemm");
+}
+
+void cuda_gemm_batched(const zt_backend *be, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                       int64_t k, float alpha, const float *a, int64_t lda, int64_t stride_a,
+                       const float *b, int64_t ldb, int64_t stride_b, float beta, float *c,
+                       int64_t ldc, int64_t stride_c, int64_t batch)
+{
+    gemm_args g = {trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b,
+                   beta, c, ldc, stride_c, batch};
+    gemm_run(impl_of(be), g, "gemm_batched");
+}
+
+} // namespace
+
+void zt_backend_cuda_gemm_ops(zt_backend *be)
+{
+    be->gemm = cuda_gemm;
+    be->gemm_batched = cuda_gemm_batched;
+}

@@ -1,0 +1,294 @@
+/*
+ * backend_cuda_head: the CUDA backend's ops at a model's output: mean pooling
+ * over the sequence (the classifier's head, forward and backward) and the
+ * softmax cross-entropy with its gradient. Work layout, numerics and
+ * determinism: cuda_nn.cuh.
+ *
+ * Memory: ops allocate nothing. xent_forward_backward writes the total and
+ * up to ZT_XENT_PARTS partial sums, (1 + 1024) doubles = 8200 bytes, at the
+ * start of the backend's fixed scratch (impl->scratch; a smaller scratch just
+ * means fewer parts) and reads its result back through impl->host_result;
+ * everything else works in registers and shared memory. Collective: none.
+ */
+#include "engine/cuda/cuda_nn.cuh"
+
+/* Cross-entropy rows are summed in at most this many fixed parts, one block
+ * each; the partial sums and the total are doubles in the scratch. */
+#define ZT_XENT_PARTS 1024
+/* Classes at or above which a whole block, not a warp, works on one row. */
+#define ZT_XENT_BLOCK_CLASSES 4096
+
+/* ---- cross-entropy ---- */
+
+/* Reductions over the threads that share a row: a warp, or (kBlock) the
+ * block, whose warp results are combined in warp order so every thread gets
+ * the same bits. sh holds ZT_NN_WARPS values and is free again on return. */
+template <bool kBlock> static __device__ __forceinline__ float group_max(float v, float *sh)
+{
+    v = warp_max(v);
+    if constexpr (kBlock) {
+        if ((threadIdx.x & 31) == 0)
+            sh[threadIdx.x >> 5] = v;
+        __syncthreads();
+        v = sh[0];
+        for (int w = 1; w < ZT_NN_WARPS; w++)
+            v = fmaxf(v, sh[w]);
+        __syncthreads();
+    } else {
+        (void)sh;
+    }
+    return v;
+}
+
+template <bool kBlock> static __device__ __forceinline__ double group_sum(double v, double *sh)
+{
+    v = warp_sum(v);
+    if constexpr (kBlock) {
+        if ((threadIdx.x & 31) == 0)
+            sh[threadIdx.x >> 5] = v;
+        __syncthreads();
+        v = sh[0];
+        for (int w = 1; w < ZT_NN_WARPS; w++)
+            v += sh[w];
+        __syncthreads();
+    } else {
+        (void)sh;
+    }
+    return v;
+}
+
+/* Block b owns rows [b * part_rows, (b + 1) * part_rows) and writes their loss
+ * sum to parts[b]: a warp per row (rows warp, warp + 8, ... summed per warp,
+ * then the warps in order) or the block per row (rows in order). The CPU's
+ * per-row expressions, with exp(l - max) recomputed for dlogits rather than
+ * stored and re-read. */
+template <bool kBlock, int W>
+static __global__ void __launch_bounds__(ZT_NN_THREADS)
+    xent_kernel(double *parts, const float *__restrict__ logits,
+                const int32_t *__restrict__ labels, int64_t rows, int64_t classes,
+                int32_t ignore_index, float dscale, float *__restrict__ dlogits,
+                int64_t part_rows)
+{
+    __shared__ float sh_max[ZT_NN_WARPS];
+    __shared__ double sh_sum[ZT_NN_WARPS];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int g = kBlock ? (int)threadIdx.x : lane;
+    const int gsize = kBlock ? ZT_NN_THREADS : 32;
+    const int64_t nu = classes / W;
+    const int64_t begin = (int64_t)blockIdx.x * part_rows;
+    const int64_t end = min_i64(rows, begin + part_rows);
+    double loss = 0.0; // this group's rows, in increasing order
+    for (int64_t r = begin + (kBlock ? 0 : warp); r < end; r += kBlock ? 1 : ZT_NN_WARPS) {
+        const float *lr = logits + r * classes;                // (classes)
+        float *dl = dlogits ? dlogits + r * classes : nullptr; // (classes)
+        const int32_t label = labels[r];
+        if (label == ignore_index) {
+            if (dl)
+                for (int64_t u = g; u < nu; u += gsize)
+                    vstore<W>(dl + u * W, vzero<W>());
+            continue;
+        }
+        float mx = -INFINITY;
+        for (int64_t u = g; u < nu; u += gsize) {
+            zt_vec<W> a = vload<W>(lr + u * W);
+#pragma unroll
+            for (int e = 0; e < W; e++)
+                mx = fmaxf(mx, a.v[e]);
+        }
+        mx = group_max<kBlock>(mx, sh_max);
+        double sum = 0.0;
+        for (int64_t u = g; u < nu; u += gsize) {
+            zt_vec<W> a = vload<W>(lr + u * W);
+#pragma unroll
+            for (int e = 0; e < W; e++)
+                sum += (double)expf(a.v[e] - mx);
+        }
+        sum = group_sum<kBlock>(sum, sh_sum);
+        if (g == 0)
+            loss += log(sum) - ((double)lr[label] - (double)mx);
+        if (!dl)
+            continue;
+        const float inv = (float)(1.0 / sum);
+        for (int64_t u = g; u < nu; u += gsize) {
+            zt_vec<W> a = vload<W>(lr + u * W);
+#pragma unroll
+            for (int e = 0; e < W; e++) {
+                float p = __fmul_rn(expf(a.v[e] - mx), inv);
+                bool hit = u * W + e == (int64_t)label;
+                a.v[e] = __fmul_rn(dscale, hit ? __fsub_rn(p, 1.0f) : p);
+            }
+            vstore<W>(dl + u * W, a);
+        }
+    }
+    if (kBlock ? threadIdx.x == 0 : lane == 0)
+        sh_sum[kBlock ? 0 : warp] = loss;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double total = sh_sum[0];
+        for (int w = 1; w < (kBlock ? 1 : ZT_NN_WARPS); w++)
+            total += sh_sum[w];
+        parts[blockIdx.x] = total;
+    }
+}
+
+/* out = sum of parts(n): strided per thread, then a fixed tree. One block. */
+static __global__ void __launch_bounds__(ZT_NN_THREADS)
+    sum_parts_kernel(double *out, const double *__restrict__ parts, int64_t n)
+{
+    __shared__ double sh[ZT_NN_WARPS];
+    double v = 0.0;
+    for (int64_t i = threadIdx.x; i < n; i += ZT_NN_THREADS)
+        v += parts[i];
+    v = group_sum<true>(v, sh);
+    if (threadIdx.x == 0)
+        *out = v;
+}
+
+static double cuda_xent_forward_backward(const zt_backend *be, const float *logits,
+                                         const int32_t *labels, int64_t rows, int64_t classes,
+                                         int32_t ignore_index, float dscale, float *dlogits)
+{
+    zt_cuda_impl *impl = nn_impl(be);
+    if (rows <= 0)
+        return 0.0;
+    int64_t max_parts = min_i64(ZT_XENT_PARTS, (int64_t)(impl->scratch_bytes / sizeof(double)) - 1);
+    if (!impl->scratch || max_parts < 1) {
+        zt_cuda_record(impl, cudaErrorInvalidValue, "xent_forward_backward (scratch too small)");
+        return NAN;
+    }
+    /* Parts depend on rows only, so the summation order never depends on the
+     * GPU the op runs on. */
+    int64_t part_rows = (rows + max_parts - 1) / max_parts;
+    int64_t nparts = (rows + part_rows - 1) / part_rows;
+    double *total = (double *)impl->scratch; // then the parts
+    double *parts = total + 1;
+    bool vec = classes % 4 == 0 && aligned16(logits) && (!dlogits || aligned16(dlogits));
+    bool block = classes >= ZT_XENT_BLOCK_CLASSES;
+    dim3 grid((unsigned)nparts);
+    cudaStream_t st = impl->stream;
+    if (block && vec)
+        xent_kernel<true, 4><<<grid, ZT_NN_THREADS, 0, st>>>(
+            parts, logits, labels, rows, classes, ignore_index, dscale, dlogits, part_rows);
+    else if (block)
+        xent_kernel<true, 1><<<grid, ZT_NN_THREADS, 0, st>>>(
+            parts, logits, labels, rows, classes, ignore_index, dscale, dlogits, part_rows);
+    else if (vec)
+        xent_kernel<false, 4><<<grid, ZT_NN_THREADS, 0, st>>>(
+            parts, logits, labels, rows, classes, ignore_index, dscale, dlogits, part_rows);
+    else
+        xent_kernel<false, 1><<<grid, ZT_NN_THREADS, 0, st>>>(
+            parts, logits, labels, rows, classes, ignore_index, dscale, dlogits, part_rows);
+    nn_record(be, "xent_forward_backward");
+    sum_parts_kernel<<<1, ZT_NN_THREADS, 0, st>>>(total, parts, nparts);
+    nn_record(be, "xent_forward_backward (sum)");
+    if (!zt_cuda_record(impl,
+                        cudaMemcpyAsync(impl->host_result, total, sizeof(double),
+                                        cudaMemcpyDeviceToHost, st),
+                        "xent_forward_backward (copy)") ||
+        !zt_cuda_record(impl, cudaStreamSynchronize(st), "xent_forward_backward (sync)"))
+        return NAN;
+    return *(const double *)impl->host_result;
+}
+
+/* ---- mean pooling ---- */
+
+/* A thread per (sample, unit of W columns) sums rows in increasing i, then
+ * divides: the CPU's sequence of roundings. */
+template <int W>
+static __global__ void __launch_bounds__(ZT_NN_THREADS)
+    mean_pool_forward_kernel(float *__restrict__ y, const float *__restrict__ x,
+                             const int32_t *__restrict__ lengths, int64_t n, int64_t t,
+                             int64_t cols)
+{
+    const int64_t nu = cols / W;
+    for (int64_t q = thread_index(); q < n * nu; q += thread_count()) {
+        int64_t s = q / nu, u = q % nu;
+        int64_t len = lengths ? lengths[s] : t;
+        const float *xs = x + s * t * cols + u * W; // column unit of (t, cols)
+        zt_vec<W> acc = vzero<W>();
+#pragma unroll 4
+        for (int64_t i = 0; i < len; i++) {
+            zt_vec<W> a = vload<W>(xs + i * cols);
+#pragma unroll
+            for (int e = 0; e < W; e++)
+                acc.v[e] += a.v[e];
+        }
+        const float fl = (float)len;
+#pragma unroll
+        for (int e = 0; e < W; e++)
+            acc.v[e] = __fdiv_rn(acc.v[e], fl);
+        vstore<W>(y + s * cols + u * W, acc);
+    }
+}
+
+static void cuda_mean_pool_forward(const zt_backend *be, float *y, const float *x,
+                                   const int32_t *lengths, int64_t n, int64_t t, int64_t cols)
+{
+    zt_cuda_impl *impl = nn_impl(be);
+    if (n <= 0 || cols <= 0)
+        return;
+    /* float4 only when the thread count still fills the GPU: a column sum is a
+     * serial chain, so more threads means more loads in flight. */
+    bool vec = cols % 4 == 0 && aligned16(y) && aligned16(x) &&
+               n * cols / 4 >= (int64_t)impl->sm_count * ZT_NN_THREADS * ZT_NN_BLOCKS_PER_SM;
+    if (vec)
+        mean_pool_forward_kernel<4>
+            <<<nn_grid(impl, n * cols / 4, ZT_NN_THREADS), ZT_NN_THREADS, 0, impl->stream>>>(
+                y, x, lengths, n, t, cols);
+    else
+        mean_pool_forward_kernel<1>
+            <<<nn_grid(impl, n * cols, ZT_NN_THREADS), ZT_NN_THREADS, 0, impl->stream>>>(
+                y, x, lengths, n, t, cols);
+    nn_record(be, "mean_pool_forward");
+}
+
+template <int W>
+static __global__ void __launch_bounds__(ZT_NN_THREADS)
+    mean_pool_backward_kernel(float *__restrict__ dx, const float *__restrict__ dy,
+                              const int32_t *__restrict__ lengths, int64_t n, int64_t t,
+                              int64_t cols)
+{
+    const int64_t nu = cols / W;
+    for (int64_t r = (int64_t)blockIdx.x * blockDim.y + threadIdx.y; r < n * t;
+         r += (int64_t)gridDim.x * blockDim.y) {
+        int64_t s = r / t, i = r % t;
+        int64_t len = lengths ? lengths[s] : t;
+        const float *dys = dy + s * cols; // (cols)
+        float *dxr = dx + r * cols;       // (cols)
+        const float fl = (float)len;
+        for (int64_t u = threadIdx.x; u < nu; u += blockDim.x) {
+            zt_vec<W> a = i < len ? vload<W>(dys + u * W) : vzero<W>();
+            if (i < len) {
+#pragma unroll
+                for (int e = 0; e < W; e++)
+                    a.v[e] = __fdiv_rn(a.v[e], fl);
+            }
+            vstore<W>(dxr + u * W, a);
+        }
+    }
+}
+
+static void cuda_mean_pool_backward(const zt_backend *be, float *dx, const float *dy,
+                                    const int32_t *lengths, int64_t n, int64_t t, int64_t cols)
+{
+    zt_cuda_impl *impl = nn_impl(be);
+    if (n <= 0 || t <= 0 || cols <= 0)
+        return;
+    bool vec = cols % 4 == 0 && aligned16(dx) && aligned16(dy);
+    dim3 block = row_block(vec ? cols / 4 : cols);
+    unsigned grid = nn_grid(impl, n * t, block.y);
+    if (vec)
+        mean_pool_backward_kernel<4>
+            <<<grid, block, 0, impl->stream>>>(dx, dy, lengths, n, t, cols);
+    else
+        mean_pool_backward_kernel<1>
+            <<<grid, block, 0, impl->stream>>>(dx, dy, lengths, n, t, cols);
+    nn_record(be, "mean_pool_backward");
+}
+
+void zt_backend_cuda_head_ops(zt_backend *be)
+{
+    be->xent_forward_backward = cuda_xent_forward_backward;
+    be->mean_pool_forward = cuda_mean_pool_forward;
+    be->mean_pool_backward = cuda_mean_pool_backward;
+}
