@@ -110,9 +110,10 @@ $(BUILD)/tests/comm-check: tests/tools/comm_check.c $(BUILD)/libzt.a
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libzt.a $(LDLIBS)
 
 # Every backend op on the CPU and the CUDA backend side by side (scripts/gpu-check.sh).
-$(BUILD)/tests/op-check: tests/tools/op_check.c $(BUILD)/libzt.a
+OP_CHECK_SRC := $(wildcard tests/tools/op_check/*.c)
+$(BUILD)/tests/op-check: $(OP_CHECK_SRC) tests/tools/op_check/op_check.h $(BUILD)/libzt.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libzt.a $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $(OP_CHECK_SRC) $(BUILD)/libzt.a $(LDLIBS)
 
 unit-test: $(UNIT_BIN) $(TOOLS)
 

@@ -13,7 +13,7 @@
 #      nvcc, mpicc and the headers are here (incremental: an existing build is
 #      reused), else the binaries already in place (carried from a build machine).
 #   ops: build/tests/op-check: every backend op, CUDA against the CPU backend
-#      (tolerances in tests/tools/op_check.c).
+#      (tolerances in tests/tools/op_check/main.c).
 #   stages: the ZeRO stage-equivalence matrix on the CUDA backend. MLP and
 #      GPT-lite (small, fp32, dropout 0, Adam eps 1e-5 as in
 #      tests/mpi/test_stages_equivalence.sh, small buckets and a stage-3 gather
