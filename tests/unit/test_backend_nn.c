@@ -1,13 +1,11 @@
 /*
- * test_backend_nn: the CPU backend's transformer-layer ops against independent
- * references written here in double precision (naive loops), gradients against
- * central finite differences of those references, dropout masks against
- * engine/rng.h's definition, and identical bits across thread counts.
- *
- * Tolerances, stated per check: float32 forward values within ~1e-5 relative
- * to the scale of the terms; gradients within 1e-5 of the largest finite
- * difference of the tensor plus 1e-4 relative; ops whose result is one
- * correctly rounded float operation (copies, adds, dy / len, x * scale) exact.
+ * test_backend_nn: the CPU backend's transformer-layer ops along the residual
+ * stream (embedding, sinusoidal positions, layernorm, GELU) against
+ * independent references written here in double precision (naive loops),
+ * gradients against central finite differences of those references, and
+ * identical bits across thread counts (also for the attention softmax).
+ * Batched gemm and attention are in test_backend_nn_attn.c, dropout and mean
+ * pooling in test_backend_nn_dropout.c; tolerances are stated in test_nn.h.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,75 +20,8 @@
 #include <string.h>
 
 #include "engine/backend.h"
-#include "engine/cpu/cpu.h"
+#include "tests/unit/test_nn.h"
 #include "tests/unit/test_rng.h"
-#include "engine/rng.h"
-
-
-static void fill_value(float *x, int64_t n, float v)
-{
-    for (int64_t i = 0; i < n; i++)
-        x[i] = v;
-}
-
-static float *xmalloc_floats(int64_t n)
-{
-    float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof *p);
-    assert_non_null(p);
-    return p;
-}
-
-static double *xmalloc_doubles(int64_t n)
-{
-    double *p = malloc((size_t)(n > 0 ? n : 1) * sizeof *p);
-    assert_non_null(p);
-    return p;
-}
-
-static float *dup_floats(const float *x, int64_t n)
-{
-    float *p = xmalloc_floats(n);
-    memcpy(p, x, (size_t)n * sizeof *p);
-    return p;
-}
-
-static double max_abs(const double *x, int64_t n)
-{
-    double m = 0.0;
-    for (int64_t i = 0; i < n; i++)
-        m = fmax(m, fabs(x[i]));
-    return m;
-}
-
-/* Gradient check: analytic float values against finite differences. */
-static void check_grad(const char *what, const float *analytic, const double *fd, int64_t n)
-{
-    double scale = max_abs(fd, n);
-    for (int64_t i = 0; i < n; i++)
-        if (fabs(analytic[i] - fd[i]) > 1e-5 * scale + 1e-4 * fabs(fd[i]) + 1e-12)
-            fail_msg("%s[%ld]: analytic %.9g, finite difference %.9g", what, (long)i,
-                     analytic[i], fd[i]);
-}
-
-/* OMP_NUM_THREADS at start, restored after tests that vary the thread count. */
-static int default_threads;
-
-static int setup(void **state)
-{
-    default_threads = omp_get_max_threads();
-    zt_backend *be = calloc(1, sizeof *be);
-    if (!be || zt_backend_cpu_init(be) != ZT_OK)
-        return -1;
-    *state = be;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    zt_backend_free(*state);
-    free(*state);
-    return 0;
-}
 
 /* ---- embedding ---- */
 
@@ -187,6 +118,7 @@ static void test_embedding_backward(void **state)
     }
 }
 
+
 /* ---- sinusoidal positions ---- */
 
 static void test_sinusoid_hand_values(void **state)
@@ -257,6 +189,7 @@ static void test_sinusoid_add(void **state)
     }
 }
 
+
 /* ---- layernorm ---- */
 
 /* y = (x - mean) * rstd * w + b in double; mean and rstd per row when non-NULL. */
@@ -281,14 +214,6 @@ static void layernorm_ref(double *y, double *mean, double *rstd, const double *x
         for (int64_t j = 0; j < cols; j++)
             y[r * cols + j] = (xr[j] - m) * rs * w[j] + b[j];
     }
-}
-
-static double *to_double(const float *x, int64_t n)
-{
-    double *d = xmalloc_doubles(n);
-    for (int64_t i = 0; i < n; i++)
-        d[i] = x[i];
-    return d;
 }
 
 static void test_layernorm_forward(void **state)
@@ -490,6 +415,7 @@ static void test_layernorm_backward(void **state)
     }
 }
 
+
 /* ---- GELU ---- */
 
 static double gelu_ref(double x)
@@ -541,485 +467,6 @@ static void test_gelu(void **state)
     free(tmp);
 }
 
-/* ---- batched gemm ---- */
-
-static void check_gemm_batched(const zt_backend *be, bool ta, bool tb, int64_t m, int64_t n,
-                               int64_t k, float alpha, float beta, int64_t pad, int64_t gap,
-                               int64_t batch)
-{
-    /* Stored shapes: A_i is (m,k) or (k,m), B_i is (k,n) or (n,k); rows are
-     * `pad` wider than the matrix and consecutive matrices `gap` floats apart
-     * beyond their storage, so the op must honour strides and leave the
-     * padding alone. */
-    int64_t a_rows = ta ? k : m, a_cols = ta ? m : k;
-    int64_t b_rows = tb ? n : k, b_cols = tb ? k : n;
-    int64_t lda = a_cols + pad, ldb = b_cols + pad, ldc = n + pad;
-    int64_t sa = a_rows * lda + gap, sb = b_rows * ldb + gap, sc = m * ldc + gap;
-    float *a = xmalloc_floats(batch * sa), *b = xmalloc_floats(batch * sb);
-    float *c0 = xmalloc_floats(batch * sc);
-    fill_uniform(a, batch * sa, -1, 1);
-    fill_uniform(b, batch * sb, -1, 1);
-    fill_uniform(c0, batch * sc, -1, 1);
-    float *c = dup_floats(c0, batch * sc);
-    be->gemm_batched(be, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batch);
-
-    for (int64_t q = 0; q < batch; q++) {
-        const float *aq = a + q * sa, *bq = b + q * sb, *c0q = c0 + q * sc, *cq = c + q * sc;
-        for (int64_t i = 0; i < m; i++)
-            for (int64_t j = 0; j < ldc; j++) {
-                if (j >= n) {
-                    assert_true(cq[i * ldc + j] == c0q[i * ldc + j]);
-                    continue;
-                }
-                double s = 0.0, mag = 0.0;
-                for (int64_t p = 0; p < k; p++) {
-                    double av = ta ? aq[p * lda + i] : aq[i * lda + p];
-                    double bv = tb ? bq[j * ldb + p] : bq[p * ldb + j];
-                    s += av * bv;
-                    mag += fabs(av * bv);
-                }
-                double ref = alpha * s + beta * (double)c0q[i * ldc + j];
-                mag = fabs(alpha) * mag + fabs(beta * c0q[i * ldc + j]);
-                if (fabs(cq[i * ldc + j] - ref) > 1e-5 * mag + 1e-30)
-                    fail_msg("gemm_batched ta=%d tb=%d (%ld,%ld,%ld) C%ld[%ld,%ld]=%.9g ref %.9g",
-                             ta, tb, (long)m, (long)n, (long)k, (long)q, (long)i, (long)j,
-                             cq[i * ldc + j], ref);
-            }
-        for (int64_t g = m * ldc; g < sc; g++)
-            assert_true(cq[g] == c0q[g]);
-    }
-    free(a);
-    free(b);
-    free(c0);
-    free(c);
-}
-
-static void test_gemm_batched(void **state)
-{
-    const zt_backend *be = *state;
-    rng_seed(17);
-    for (int ta = 0; ta < 2; ta++)
-        for (int tb = 0; tb < 2; tb++) {
-            check_gemm_batched(be, ta, tb, 5, 7, 3, 0.7f, -0.3f, 3, 5, 3);
-            check_gemm_batched(be, ta, tb, 1, 1, 17, -2.0f, 1.0f, 1, 0, 2);
-            check_gemm_batched(be, ta, tb, 13, 4, 9, 1.0f, 0.0f, 0, 0, 1);
-            check_gemm_batched(be, ta, tb, 64, 48, 80, 0.25f, 0.5f, 2, 7, 4);
-        }
-}
-
-static void test_gemm_batched_empty(void **state)
-{
-    const zt_backend *be = *state;
-    /* k == 0: C_i = beta C_i, strides honoured, and lda = ldb = 0 (which
-     * OpenBLAS would reject) are accepted since A and B are never read. */
-    float c[5] = {1.0f, 2.0f, 99.0f, 3.0f, 4.0f}; /* two (1, 2) matrices, stride 3 */
-    be->gemm_batched(be, false, false, 1, 2, 0, 1.0f, c, 0, 0, c, 0, 0, 2.0f, c, 2, 3, 2);
-    assert_true(c[0] == 2.0f && c[1] == 4.0f && c[2] == 99.0f && c[3] == 6.0f && c[4] == 8.0f);
-    /* beta == 0 assigns zeros, even over NaN. */
-    c[0] = NAN;
-    be->gemm_batched(be, true, true, 1, 2, 0, 1.0f, c, 0, 0, c, 0, 0, 0.0f, c, 2, 3, 2);
-    assert_true(c[0] == 0.0f && c[1] == 0.0f && c[2] == 99.0f && c[3] == 0.0f && c[4] == 0.0f);
-    /* m == 0 or batch == 0: nothing touched. */
-    c[0] = 5.0f;
-    be->gemm_batched(be, false, false, 0, 2, 3, 1.0f, c, 3, 0, c, 2, 0, 0.0f, c, 2, 3, 2);
-    be->gemm_batched(be, false, false, 1, 2, 1, 1.0f, c, 1, 0, c, 2, 0, 0.0f, c, 2, 3, 0);
-    assert_true(c[0] == 5.0f && c[1] == 0.0f && c[2] == 99.0f);
-}
-
-/* ---- attention softmax ---- */
-
-static int64_t allowed_keys(int64_t i, int64_t t, bool causal, const int32_t *lengths, int64_t s)
-{
-    int64_t allowed = causal ? i + 1 : t;
-    if (lengths && lengths[s] < allowed)
-        allowed = lengths[s];
-    return allowed;
-}
-
-/* Softmax of scale * scores over the allowed keys of every row, in double. */
-static void attn_softmax_ref(double *p, const double *att, int64_t n, int64_t h, int64_t t,
-                             double scale, bool causal, const int32_t *lengths)
-{
-    for (int64_t r = 0; r < n * h * t; r++) {
-        int64_t allowed = allowed_keys(r % t, t, causal, lengths, r / (h * t));
-        const double *ar = att + r * t;
-        double *pr = p + r * t;
-        double mx = -INFINITY, sum = 0.0;
-        for (int64_t j = 0; j < allowed; j++)
-            mx = fmax(mx, scale * ar[j]);
-        for (int64_t j = 0; j < allowed; j++)
-            sum += exp(scale * ar[j] - mx);
-        for (int64_t j = 0; j < t; j++)
-            pr[j] = j < allowed ? exp(scale * ar[j] - mx) / sum : 0.0;
-    }
-}
-
-static void check_attn_softmax_forward(const zt_backend *be, int64_t n, int64_t h, int64_t t,
-                                       float scale, double spread, bool causal,
-                                       const int32_t *lengths)
-{
-    int64_t total = n * h * t * t;
-    float *att0 = xmalloc_floats(total); // (n, h, t, t)
-    fill_uniform(att0, total, -spread, spread);
-    float *att = dup_floats(att0, total);
-    be->attn_softmax_forward(be, att, n, h, t, scale, causal, lengths);
-    double *ad = to_double(att0, total), *ref = xmalloc_doubles(total);
-    attn_softmax_ref(ref, ad, n, h, t, scale, causal, lengths);
-    for (int64_t r = 0; r < n * h * t; r++) {
-        int64_t allowed = allowed_keys(r % t, t, causal, lengths, r / (h * t));
-        double sum = 0.0;
-        for (int64_t j = 0; j < t; j++) {
-            float p = att[r * t + j];
-            if (j >= allowed) {
-                /* Masked: exactly +0.0. */
-                if (p != 0.0f || signbit(p))
-                    fail_msg("row %ld key %ld masked but %.9g", (long)r, (long)j, p);
-                continue;
-            }
-            if (fabs(p - ref[r * t + j]) > 1e-5 * ref[r * t + j] + 1e-30)
-                fail_msg("row %ld key %ld: %.9g, ref %.9g", (long)r, (long)j, p, ref[r * t + j]);
-            sum += p;
-        }
-        if (allowed > 0 && fabs(sum - 1.0) > 1e-5)
-            fail_msg("row %ld sums to %.9g", (long)r, sum);
-    }
-    free(att0);
-    free(att);
-    free(ad);
-    free(ref);
-}
-
-static void test_attn_softmax_forward(void **state)
-{
-    const zt_backend *be = *state;
-    rng_seed(18);
-    /* The third sample has no valid key: its rows are all zeros. */
-    const int32_t lengths[3] = {5, 7, 0};
-    for (int causal = 0; causal < 2; causal++)
-        for (int with_len = 0; with_len < 2; with_len++) {
-            const int32_t *len = with_len ? lengths : NULL;
-            check_attn_softmax_forward(be, 3, 2, 7, 0.35f, 3.0, causal, len);
-            /* Scores far beyond expf's range: needs the max subtraction. */
-            check_attn_softmax_forward(be, 3, 2, 7, 1.0f, 1000.0, causal, len);
-        }
-    /* Parallel. */
-    const int32_t long_lengths[4] = {64, 1, 33, 50};
-    check_attn_softmax_forward(be, 4, 4, 64, 0.125f, 4.0, true, long_lengths);
-    check_attn_softmax_forward(be, 4, 4, 64, 0.125f, 4.0, false, NULL);
-}
-
-/* sum over entries of dP * softmax(scores), in double. */
-static double attn_loss(const double *att, const double *dp, int64_t n, int64_t h, int64_t t,
-                        double scale, bool causal, const int32_t *lengths, double *scratch)
-{
-    attn_softmax_ref(scratch, att, n, h, t, scale, causal, lengths);
-    double loss = 0.0;
-    for (int64_t i = 0; i < n * h * t * t; i++)
-        loss += dp[i] * scratch[i];
-    return loss;
-}
-
-static void test_attn_softmax_backward(void **state)
-{
-    const zt_backend *be = *state;
-    rng_seed(19);
-    enum { N = 3, H = 2, T = 5 };
-    const int64_t total = N * H * T * T;
-    const int32_t lengths[N] = {3, 5, 0};
-    const float scale = 0.6f;
-    for (int causal = 0; causal < 2; causal++) {
-        float att[N * H * T * T], dp[N * H * T * T]; // (n, h, t, t)
-        fill_uniform(att, total, -2, 2);
-        fill_uniform(dp, total, -1, 1);
-        float p[N * H * T * T];
-        memcpy(p, att, sizeof p);
-        be->attn_softmax_forward(be, p, N, H, T, scale, causal, lengths);
-        float datt[N * H * T * T];
-        memcpy(datt, dp, sizeof datt);
-        be->attn_softmax_backward(be, datt, p, N * H * T, T, scale);
-
-        double *ad = to_double(att, total), *dpd = to_double(dp, total);
-        double *scratch = xmalloc_doubles(total), *fd = xmalloc_doubles(total);
-        const double hh = 1e-5;
-        for (int64_t i = 0; i < total; i++) {
-            double keep = ad[i];
-            ad[i] = keep + hh;
-            double lp = attn_loss(ad, dpd, N, H, T, scale, causal, lengths, scratch);
-            ad[i] = keep - hh;
-            double lm = attn_loss(ad, dpd, N, H, T, scale, causal, lengths, scratch);
-            ad[i] = keep;
-            fd[i] = (lp - lm) / (2 * hh);
-        }
-        check_grad("dscores", datt, fd, total);
-        /* Masked keys (p = 0) get exactly zero gradient. */
-        for (int64_t i = 0; i < total; i++)
-            if (p[i] == 0.0f)
-                assert_true(datt[i] == 0.0f);
-        free(ad);
-        free(dpd);
-        free(scratch);
-        free(fd);
-    }
-}
-
-/* ---- dropout ---- */
-
-/* The contract's definition, straight from engine/rng.h. */
-static bool ref_keep(const zt_dropout_desc *d, int64_t s, int64_t i, int64_t j, int64_t k)
-{
-    uint64_t row_seed = zt_dropout_row_seed(d->seed, d->site, d->step, d->row_keys[s]);
-    uint64_t ctr = (uint64_t)((i * d->key_b + j) * d->key_c + k);
-    return zt_rng_uniform(row_seed, 0, ctr) >= d->p;
-}
-
-static int64_t desc_numel(const zt_dropout_desc *d) { return d->n * d->a * d->b * d->c; }
-
-static void test_dropout_zero_p(void **state)
-{
-    const zt_backend *be = *state;
-    rng_seed(20);
-    const uint64_t keys[2] = {3, 4};
-    zt_dropout_desc d = {.seed = 1, .site = 2, .step = 3, .row_keys = keys, .n = 2, .a = 3,
-                         .b = 100, .c = 70, .key_b = 100, .key_c = 70, .p = 0.0f};
-    int64_t total = desc_numel(&d);
-    float *x = xmalloc_floats(total), *y = xmalloc_floats(total);
-    fill_uniform(x, total, -1, 1);
-    x[0] = -0.0f;
-    x[1] = INFINITY;
-    x[2] = NAN;
-    fill_value(y, total, 7.0f);
-    be->dropout(be, y, x, &d);
-    assert_memory_equal(y, x, (size_t)total * sizeof *x);
-    be->dropout(be, y, y, &d);
-    assert_memory_equal(y, x, (size_t)total * sizeof *x);
-    free(x);
-    free(y);
-}
-
-static void test_dropout_mask(void **state)
-{
-    const zt_backend *be = *state;
-    rng_seed(21);
-    const uint64_t keys[4] = {1000, 1001, 57, 1ull << 40};
-    /* 100000 elements, key extents beyond the tensor's. */
-    zt_dropout_desc d = {.seed = 42, .site = 17, .step = 9, .row_keys = keys, .n = 4, .a = 10,
-                         .b = 50, .c = 50, .key_b = 64, .key_c = 60, .p = 0.3f};
-    int64_t total = desc_numel(&d);
-    float *x = xmalloc_floats(total), *y = xmalloc_floats(total);
-    fill_uniform(x, total, -1, 1);
-    be->dropout(be, y, x, &d);
-
-    /* The same float32 formula as the op: x * (1 / (1 - p)), the factor
-     * rounded once. */
-    const float scale = 1.0f / (1.0f - d.p);
-    int64_t kept = 0, at = 0;
-    for (int64_t s = 0; s < d.n; s++)
-        for (int64_t i = 0; i < d.a; i++)
-            for (int64_t j = 0; j < d.b; j++)
-                for (int64_t k = 0; k < d.c; k++, at++) {
-                    bool keep = ref_keep(&d, s, i, j, k);
-                    kept += keep;
-                    if (y[at] != (keep ? x[at] * scale : 0.0f))
-                        fail_msg("(%ld,%ld,%ld,%ld) keep=%d: y %.9g, x %.9g", (long)s, (long)i,
-                                 (long)j, (long)k, keep, y[at], x[at]);
-                }
-    double frac = (double)kept / (double)total, q = 1.0 - d.p;
-    assert_true(fabs(frac - q) <= 4.0 * sqrt(q * (1.0 - q) / (double)total));
-
-    /* Deterministic: same call, same bits; in place; any thread count. */
-    float *y2 = xmalloc_floats(total);
-    be->dropout(be, y2, x, &d);
-    assert_memory_equal(y2, y, (size_t)total * sizeof *y);
-    memcpy(y2, x, (size_t)total * sizeof *y2);
-    be->dropout(be, y2, y2, &d);
-    assert_memory_equal(y2, y, (size_t)total * sizeof *y);
-    for (int threads = 1; threads <= 3; threads++) {
-        omp_set_num_threads(threads);
-        be->dropout(be, y2, x, &d);
-        assert_memory_equal(y2, y, (size_t)total * sizeof *y);
-    }
-    omp_set_num_threads(default_threads);
-    free(x);
-    free(y);
-    free(y2);
-}
-
-/* Keep decisions of the op on an all-ones tensor. */
-static bool *op_mask(const zt_backend *be, const zt_dropout_desc *d)
-{
-    int64_t total = desc_numel(d);
-    float *x = xmalloc_floats(total), *y = xmalloc_floats(total);
-    fill_value(x, total, 1.0f);
-    be->dropout(be, y, x, d);
-    bool *keep = malloc((size_t)total * sizeof *keep);
-    assert_non_null(keep);
-    for (int64_t i = 0; i < total; i++)
-        keep[i] = y[i] != 0.0f;
-    free(x);
-    free(y);
-    return keep;
-}
-
-static void test_dropout_padding_and_rank(void **state)
-{
-    const zt_backend *be = *state;
-    /* Full-size batch: b = key_b, c = key_c, samples keyed 70 and 71. */
-    const uint64_t keys_full[2] = {70, 71};
-    zt_dropout_desc full = {.seed = 5, .site = 33, .step = 2, .row_keys = keys_full, .n = 2,
-                            .a = 3, .b = 12, .c = 9, .key_b = 12, .key_c = 9, .p = 0.5f};
-    /* A padded-less batch: shorter b and c, sample 71 alone at position 0 (as
-     * on another rank). */
-    const uint64_t keys_short[1] = {71};
-    zt_dropout_desc part = full;
-    part.row_keys = keys_short;
-    part.n = 1;
-    part.b = 5;
-    part.c = 4;
-    bool *mf = op_mask(be, &full), *mp = op_mask(be, &part);
-    int64_t kept = 0, n_cmp = 0;
-    for (int64_t i = 0; i < part.a; i++)
-        for (int64_t j = 0; j < part.b; j++)
-            for (int64_t k = 0; k < part.c; k++) {
-                bool a = mf[((1 * full.a + i) * full.b + j) * full.c + k];
-                bool b = mp[(i * part.b + j) * part.c + k];
-                assert_true(a == b);
-                kept += a;
-                n_cmp++;
-            }
-    assert_true(kept > 0 && kept < n_cmp); /* the comparison saw both kinds */
-    free(mf);
-    free(mp);
-}
-
-/* Fraction of positions where two descriptors' masks disagree. */
-static double mask_disagreement(const zt_backend *be, const zt_dropout_desc *d1,
-                                const zt_dropout_desc *d2)
-{
-    bool *m1 = op_mask(be, d1), *m2 = op_mask(be, d2);
-    int64_t total = desc_numel(d1), diff = 0;
-    for (int64_t i = 0; i < total; i++)
-        diff += m1[i] != m2[i];
-    free(m1);
-    free(m2);
-    return (double)diff / (double)total;
-}
-
-static void test_dropout_keys_differ(void **state)
-{
-    const zt_backend *be = *state;
-    const uint64_t keys[2] = {10, 11}, other_keys[2] = {12, 13};
-    zt_dropout_desc base = {.seed = 7, .site = 1, .step = 4, .row_keys = keys, .n = 2, .a = 4,
-                            .b = 50, .c = 50, .key_b = 50, .key_c = 50, .p = 0.5f};
-    zt_dropout_desc v[4] = {base, base, base, base};
-    v[0].row_keys = other_keys;
-    v[1].site = 2;
-    v[2].step = 5;
-    v[3].seed = 8;
-    /* Independent masks disagree at 2 p (1 - p) = 1/2 of 20000 positions;
-     * +-0.05 is 14 sigma. */
-    for (int i = 0; i < 4; i++) {
-        double f = mask_disagreement(be, &base, &v[i]);
-        if (fabs(f - 0.5) > 0.05)
-            fail_msg("variant %d: masks disagree at %.4f of positions", i, f);
-    }
-}
-
-static void test_dropout_backward(void **state)
-{
-    const zt_backend *be = *state;
-    rng_seed(22);
-    const uint64_t keys[3] = {5, 6, 7};
-    zt_dropout_desc d = {.seed = 3, .site = 9, .step = 1, .row_keys = keys, .n = 3, .a = 2,
-                         .b = 30, .c = 20, .key_b = 32, .key_c = 32, .p = 0.25f};
-    int64_t total = desc_numel(&d);
-    float *x = xmalloc_floats(total), *y = xmalloc_floats(total);
-    float *dy = xmalloc_floats(total), *dx = xmalloc_floats(total);
-    fill_uniform(x, total, 0.5, 1.5); /* nonzero, so y == 0 means dropped */
-    fill_uniform(dy, total, -1.5, -0.5);
-    be->dropout(be, y, x, &d);
-    be->dropout(be, dx, dy, &d);
-    const float scale = 1.0f / (1.0f - d.p);
-    for (int64_t i = 0; i < total; i++) {
-        assert_true((y[i] == 0.0f) == (dx[i] == 0.0f));
-        assert_true(dx[i] == (y[i] == 0.0f ? 0.0f : dy[i] * scale));
-    }
-    /* In place on the gradient, as the layers call it. */
-    be->dropout(be, dy, dy, &d);
-    assert_memory_equal(dy, dx, (size_t)total * sizeof *dx);
-
-    /* A non-finite value at a dropped position stays visible (x * 0 = NaN,
-     * as in torch), so the overflow check still sees it. */
-    int64_t dropped = 0;
-    while (dropped < total && y[dropped] != 0.0f)
-        dropped++;
-    assert_true(dropped < total);
-    x[dropped] = INFINITY;
-    be->dropout(be, y, x, &d);
-    assert_true(isnan(y[dropped]));
-    free(x);
-    free(y);
-    free(dy);
-    free(dx);
-}
-
-/* ---- mean pooling ---- */
-
-static void check_mean_pool(const zt_backend *be, int64_t n, int64_t t, int64_t cols,
-                            const int32_t *lengths)
-{
-    float *x = xmalloc_floats(n * t * cols);  // (n, t, cols)
-    float *y = xmalloc_floats(n * cols);      // (n, cols)
-    float *dy = xmalloc_floats(n * cols);     // (n, cols)
-    float *dx = xmalloc_floats(n * t * cols); // (n, t, cols)
-    fill_uniform(x, n * t * cols, -1, 3);
-    fill_uniform(dy, n * cols, -1, 1);
-    fill_value(y, n * cols, NAN);
-    fill_value(dx, n * t * cols, NAN); /* every element must be assigned */
-    be->mean_pool_forward(be, y, x, lengths, n, t, cols);
-    be->mean_pool_backward(be, dx, dy, lengths, n, t, cols);
-    for (int64_t s = 0; s < n; s++) {
-        int64_t len = lengths ? lengths[s] : t;
-        for (int64_t j = 0; j < cols; j++) {
-            double ref = 0.0, mag = 0.0;
-            float ordered = 0.0f; /* the contract's order: float32, increasing i */
-            for (int64_t i = 0; i < len; i++) {
-                float v = x[(s * t + i) * cols + j];
-                ref += v;
-                mag += fabs(v);
-                ordered += v;
-            }
-            ref /= (double)len;
-            mag /= (double)len;
-            float got = y[s * cols + j];
-            if (fabs(got - ref) > 1e-5 * mag || got != ordered / (float)len)
-                fail_msg("y[%ld,%ld] = %.9g, ref %.9g", (long)s, (long)j, got, ref);
-            /* dy / len, one correctly rounded division; zeros past len. */
-            for (int64_t i = 0; i < t; i++) {
-                float g = dx[(s * t + i) * cols + j];
-                float want = i < len ? (float)((double)dy[s * cols + j] / (double)len) : 0.0f;
-                if (g != want)
-                    fail_msg("dx[%ld,%ld,%ld] = %.9g, want %.9g", (long)s, (long)i, (long)j, g,
-                             want);
-            }
-        }
-    }
-    free(x);
-    free(y);
-    free(dy);
-    free(dx);
-}
-
-static void test_mean_pool(void **state)
-{
-    const zt_backend *be = *state;
-    rng_seed(23);
-    const int32_t lengths[3] = {6, 1, 3};
-    check_mean_pool(be, 3, 6, 10, lengths);
-    check_mean_pool(be, 3, 6, 10, NULL);
-    const int32_t long_lengths[8] = {64, 1, 2, 63, 32, 17, 64, 5}; /* parallel */
-    check_mean_pool(be, 8, 64, 80, long_lengths);
-    check_mean_pool(be, 8, 64, 80, NULL);
-}
 
 /* ---- determinism across thread counts ---- */
 
@@ -1083,16 +530,6 @@ int main(void)
         cmocka_unit_test(test_layernorm_single_column),
         cmocka_unit_test(test_layernorm_backward),
         cmocka_unit_test(test_gelu),
-        cmocka_unit_test(test_gemm_batched),
-        cmocka_unit_test(test_gemm_batched_empty),
-        cmocka_unit_test(test_attn_softmax_forward),
-        cmocka_unit_test(test_attn_softmax_backward),
-        cmocka_unit_test(test_dropout_zero_p),
-        cmocka_unit_test(test_dropout_mask),
-        cmocka_unit_test(test_dropout_padding_and_rank),
-        cmocka_unit_test(test_dropout_keys_differ),
-        cmocka_unit_test(test_dropout_backward),
-        cmocka_unit_test(test_mean_pool),
         cmocka_unit_test(test_thread_determinism),
     };
     return cmocka_run_group_tests_name("backend_nn", tests, setup, teardown);
