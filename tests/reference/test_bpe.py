@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Reference test for zerotrain's GPT-2 BPE tokenizer (data/tokenizer.c).
+"""Reference test for zerotrain's GPT-2 BPE tokenizer (data/bpe.c).
 
 An independent GPT-2 encoder, written again here from OpenAI's gpt-2
 encoder.py: bytes_to_unicode, the merges by rank, and the pre-tokenisation
