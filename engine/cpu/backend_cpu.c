@@ -3,9 +3,8 @@
  * table, the reference every other backend is tested against. gemm is
  * OpenBLAS; everything else is OpenMP loops written so the compiler vectorises
  * the inner loop; convert, sum_squares and has_inf_nan are engine/dtype.c's
- * host loops. Reductions (sum_squares, cross-entropy loss,
- * bias_grad) use a fixed summation order, so results are bit-identical for any
- * OMP_NUM_THREADS.
+ * host loops. Reductions (sum_squares, cross-entropy loss, bias_grad) use a
+ * fixed summation order, so results are bit-identical for any OMP_NUM_THREADS.
  *
  * Memory: alloc/free are posix_memalign/free; ops allocate nothing.
  * Collective: none.
