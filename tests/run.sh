@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Runs every test: cmocka unit tests, multi-rank MPI tests, PyTorch reference
-# tests. Each is one executable or script; its exit status decides. Prints a
-# final "N passed, N failed" line and exits non-zero on any failure.
+# Runs every test: the source-tree rules (tests/lint), cmocka unit tests,
+# multi-rank MPI tests, PyTorch reference tests. Each is one executable or
+# script; its exit status decides. Prints a final "N passed, N failed" line
+# and exits non-zero on any failure.
 set -u
 cd "$(dirname "$0")/.."
 source tests/env.sh
@@ -27,6 +28,9 @@ run_one() {
     fi
 }
 
+for t in tests/lint/*.py; do
+    run_one "lint/$(basename "$t" .py)" "$ZT_PYTHON" "$t"
+done
 for t in build/tests/test_*; do
     [ -x "$t" ] && run_one "unit/$(basename "$t")" "$t"
 done

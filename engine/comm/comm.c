@@ -1,5 +1,5 @@
 /*
- * comm.c: the MPI communicator (host buffers) and what every backend shares:
+ * comm: the MPI communicator (host buffers) and what every backend shares:
  * the bootstrap of device communicators, ZT_COMM_TIMEOUT and the watchdog's
  * message, zt_comm_free.
  *

@@ -1,5 +1,5 @@
 /*
- * comm_nccl.c: the NCCL communicator (device buffers of the CUDA backend).
+ * nccl: the NCCL communicator (device buffers of the CUDA backend).
  * Compiled when the Makefile finds NCCL; engine/comm/nccl_absent.c otherwise.
  *
  * Ordering: collectives run on a dedicated comm stream. Each one first makes

@@ -1,6 +1,6 @@
 /*
- * comm_nccl_absent.c: what a build without NCCL says when asked for the NCCL
- * communicator (the Makefile compiles this file instead of comm_nccl.c when it
+ * nccl_absent: what a build without NCCL says when asked for the NCCL
+ * communicator (the Makefile compiles this file instead of nccl.c when it
  * finds no NCCL), so the choice is made at run time with a clear message.
  *
  * Memory: none. Collective: none (init fails on every rank alike).

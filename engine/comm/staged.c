@@ -1,5 +1,5 @@
 /*
- * comm_staged.c: the MPI communicator for device buffers of a backend whose
+ * staged: the MPI communicator for device buffers of a backend whose
  * memory MPI cannot read (CUDA without a CUDA-aware MPI). Each collective
  * copies its device input into a host staging buffer (be->copy_d2h), runs the
  * MPI collective there through an inner MPI comm (engine/comm/comm.c, so sequence
