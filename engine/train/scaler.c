@@ -89,3 +89,28 @@ int zt_scaler_overflow_line(const zt_scaler_event *ev, bool fp16, char *buf, siz
     return snprintf(buf, cap, "%s Attempted loss scale: %.0f, reducing to %.0f", head, prev,
                     trunc(ev->new_scale));
 }
+
+void zt_scaler_state_get(const zt_scaler *s, zt_scaler_state *out)
+{
+    *out = (zt_scaler_state){.dynamic = s->dynamic,
+                             .cur_scale = s->scale,
+                             .cur_iter = s->iter,
+                             .last_overflow_iter = s->last_overflow_iter,
+                             .cur_hysteresis = s->cur_hysteresis,
+                             .hysteresis = s->hysteresis,
+                             .loss_scale_window = s->window,
+                             .min_loss_scale = s->min_scale,
+                             .consecutive_hysteresis = s->consecutive_hysteresis};
+}
+
+void zt_scaler_state_set(zt_scaler *s, const zt_scaler_state *st)
+{
+    if (!s->dynamic || !st->dynamic)
+        return;
+    s->scale = st->cur_scale;
+    s->iter = st->cur_iter;
+    s->last_overflow_iter = st->last_overflow_iter;
+    /* A run resumed with a smaller hysteresis cannot have more left than it allows. */
+    s->cur_hysteresis = st->cur_hysteresis < s->hysteresis ? (int)st->cur_hysteresis
+                                                           : s->hysteresis;
+}

@@ -21,6 +21,11 @@
  * Static (loss_scale > 0) and no scaling (bf16, fp32; scale 1): the scale never
  * changes; an overflow is still reported so the step is skipped.
  *
+ * Checkpoints keep the scaler's state (zt_scaler_state, DeepSpeed's
+ * DynamicLossScaler fields) and a resumed run takes it over only when both
+ * runs scale dynamically: a static or absent scaler is what this run's config
+ * says.
+ *
  * Memory: plain value. Collective: none (the caller reduces the overflow flag
  * over the ranks first, so every rank's scaler stays identical).
  */
@@ -70,5 +75,23 @@ zt_scaler_event zt_scaler_update(zt_scaler *s, bool overflow);
  * Scales print as integers (int(scale) in Python: truncation). Returns what
  * snprintf returns. */
 int zt_scaler_overflow_line(const zt_scaler_event *ev, bool fp16, char *buf, size_t cap);
+
+/* What a checkpoint keeps of a scaler, under DeepSpeed's names. */
+typedef struct {
+    bool dynamic;
+    double cur_scale;
+    int64_t cur_iter, last_overflow_iter;
+    int64_t cur_hysteresis;
+    /* The configuration: recorded, never taken over (this run's config rules). */
+    int64_t hysteresis, loss_scale_window;
+    double min_loss_scale;
+    bool consecutive_hysteresis;
+} zt_scaler_state;
+
+void zt_scaler_state_get(const zt_scaler *s, zt_scaler_state *out);
+/* Takes over cur_scale, cur_iter, last_overflow_iter and cur_hysteresis (at
+ * most this scaler's hysteresis) when both s and st are dynamic; otherwise
+ * leaves s as it is. The configuration fields of st are not read. */
+void zt_scaler_state_set(zt_scaler *s, const zt_scaler_state *st);
 
 #endif

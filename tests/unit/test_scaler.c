@@ -486,6 +486,71 @@ static void test_cross_check_random(void **state)
                 n_restore > 1000);
 }
 
+/* A checkpoint's state round trip: a dynamic scaler that takes over another's
+ * state continues exactly as the original does; the remaining hysteresis is
+ * clamped to the new run's, and static or absent scalers take nothing. */
+static void test_state_get_set(void **state)
+{
+    (void)state;
+    zt_fp16_config c = dynamic_config(10, 3, 3, false, 1.0);
+    zt_scaler a;
+    zt_scaler_init(&a, &c, true);
+    const bool pattern[] = {false, true, false, false, false, false, true, true, false};
+    for (size_t i = 0; i < sizeof pattern / sizeof *pattern; i++)
+        zt_scaler_update(&a, pattern[i]);
+    zt_scaler_state st;
+    zt_scaler_state_get(&a, &st);
+    assert_true(st.dynamic && st.cur_scale == a.scale && st.min_loss_scale == 1.0);
+    assert_int_equal(st.cur_iter, 9);
+    assert_int_equal(st.last_overflow_iter, 7);
+    assert_int_equal(st.cur_hysteresis, a.cur_hysteresis);
+    assert_int_equal(st.hysteresis, 3);
+    assert_int_equal(st.loss_scale_window, 3);
+    assert_false(st.consecutive_hysteresis);
+
+    zt_scaler b;
+    zt_scaler_init(&b, &c, true);
+    zt_scaler_state_set(&b, &st);
+    for (int it = 0; it < 40; it++) {
+        bool overflow = it % 5 == 1;
+        zt_scaler_event ea = zt_scaler_update(&a, overflow), eb = zt_scaler_update(&b, overflow);
+        assert_true(ea.new_scale == eb.new_scale && a.scale == b.scale);
+        assert_int_equal(a.cur_hysteresis, b.cur_hysteresis);
+        assert_int_equal(a.iter, b.iter);
+        assert_int_equal(a.last_overflow_iter, b.last_overflow_iter);
+    }
+
+    /* Saved with hysteresis 3 and 3 left, resumed with hysteresis 2: 2 left. */
+    zt_scaler_init(&a, &c, true);
+    zt_scaler_state_get(&a, &st);
+    assert_int_equal(st.cur_hysteresis, 3);
+    zt_fp16_config c2 = dynamic_config(12, 3, 2, false, 1.0);
+    zt_scaler_init(&b, &c2, true);
+    zt_scaler_state_set(&b, &st);
+    assert_int_equal(b.cur_hysteresis, 2);
+    assert_int_equal(b.hysteresis, 2);
+    assert_true(b.scale == 1024.0);
+    st.cur_hysteresis = 1;
+    zt_scaler_state_set(&b, &st);
+    assert_int_equal(b.cur_hysteresis, 1);
+
+    /* A static scaler keeps its scale; a static state changes nothing. */
+    zt_fp16_config fixed = default_config();
+    fixed.loss_scale = 128;
+    zt_scaler_init(&b, &fixed, true);
+    zt_scaler_state_set(&b, &st);
+    assert_true(b.scale == 128.0);
+    assert_int_equal(b.iter, 0);
+    zt_scaler_init(&a, &fixed, true);
+    zt_scaler_state_get(&a, &st);
+    assert_false(st.dynamic);
+    zt_scaler_init(&b, &c, true);
+    zt_scaler_state_set(&b, &st);
+    assert_true(b.scale == 1024.0);
+    assert_int_equal(b.cur_hysteresis, 3);
+    assert_int_equal(b.last_overflow_iter, -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -500,6 +565,7 @@ int main(void)
         cmocka_unit_test(test_disabled),
         cmocka_unit_test(test_overflow_lines),
         cmocka_unit_test(test_cross_check_random),
+        cmocka_unit_test(test_state_get_set),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
