@@ -169,3 +169,14 @@ bool zt_sched_momentum(const zt_sched *s, double *beta1, double *beta2)
 }
 
 void zt_sched_step(zt_sched *s) { s->last_batch_iteration++; }
+
+void zt_sched_state_get(const zt_sched *s, zt_sched_state *out)
+{
+    *out = (zt_sched_state){.last_batch_iteration = s->last_batch_iteration,
+                            .base_lr = s->base_lr};
+}
+
+void zt_sched_state_set(zt_sched *s, const zt_sched_state *st)
+{
+    s->last_batch_iteration = st->last_batch_iteration;
+}

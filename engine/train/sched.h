@@ -4,6 +4,9 @@
  * last_batch_iteration starts at -1, the constructor applies f(-1), and the
  * trainer calls zt_sched_step only after steps that were applied (skipped
  * fp16 overflow steps do not advance it). So the k-th applied step uses f(k-2).
+ * A checkpoint keeps the position (zt_sched_state); a resumed run takes over
+ * last_batch_iteration, as DeepSpeed's load_state_dict does, and keeps its own
+ * configuration and base learning rate (the rate may change on resume).
  *
  * Memory: plain values. Collective: none.
  */
@@ -33,5 +36,15 @@ double zt_sched_lr_at(const zt_sched_config *cfg, double base_lr, int64_t it);
 bool zt_sched_momentum(const zt_sched *s, double *beta1, double *beta2);
 
 void zt_sched_step(zt_sched *s); /* last_batch_iteration += 1 */
+
+/* What a checkpoint keeps of a schedule. */
+typedef struct {
+    int64_t last_batch_iteration;
+    double base_lr; /* recorded, never taken over */
+} zt_sched_state;
+
+void zt_sched_state_get(const zt_sched *s, zt_sched_state *out);
+/* Takes over last_batch_iteration only (see above). */
+void zt_sched_state_set(zt_sched *s, const zt_sched_state *st);
 
 #endif

@@ -332,6 +332,36 @@ static void test_skipped_steps(void **state)
     assert_int_equal(s.last_batch_iteration, 9);
 }
 
+/* A checkpoint's state round trip: a schedule resumed from another's state
+ * continues with the same rates, and keeps its own base learning rate. */
+static void test_state_get_set(void **state)
+{
+    (void)state;
+    zt_sched_config c = {.type = ZT_SCHED_WARMUP_LR, .warmup_min_lr = 0.0,
+                         .warmup_max_lr = 0.01, .warmup_num_steps = 10,
+                         .warmup_type = ZT_WARMUP_LINEAR};
+    zt_optim_config o = adamw_config(0.01);
+    zt_sched a, b;
+    zt_sched_init(&a, &c, &o);
+    for (int k = 0; k < 4; k++)
+        zt_sched_step(&a);
+    zt_sched_state st;
+    zt_sched_state_get(&a, &st);
+    assert_int_equal(st.last_batch_iteration, 3);
+    assert_true(st.base_lr == 0.01);
+
+    zt_optim_config o2 = adamw_config(0.02);
+    zt_sched_init(&b, &c, &o2);
+    zt_sched_state_set(&b, &st);
+    assert_int_equal(b.last_batch_iteration, 3);
+    assert_true(b.base_lr == 0.02);
+    for (int k = 0; k < 12; k++) {
+        assert_near_at(zt_sched_lr(&b), zt_sched_lr(&a), "resumed lr", k);
+        zt_sched_step(&a);
+        zt_sched_step(&b);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -347,6 +377,7 @@ int main(void)
         cmocka_unit_test(test_one_cycle_momentum_off),
         cmocka_unit_test(test_lr_range_test),
         cmocka_unit_test(test_skipped_steps),
+        cmocka_unit_test(test_state_get_set),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
