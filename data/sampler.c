@@ -56,3 +56,12 @@ int64_t zt_sampler_index(const zt_sampler *s, int64_t step, int64_t micro_step, 
     int64_t p = base + zt_sampler_offset(s, micro_step, k);
     return s->shuffle ? zt_sampler_permute(s->n_samples, s->seed, epoch, p) : p;
 }
+
+void zt_sampler_state_get(const zt_sampler *s, int64_t step, zt_sampler_state *out)
+{
+    *out = (zt_sampler_state){.n_samples = s->n_samples,
+                              .steps_per_epoch = s->steps_per_epoch,
+                              .epoch = step / s->steps_per_epoch,
+                              .position = step % s->steps_per_epoch * s->train_batch,
+                              .shuffle = s->shuffle};
+}

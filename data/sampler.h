@@ -12,6 +12,9 @@
  * keyed bijection of [0, n_samples) - a 4-round Feistel network on the smallest
  * even bit width covering n_samples, cycle-walked back into range, round keys
  * zt_rng_u64(seed, ZT_RNG_STREAM_SHUFFLE, epoch * 4 + round).
+ * So the data position has no state to restore: a checkpoint records where a
+ * step stands (zt_sampler_state) for the reader and for the resume check of
+ * the data set's size.
  *
  * Memory: plain value. Collective: none.
  */
@@ -41,6 +44,17 @@ int64_t zt_sampler_offset(const zt_sampler *s, int64_t micro_step, int64_t k);
 
 /* Sample index of element k of this rank's micro-batch `micro_step` in `step`. */
 int64_t zt_sampler_index(const zt_sampler *s, int64_t step, int64_t micro_step, int64_t k);
+
+/* Where the data order stands after `step` optimizer steps, as a checkpoint
+ * records it. */
+typedef struct {
+    int64_t n_samples, steps_per_epoch;
+    int64_t epoch;    /* of the next step */
+    int64_t position; /* its first global position within the epoch */
+    bool shuffle;
+} zt_sampler_state;
+
+void zt_sampler_state_get(const zt_sampler *s, int64_t step, zt_sampler_state *out);
 
 /* The keyed permutation itself (exposed for tests). */
 int64_t zt_sampler_permute(int64_t n, uint64_t seed, int64_t epoch, int64_t p);

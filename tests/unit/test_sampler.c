@@ -102,6 +102,32 @@ static void test_batch_larger_than_data(void **state)
     assert_non_null(strstr(zt_status_message(), "fewer than one global batch"));
 }
 
+/* The state a checkpoint records: 100 samples in batches of 12 make 8 steps
+ * an epoch; step 19 is the 4th of epoch 2, starting at position 36, which the
+ * unshuffled sampler reads first. */
+static void test_state_get(void **state)
+{
+    (void)state;
+    zt_sampler s;
+    assert_int_equal(zt_sampler_init(&s, 100, 12, 3, 2, 0, false, 7), ZT_OK);
+    zt_sampler_state st;
+    zt_sampler_state_get(&s, 19, &st);
+    assert_int_equal(st.n_samples, 100);
+    assert_int_equal(st.steps_per_epoch, 8);
+    assert_int_equal(st.epoch, 2);
+    assert_int_equal(st.position, 36);
+    assert_false(st.shuffle);
+    assert_int_equal(zt_sampler_index(&s, 19, 0, 0), st.position);
+    zt_sampler_state_get(&s, 0, &st);
+    assert_int_equal(st.epoch, 0);
+    assert_int_equal(st.position, 0);
+    assert_int_equal(zt_sampler_init(&s, 100, 12, 3, 2, 1, true, 7), ZT_OK);
+    zt_sampler_state_get(&s, 16, &st);
+    assert_true(st.shuffle);
+    assert_int_equal(st.epoch, 2);
+    assert_int_equal(st.position, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -109,6 +135,7 @@ int main(void)
         cmocka_unit_test(test_sequential_positions),
         cmocka_unit_test(test_permutation_is_bijection),
         cmocka_unit_test(test_batch_larger_than_data),
+        cmocka_unit_test(test_state_get),
     };
     return cmocka_run_group_tests_name("sampler", tests, NULL, NULL);
 }
