@@ -427,9 +427,9 @@ static bool ckpt_transformer(const char *model) { return strcmp(model, "mlp") !=
 typedef struct {
     zt_trainer_stats s;
     zt_trainer_counters c;
-    const zt_sched *sched;
-    const zt_scaler *scaler;
-    const zt_sampler *sampler;
+    zt_sched_state sched;
+    zt_scaler_state scaler;
+    zt_sampler_state sampler;
     uint64_t seed;
 } ckpt_src;
 
@@ -437,9 +437,9 @@ static void ckpt_src_get(zt_trainer *t, ckpt_src *v)
 {
     zt_trainer_stats_get(t, &v->s);
     zt_trainer_counters_get(t, &v->c);
-    v->sched = zt_trainer_sched(t);
-    v->scaler = zt_trainer_scaler(t);
-    v->sampler = zt_trainer_sampler(t);
+    zt_sched_state_get(zt_trainer_sched(t), &v->sched);
+    zt_scaler_state_get(zt_trainer_scaler(t), &v->scaler);
+    zt_sampler_state_get(zt_trainer_sampler(t), v->c.global_steps, &v->sampler);
     v->seed = zt_trainer_seed(t);
 }
 
@@ -548,17 +548,17 @@ static json_t *ckpt_optimizer_json(const ckpt_src *t, int *bad)
     return o;
 }
 
-static json_t *ckpt_scaler_json(const zt_scaler *s, int *bad)
+static json_t *ckpt_scaler_json(const zt_scaler_state *s, int *bad)
 {
     json_t *o = json_object();
     ckpt_put(o, "dynamic", json_boolean(s->dynamic), bad);
-    ckpt_put(o, "cur_scale", json_real(s->scale), bad);
-    ckpt_put(o, "cur_iter", json_integer(s->iter), bad);
+    ckpt_put(o, "cur_scale", json_real(s->cur_scale), bad);
+    ckpt_put(o, "cur_iter", json_integer(s->cur_iter), bad);
     ckpt_put(o, "last_overflow_iter", json_integer(s->last_overflow_iter), bad);
     ckpt_put(o, "cur_hysteresis", json_integer(s->cur_hysteresis), bad);
     ckpt_put(o, "hysteresis", json_integer(s->hysteresis), bad);
-    ckpt_put(o, "loss_scale_window", json_integer(s->window), bad);
-    ckpt_put(o, "min_loss_scale", json_real(s->min_scale), bad);
+    ckpt_put(o, "loss_scale_window", json_integer(s->loss_scale_window), bad);
+    ckpt_put(o, "min_loss_scale", json_real(s->min_loss_scale), bad);
     ckpt_put(o, "consecutive_hysteresis", json_boolean(s->consecutive_hysteresis), bad);
     return o;
 }
@@ -581,13 +581,13 @@ static json_t *ckpt_training_json(const ckpt_src *t, int *bad)
     return o;
 }
 
-static json_t *ckpt_sampler_json(const zt_sampler *s, int64_t steps, int *bad)
+static json_t *ckpt_sampler_json(const zt_sampler_state *s, int *bad)
 {
     json_t *o = json_object();
     ckpt_put(o, "n_samples", json_integer(s->n_samples), bad);
     ckpt_put(o, "steps_per_epoch", json_integer(s->steps_per_epoch), bad);
-    ckpt_put(o, "epoch", json_integer(steps / s->steps_per_epoch), bad);
-    ckpt_put(o, "position", json_integer(steps % s->steps_per_epoch * s->train_batch), bad);
+    ckpt_put(o, "epoch", json_integer(s->epoch), bad);
+    ckpt_put(o, "position", json_integer(s->position), bad);
     ckpt_put(o, "shuffle", json_boolean(s->shuffle), bad);
     return o;
 }
@@ -669,12 +669,12 @@ static zt_status ckpt_manifest_text(const ckpt_src *t, const zt_ckpt_meta *meta,
     ckpt_put(root, "optimizer", ckpt_optimizer_json(t, &bad), &bad);
     ckpt_put(root, "scheduler",
              json_pack("{sssIsf}", "type", zt_sched_type_name(cfg->scheduler.type),
-                       "last_batch_iteration", (json_int_t)t->sched->last_batch_iteration,
-                       "base_lr", t->sched->base_lr),
+                       "last_batch_iteration", (json_int_t)t->sched.last_batch_iteration,
+                       "base_lr", t->sched.base_lr),
              &bad);
-    ckpt_put(root, "loss_scaler", ckpt_scaler_json(t->scaler, &bad), &bad);
+    ckpt_put(root, "loss_scaler", ckpt_scaler_json(&t->scaler, &bad), &bad);
     ckpt_put(root, "training", ckpt_training_json(t, &bad), &bad);
-    ckpt_put(root, "sampler", ckpt_sampler_json(t->sampler, t->c.global_steps, &bad), &bad);
+    ckpt_put(root, "sampler", ckpt_sampler_json(&t->sampler, &bad), &bad);
     ckpt_put(root, "rng",
              json_pack("{sIss}", "seed", (json_int_t)t->seed, "note",
                        "counter-based: every draw is keyed by (seed, stream, index), no state"),
@@ -1401,10 +1401,9 @@ static zt_status ckpt_check_model(const zt_ckpt *c, const zt_model_args *a, cons
 
 /* What a resumed run takes over, read in full before anything is changed. */
 typedef struct {
-    int64_t global_steps, skipped_steps, global_samples, optim_steps, sched_iteration;
-    bool scaler_dynamic;
-    double scale;
-    int64_t scaler_iter, last_overflow_iter, cur_hysteresis;
+    int64_t global_steps, skipped_steps, global_samples, optim_steps;
+    zt_sched_state sched;   /* last_batch_iteration read */
+    zt_scaler_state scaler; /* what zt_scaler_state_set takes over read */
     double *loss, *loss_scale; /* global_steps each */
 } ckpt_state;
 
@@ -1440,13 +1439,15 @@ static zt_status ckpt_read_state(const zt_ckpt *c, ckpt_state *s)
     ZT_TRY(ckpt_int(c, c->root, "", "training.skipped_steps", 0, &s->skipped_steps));
     ZT_TRY(ckpt_int(c, c->root, "", "training.global_samples", 0, &s->global_samples));
     ZT_TRY(ckpt_int(c, c->root, "", "optimizer.step", 0, &s->optim_steps));
-    ZT_TRY(ckpt_int(c, c->root, "", "scheduler.last_batch_iteration", -1, &s->sched_iteration));
-    s->scaler_dynamic = json_is_true(ckpt_at(c->root, "loss_scaler.dynamic"));
-    ZT_TRY(ckpt_real_at(c, "loss_scaler.cur_scale", &s->scale));
-    ZT_TRY(ckpt_int(c, c->root, "", "loss_scaler.cur_iter", 0, &s->scaler_iter));
+    ZT_TRY(ckpt_int(c, c->root, "", "scheduler.last_batch_iteration", -1,
+                    &s->sched.last_batch_iteration));
+    s->scaler.dynamic = json_is_true(ckpt_at(c->root, "loss_scaler.dynamic"));
+    ZT_TRY(ckpt_real_at(c, "loss_scaler.cur_scale", &s->scaler.cur_scale));
+    ZT_TRY(ckpt_int(c, c->root, "", "loss_scaler.cur_iter", 0, &s->scaler.cur_iter));
     ZT_TRY(ckpt_int(c, c->root, "", "loss_scaler.last_overflow_iter", -1,
-                    &s->last_overflow_iter));
-    ZT_TRY(ckpt_int(c, c->root, "", "loss_scaler.cur_hysteresis", 0, &s->cur_hysteresis));
+                    &s->scaler.last_overflow_iter));
+    ZT_TRY(ckpt_int(c, c->root, "", "loss_scaler.cur_hysteresis", 0,
+                    &s->scaler.cur_hysteresis));
     ZT_TRY(ckpt_history(c, "history.loss", s->global_steps, &s->loss));
     return ckpt_history(c, "history.loss_scale", s->global_steps, &s->loss_scale);
 }
@@ -1481,11 +1482,11 @@ static zt_status ckpt_check_training(const zt_ckpt *c, const ckpt_src *t,
                        "checkpoint %s was trained with train_batch_size %lld; this run's is %lld",
                        c->path, (long long)tb, (long long)t->s.cfg->train_batch_size);
     ZT_TRY(ckpt_int(c, c->root, "", "sampler.n_samples", 1, &samples));
-    if (samples != t->sampler->n_samples)
+    if (samples != t->sampler.n_samples)
         return zt_fail(ZT_ERR_USAGE,
                        "resume with the --data (and --num-samples) the checkpoint was trained on",
                        "checkpoint %s was trained on %lld samples; this run's data set has %lld",
-                       c->path, (long long)samples, (long long)t->sampler->n_samples);
+                       c->path, (long long)samples, (long long)t->sampler.n_samples);
     if (zt_ckpt_seed(c) != t->seed)
         return zt_fail(ZT_ERR_USAGE,
                        "leave --seed out when resuming (the checkpoint's is used)",
@@ -1692,17 +1693,8 @@ static zt_status ckpt_apply_state(zt_trainer *t, const ckpt_state *s)
                              .global_samples = s->global_samples,
                              .optim_steps = s->optim_steps};
     zt_trainer_counters_set(t, &c);
-    zt_trainer_sched(t)->last_batch_iteration = s->sched_iteration;
-    /* The scaler carries over between dynamic fp16 runs; a static or absent
-     * one is whatever this run's config says. */
-    zt_scaler *sc = zt_trainer_scaler(t);
-    if (sc->dynamic && s->scaler_dynamic) {
-        sc->scale = s->scale;
-        sc->iter = s->scaler_iter;
-        sc->last_overflow_iter = s->last_overflow_iter;
-        sc->cur_hysteresis = s->cur_hysteresis < sc->hysteresis ? (int)s->cur_hysteresis
-                                                                : sc->hysteresis;
-    }
+    zt_sched_state_set(zt_trainer_sched(t), &s->sched);
+    zt_scaler_state_set(zt_trainer_scaler(t), &s->scaler);
     return zt_trainer_set_history(t, s->loss, s->loss_scale, s->global_steps);
 }
 
