@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "engine/dtype.h"
+#include "models/registry.h"
 
 /* Shard data is written straight from memory as little-endian binary32. */
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -386,41 +387,34 @@ static zt_status ckpt_agree(const zt_world *w, zt_status st)
 
 /* ---- Model identity. ---- */
 
-/* The dimensions a checkpoint records, per model (zt_model_args fields). */
-static const struct {
-    const char *key, *flag, *models;
-    size_t off;
-} ckpt_dims[] = {
-    {"width", "--width", "mlp", offsetof(zt_model_args, width)},
-    {"layers", "--layers", "mlp", offsetof(zt_model_args, layers)},
-    {"in_size", "--in-size", "mlp", offsetof(zt_model_args, in_size)},
-    {"out_size", "--out-size", "mlp", offsetof(zt_model_args, out_size)},
-    {"n_layer", "--n-layer", "gptlite classifier", offsetof(zt_model_args, n_layer)},
-    {"n_embd", "--n-embd (--embed-dim)", "gptlite classifier", offsetof(zt_model_args, n_embd)},
-    {"n_head", "--n-head", "gptlite classifier", offsetof(zt_model_args, n_head)},
-    {"block_size", "--block-size", "gptlite", offsetof(zt_model_args, block_size)},
-    {"hidden_dim", "--hidden-dim", "classifier", offsetof(zt_model_args, hidden_dim)},
-    {"max_len", "--max-len", "classifier", offsetof(zt_model_args, max_len)},
-    {"vocab_size", "--vocab-size (default: the tokenizer's)", "gptlite classifier",
-     offsetof(zt_model_args, vocab_size)},
-};
-#define CKPT_N_DIMS ((int)(sizeof ckpt_dims / sizeof *ckpt_dims))
-
-static bool ckpt_dim_used(int i, const char *model)
+/* The manifest's "model" object records, under each row's key, every schema
+ * row of the model (models/registry.h): one source for what a model's
+ * arguments are. The next row of `model` after row *i, or NULL. */
+static const zt_model_arg *ckpt_arg_next(const char *model, int *i)
 {
-    const char *hit = strstr(ckpt_dims[i].models, model);
-    return model[0] && hit;
+    int n;
+    const zt_model_arg *rows = zt_model_args_schema(&n);
+    for (; *i < n; (*i)++)
+        if (!strcmp(rows[*i].model, model))
+            return &rows[(*i)++];
+    return NULL;
 }
 
-/* Dimension i of a as the model uses it (the mlp's in/out default to W). */
-static int64_t ckpt_dim(const zt_model_args *a, int i)
+/* The hint of a checkpoint without text: the registry's models that read text. */
+static void ckpt_text_models_hint(char *buf, size_t cap)
 {
-    int64_t v = *(const int64_t *)((const char *)a + ckpt_dims[i].off);
-    bool io = !strcmp(ckpt_dims[i].key, "in_size") || !strcmp(ckpt_dims[i].key, "out_size");
-    return io && v <= 0 ? a->width : v;
+    int n;
+    const zt_model_entry *models = zt_model_registry(&n);
+    size_t len = (size_t)snprintf(buf, cap, "generation and evaluation read text: use a");
+    const char *sep = " ";
+    for (int i = 0; i < n && len < cap; i++)
+        if (models[i].data != ZT_DATA_SYNTHETIC) {
+            len += (size_t)snprintf(buf + len, cap - len, "%s%s", sep, models[i].name);
+            sep = " or ";
+        }
+    if (len < cap)
+        snprintf(buf + len, cap - len, " checkpoint");
 }
-
-static bool ckpt_transformer(const char *model) { return strcmp(model, "mlp") != 0; }
 
 /* ---- What a checkpoint reads of a trainer. ---- */
 
@@ -474,17 +468,23 @@ static int ckpt_state_names(const zt_optim_config *o, const char **names)
     return 1;
 }
 
+static json_t *ckpt_arg_json(const zt_model_arg *r, const zt_model_args *a)
+{
+    switch (r->kind) {
+    case ZT_MODEL_ARG_INT: return json_integer((json_int_t)zt_model_arg_value(r, a));
+    case ZT_MODEL_ARG_REAL: return json_real(zt_model_arg_value(r, a));
+    case ZT_MODEL_ARG_CHOICE: return json_string(zt_model_arg_choice(r, a));
+    }
+    return NULL;
+}
+
 static json_t *ckpt_model_json(const zt_model *m, const zt_model_args *a, int *bad)
 {
     json_t *o = json_object();
     ckpt_put(o, "name", json_string(m->name), bad);
-    for (int i = 0; i < CKPT_N_DIMS; i++)
-        if (ckpt_dim_used(i, m->name))
-            ckpt_put(o, ckpt_dims[i].key, json_integer(ckpt_dim(a, i)), bad);
-    if (ckpt_transformer(m->name)) {
-        ckpt_put(o, "activation", json_string(a->gelu ? "gelu" : "relu"), bad);
-        ckpt_put(o, "dropout", json_real(a->dropout), bad);
-    }
+    int i = 0;
+    for (const zt_model_arg *r; (r = ckpt_arg_next(a->name, &i));)
+        ckpt_put(o, r->key, ckpt_arg_json(r, a), bad);
     ckpt_put(o, "n_params", json_integer(m->n_params), bad);
     json_t *units = json_array();
     for (int u = 0; u < m->n_units; u++) {
@@ -1260,20 +1260,27 @@ zt_status zt_ckpt_model_args(const zt_ckpt *c, zt_model_args *out)
     if (!name || strlen(name) >= sizeof out->name)
         return ckpt_missing(c, "", "model.name", "a model name");
     snprintf(out->name, sizeof out->name, "%s", name);
-    for (int i = 0; i < CKPT_N_DIMS; i++) {
-        if (!ckpt_dim_used(i, name))
-            continue;
+    int i = 0;
+    for (const zt_model_arg *r; (r = ckpt_arg_next(out->name, &i));) {
         char key[64];
-        snprintf(key, sizeof key, "model.%s", ckpt_dims[i].key);
-        ZT_TRY(ckpt_int(c, c->root, "", key, 1,
-                        (int64_t *)((char *)out + ckpt_dims[i].off)));
-    }
-    if (ckpt_transformer(name)) {
-        const char *act = ckpt_str(c, "model.activation");
-        if (!act || (strcmp(act, "relu") && strcmp(act, "gelu")))
-            return ckpt_missing(c, "", "model.activation", "\"relu\" or \"gelu\"");
-        out->gelu = !strcmp(act, "gelu");
-        ZT_TRY(ckpt_real_at(c, "model.dropout", &out->dropout));
+        snprintf(key, sizeof key, "model.%s", r->key);
+        if (r->kind == ZT_MODEL_ARG_INT) {
+            int64_t v = 0;
+            ZT_TRY(ckpt_int(c, c->root, "", key, 1, &v));
+            zt_model_arg_set(r, out, (double)v);
+        } else if (r->kind == ZT_MODEL_ARG_REAL) {
+            double v = 0.0;
+            ZT_TRY(ckpt_real_at(c, key, &v));
+            zt_model_arg_set(r, out, v);
+        } else {
+            const char *v = ckpt_str(c, key);
+            if (!v || (strcmp(v, r->choices[0]) && strcmp(v, r->choices[1]))) {
+                char what[64];
+                snprintf(what, sizeof what, "\"%s\" or \"%s\"", r->choices[0], r->choices[1]);
+                return ckpt_missing(c, "", key, what);
+            }
+            zt_model_arg_set(r, out, !strcmp(v, r->choices[1]));
+        }
     }
     return ZT_OK;
 }
@@ -1302,11 +1309,12 @@ zt_status zt_ckpt_tokenizer(const zt_ckpt *c, const char *bpe_dir, zt_tokenizer 
             return ckpt_missing(c, "", "tokenizer.dir", "a directory");
         return zt_tokenizer_bpe_init(tok, bpe_dir ? bpe_dir : dir);
     }
-    if (strcmp(kind, "char") != 0)
-        return zt_fail(ZT_ERR_USAGE, "generation and evaluation read text: use a gptlite or "
-                                     "classifier checkpoint",
-                       "checkpoint %s has no tokenizer (model %s)", c->path,
+    if (strcmp(kind, "char") != 0) {
+        char hint[256];
+        ckpt_text_models_hint(hint, sizeof hint);
+        return zt_fail(ZT_ERR_USAGE, hint, "checkpoint %s has no tokenizer (model %s)", c->path,
                        ckpt_str(c, "model.name") ? ckpt_str(c, "model.name") : "?");
+    }
     json_t *v = ckpt_at(c->root, "tokenizer.vocabulary");
     if (!json_is_string(v))
         return ckpt_missing(c, "", "tokenizer.vocabulary", "a string");
@@ -1368,18 +1376,22 @@ static zt_status ckpt_check_model(const zt_ckpt *c, const zt_model_args *a, cons
         return zt_fail(ZT_ERR_USAGE, ckpt_hint_model,
                        "checkpoint %s holds a %s model; this run builds --model %s", c->path,
                        saved.name, a->name);
-    for (int i = 0; i < CKPT_N_DIMS; i++)
-        if (ckpt_dim_used(i, a->name) && ckpt_dim(&saved, i) != ckpt_dim(a, i))
+    /* Real-valued arguments (dropout) regularise training and shape no
+     * parameter: a resumed run may change them. */
+    int i = 0;
+    for (const zt_model_arg *r; (r = ckpt_arg_next(a->name, &i));) {
+        double was = zt_model_arg_value(r, &saved), is = zt_model_arg_value(r, a);
+        if (r->kind == ZT_MODEL_ARG_REAL || was == is)
+            continue;
+        if (r->kind == ZT_MODEL_ARG_INT)
             return zt_fail(ZT_ERR_USAGE, ckpt_hint_model,
                            "checkpoint %s holds %s with %s %lld; this run has %lld (%s)",
-                           c->path, saved.name, ckpt_dims[i].key,
-                           (long long)ckpt_dim(&saved, i), (long long)ckpt_dim(a, i),
-                           ckpt_dims[i].flag);
-    if (ckpt_transformer(a->name) && saved.gelu != a->gelu)
+                           c->path, saved.name, r->key, (long long)was, (long long)is, r->flag);
         return zt_fail(ZT_ERR_USAGE, ckpt_hint_model,
-                       "checkpoint %s holds %s with activation %s; this run has %s (--activation)",
-                       c->path, saved.name, saved.gelu ? "gelu" : "relu",
-                       a->gelu ? "gelu" : "relu");
+                       "checkpoint %s holds %s with %s %s; this run has %s (%s)", c->path,
+                       saved.name, r->key, zt_model_arg_choice(r, &saved),
+                       zt_model_arg_choice(r, a), r->flag);
+    }
     int64_t n_params = 0;
     json_t *jp = ckpt_at(c->root, "model.n_params");
     if (json_is_integer(jp))
