@@ -4,7 +4,6 @@
  * trainer from the checkpoint's model (fp32, stage 0) at any world size, load
  * its weights and sample text or evaluate the validation split of --data.
  */
-#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -169,11 +168,9 @@ int cmd_from_checkpoint(int argc, char **argv)
     memset(&model, 0, sizeof model);
     if (st == ZT_OK)
         st = zt_model_build(&k.args, &model);
-    int64_t micro = f.micro_batch;
-    json_t *jm = json_object_get(json_object_get(k.ck.root, "training"),
-                                 "train_micro_batch_size_per_gpu");
+    int64_t micro = f.micro_batch, saved_micro = zt_ckpt_micro_batch_size(&k.ck);
     if (micro <= 0)
-        micro = generate || !json_is_integer(jm) ? 1 : json_integer_value(jm);
+        micro = generate || saved_micro <= 0 ? 1 : saved_micro;
     zt_config cfg;
     if (st == ZT_OK)
         st = zt_config_load_inference(micro, world.size, &cfg);

@@ -1291,6 +1291,12 @@ uint64_t zt_ckpt_seed(const zt_ckpt *c)
     return json_is_integer(v) ? (uint64_t)json_integer_value(v) : 0;
 }
 
+int64_t zt_ckpt_micro_batch_size(const zt_ckpt *c)
+{
+    json_t *v = ckpt_at(c->root, "training.train_micro_batch_size_per_gpu");
+    return json_is_integer(v) ? json_integer_value(v) : 0;
+}
+
 const char *zt_ckpt_tokenizer_kind(const zt_ckpt *c, const char **dir)
 {
     const char *kind = ckpt_str(c, "tokenizer.kind");

@@ -199,6 +199,8 @@ void zt_ckpt_close(zt_ckpt *c);
 zt_status zt_ckpt_model_args(const zt_ckpt *c, zt_model_args *out);
 /* The run's seed. */
 uint64_t zt_ckpt_seed(const zt_ckpt *c);
+/* The run's train_micro_batch_size_per_gpu; <= 0 when the manifest has none. */
+int64_t zt_ckpt_micro_batch_size(const zt_ckpt *c);
 /* "char", "byte", "bpe" or "" (no tokenizer: the MLP); for "bpe" *dir gets the
  * recorded directory. */
 const char *zt_ckpt_tokenizer_kind(const zt_ckpt *c, const char **dir);
