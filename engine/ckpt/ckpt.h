@@ -2,7 +2,8 @@
  * ckpt: checkpoints. Saves the training state at an optimizer step, resumes
  * from it (bit-identically at the same world size and stage; resharded at
  * another world size, stage or offload setting) and consolidates the weights
- * into one fp32 file. docs/checkpoints.md is the user's guide.
+ * into one fp32 file. docs/checkpoints.md is the user's guide;
+ * engine/ckpt/ckpt_impl.h lists the files that implement it by job.
  *
  * A save directory (DeepSpeed's shape, zerotrain's own file formats):
  *   DIR/latest               tag of the newest complete checkpoint (no newline)
@@ -88,7 +89,6 @@
 #ifndef ZT_CKPT_H
 #define ZT_CKPT_H
 
-#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -180,7 +180,7 @@ typedef struct {
     char dir[4096];
     char tag[128];
     char path[4352]; /* the manifest's path, named in errors */
-    json_t *root;    /* the parsed manifest */
+    struct zt_ckpt_manifest *manifest; /* the parsed manifest (opaque: manifest.c) */
     /* Read and checked by zt_ckpt_open. */
     int partition_count, world_size, stage, n_units, n_sections;
     int64_t partition_numel, global_steps;
