@@ -14,7 +14,7 @@
  * MiCS shard group size: replicas hold the same slices, the first group
  * writes). Every stage writes the same thing: rank r's slice
  * [r * shard, (r + 1) * shard) of every unit of the padded flat layout
- * (zero.h), so shard files look alike at every stage.
+ * (engine/zero/layout.h), so shard files look alike at every stage.
  *
  * Shard file. Integers little-endian; floats IEEE binary32 little-endian:
  *   off  type     field
