@@ -106,7 +106,7 @@ zt_status zt_estimate_run(zt_estimate *e, const zt_config *cfg, const zt_model *
         memcpy(v->bytes, mem.planned_bytes, sizeof v->bytes);
         zt_stage_shape shape;
         ZT_TRY(zt_trainer_stage_shape(&c, m, ws, &shape));
-        pol->memory(&shape, &v->policy);
+        pol->memory(pol, &shape, &v->policy);
         ZT_TRY(estimate_check(v));
     }
     e->n_variants = ZT_ESTIMATE_NVARIANTS;

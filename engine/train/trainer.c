@@ -458,7 +458,7 @@ void zt_trainer_stats_get(const zt_trainer *t, zt_trainer_stats *s)
     s->groups[ZT_STAGE_GROUP_MICS_REPLICA] = t->replica_comm;
     zt_stage_shape shape;
     if (zt_trainer_stage_shape(cfg, t->model, t->world->size, &shape) == ZT_OK) {
-        t->policy->memory(&shape, &s->expected_memory);
+        t->policy->memory(t->policy, &shape, &s->expected_memory);
         t->policy->traffic(&shape, &s->expected_traffic);
     }
 }

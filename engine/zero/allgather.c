@@ -4,19 +4,9 @@
  */
 #include "engine/zero/allgather.h"
 
-/* Per-rank width of a bucket of bucket_numel elements over all ranks (at
- * least 1, at most the partition). */
-static int64_t allgather_width(int64_t bucket_numel, const zt_layout *l)
-{
-    int64_t w = bucket_numel / l->world_size;
-    if (w < 1)
-        w = 1;
-    return w < l->partition_numel ? w : l->partition_numel;
-}
-
 int64_t zt_zero_allgather_buffer_numel(const zt_config *cfg, const zt_layout *layout)
 {
-    return allgather_width(cfg->zero.allgather_bucket_size, layout) * layout->world_size;
+    return zt_layout_bucket_width(layout, cfg->zero.allgather_bucket_size) * layout->world_size;
 }
 
 /* Copies between rank q's slices of the flat params and block q of a bucket
@@ -46,7 +36,7 @@ zt_status zt_zero_allgather_params(const zt_config *cfg, const zt_backend *be, z
                                    zt_dtype dt)
 {
     int world = layout->world_size, me = layout->rank;
-    int64_t step = allgather_width(cfg->zero.allgather_bucket_size, layout);
+    int64_t step = zt_layout_bucket_width(layout, cfg->zero.allgather_bucket_size);
     for (int64_t b0 = 0; b0 < layout->partition_numel; b0 += step) {
         int64_t width = layout->partition_numel - b0 < step ? layout->partition_numel - b0 : step;
         allgather_move(be, layout, params, buf, dt, b0, width, me, true);

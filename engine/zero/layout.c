@@ -53,3 +53,11 @@ void zt_layout_free(zt_layout *l)
     free(l->units);
     l->units = NULL;
 }
+
+int64_t zt_layout_bucket_width(const zt_layout *l, int64_t bucket_numel)
+{
+    int64_t w = bucket_numel / l->world_size;
+    if (w < 1)
+        w = 1;
+    return w < l->partition_numel ? w : l->partition_numel;
+}

@@ -55,6 +55,10 @@ zt_status zt_layout_init(zt_layout *l, const zt_model *m, const zt_zero_config *
                          int world_size, int rank);
 void zt_layout_free(zt_layout *l);
 
+/* Per-rank width of a bucket of bucket_numel elements over the layout's
+ * ranks: bucket_numel / world_size, at least 1, at most the partition. */
+int64_t zt_layout_bucket_width(const zt_layout *l, int64_t bucket_numel);
+
 /* Element i of a typed buffer. */
 static inline void *zt_zero_at(const void *p, int64_t i, zt_dtype dt)
 {

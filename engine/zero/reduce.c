@@ -94,23 +94,15 @@ zt_status zt_zero_reducer_finish(zt_zero_reducer *r)
 
 /* ---- Stages 1-3: bucketed reduce-scatter into the partition ---- */
 
-static int64_t zero_clamp_width(int64_t bucket_numel, const zt_layout *l)
-{
-    int64_t w = bucket_numel / l->world_size;
-    if (w < 1)
-        w = 1;
-    return w < l->partition_numel ? w : l->partition_numel;
-}
-
 int64_t zt_zero_rs_width(const zt_config *cfg, const zt_layout *layout)
 {
-    return zero_clamp_width(cfg->zero.reduce_bucket_size, layout);
+    return zt_layout_bucket_width(layout, cfg->zero.reduce_bucket_size);
 }
 
 void zt_zero_rs_buffers(const zt_config *cfg, const zt_layout *layout, int *count,
                         int64_t *send_numel, int64_t *recv_numel)
 {
-    int64_t w = zero_clamp_width(cfg->zero.reduce_bucket_size, layout);
+    int64_t w = zt_layout_bucket_width(layout, cfg->zero.reduce_bucket_size);
     *count = cfg->zero.overlap_comm ? 2 : 1;
     *send_numel = w * layout->world_size;
     *recv_numel = cfg->zero.reduce_scatter ? w : 0;
@@ -131,7 +123,7 @@ zt_status zt_zero_rs_init(zt_zero_rs *r, const zt_config *cfg, const zt_backend 
     r->dest_host = target->dest_host;
     r->host_stage = target->host_stage;
     r->comm_dt = target->comm_dt;
-    r->width = zero_clamp_width(cfg->zero.reduce_bucket_size, layout);
+    r->width = zt_layout_bucket_width(layout, cfg->zero.reduce_bucket_size);
     r->overlap = cfg->zero.overlap_comm;
     r->use_reduce_scatter = cfg->zero.reduce_scatter;
     r->n_buckets = r->overlap ? 2 : 1;

@@ -120,6 +120,7 @@ static zt_status stage3_after_step(zt_stage_ctx *c) { return zt_zero_gather_end_
 
 /* ---- Memory (bytes per rank). ---- */
 
+/* One formula for every stage: what it keeps follows from its properties. */
 static void stage_memory(const zt_stage_policy *p, const zt_stage_shape *s, zt_stage_memory *out)
 {
     memset(out, 0, sizeof *out);
@@ -147,23 +148,6 @@ static void stage_memory(const zt_stage_policy *p, const zt_stage_shape *s, zt_s
     if (s->master)
         b[opt_loc][ZT_MEM_MASTER] = sizeof(float) * (size_t)span;
     b[opt_loc][ZT_MEM_OPTIM] = sizeof(float) * (size_t)(s->optim_floats * span);
-}
-
-static void stage0_memory(const zt_stage_shape *s, zt_stage_memory *out)
-{
-    stage_memory(zt_stage_policy_get(0), s, out);
-}
-static void stage1_memory(const zt_stage_shape *s, zt_stage_memory *out)
-{
-    stage_memory(zt_stage_policy_get(1), s, out);
-}
-static void stage2_memory(const zt_stage_shape *s, zt_stage_memory *out)
-{
-    stage_memory(zt_stage_policy_get(2), s, out);
-}
-static void stage3_memory(const zt_stage_shape *s, zt_stage_memory *out)
-{
-    stage_memory(zt_stage_policy_get(3), s, out);
 }
 
 /* ---- Traffic (elements per optimizer step). ---- */
@@ -251,7 +235,7 @@ static const zt_stage_policy stage_policies[4] = {
         .reduce_unit = stage0_reduce_unit,
         .reduce_finish = stage0_reduce_finish,
         .after_step = stage_nothing,
-        .memory = stage0_memory,
+        .memory = stage_memory,
         .traffic = stage0_traffic,
     },
     {
@@ -270,7 +254,7 @@ static const zt_stage_policy stage_policies[4] = {
         .reduce_unit = stage1_reduce_unit,
         .reduce_finish = stage_rs_finish,
         .after_step = stage_allgather,
-        .memory = stage1_memory,
+        .memory = stage_memory,
         .traffic = stage1_traffic,
     },
     {
@@ -291,7 +275,7 @@ static const zt_stage_policy stage_policies[4] = {
         .reduce_unit = stage_rs_fresh,
         .reduce_finish = stage_rs_finish,
         .after_step = stage_allgather,
-        .memory = stage2_memory,
+        .memory = stage_memory,
         .traffic = stage2_traffic,
     },
     {
@@ -312,7 +296,7 @@ static const zt_stage_policy stage_policies[4] = {
         .reduce_unit = stage_rs_fresh,
         .reduce_finish = stage_rs_finish,
         .after_step = stage3_after_step,
-        .memory = stage3_memory,
+        .memory = stage_memory,
         .traffic = stage3_traffic,
     },
 };

@@ -150,7 +150,7 @@ struct zt_stage_policy {
      * makes every rank's parameters current. */
     zt_status (*after_step)(zt_stage_ctx *c);
 
-    void (*memory)(const zt_stage_shape *s, zt_stage_memory *out);
+    void (*memory)(const zt_stage_policy *self, const zt_stage_shape *s, zt_stage_memory *out);
     void (*traffic)(const zt_stage_shape *s, zt_stage_traffic *out);
 };
 
