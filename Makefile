@@ -97,6 +97,10 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libzt.a
 $(BUILD)/bench-sgemm: scripts/bench_sgemm.c $(BUILD)/libzt.a
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libzt.a $(LDLIBS)
 
+# mpirun -np N build/bench-comm: zerotrain's MPI comm against plain MPI.
+$(BUILD)/bench-comm: scripts/bench_comm.c $(BUILD)/libzt.a
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libzt.a $(LDLIBS)
+
 $(BUILD)/bench-adam: scripts/bench_adam.c $(BUILD)/libzt.a
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libzt.a $(LDLIBS)
 
