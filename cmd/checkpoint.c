@@ -191,7 +191,7 @@ int cmd_from_checkpoint(int argc, char **argv)
                         .tokens_numel = model.seq_len,
                         .labels_numel = model.labels_numel,
                         .n_classes = model.n_classes,
-                        .vocab_size = model.vocab_size,
+                        .vocab_size = k.tokp ? k.tokp->vocab_size : model.vocab_size,
                         .get = cmd_shape_get};
     zt_ckpt_meta meta = {.model = k.args, .tok = k.tokp};
     zt_trainer *trainer = NULL;

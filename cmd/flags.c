@@ -209,6 +209,10 @@ static int parse_hardware(const char *name, const char *val, void *dst)
 
 /* ---- The tables. ---- */
 
+/* Sampling runs a forward pass per token: more than this is a typo, not a
+ * request (and it keeps the token buffers' sizes far from overflowing). */
+#define MAX_SAMPLE_TOKENS (INT64_C(1) << 24)
+
 #define T(field) offsetof(cmd_train_flags, field)
 #define S(field) offsetof(cmd_sub_flags, field)
 #define STR(n, mv, field, help) {n, NULL, mv, help, FLAG_STRING, field, 0, 0, 0, NULL, NULL, FOR_ALL, NULL}
@@ -253,7 +257,7 @@ static const cmd_flag train_flags[] = {
      "micro-batches per rank per validation (default: the\nwhole validation split)",
      FLAG_INT, T(eval_iters), 0, 1, INT64_MAX, NULL, NULL, FOR_FILES, NULL},
     {"--sample", NULL, "N", "gptlite: rank 0 prints N generated tokens at the end", FLAG_INT,
-     T(sample), 0, 1, INT64_MAX, NULL, NULL, FOR_TEXT, NULL},
+     T(sample), 0, 1, MAX_SAMPLE_TOKENS, NULL, NULL, FOR_TEXT, NULL},
     {"--device", NULL, "auto|cpu|cuda",
      "compute device (default auto: CUDA when built with it\n"
      "and a GPU answers, else the CPU, with a notice)",
@@ -272,6 +276,11 @@ static const cmd_flag train_flags[] = {
     STR("--dump-grads", "FILE", T(grad_dump_path),
         "write the first step's reduced gradient (same format;\n"
         "unscaled); a FILE with %d: every step's, %d = step"),
+    {"--nonfinite", NULL, "stop|continue",
+     "without a loss scaler, a step whose loss or gradient norm\n"
+     "is nan or inf: stop the run (exit 1, default) or step on as\n"
+     "DeepSpeed does",
+     FLAG_CHOICE, T(nonfinite), 0, 0, 0, "stop|continue", NULL, FOR_ALL, NULL},
     CUSTOM("--inject-overflow", "STEPS[:UNIT]", parse_inject,
            "testing aid: at these steps (1-based, comma list)\n"
            "the last rank puts an inf into unit UNIT's gradient\n"
@@ -321,7 +330,8 @@ static const cmd_flag generate_flags[] = {
     SUB_CHECKPOINT,
     SUB_TAG,
     STR("--prompt", "TEXT", S(prompt), "the text to continue (default: a newline)"),
-    INT("--length", "N", S(length), 1, "tokens to sample (default 200)"),
+    {"--length", NULL, "N", "tokens to sample (default 200)", FLAG_INT, S(length), 0, 1,
+     MAX_SAMPLE_TOKENS, NULL, NULL, FOR_ALL, NULL},
     CUSTOM("--temperature", "T", parse_temperature, "softmax temperature (0: greedy; default 1)"),
     CUSTOM("--seed", "S", parse_sub_seed, "sampling seed (default 1234)"),
     SUB_TOKENIZER,
@@ -500,9 +510,13 @@ static int flags_store(const cmd_flag *fl, const char *name, const char *val, vo
         *(const char **)(base + fl->offset) = val;
         return 0;
     case FLAG_INT:
-        return flags_i64(val, fl->min, fl->max, (int64_t *)(base + fl->offset))
-                   ? 0
-                   : flags_bad_value(name, val);
+        if (flags_i64(val, fl->min, fl->max, (int64_t *)(base + fl->offset)))
+            return 0;
+        if (fl->max == INT64_MAX)
+            return cmd_usage_error("bad value '%s' for %s (an integer >= %lld)", val, name,
+                                   (long long)fl->min);
+        return cmd_usage_error("bad value '%s' for %s (an integer from %lld to %lld)", val,
+                               name, (long long)fl->min, (long long)fl->max);
     case FLAG_CHOICE:
         if (!flags_in_choices(val, fl->choices))
             return flags_choice_error(name, fl->choices, val);
@@ -525,7 +539,11 @@ static int flags_store_model(const zt_model_arg *row, const char *name, const ch
         snprintf(choices, sizeof choices, "%s|%s", row->choices[0], row->choices[1]);
         return flags_choice_error(name, choices, val);
     }
-    return flags_bad_value(name, val);
+    if (row->kind == ZT_MODEL_ARG_INT)
+        return cmd_usage_error("bad value '%s' for %s (an integer from %.0f to %.0f)", val, name,
+                               row->min, row->max);
+    return cmd_usage_error("bad value '%s' for %s (a number >= %g and < %g)", val, name,
+                           row->min, row->max);
 }
 
 /* Parses argv[first..] with table t into dst (model arguments into *model);
@@ -641,6 +659,7 @@ static void flags_train_defaults(cmd_train_flags *f)
     f->dev.comm = "auto";
     f->num_gpus = f->num_nodes = -1;
     f->inject_unit = -1;
+    f->nonfinite = "stop";
     zt_config_overrides_init(&f->ov);
 }
 

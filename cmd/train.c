@@ -11,6 +11,7 @@
 
 #include "cmd/cmd.h"
 #include "cmd/exit.h"
+#include "engine/checked.h"
 #include "engine/ckpt/ckpt.h"
 #include "engine/config/config.h"
 #include "engine/monitor/monitor.h"
@@ -141,7 +142,17 @@ typedef struct {
 static zt_status cmd_save(zt_trainer *t, cmd_saver *s)
 {
     zt_ckpt_saved info;
-    zt_status st = zt_ckpt_save(t, &s->meta, s->dir, s->keep_last, &info);
+    /* A checkpoint of nan or inf weights would become `latest` and poison
+     * every resume; the norm is global, so every rank refuses alike. */
+    double norm = zt_trainer_param_norm(t);
+    zt_status st = ZT_OK;
+    if (!isfinite(norm))
+        st = zt_fail(ZT_ERR_NUMERIC,
+                     "training diverged; the last checkpoint saved before it is kept",
+                     "step %lld: the weights hold nan or inf (norm %g): not saved to %s",
+                     (long long)cmd_steps_done(t), norm, s->dir);
+    if (st == ZT_OK)
+        st = zt_ckpt_save(t, &s->meta, s->dir, s->keep_last, &info);
     if (st != ZT_OK) {
         s->failed = true;
         return st;
@@ -171,6 +182,75 @@ static bool cmd_same_dir(const char *a, const char *b)
     free(ra);
     free(rb);
     return same;
+}
+
+static const char *cmd_given(const void *p) { return p ? "given" : NULL; }
+
+/* Every rank runs what rank 0 runs (engine/world/world.h): the build, the
+ * resolved config, the model, the run's length and seed, the data and
+ * tokenizer files, and every flag that decides which collectives run. */
+static zt_status cmd_same_run(const zt_world *w, const cmd_train_flags *f, const zt_config *cfg)
+{
+    zt_fingerprint fp;
+    zt_fingerprint_init(&fp);
+    zt_status st = zt_fingerprint_file(&fp, "the zerotrain build", "/proc/self/exe");
+    if (st == ZT_OK) {
+        snprintf(fp.fields[fp.n - 1].value, sizeof fp.fields[0].value, "zerotrain %s",
+                 ZT_VERSION);
+        zt_config_fingerprint(cfg, &fp);
+        zt_fingerprint_str(&fp, "--model", f->model.name);
+        int n;
+        const zt_model_arg *rows = zt_model_args_schema(&n);
+        for (int i = 0; i < n; i++) {
+            if (strcmp(rows[i].model, f->model.name) != 0)
+                continue;
+            double v = zt_model_arg_value(&rows[i], &f->model);
+            if (rows[i].kind == ZT_MODEL_ARG_CHOICE)
+                zt_fingerprint_str(&fp, rows[i].flag, zt_model_arg_choice(&rows[i], &f->model));
+            else
+                zt_fingerprint_f64(&fp, rows[i].flag, v);
+        }
+        zt_fingerprint_i64(&fp, "--steps", f->steps);
+        zt_fingerprint_i64(&fp, "--epochs", f->epochs);
+        zt_fingerprint_i64(&fp, "--seed", (int64_t)f->seed);
+        zt_fingerprint_i64(&fp, "--num-samples", f->num_samples);
+        zt_fingerprint_str(&fp, "--report", cmd_given(f->report_path));
+        zt_fingerprint_str(&fp, "--dump-params", cmd_given(f->dump_path));
+        zt_fingerprint_str(&fp, "--dump-grads", f->grad_dump_path
+                                                    ? (strstr(f->grad_dump_path, "%d")
+                                                           ? "every step"
+                                                           : "the first step")
+                                                    : NULL);
+        zt_fingerprint_i64(&fp, "--sample", f->sample);
+        zt_fingerprint_i64(&fp, "--eval-interval", f->eval_interval);
+        zt_fingerprint_i64(&fp, "--eval-iters", f->eval_iters);
+        zt_fingerprint_str(&fp, "--save-dir", cmd_given(f->save_dir));
+        zt_fingerprint_i64(&fp, "--save-interval", f->save_interval);
+        zt_fingerprint_i64(&fp, "--keep-last", f->keep_last);
+        zt_fingerprint_str(&fp, "--resume", f->resume ? (f->resume_tag ? f->resume_tag : "latest")
+                                                      : NULL);
+        zt_fingerprint_bytes(&fp, "--inject-overflow", NULL, f->inject_steps,
+                             (size_t)f->n_inject_steps * sizeof *f->inject_steps);
+        zt_fingerprint_i64(&fp, "--inject-overflow unit", f->inject_unit);
+        zt_fingerprint_str(&fp, "--nonfinite", f->nonfinite);
+        zt_fingerprint_str(&fp, "--device", f->dev.device);
+        zt_fingerprint_str(&fp, "--comm", f->dev.comm);
+        zt_fingerprint_i64(&fp, "--tf32", f->dev.tf32);
+        st = zt_fingerprint_file(&fp, "the --data file", f->data_path);
+    }
+    if (st == ZT_OK && f->tokenizer_dir) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/encoder.json", f->tokenizer_dir);
+        st = zt_fingerprint_file(&fp, "the tokenizer's encoder.json", path);
+        snprintf(path, sizeof path, "%s/vocab.bpe", f->tokenizer_dir);
+        if (st == ZT_OK)
+            st = zt_fingerprint_file(&fp, "the tokenizer's vocab.bpe", path);
+    }
+    if (st != ZT_OK && fp.error == ZT_OK)
+        fp.error = st;
+    st = zt_world_agree_fingerprint(w, &fp);
+    zt_fingerprint_free(&fp);
+    return st;
 }
 
 int cmd_train(int argc, char **argv)
@@ -223,6 +303,8 @@ int cmd_train(int argc, char **argv)
     memset(&comm, 0, sizeof comm);
     if ((rc = cmd_agreed_failure(&world, st)) != 0)
         return rc;
+    if ((rc = cmd_agreed_failure(&world, cmd_same_run(&world, &flags, &cfg))) != 0)
+        return rc;
     st = zt_world_devices(&world, &flags.dev, zt_config_compute_dtype(&cfg), &be, &comm, stdout);
     if ((rc = cmd_agreed_failure(&world, st)) != 0)
         return rc;
@@ -256,6 +338,7 @@ int cmd_train(int argc, char **argv)
                                .inject_steps = flags.inject_steps,
                                .n_inject_steps = flags.n_inject_steps,
                                .inject_unit = flags.inject_unit,
+                               .nonfinite_continue = !strcmp(flags.nonfinite, "continue"),
                                .observer = zt_monitor_observer(&mon),
                                .after_step = flags.save_dir ? cmd_after_step : NULL,
                                .after_step_ctx = &saver};
@@ -270,9 +353,14 @@ int cmd_train(int argc, char **argv)
             saver.last_saved = cmd_steps_done(trainer);
     }
 
-    int64_t steps = flags.steps >= 0 ? flags.steps
-                                     : (flags.epochs > 0 ? flags.epochs : 1) *
-                                           zt_trainer_steps_per_epoch(trainer);
+    int64_t steps = flags.steps;
+    if (steps < 0 && !zt_checked_mul(flags.epochs > 0 ? flags.epochs : 1,
+                                     zt_trainer_steps_per_epoch(trainer), &steps))
+        return cmd_agreed_failure(
+            &world, zt_fail(ZT_ERR_USAGE, "give fewer --epochs, or --steps",
+                            "--epochs %lld x %lld steps per epoch is more than 2^63 steps",
+                            (long long)flags.epochs,
+                            (long long)zt_trainer_steps_per_epoch(trainer)));
     if (world.rank == 0)
         cmd_print_summary(&world, &cfg, &model, trainer, &data, steps);
     if (world.rank == 0 && flags.resume) {
@@ -290,8 +378,9 @@ int cmd_train(int argc, char **argv)
         cmd_fatal(&world, &comm, st);
     st = zt_trainer_train(trainer, steps);
     zt_monitor_free(&mon);
-    /* A failed save is known to every rank; anything else may be one rank's. */
-    if (st != ZT_OK && saver.failed)
+    /* A failed save and a diverged step (the loss and norm are global) are
+     * known to every rank; anything else may be one rank's. */
+    if (st != ZT_OK && (saver.failed || st == ZT_ERR_NUMERIC))
         return cmd_agreed_failure(&world, st);
     if (st != ZT_OK)
         cmd_fatal(&world, &comm, st);

@@ -6,9 +6,14 @@
 
 #define ZT_ARENA_ALIGN 64
 
+/* Rounded up to the alignment; SIZE_MAX when that does not fit (a plan that
+ * large fails at the memory check, never wraps to a small one). */
 static size_t arena_round(size_t bytes)
 {
-    return (bytes + ZT_ARENA_ALIGN - 1) / ZT_ARENA_ALIGN * ZT_ARENA_ALIGN;
+    size_t r;
+    if (__builtin_add_overflow(bytes, (size_t)ZT_ARENA_ALIGN - 1, &r))
+        return SIZE_MAX;
+    return r / ZT_ARENA_ALIGN * ZT_ARENA_ALIGN;
 }
 
 static double arena_now(void)
@@ -35,7 +40,9 @@ void zt_memory_init(zt_memory *mem, const zt_backend *be)
 
 void zt_memory_plan(zt_memory *mem, zt_mem_loc loc, zt_mem_class cls, size_t bytes)
 {
-    mem->planned_bytes[loc][cls] += arena_round(bytes);
+    size_t *p = &mem->planned_bytes[loc][cls];
+    if (__builtin_add_overflow(*p, arena_round(bytes), p))
+        *p = SIZE_MAX;
 }
 
 zt_status zt_memory_reserve(zt_memory *mem)

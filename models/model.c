@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "data/dataset.h"
+#include "engine/checked.h"
 #include "models/registry.h"
 
 zt_status zt_model_alloc_units(zt_model *m, int n)
@@ -40,6 +41,26 @@ zt_status zt_model_check_transformer(const char *name, int64_t layers, int64_t w
     return ZT_OK;
 }
 
+/* The schema's bounds keep every per-unit size within int64_t; arguments
+ * that did not come through the flags (a checkpoint's manifest) are held to
+ * them here too. */
+static zt_status model_check_bounds(const zt_model_args *a)
+{
+    int n;
+    const zt_model_arg *rows = zt_model_args_schema(&n);
+    for (int i = 0; i < n; i++) {
+        const zt_model_arg *r = &rows[i];
+        double v = zt_model_arg_value(r, a);
+        bool set = r->kind == ZT_MODEL_ARG_INT ? v > 0 : r->kind == ZT_MODEL_ARG_REAL && v >= 0;
+        if (strcmp(r->model, a->name) != 0 || !set || (v >= r->min && v <= r->max))
+            continue;
+        return zt_fail(ZT_ERR_USAGE, "give a value in range (see zerotrain --help)",
+                       "%s: %s %.17g is outside [%.17g, %.17g]", a->name, r->flag, v, r->min,
+                       r->max);
+    }
+    return ZT_OK;
+}
+
 zt_status zt_model_build(const zt_model_args *args, zt_model *m)
 {
     zt_model_args resolved = *args;
@@ -52,14 +73,20 @@ zt_status zt_model_build(const zt_model_args *args, zt_model *m)
     if (!e)
         return zt_fail(ZT_ERR_USAGE, "models: mlp, gptlite, classifier", "unknown model '%s'",
                        a->name);
-    zt_status st = e->build(a, m);
+    zt_status st = model_check_bounds(a);
+    if (st == ZT_OK)
+        st = e->build(a, m);
     if (st != ZT_OK) {
         zt_model_free(m);
         return st;
     }
     for (int u = 0; u < m->n_units; u++) {
         m->units[u].index = u;
-        m->n_params += m->units[u].param_numel;
+        if (!zt_checked_add(m->n_params, m->units[u].param_numel, &m->n_params)) {
+            zt_model_free(m);
+            return zt_fail(ZT_ERR_USAGE, "choose fewer layers or smaller widths",
+                           "model %s has more than 2^63 parameters", a->name);
+        }
     }
     return ZT_OK;
 }

@@ -28,40 +28,50 @@ static const zt_model_entry registry_models[] = {
 };
 #define REGISTRY_N_MODELS ((int)(sizeof registry_models / sizeof *registry_models))
 
+/* Upper bounds of the dimensions, so that every per-unit size the builders
+ * compute (a weight of width x width, attention scores heads x T x T per
+ * sample, an embedding vocab x width) fits in int64_t with room to spare;
+ * sums over units are checked where the model is built. Token ids are int32. */
+#define MAX_WIDTH (INT64_C(1) << 24)
+#define MAX_LAYERS (INT64_C(1) << 16)
+#define MAX_HEADS (INT64_C(1) << 16)
+#define MAX_SEQ (INT64_C(1) << 20)
+#define MAX_VOCAB ((int64_t)INT32_MAX)
+
 #define ARG_OFF(f) offsetof(zt_model_args, f)
 #define NONE {NULL, NULL}
 
 static const zt_model_arg registry_args[] = {
-    {"width", "--width", "mlp", ZT_MODEL_ARG_INT, ARG_OFF(width), 1, INT64_MAX, 1024, NULL, NONE,
+    {"width", "--width", "mlp", ZT_MODEL_ARG_INT, ARG_OFF(width), 1, MAX_WIDTH, 1024, NULL, NONE,
      "W", "mlp width"},
-    {"layers", "--layers", "mlp", ZT_MODEL_ARG_INT, ARG_OFF(layers), 2, INT64_MAX, 4, NULL,
+    {"layers", "--layers", "mlp", ZT_MODEL_ARG_INT, ARG_OFF(layers), 2, MAX_LAYERS, 4, NULL,
      NONE, "L", "mlp Linear layers (>= 2)"},
-    {"in_size", "--in-size", "mlp", ZT_MODEL_ARG_INT, ARG_OFF(in_size), 1, INT64_MAX, 0,
+    {"in_size", "--in-size", "mlp", ZT_MODEL_ARG_INT, ARG_OFF(in_size), 1, MAX_WIDTH, 0,
      "width", NONE, "N", "mlp input features"},
-    {"out_size", "--out-size", "mlp", ZT_MODEL_ARG_INT, ARG_OFF(out_size), 2, INT64_MAX, 0,
+    {"out_size", "--out-size", "mlp", ZT_MODEL_ARG_INT, ARG_OFF(out_size), 2, MAX_WIDTH, 0,
      "width", NONE, "N", "mlp classes"},
-    {"n_layer", "--n-layer", "gptlite", ZT_MODEL_ARG_INT, ARG_OFF(n_layer), 1, INT64_MAX, 12,
+    {"n_layer", "--n-layer", "gptlite", ZT_MODEL_ARG_INT, ARG_OFF(n_layer), 1, MAX_LAYERS, 12,
      NULL, NONE, "N", "transformer layers"},
-    {"n_layer", "--n-layer", "classifier", ZT_MODEL_ARG_INT, ARG_OFF(n_layer), 1, INT64_MAX, 6,
+    {"n_layer", "--n-layer", "classifier", ZT_MODEL_ARG_INT, ARG_OFF(n_layer), 1, MAX_LAYERS, 6,
      NULL, NONE, "N", "transformer layers"},
-    {"n_embd", "--n-embd", "gptlite", ZT_MODEL_ARG_INT, ARG_OFF(n_embd), 1, INT64_MAX, 768, NULL,
+    {"n_embd", "--n-embd", "gptlite", ZT_MODEL_ARG_INT, ARG_OFF(n_embd), 1, MAX_WIDTH, 768, NULL,
      NONE, "C", "gptlite width"},
-    {"n_embd", "--embed-dim", "classifier", ZT_MODEL_ARG_INT, ARG_OFF(n_embd), 1, INT64_MAX, 256,
+    {"n_embd", "--embed-dim", "classifier", ZT_MODEL_ARG_INT, ARG_OFF(n_embd), 1, MAX_WIDTH, 256,
      NULL, NONE, "E", "classifier width"},
-    {"n_head", "--n-head", "gptlite", ZT_MODEL_ARG_INT, ARG_OFF(n_head), 1, INT64_MAX, 12, NULL,
+    {"n_head", "--n-head", "gptlite", ZT_MODEL_ARG_INT, ARG_OFF(n_head), 1, MAX_HEADS, 12, NULL,
      NONE, "N", "attention heads"},
-    {"n_head", "--n-head", "classifier", ZT_MODEL_ARG_INT, ARG_OFF(n_head), 1, INT64_MAX, 8,
+    {"n_head", "--n-head", "classifier", ZT_MODEL_ARG_INT, ARG_OFF(n_head), 1, MAX_HEADS, 8,
      NULL, NONE, "N", "attention heads"},
     {"block_size", "--block-size", "gptlite", ZT_MODEL_ARG_INT, ARG_OFF(block_size), 1,
-     INT64_MAX, 2048, NULL, NONE, "T", "gptlite context length"},
+     MAX_SEQ, 2048, NULL, NONE, "T", "gptlite context length"},
     {"hidden_dim", "--hidden-dim", "classifier", ZT_MODEL_ARG_INT, ARG_OFF(hidden_dim), 1,
-     INT64_MAX, 1024, NULL, NONE, "H", "classifier feed-forward width"},
-    {"max_len", "--max-len", "classifier", ZT_MODEL_ARG_INT, ARG_OFF(max_len), 1, INT64_MAX,
+     MAX_WIDTH, 1024, NULL, NONE, "H", "classifier feed-forward width"},
+    {"max_len", "--max-len", "classifier", ZT_MODEL_ARG_INT, ARG_OFF(max_len), 1, MAX_SEQ,
      1024, NULL, NONE, "N", "classifier tokens per review"},
     {"vocab_size", "--vocab-size", "gptlite", ZT_MODEL_ARG_INT, ARG_OFF(vocab_size), 1,
-     INT64_MAX, 0, NULL, NONE, "N", "embedding rows, at least the tokenizer's (default: its)"},
+     MAX_VOCAB, 0, NULL, NONE, "N", "embedding rows, at least the tokenizer's (default: its)"},
     {"vocab_size", "--vocab-size", "classifier", ZT_MODEL_ARG_INT, ARG_OFF(vocab_size), 1,
-     INT64_MAX, 0, NULL, NONE, "N", "embedding rows, at least the tokenizer's (default: its)"},
+     MAX_VOCAB, 0, NULL, NONE, "N", "embedding rows, at least the tokenizer's (default: its)"},
     {"activation", "--activation", "gptlite", ZT_MODEL_ARG_CHOICE, ARG_OFF(gelu), 0, 1, 0, NULL,
      {"relu", "gelu"}, "relu|gelu", "feed-forward activation (gelu: GPT-2's tanh form)"},
     {"activation", "--activation", "classifier", ZT_MODEL_ARG_CHOICE, ARG_OFF(gelu), 0, 1, 0,

@@ -259,3 +259,31 @@ int64_t zt_config_checkpoint_interval(const zt_config *cfg, int n_units)
     /* k may be near INT64_MAX: no n_units + k - 1. */
     return k >= n_units ? 1 : ((int64_t)n_units + k - 1) / k;
 }
+
+void zt_config_fingerprint(const zt_config *cfg, zt_fingerprint *fp)
+{
+    zt_fingerprint_i64(fp, "train_batch_size", cfg->train_batch_size);
+    zt_fingerprint_i64(fp, "train_micro_batch_size_per_gpu", cfg->micro_batch_size);
+    zt_fingerprint_i64(fp, "gradient_accumulation_steps", cfg->gradient_accumulation_steps);
+    zt_fingerprint_i64(fp, "zero_optimization.stage", cfg->zero.stage);
+    zt_fingerprint_bytes(fp, "zero_optimization", NULL, &cfg->zero, sizeof cfg->zero);
+    zt_fingerprint_bytes(fp, "optimizer", zt_optim_type_name(cfg->optimizer.type),
+                         &cfg->optimizer, sizeof cfg->optimizer);
+    zt_fingerprint_bytes(fp, "scheduler", zt_sched_type_name(cfg->scheduler.type),
+                         &cfg->scheduler, sizeof cfg->scheduler);
+    zt_fingerprint_bytes(fp, "fp16", cfg->fp16.enabled ? "enabled" : "disabled", &cfg->fp16,
+                         sizeof cfg->fp16);
+    zt_fingerprint_bytes(fp, "bf16", cfg->bf16.enabled ? "enabled" : "disabled", &cfg->bf16,
+                         sizeof cfg->bf16);
+    zt_fingerprint_bytes(fp, "activation_checkpointing", NULL, &cfg->activation_checkpointing,
+                         sizeof cfg->activation_checkpointing);
+    zt_fingerprint_i64(fp, "activation checkpoint interval", cfg->activation_checkpoint_interval);
+    zt_fingerprint_str(fp, "data_types.grad_accum_dtype", cfg->data_types.grad_accum_dtype);
+    zt_fingerprint_str(fp, "communication_data_type", cfg->communication_data_type);
+    zt_fingerprint_f64(fp, "gradient_clipping", cfg->gradient_clipping);
+    zt_fingerprint_i64(fp, "prescale_gradients", cfg->prescale_gradients);
+    zt_fingerprint_f64(fp, "gradient_predivide_factor", cfg->gradient_predivide_factor);
+    zt_fingerprint_i64(fp, "steps_per_print", cfg->steps_per_print);
+    zt_fingerprint_i64(fp, "wall_clock_breakdown", cfg->wall_clock_breakdown);
+    zt_fingerprint_i64(fp, "csv_monitor.enabled", cfg->csv_monitor.enabled);
+}

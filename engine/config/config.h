@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "engine/dtype.h"
+#include "engine/fingerprint.h"
 #include "engine/status.h"
 
 #define ZT_CONFIG_MAX_NOTES 32
@@ -205,6 +206,12 @@ zt_status zt_config_parse_file(const char *path, const zt_config_overrides *ov, 
 zt_status zt_config_parse_string(const char *text, const char *name,
                                  const zt_config_overrides *ov, int world_size,
                                  zt_config *out);
+
+/* Adds the resolved config to a run's fingerprint: the batch triple and the
+ * ZeRO stage with their values, then every section whole, named by its JSON
+ * path (the struct bytes: zt_config_defaults zeroes the padding). Notes and
+ * the csv_monitor's output path are left out: they may differ per node. */
+void zt_config_fingerprint(const zt_config *cfg, zt_fingerprint *fp);
 
 /* What --estimate-memory plans with when no config is given: DeepSpeed's
  * defaults and an Adam optimizer, the batch and lr from the overrides (their

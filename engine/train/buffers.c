@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/checked.h"
 #include "engine/train/trainer_impl.h"
 #include "engine/zero/allgather.h"
 
@@ -32,9 +33,14 @@ static int64_t buffers_max_act_numel(const zt_model *m)
 
 /* Host logits a forward-only pass reads back: every row of a classification
  * batch, or the one position a language model samples from. */
-static int64_t buffers_logits_host_numel(const zt_model *m, int64_t micro)
+static size_t buffers_logits_host_bytes(zt_trainer *t, const zt_model *m, int64_t micro)
 {
-    return m->labels_per_token ? m->n_classes : micro * m->labels_numel * m->n_classes;
+    if (m->labels_per_token)
+        return zt_train_plan_bytes(t, m->n_classes, 1, sizeof(float));
+    int64_t rows = 0;
+    if (!zt_checked_mul(micro, m->labels_numel, &rows))
+        t->plan_overflow = true;
+    return zt_train_plan_bytes(t, rows, m->n_classes, sizeof(float));
 }
 
 zt_status zt_train_buf(zt_memory *mem, bool reserved, zt_mem_loc loc, zt_mem_class cls,
@@ -58,40 +64,42 @@ static zt_status buffers_model_states(zt_trainer *t, zt_memory *mem, bool reserv
 
     if (!pol->params_sharded) {
         ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_PARAMS,
-                            zt_train_bytes(lay->padded_numel, c), &t->params));
+                            zt_train_plan_bytes(t, lay->padded_numel, 1, zt_dtype_size(c)), &t->params));
     } else {
         for (int u = 0; u < lay->n_units; u++) {
             const zt_unit_layout *ul = &lay->units[u];
             ZT_TRY(zt_train_buf(mem, reserved, ul->persistent ? ZT_MEM_DEVICE : shard_loc,
                                 ZT_MEM_PARAMS,
-                                zt_train_bytes(ul->persistent ? ul->padded_numel : ul->shard_numel,
-                                               c),
+                                zt_train_plan_bytes(t, ul->persistent ? ul->padded_numel
+                                                                   : ul->shard_numel,
+                                                    1, zt_dtype_size(c)),
                                 &t->unit_store[u]));
         }
         int64_t h = t->cfg->zero.zero_hpz_partition_size;
         for (int u = 0; h > 1 && u < lay->n_units; u++)
             if (!lay->units[u].persistent)
                 ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_PARAMS,
-                                    zt_train_bytes(lay->units[u].padded_numel / h, c),
+                                    zt_train_plan_bytes(t, lay->units[u].padded_numel / h, 1, zt_dtype_size(c)),
                                     &t->secondary[u]));
     }
     /* Offloaded, a sharded gradient partition lives on the host only. */
     if (!pol->grads_sharded || !t->offload_opt)
         ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_GRADS,
-                            zt_train_bytes(pol->grads_sharded ? lay->partition_numel
-                                                              : lay->padded_numel,
-                                           t->gdt),
+                            zt_train_plan_bytes(t,
+                                                pol->grads_sharded ? lay->partition_numel
+                                                                   : lay->padded_numel,
+                                                1, zt_dtype_size(t->gdt)),
                             &t->grads));
     if (t->offload_opt)
         ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_HOST, ZT_MEM_GRADS,
-                            zt_train_floats(lay->partition_numel), &t->host_grads));
+                            zt_train_plan_bytes(t, lay->partition_numel, 1, sizeof(float)), &t->host_grads));
     int64_t span = zt_stage_optim_numel(pol, lay);
     if (t->has_master)
-        ZT_TRY(zt_train_buf(mem, reserved, opt_loc, ZT_MEM_MASTER, zt_train_floats(span),
+        ZT_TRY(zt_train_buf(mem, reserved, opt_loc, ZT_MEM_MASTER, zt_train_plan_bytes(t, span, 1, sizeof(float)),
                             &t->master));
     int64_t state = zt_optim_state_numel(&t->cfg->optimizer, span);
     if (state > 0)
-        ZT_TRY(zt_train_buf(mem, reserved, opt_loc, ZT_MEM_OPTIM, zt_train_floats(state),
+        ZT_TRY(zt_train_buf(mem, reserved, opt_loc, ZT_MEM_OPTIM, zt_train_plan_bytes(t, state, 1, sizeof(float)),
                             &t->optim_state));
     return ZT_OK;
 }
@@ -109,27 +117,29 @@ static zt_status buffers_comm(zt_trainer *t, zt_memory *mem, bool reserved)
         zt_zero_rs_buffers(cfg, lay, &count, &send_numel, &recv_numel);
         for (int i = 0; i < count; i++) {
             ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_COMM,
-                                zt_train_bytes(send_numel, t->kdt), &t->rs_send[i]));
+                                zt_train_plan_bytes(t, send_numel, 1, zt_dtype_size(t->kdt)), &t->rs_send[i]));
             if (recv_numel > 0)
                 ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_COMM,
-                                    zt_train_bytes(recv_numel, t->kdt), &t->rs_recv[i]));
+                                    zt_train_plan_bytes(t, recv_numel, 1, zt_dtype_size(t->kdt)), &t->rs_recv[i]));
         }
         if (t->offload_opt)
             ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_HOST, ZT_MEM_WORK,
-                                zt_train_bytes(zt_zero_rs_width(cfg, lay), t->kdt),
+                                zt_train_plan_bytes(t, zt_zero_rs_width(cfg, lay), 1,
+                                                    zt_dtype_size(t->kdt)),
                                 &t->rs_stage));
     }
     if (pol->allgather_after_step)
         ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_COMM,
-                            zt_train_bytes(zt_zero_allgather_buffer_numel(cfg, lay), t->cdt),
+                            zt_train_plan_bytes(t, zt_zero_allgather_buffer_numel(cfg, lay), 1,
+                                                zt_dtype_size(t->cdt)),
                             &t->ag_buf));
     if (pol->grads_sharded && !t->mixed)
         ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_COMM,
-                            zt_train_floats(lay->max_unit_numel), &t->unit_grad));
+                            zt_train_plan_bytes(t, lay->max_unit_numel, 1, sizeof(float)), &t->unit_grad));
     /* The gather window allocates its own blocks from this part of COMM. */
     int64_t pool = zt_zero_gather_pool_numel(cfg, lay);
     if (pool > 0 && !reserved)
-        zt_memory_plan(mem, ZT_MEM_DEVICE, ZT_MEM_COMM, zt_train_bytes(pool, t->cdt));
+        zt_memory_plan(mem, ZT_MEM_DEVICE, ZT_MEM_COMM, zt_train_plan_bytes(t, pool, 1, zt_dtype_size(t->cdt)));
     return ZT_OK;
 }
 
@@ -138,33 +148,33 @@ static zt_status buffers_batch(zt_trainer *t, zt_memory *mem, bool reserved)
 {
     const zt_model *m = t->model;
     int64_t mb = t->cfg->micro_batch_size;
-    size_t tok_bytes = (size_t)(mb * m->seq_len) * sizeof(int32_t);
-    size_t lab_bytes = (size_t)(mb * m->labels_numel) * sizeof(int32_t);
+    size_t tok_bytes = zt_train_plan_bytes(t, mb, m->seq_len, sizeof(int32_t));
+    size_t lab_bytes = zt_train_plan_bytes(t, mb, m->labels_numel, sizeof(int32_t));
     if (m->in_numel > 0) {
         ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_ACTS,
-                            zt_train_floats(mb * m->in_numel), &t->x));
+                            zt_train_plan_bytes(t, mb, m->in_numel, sizeof(float)), &t->x));
         ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_HOST, ZT_MEM_WORK,
-                            zt_train_floats(mb * m->in_numel), &t->x_host));
+                            zt_train_plan_bytes(t, mb, m->in_numel, sizeof(float)), &t->x_host));
     }
     if (m->seq_len > 0) {
         ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_ACTS, tok_bytes, &t->tokens));
         ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_ACTS,
-                            (size_t)mb * sizeof(int32_t), &t->lengths));
+                            zt_train_plan_bytes(t, mb, 1, sizeof(int32_t)), &t->lengths));
         ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_HOST, ZT_MEM_WORK, tok_bytes,
                             &t->tokens_host));
         ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_HOST, ZT_MEM_WORK,
-                            (size_t)mb * sizeof(int32_t), &t->lengths_host));
+                            zt_train_plan_bytes(t, mb, 1, sizeof(int32_t)), &t->lengths_host));
     }
     ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_ACTS,
-                        (size_t)mb * sizeof(uint64_t), &t->row_keys));
+                        zt_train_plan_bytes(t, mb, 1, sizeof(uint64_t)), &t->row_keys));
     ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_ACTS, lab_bytes, &t->labels));
-    ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_HOST, ZT_MEM_WORK, (size_t)mb * sizeof(uint64_t),
+    ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_HOST, ZT_MEM_WORK, zt_train_plan_bytes(t, mb, 1, sizeof(uint64_t)),
                         &t->row_keys_host));
     ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_HOST, ZT_MEM_WORK, lab_bytes, &t->labels_host));
-    ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_HOST, ZT_MEM_WORK, (size_t)mb * sizeof(int64_t),
+    ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_HOST, ZT_MEM_WORK, zt_train_plan_bytes(t, mb, 1, sizeof(int64_t)),
                         &t->index_host));
     return zt_train_buf(mem, reserved, ZT_MEM_HOST, ZT_MEM_WORK,
-                        zt_train_floats(buffers_logits_host_numel(m, mb)), &t->logits_host);
+                        buffers_logits_host_bytes(t, m, mb), &t->logits_host);
 }
 
 /* WORK: the units' scratch, the backend's workspace, the activation-gradient
@@ -177,46 +187,64 @@ static zt_status buffers_work(zt_trainer *t, zt_memory *mem, bool reserved)
     int64_t work = zt_train_max_unit_field(m, offsetof(zt_unit, work_numel));
     if (work > 0)
         ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_WORK,
-                            zt_train_floats(mb * work), &t->work));
+                            zt_train_plan_bytes(t, mb, work, sizeof(float)), &t->work));
     /* The plan for --estimate-memory has no backend: it leaves this block out. */
     if (t->be && t->be->workspace_bytes > 0)
         ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_WORK, t->be->workspace_bytes,
                             &t->be_workspace));
-    size_t dact = zt_train_floats(mb * buffers_max_act_numel(m));
+    size_t dact = zt_train_plan_bytes(t, mb, buffers_max_act_numel(m), sizeof(float));
     ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_WORK, dact, &t->dact[0]));
     ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_WORK, dact, &t->dact[1]));
     if (!t->mixed)
         return ZT_OK;
     ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_WORK,
-                        zt_train_floats(lay->max_unit_numel), &t->pw));
+                        zt_train_plan_bytes(t, lay->max_unit_numel, 1, sizeof(float)), &t->pw));
     ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_WORK,
-                        zt_train_floats(lay->max_unit_numel), &t->gw));
+                        zt_train_plan_bytes(t, lay->max_unit_numel, 1, sizeof(float)), &t->gw));
     int64_t in = zt_train_max_unit_field(m, offsetof(zt_unit, in_numel));
     int64_t out = zt_train_max_unit_field(m, offsetof(zt_unit, out_numel));
     int64_t sv = zt_train_max_unit_field(m, offsetof(zt_unit, saved_numel));
     if (in > 0)
-        ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_WORK, zt_train_floats(mb * in),
+        ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_WORK, zt_train_plan_bytes(t, mb, in, sizeof(float)),
                             &t->xin));
-    ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_WORK, zt_train_floats(mb * out),
+    ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_WORK, zt_train_plan_bytes(t, mb, out, sizeof(float)),
                         &t->yout));
     if (sv > 0)
-        ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_WORK, zt_train_floats(mb * sv),
+        ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_WORK, zt_train_plan_bytes(t, mb, sv, sizeof(float)),
                             &t->sw));
     return ZT_OK;
 }
 
+size_t zt_train_plan_bytes(zt_trainer *t, int64_t n, int64_t m, size_t elem)
+{
+    size_t bytes;
+    if (zt_checked_bytes(n, m, elem, &bytes))
+        return bytes;
+    t->plan_overflow = true;
+    return 0;
+}
+
 zt_status zt_train_buffers(zt_trainer *t, zt_memory *mem, bool reserved)
 {
+    t->plan_overflow = false;
     ZT_TRY(buffers_model_states(t, mem, reserved));
     ZT_TRY(buffers_comm(t, mem, reserved));
     if (t->has_master && (t->offload_opt || t->offload_param))
         ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_HOST, ZT_MEM_WORK,
-                            zt_train_bytes(t->layout.max_unit_numel / t->layout.world_size,
-                                           t->cdt),
+                            zt_train_plan_bytes(t, t->layout.max_unit_numel / t->layout.world_size, 1,
+                                                zt_dtype_size(t->cdt)),
                             &t->param_stage));
     ZT_TRY(buffers_batch(t, mem, reserved));
     ZT_TRY(zt_train_activation_buffers(t, mem, reserved));
-    return buffers_work(t, mem, reserved);
+    ZT_TRY(buffers_work(t, mem, reserved));
+    if (t->plan_overflow)
+        return zt_fail(ZT_ERR_USAGE,
+                       "use a smaller micro batch (train_micro_batch_size_per_gpu) or a smaller "
+                       "model",
+                       "the buffers of model %s with micro batch %lld need more than 2^63 "
+                       "elements or bytes",
+                       t->model->name, (long long)t->cfg->micro_batch_size);
+    return ZT_OK;
 }
 
 zt_status zt_train_tables(zt_trainer *t)

@@ -89,6 +89,9 @@ zt_status zt_trainer_generate_from(zt_trainer *t, const int32_t *prompt, int64_t
     const zt_model *model = t->model;
     const zt_backend *be = t->be;
     int64_t T = model->seq_len, V = model->n_classes;
+    /* A vocabulary padded past the tokenizer's (--vocab-size) has logits no
+     * token id stands behind: they are never drawn. */
+    int64_t valid = t->data->vocab_size > 0 && t->data->vocab_size < V ? t->data->vocab_size : V;
     if (!model->labels_per_token)
         return zt_fail(ZT_ERR_USAGE, "sampling needs a language model (--model gptlite)",
                        "model %s does not generate text", model->name);
@@ -105,7 +108,7 @@ zt_status zt_trainer_generate_from(zt_trainer *t, const int32_t *prompt, int64_t
         be->copy_d2h(be, t->logits_host, zt_train_logits(t, 1) + (ctx - 1) * V,
                      zt_train_floats(V));
         double u = (double)zt_rng_uniform(seed, ZT_RNG_STREAM_SAMPLE, (uint64_t)i);
-        out[len] = (int32_t)infer_pick(t->logits_host, V, temperature, u);
+        out[len] = (int32_t)infer_pick(t->logits_host, valid, temperature, u);
     }
     ZT_TRY(t->policy->flush(&t->stage));
     return ZT_OK;

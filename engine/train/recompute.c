@@ -36,10 +36,10 @@ zt_status zt_train_activation_buffers(zt_trainer *t, zt_memory *mem, bool reserv
             sv = m->units[u].saved_numel > sv ? m->units[u].saved_numel : sv;
         }
         ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_ACTS,
-                            zt_train_bytes(mb * out, c), &t->acts[j]));
+                            zt_train_plan_bytes(t, mb, out, zt_dtype_size(c)), &t->acts[j]));
         if (sv > 0)
             ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_ACTS,
-                                zt_train_bytes(mb * sv, c), &t->saved[j]));
+                                zt_train_plan_bytes(t, mb, sv, zt_dtype_size(c)), &t->saved[j]));
     }
     int64_t max_kept = 0;
     zt_mem_loc loc = t->ckpt_host ? ZT_MEM_HOST : ZT_MEM_DEVICE;
@@ -48,12 +48,12 @@ zt_status zt_train_activation_buffers(zt_trainer *t, zt_memory *mem, bool reserv
             continue;
         int64_t kept = m->units[u - 1].out_numel;
         max_kept = kept > max_kept ? kept : max_kept;
-        ZT_TRY(zt_train_buf(mem, reserved, loc, ZT_MEM_ACTS, zt_train_bytes(mb * kept, c),
+        ZT_TRY(zt_train_buf(mem, reserved, loc, ZT_MEM_ACTS, zt_train_plan_bytes(t, mb, kept, zt_dtype_size(c)),
                             &t->ckpt[u]));
     }
     if (t->ckpt_host && max_kept > 0)
         ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_ACTS,
-                            zt_train_bytes(mb * max_kept, c), &t->ckpt_in));
+                            zt_train_plan_bytes(t, mb, max_kept, zt_dtype_size(c)), &t->ckpt_in));
     if (reserved)
         for (int u = slots; u < n; u++) {
             t->acts[u] = t->acts[recompute_slot(t, u)];

@@ -157,7 +157,7 @@ static zt_status trainer_init(zt_trainer *t, const zt_trainer_options *o)
     t->data = o->data;
     t->seed = o->seed;
     if (data->x_numel != m->in_numel || data->tokens_numel != m->seq_len ||
-        data->labels_numel != m->labels_numel || data->n_classes != m->n_classes ||
+        data->labels_numel != m->labels_numel || data->n_classes > m->n_classes ||
         data->vocab_size > m->vocab_size || (data->variable_length && m->labels_per_token))
         return zt_fail(ZT_ERR_INTERNAL, "",
                        "data (%lld inputs, %lld tokens, %lld labels, %lld classes, vocab %lld) "
@@ -180,6 +180,7 @@ static zt_status trainer_init(zt_trainer *t, const zt_trainer_options *o)
     ZT_TRY(zt_train_tables(t));
     zt_memory_init(&t->mem, be);
     ZT_TRY(zt_train_buffers(t, &t->mem, false));
+    ZT_TRY(zt_train_check_memory(t));
     ZT_TRY(zt_memory_reserve(&t->mem));
     ZT_TRY(zt_train_buffers(t, &t->mem, true));
     if (t->be_workspace)
@@ -325,6 +326,17 @@ static zt_status trainer_step(zt_trainer *t)
         double norm = 0.0;
         ZT_TRY(zt_train_slices_sumsq(t, t->own_g, t->ogdt, &norm));
         norm = sqrt(norm);
+        /* Without a loss scaler nothing skips a diverged step: stepping would
+         * write nan into the weights (and the next checkpoint). */
+        if (!t->check_overflow && !t->opt.nonfinite_continue &&
+            (!isfinite(loss) || !isfinite(norm)))
+            return zt_fail(ZT_ERR_NUMERIC,
+                           "training diverged: lower the learning rate or look for extreme "
+                           "values in the data; the weights before this step are kept "
+                           "(--nonfinite continue steps on, as DeepSpeed does)",
+                           "step %lld: the loss is %g and the gradient norm %g in %s training",
+                           (long long)(t->global_steps + 1), loss, norm,
+                           zt_dtype_name(t->cdt));
         /* DeepSpeed unscales and clips in one multiply on the scaled norm. */
         double clip = 1.0;
         if (cfg->gradient_clipping > 0.0 && isfinite(norm)) {

@@ -158,6 +158,10 @@ typedef struct {
      * (inject_unit < 0: the middle unit). */
     const int64_t *inject_steps;
     int n_inject_steps, inject_unit;
+    /* Without a loss scaler (fp32, bf16 without check_grad_overflow) a step
+     * whose loss or gradient norm is not finite fails with ZT_ERR_NUMERIC on
+     * every rank before anything is stepped; true steps on (DeepSpeed). */
+    bool nonfinite_continue;
     zt_trainer_observer observer;
     /* Called after every optimizer step (and the evaluation due at it) on
      * every rank; a failure ends training and is returned. NULL: none. (cmd
@@ -200,6 +204,8 @@ zt_status zt_trainer_eval(zt_trainer *t, const zt_dataset *ds, int64_t iters, do
 
 /* Language models: appends n_new tokens to out[0] = start (out has n_new + 1
  * entries), sampling token i from the softmax of the last position's logits
+ * (over the training data's vocabulary: a model vocabulary padded past it
+ * never yields the padding ids)
  * with u = zt_rng_uniform(seed, ZT_RNG_STREAM_SAMPLE, i) (inverse CDF in
  * float64), the context cropped to the last seq_len tokens. Every rank
  * computes the same tokens. Collective. */

@@ -53,6 +53,7 @@ struct zt_trainer {
     int64_t ckpt_interval;   /* activation checkpointing: units per segment, 0 off */
     bool ckpt_host;          /* cpu_checkpointing */
     int inject_unit;         /* --inject-overflow's unit, resolved */
+    bool plan_overflow;      /* a planned size did not fit (zt_train_plan_bytes) */
 
     /* Full flat parameters (padded_numel) unless the stage shards them; then
      * NULL and unit_store holds them. */
@@ -124,6 +125,9 @@ zt_status zt_train_buffers(zt_trainer *t, zt_memory *mem, bool reserved);
 /* One buffer: planned on the first pass, carved out on the second. */
 zt_status zt_train_buf(zt_memory *mem, bool reserved, zt_mem_loc loc, zt_mem_class cls,
                        size_t bytes, void *out);
+/* n x m elements of elem bytes for the plan; an overflow marks the plan
+ * failed (zt_train_buffers then refuses it) and gives 0. */
+size_t zt_train_plan_bytes(zt_trainer *t, int64_t n, int64_t m, size_t elem);
 zt_status zt_train_tables(zt_trainer *t);
 void zt_train_tables_free(zt_trainer *t);
 /* The largest of one per-sample size field (offsetof(zt_unit, ...)) over units. */
@@ -135,6 +139,11 @@ static inline size_t zt_train_bytes(int64_t numel, zt_dtype dt)
 {
     return (size_t)numel * zt_dtype_size(dt);
 }
+
+/* ---- memcheck.c ---- */
+/* The planned host memory against the address-space limit, the memory cgroup
+ * and MemAvailable (engine/hostmem.h); every rank fails alike. Collective. */
+zt_status zt_train_check_memory(zt_trainer *t);
 
 /* ---- micro.c ---- */
 /* One micro-step m of the current step: forward, loss, backward, reduction.

@@ -89,3 +89,66 @@ zt_status zt_world_agree(const zt_world *w, zt_status local, int *failed_rank)
         *failed_rank = first < w->size ? first : -1;
     return first < w->size ? (zt_status)st : ZT_OK;
 }
+
+/* Rank `from`'s text of field i (the empty string past its list). */
+static void world_bcast_value(const zt_world *w, const zt_fingerprint *fp, int i, int from,
+                              char *out)
+{
+    char buf[ZT_FINGERPRINT_NAME + ZT_FINGERPRINT_VALUE] = "";
+    if (w->rank == from && i < fp->n)
+        snprintf(buf, sizeof buf, "%s", fp->fields[i].value);
+    MPI_Bcast(buf, (int)sizeof buf, MPI_CHAR, from, w->comm);
+    memcpy(out, buf, sizeof buf);
+}
+
+zt_status zt_world_agree_fingerprint(const zt_world *w, const zt_fingerprint *fp)
+{
+    ZT_TRY(zt_world_agree(w, fp->error, NULL));
+    int n0 = fp->n, n_min = fp->n;
+    MPI_Bcast(&n0, 1, MPI_INT, 0, w->comm);
+    MPI_Allreduce(MPI_IN_PLACE, &n_min, 1, MPI_INT, MPI_MIN, w->comm);
+    uint64_t *ref = malloc((size_t)(n0 > 0 ? n0 : 1) * sizeof *ref);
+    int oom = !ref, any_oom = 0;
+    MPI_Allreduce(&oom, &any_oom, 1, MPI_INT, MPI_MAX, w->comm);
+    if (any_oom) {
+        free(ref);
+        return zt_fail(ZT_ERR_OOM, "", "cannot compare the ranks' settings");
+    }
+    for (int i = 0; w->rank == 0 && i < n0; i++)
+        ref[i] = fp->fields[i].hash;
+    MPI_Bcast(ref, n0, MPI_UINT64_T, 0, w->comm);
+    /* This rank's first difference: a field that differs, or where one list
+     * ends before the other. */
+    int64_t first = INT64_MAX;
+    for (int i = 0; i < n_min && first == INT64_MAX; i++)
+        if (fp->fields[i].hash != ref[i])
+            first = i;
+    if (first == INT64_MAX && fp->n != n0)
+        first = n_min;
+    free(ref);
+    int64_t key = first == INT64_MAX ? INT64_MAX : first * w->size + w->rank;
+    MPI_Allreduce(MPI_IN_PLACE, &key, 1, MPI_INT64_T, MPI_MIN, w->comm);
+    if (key == INT64_MAX)
+        return ZT_OK;
+    int field = (int)(key / w->size), rank = (int)(key % w->size);
+    char name[ZT_FINGERPRINT_NAME] = "", mine[ZT_FINGERPRINT_NAME + ZT_FINGERPRINT_VALUE],
+         theirs[ZT_FINGERPRINT_NAME + ZT_FINGERPRINT_VALUE];
+    if (field < n0 && w->rank == 0)
+        snprintf(name, sizeof name, "%s", fp->fields[field].name);
+    MPI_Bcast(name, (int)sizeof name, MPI_CHAR, 0, w->comm);
+    world_bcast_value(w, fp, field, 0, mine);
+    world_bcast_value(w, fp, field, rank, theirs);
+    const char *hint = "start every rank with the same zerotrain build, flags, config and data "
+                       "files (an MPMD mpirun line, or a file that differs between nodes?)";
+    if (field >= n_min)
+        return zt_fail(ZT_ERR_USAGE, hint,
+                       "rank %d runs something other than rank 0: it records %s settings "
+                       "(a different zerotrain build?)",
+                       rank, field < n0 ? "fewer" : "more");
+    return zt_fail(ZT_ERR_USAGE, hint,
+                   "rank %d runs something other than rank 0: %s is %s%s%s on rank %d and "
+                   "%s%s%s on rank 0",
+                   rank, name, theirs[0] ? "'" : "", theirs[0] ? theirs : "different",
+                   theirs[0] ? "'" : "", rank, mine[0] ? "'" : "", mine[0] ? mine : "other",
+                   mine[0] ? "'" : "");
+}

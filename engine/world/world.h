@@ -9,7 +9,8 @@
  * Which device and communicator each rank uses: engine/world/devices.h.
  *
  * Memory: the communicators are owned by the world and freed by zt_world_free.
- * Collective: zt_world_init, zt_world_free, zt_world_agree.
+ * Collective: zt_world_init, zt_world_free, zt_world_agree,
+ * zt_world_agree_fingerprint.
  */
 #ifndef ZT_WORLD_H
 #define ZT_WORLD_H
@@ -17,6 +18,7 @@
 #include <mpi.h>
 #include <stdbool.h>
 
+#include "engine/fingerprint.h"
 #include "engine/status.h"
 
 typedef struct {
@@ -36,5 +38,12 @@ void zt_world_free(zt_world *w);
  * after steps where ranks may disagree (file reads) so no rank waits forever
  * in a later collective. */
 zt_status zt_world_agree(const zt_world *w, zt_status local, int *failed_rank);
+
+/* Every rank must run what rank 0 runs: the fingerprints (same fields in the
+ * same order when every rank runs the same build) are compared field by field.
+ * On any difference every rank returns the same ZT_ERR_USAGE naming the first
+ * field that differs, the lowest rank it differs on and both values. A failed
+ * add on any rank (fp->error) is agreed on first. Collective. */
+zt_status zt_world_agree_fingerprint(const zt_world *w, const zt_fingerprint *fp);
 
 #endif

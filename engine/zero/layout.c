@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/checked.h"
 #include "engine/zero/stage.h"
 
 zt_status zt_layout_init(zt_layout *l, const zt_model *m, const zt_zero_config *z,
@@ -25,7 +26,15 @@ zt_status zt_layout_init(zt_layout *l, const zt_model *m, const zt_zero_config *
         zt_unit_layout *ul = &l->units[u];
         ul->offset = offset;
         ul->numel = m->units[u].param_numel;
-        ul->padded_numel = (ul->numel + align - 1) / align * align;
+        if (!zt_checked_add(ul->numel, align - 1, &ul->padded_numel) ||
+            !zt_checked_add(offset, ul->padded_numel, &l->padded_numel)) {
+            zt_layout_free(l);
+            return zt_fail(ZT_ERR_USAGE, "choose a smaller model or fewer ranks",
+                           "the flat layout of %d units padded for %d ranks has more than "
+                           "2^63 elements",
+                           m->n_units, world_size);
+        }
+        ul->padded_numel = ul->padded_numel / align * align;
         ul->shard_numel = ul->padded_numel / world_size;
         ul->part_offset = offset / world_size;
         ul->global_index = global;
