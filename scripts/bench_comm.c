@@ -121,7 +121,7 @@ static int64_t arg_i64(int argc, char **argv, const char *name, int64_t dflt)
 int main(int argc, char **argv)
 {
     int provided;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     bench B = {0};
     zt_comm comm;
     if (zt_comm_mpi_init(&comm, MPI_COMM_WORLD) != ZT_OK)

@@ -3,9 +3,10 @@
  * the bootstrap of device communicators, ZT_COMM_TIMEOUT and the watchdog's
  * message, zt_comm_free.
  *
- * Every collective, blocking or not, is issued as a non-blocking MPI call and
- * completed by polling it (comm_poll), so a collective that a dead or stuck
- * peer never joins fails after ZT_COMM_TIMEOUT seconds instead of hanging.
+ * Every collective, blocking or not, is a blocking MPI call on the comm thread
+ * (engine/comm/worker.h) that the caller waits for with a deadline, so a
+ * collective that a dead or stuck peer never joins fails after
+ * ZT_COMM_TIMEOUT seconds instead of hanging.
  *
  * Memory: the comm owns its duplicated MPI communicator (freed by
  * zt_comm_free); buffers and requests belong to the caller.
@@ -18,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* MPI counts are int: larger buffers are split into parts that each fit. */
 #define ZT_COMM_MAX_COUNT ((int64_t)1 << 30)
@@ -159,7 +161,7 @@ static void comm_count(zt_comm *c, zt_comm_kind k, int64_t numel, zt_dtype dt)
 }
 
 /* Takes the collective's sequence number, counts it and describes it in req
- * for the watchdog; the caller then issues its parts into req->parts. numel is
+ * for the watchdog; the caller then issues the collective into req. numel is
  * the counted (whole logical buffer) size, which the watchdog's message names. */
 void zt_comm_req_describe(zt_comm_req *req, zt_comm_kind kind, uint64_t seq, int64_t numel,
                           zt_dtype dt)
@@ -179,38 +181,25 @@ static void comm_start(zt_comm *c, zt_comm_req *req, zt_comm_kind k, int64_t num
     req->pending = true;
 }
 
-/* Spins on MPI_Testall (each test drives MPI's progress engine, as a blocking
- * call would) until the request completes. With a watchdog the clock is read
- * every COMM_POLL_CLOCK tests, so it stays out of the loop's cost, and the
- * collective fails once it has been in flight longer than c->timeout_s. After
- * that failure its MPI requests are still active (MPI cannot cancel a
+/* Waits for the comm thread to finish req's task (sleeping, no polling) until
+ * the collective has been in flight c->timeout_s seconds. After a timeout the
+ * task is still queued or running inside MPI (which cannot cancel a
  * collective) and the comm is unusable: the caller aborts. */
-#define COMM_POLL_CLOCK 64
-
-static zt_status comm_poll(zt_comm *c, zt_comm_req *req)
+static zt_status comm_wait_task(zt_comm *c, zt_comm_req *req)
 {
-    if (req->n_parts > 0) {
-        for (unsigned spin = 1;; spin++) {
-            int done = 0;
-            int rc = MPI_Testall(req->n_parts, req->parts, &done, MPI_STATUSES_IGNORE);
-            if (rc != MPI_SUCCESS) {
-                req->n_parts = 0;
-                req->pending = false;
-                return comm_check(rc, zt_comm_kind_name(req->kind), req->numel);
-            }
-            if (done)
-                break;
-            if (c->timeout_s > 0 && spin % COMM_POLL_CLOCK == 0) {
-                double waited = MPI_Wtime() - req->t_issued;
-                if (waited > c->timeout_s)
-                    return zt_comm_timeout_fail(c, req->kind, req->seq, req->numel, req->dt,
-                                                waited);
-            }
-        }
+    if (!req->pending)
+        return ZT_OK;
+    double left = 0;
+    if (c->timeout_s > 0) {
+        left = c->timeout_s - (MPI_Wtime() - req->t_issued);
+        if (left <= 0)
+            left = 1e-6;
     }
-    req->n_parts = 0;
+    if (!zt_comm_worker_wait(&req->task, left))
+        return zt_comm_timeout_fail(c, req->kind, req->seq, req->numel, req->dt,
+                                    MPI_Wtime() - req->t_issued);
     req->pending = false;
-    return ZT_OK;
+    return comm_check(req->task.rc, zt_comm_kind_name(req->kind), req->numel);
 }
 
 static zt_status comm_parts_check(int64_t numel, int64_t max_parts, const char *what)
@@ -222,104 +211,159 @@ static zt_status comm_parts_check(int64_t numel, int64_t max_parts, const char *
     return ZT_OK;
 }
 
-/* The collectives issue into the caller's request, or into their own one that
- * they then poll when the call blocks (req NULL). An issue that fails after
- * some parts went out leaves those in the request (MPI cannot take them back):
- * the comm is unusable and the caller aborts. */
+/* ---- What the comm thread runs: the blocking MPI calls. ---- */
+
+/* Waits until every rank of comm has reached this collective, with a
+ * non-blocking barrier tested in a loop that sleeps longer the longer it
+ * waits (1 us doubling to 1 ms after the first 50 us). A blocking MPI
+ * collective spins inside MPI for as long as a peer is missing, a full core
+ * per waiting rank for up to the watchdog's limit; behind this barrier it
+ * starts only once the peers are there and then runs at full speed. */
+static int comm_arrive(MPI_Comm comm)
+{
+    MPI_Request r;
+    int rc = MPI_Ibarrier(comm, &r);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    double t0 = MPI_Wtime();
+    long sleep_ns = 1000;
+    for (;;) {
+        int done = 0;
+        rc = MPI_Test(&r, &done, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS || done)
+            return rc;
+        if (MPI_Wtime() - t0 < 50e-6)
+            continue;
+        struct timespec ts = {0, sleep_ns};
+        nanosleep(&ts, NULL);
+        if (sleep_ns < 1000000)
+            sleep_ns *= 2;
+    }
+}
+
+/* In place, in parts of at most ZT_COMM_MAX_COUNT elements (MPI counts are int). */
+static int task_all_reduce(zt_comm_task *t)
+{
+    int arrived = comm_arrive(t->comm);
+    if (arrived != MPI_SUCCESS)
+        return arrived;
+    for (int64_t off = 0; off < t->count; off += ZT_COMM_MAX_COUNT) {
+        int n = (int)(t->count - off < ZT_COMM_MAX_COUNT ? t->count - off : ZT_COMM_MAX_COUNT);
+        int rc = MPI_Allreduce(MPI_IN_PLACE, (char *)t->buf + off * (int64_t)t->elem, n, t->type,
+                               t->op, t->comm);
+        if (rc != MPI_SUCCESS)
+            return rc;
+    }
+    return MPI_SUCCESS;
+}
+
+static int task_reduce_scatter(zt_comm_task *t)
+{
+    int arrived = comm_arrive(t->comm);
+    if (arrived != MPI_SUCCESS)
+        return arrived;
+    return MPI_Reduce_scatter_block(t->send, t->recv, (int)t->count, t->type, t->op, t->comm);
+}
+
+static int task_all_gather(zt_comm_task *t)
+{
+    int arrived = comm_arrive(t->comm);
+    if (arrived != MPI_SUCCESS)
+        return arrived;
+    return MPI_Allgather(t->send, (int)t->count, t->type, t->recv, (int)t->count, t->type,
+                         t->comm);
+}
+
+static int task_broadcast(zt_comm_task *t)
+{
+    int arrived = comm_arrive(t->comm);
+    if (arrived != MPI_SUCCESS)
+        return arrived;
+    for (int64_t off = 0; off < t->count; off += ZT_COMM_MAX_COUNT) {
+        int n = (int)(t->count - off < ZT_COMM_MAX_COUNT ? t->count - off : ZT_COMM_MAX_COUNT);
+        int rc = MPI_Bcast((char *)t->buf + off * (int64_t)t->elem, n, t->type, t->root, t->comm);
+        if (rc != MPI_SUCCESS)
+            return rc;
+    }
+    return MPI_SUCCESS;
+}
+
+static int task_barrier(zt_comm_task *t) { return comm_arrive(t->comm); }
+
+/* Issues task t of kind k on c into the caller's request, or into the comm's
+ * own one, waited on before returning, when the call blocks (req NULL). */
+static zt_status comm_issue(zt_comm *c, zt_comm_req *req, zt_comm_kind k, int64_t numel,
+                            zt_dtype dt, const zt_comm_task *t)
+{
+    zt_comm_req *r = req ? req : &c->sync_req;
+    comm_start(c, r, k, numel, dt);
+    r->task = *t;
+    r->task.comm = c->mpi;
+    zt_comm_worker_submit(&r->task);
+    return req ? ZT_OK : comm_wait_task(c, r);
+}
+
 static zt_status mpi_all_reduce(zt_comm *c, void *buf, int64_t numel, zt_dtype dt,
                                 zt_red_op op, zt_comm_req *req)
 {
-    MPI_Datatype type = MPI_DATATYPE_NULL;
-    MPI_Op mop = MPI_OP_NULL;
-    ZT_TRY(comm_type(dt, &type));
-    ZT_TRY(comm_op(dt, op, &mop));
-    ZT_TRY(comm_parts_check(numel, ZT_COMM_REQ_PARTS, "all_reduce"));
-    zt_comm_req local;
-    zt_comm_req *r = req ? req : &local;
-    comm_start(c, r, ZT_COMM_ALL_REDUCE, numel, dt);
-    size_t size = zt_dtype_size(dt);
-    for (int64_t off = 0; off < numel; off += ZT_COMM_MAX_COUNT) {
-        int n = (int)(numel - off < ZT_COMM_MAX_COUNT ? numel - off : ZT_COMM_MAX_COUNT);
-        char *part = (char *)buf + off * (int64_t)size;
-        int rc = MPI_Iallreduce(MPI_IN_PLACE, part, n, type, mop, c->mpi,
-                                &r->parts[r->n_parts++]);
-        ZT_TRY(comm_check(rc, "all_reduce", numel));
-    }
-    return req ? ZT_OK : comm_poll(c, r);
+    zt_comm_task t = {.run = task_all_reduce, .buf = buf, .count = numel,
+                      .elem = zt_dtype_size(dt)};
+    ZT_TRY(comm_type(dt, &t.type));
+    ZT_TRY(comm_op(dt, op, &t.op));
+    return comm_issue(c, req, ZT_COMM_ALL_REDUCE, numel, dt, &t);
 }
 
 static zt_status mpi_reduce_scatter(zt_comm *c, const void *send, void *recv, int64_t recv_numel,
                                     zt_dtype dt, zt_red_op op, zt_comm_req *req)
 {
-    MPI_Datatype type = MPI_DATATYPE_NULL;
-    MPI_Op mop = MPI_OP_NULL;
-    ZT_TRY(comm_type(dt, &type));
-    ZT_TRY(comm_op(dt, op, &mop));
+    zt_comm_task t = {.run = task_reduce_scatter, .send = send, .recv = recv,
+                      .count = recv_numel, .elem = zt_dtype_size(dt)};
+    ZT_TRY(comm_type(dt, &t.type));
+    ZT_TRY(comm_op(dt, op, &t.op));
     ZT_TRY(comm_parts_check(recv_numel, 1, "reduce_scatter"));
-    zt_comm_req local;
-    zt_comm_req *r = req ? req : &local;
-    comm_start(c, r, ZT_COMM_REDUCE_SCATTER, recv_numel * c->size, dt);
-    int rc = MPI_Ireduce_scatter_block(send, recv, (int)recv_numel, type, mop, c->mpi,
-                                       &r->parts[0]);
-    ZT_TRY(comm_check(rc, "reduce_scatter", recv_numel * c->size));
-    r->n_parts = 1;
-    return req ? ZT_OK : comm_poll(c, r);
+    return comm_issue(c, req, ZT_COMM_REDUCE_SCATTER, recv_numel * c->size, dt, &t);
 }
 
 static zt_status mpi_all_gather(zt_comm *c, const void *send, void *recv, int64_t send_numel,
                                 zt_dtype dt, zt_comm_req *req)
 {
-    MPI_Datatype type = MPI_DATATYPE_NULL;
-    ZT_TRY(comm_type(dt, &type));
-    ZT_TRY(comm_parts_check(send_numel, 1, "all_gather"));
-    zt_comm_req local;
-    zt_comm_req *r = req ? req : &local;
-    comm_start(c, r, ZT_COMM_ALL_GATHER, send_numel * c->size, dt);
     const char *slot =
         (const char *)recv + (int64_t)c->rank * send_numel * (int64_t)zt_dtype_size(dt);
-    const void *src = send == slot ? MPI_IN_PLACE : send;
-    int n = (int)send_numel;
-    int rc = MPI_Iallgather(src, n, type, recv, n, type, c->mpi, &r->parts[0]);
-    ZT_TRY(comm_check(rc, "all_gather", send_numel * c->size));
-    r->n_parts = 1;
-    return req ? ZT_OK : comm_poll(c, r);
+    zt_comm_task t = {.run = task_all_gather, .send = send == slot ? MPI_IN_PLACE : send,
+                      .recv = recv, .count = send_numel, .elem = zt_dtype_size(dt)};
+    ZT_TRY(comm_type(dt, &t.type));
+    ZT_TRY(comm_parts_check(send_numel, 1, "all_gather"));
+    return comm_issue(c, req, ZT_COMM_ALL_GATHER, send_numel * c->size, dt, &t);
 }
 
 static zt_status mpi_broadcast(zt_comm *c, void *buf, int64_t numel, zt_dtype dt, int root,
                                zt_comm_req *req)
 {
-    MPI_Datatype type = MPI_DATATYPE_NULL;
-    ZT_TRY(comm_type(dt, &type));
-    ZT_TRY(comm_parts_check(numel, ZT_COMM_REQ_PARTS, "broadcast"));
-    zt_comm_req local;
-    zt_comm_req *r = req ? req : &local;
-    comm_start(c, r, ZT_COMM_BROADCAST, numel, dt);
-    size_t size = zt_dtype_size(dt);
-    for (int64_t off = 0; off < numel; off += ZT_COMM_MAX_COUNT) {
-        int n = (int)(numel - off < ZT_COMM_MAX_COUNT ? numel - off : ZT_COMM_MAX_COUNT);
-        char *part = (char *)buf + off * (int64_t)size;
-        int rc = MPI_Ibcast(part, n, type, root, c->mpi, &r->parts[r->n_parts++]);
-        ZT_TRY(comm_check(rc, "broadcast", numel));
-    }
-    return req ? ZT_OK : comm_poll(c, r);
+    zt_comm_task t = {.run = task_broadcast, .buf = buf, .count = numel, .root = root,
+                      .elem = zt_dtype_size(dt)};
+    ZT_TRY(comm_type(dt, &t.type));
+    return comm_issue(c, req, ZT_COMM_BROADCAST, numel, dt, &t);
 }
 
-static zt_status mpi_barrier(zt_comm *c) { return comm_check(MPI_Barrier(c->mpi), "barrier", 0); }
+/* Through the comm thread too: a barrier on `mpi` must not run beside a
+ * collective on it. Not counted, no sequence number. */
+static zt_status mpi_barrier(zt_comm *c)
+{
+    zt_comm_req *r = &c->sync_req;
+    zt_comm_req_describe(r, ZT_COMM_ALL_REDUCE, c->seq, 0, ZT_F32);
+    r->task = (zt_comm_task){.run = task_barrier, .comm = c->mpi};
+    r->pending = true;
+    zt_comm_worker_submit(&r->task);
+    return comm_wait_task(c, r);
+}
 
 static bool mpi_test(zt_comm *c, zt_comm_req *req)
 {
     (void)c;
-    int done = 1;
-    if (req->n_parts > 0)
-        MPI_Testall(req->n_parts, req->parts, &done, MPI_STATUSES_IGNORE);
-    if (done) {
-        req->n_parts = 0;
-        req->pending = false;
-    }
-    return done != 0;
+    return !req->pending || zt_comm_worker_done(&req->task);
 }
 
-static zt_status mpi_wait(zt_comm *c, zt_comm_req *req) { return comm_poll(c, req); }
+static zt_status mpi_wait(zt_comm *c, zt_comm_req *req) { return comm_wait_task(c, req); }
 
 static void mpi_abort(zt_comm *c, int code) { MPI_Abort(c->mpi, code); }
 
@@ -328,7 +372,7 @@ zt_status zt_comm_split_as(zt_comm *c, int color, int key, zt_comm *out, zt_comm
 {
     memset(out, 0, sizeof *out);
     MPI_Comm part = MPI_COMM_NULL;
-    ZT_TRY(comm_check(MPI_Comm_split(c->mpi, color, key, &part), "MPI_Comm_split", 0));
+    ZT_TRY(comm_check(MPI_Comm_split(c->side, color, key, &part), "MPI_Comm_split", 0));
     zt_status st = init(out, part, be);
     MPI_Comm_free(&part);
     /* The parent's limit, which a caller may have set after init. */
@@ -352,6 +396,11 @@ static void mpi_free(zt_comm *c)
 {
     if (c->mpi && c->mpi != MPI_COMM_NULL)
         MPI_Comm_free(&c->mpi);
+    if (c->side && c->side != MPI_COMM_NULL)
+        MPI_Comm_free(&c->side);
+    if (c->uses_worker)
+        zt_comm_worker_release();
+    c->uses_worker = false;
 }
 
 static const zt_comm_ops zt_comm_mpi_ops = {
@@ -373,12 +422,23 @@ zt_status zt_comm_mpi_init(zt_comm *c, MPI_Comm parent)
     double timeout = 0;
     ZT_TRY(zt_comm_timeout_parse(getenv("ZT_COMM_TIMEOUT"), &timeout));
     ZT_TRY(comm_check(MPI_Comm_dup(parent, &c->mpi), "MPI_Comm_dup", 0));
+    zt_status st = comm_check(MPI_Comm_dup(parent, &c->side), "MPI_Comm_dup", 0);
+    if (st != ZT_OK) {
+        MPI_Comm_free(&c->mpi);
+        return st;
+    }
     MPI_Comm_set_errhandler(c->mpi, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(c->side, MPI_ERRORS_RETURN);
     MPI_Comm_rank(c->mpi, &c->rank);
     MPI_Comm_size(c->mpi, &c->size);
     c->name = "mpi";
     c->ops = &zt_comm_mpi_ops;
     c->timeout_s = timeout;
+    c->uses_worker = zt_comm_worker_acquire();
+    if (!c->uses_worker) {
+        mpi_free(c);
+        return zt_fail(ZT_ERR_INTERNAL, "", "cannot start the comm thread");
+    }
     return ZT_OK;
 }
 
@@ -389,7 +449,7 @@ void zt_comm_free(zt_comm *c)
     /* Freed twice is harmless; the counters stay readable for the report. */
     c->ops = NULL;
     c->impl = NULL;
-    c->mpi = MPI_COMM_NULL;
+    c->mpi = c->side = MPI_COMM_NULL;
 }
 
 /* ---- Bootstrap of device communicators ---- */

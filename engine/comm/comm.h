@@ -33,10 +33,12 @@
  * Watchdog: a collective that has not completed ZT_COMM_TIMEOUT seconds (default
  * 600, 0 turns it off) after it was issued fails with ZT_ERR_COMM naming the
  * collective, its sequence number, its size and the rank, instead of hanging.
- * MPI polls the request while waiting (blocking calls are issued non-blocking
- * and waited on the same way); NCCL has a thread that watches the comm stream,
- * aborts the NCCL communicator and then the job (MPI_Abort), because the host
- * may be blocked in a device synchronisation where no status can be returned.
+ * MPI runs every collective as a blocking call on its comm thread
+ * (engine/comm/worker.h) and the caller sleeps until it is done or the limit
+ * passes, so waiting costs no CPU of its own; NCCL has a thread that watches
+ * the comm stream, aborts the NCCL communicator and then the job, because the
+ * host may be blocked in a device synchronisation where no status can be
+ * returned.
  *
  * Counters: every call adds the bytes (elements times the dtype's size) of the
  * whole logical buffer it covers to its kind: all_reduce and broadcast the
@@ -46,7 +48,10 @@
  * ZeRO paper's volume terms. A communicator of one rank counts nothing.
  *
  * Memory: buffers belong to the caller and must stay untouched until the
- * request completes. The comm owns its (duplicated) MPI communicator.
+ * request completes. The comm owns its (duplicated) MPI communicators: `mpi`,
+ * which only the comm's own collectives use (they may be running on the comm
+ * thread), and `side`, over the same ranks, for the caller's own MPI calls
+ * (norms, dumps, checks) at any time.
  * Collective: every operation except `test`, `wait` and the counters must be
  * called by all ranks of the communicator in the same order.
  */
@@ -58,6 +63,7 @@
 #include <stdint.h>
 
 #include "engine/backend.h"
+#include "engine/comm/worker.h"
 #include "engine/dtype.h"
 #include "engine/status.h"
 
@@ -71,12 +77,9 @@ typedef enum {
 
 typedef enum { ZT_RED_SUM = 0, ZT_RED_MAX } zt_red_op;
 
-#define ZT_COMM_REQ_PARTS 16
-
-/* A pending non-blocking collective. Caller-owned storage. */
+/* A pending non-blocking collective. Caller-owned storage; a request that is
+ * not pending (zt_comm_req_none) waits for nothing. */
 typedef struct {
-    MPI_Request parts[ZT_COMM_REQ_PARTS];
-    int n_parts;
     /* What is pending, for the watchdog's message. */
     zt_comm_kind kind;
     uint64_t seq;
@@ -85,8 +88,13 @@ typedef struct {
     double t_issued; /* MPI_Wtime() at issue */
     /* NCCL: the event recorded on the comm stream after the collective. */
     void *event;
+    /* MPI: the collective as a task of the comm thread. */
+    zt_comm_task task;
     bool pending;
 } zt_comm_req;
+
+/* A request with nothing in flight (wait and test return at once). */
+static inline void zt_comm_req_none(zt_comm_req *req) { req->pending = false; }
 
 typedef struct zt_comm zt_comm;
 
@@ -120,12 +128,17 @@ struct zt_comm {
     const char *name;
     const zt_comm_ops *ops;
     int rank, size;
-    MPI_Comm mpi;      /* every backend keeps its MPI communicator (dumps, bootstrap) */
+    MPI_Comm mpi;      /* the comm's own collectives (and bootstrap) */
+    MPI_Comm side;     /* the same ranks, for the caller's MPI calls beside them */
     void *impl;        /* backend state (staging buffers, NCCL communicator) */
     uint64_t seq;      /* sequence number of the last collective issued */
     double timeout_s;  /* watchdog limit, 0: off */
     uint64_t bytes[ZT_COMM_NKINDS];
     uint64_t calls[ZT_COMM_NKINDS];
+    /* MPI: the request of a blocking collective, kept with the comm because a
+     * wait that timed out leaves it on the comm thread's queue. */
+    zt_comm_req sync_req;
+    bool uses_worker;  /* holds a reference on the comm thread */
 };
 
 /* MPI backend over a duplicate of `parent`. Collective over `parent`. */

@@ -531,6 +531,9 @@ zt_status zt_comm_nccl_init(zt_comm *c, MPI_Comm parent, const zt_backend *be)
         st = zt_fail(ZT_ERR_COMM, "check the MPI installation", "MPI_Comm_dup failed");
     } else {
         MPI_Comm_set_errhandler(c->mpi, MPI_ERRORS_RETURN);
+        /* Only the main thread calls MPI here (the collectives are NCCL's):
+         * the caller's own MPI calls can share the communicator. */
+        c->side = c->mpi;
         MPI_Comm_rank(c->mpi, &c->rank);
         MPI_Comm_size(c->mpi, &c->size);
         c->timeout_s = timeout;

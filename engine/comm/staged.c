@@ -258,8 +258,9 @@ zt_status zt_comm_staged_init(zt_comm *c, MPI_Comm parent, const zt_backend *be)
     c->name = "staged";
     c->ops = &zt_comm_staged_ops;
     c->impl = s;
-    /* The inner comm owns the MPI communicator; this is a view of it. */
+    /* The inner comm owns the MPI communicators; these are views of them. */
     c->mpi = s->inner.mpi;
+    c->side = s->inner.side;
     c->rank = s->inner.rank;
     c->size = s->inner.size;
     c->timeout_s = s->inner.timeout_s;

@@ -175,7 +175,7 @@ zt_status zt_train_slices_sumsq(zt_trainer *t, void *const *slices, zt_dtype dt,
     *sq = 0.0;
     for (int u = 0; u < t->layout.n_units; u++)
         *sq += placement_opt_sumsq(t, slices[u], dt, t->layout.units[u].shard_numel);
-    return zt_train_sum_f64(t->zcomm->mpi, sq, 1);
+    return zt_train_sum_f64(t->zcomm->side, sq, 1);
 }
 
 /* The piece of the optimizer's span that unit u is: the whole unit when the
@@ -274,7 +274,7 @@ zt_status zt_train_dump_slices(zt_trainer *t, void *const *slices, zt_dtype dt, 
                       zt_train_bytes(ul->shard_numel, dt));
         zt_convert_host(mine, ZT_F32, raw, dt, ul->shard_numel, alpha, false);
         if (MPI_Gather(mine, (int)ul->shard_numel, MPI_FLOAT, unit, (int)ul->shard_numel,
-                       MPI_FLOAT, 0, t->zcomm->mpi) != MPI_SUCCESS)
+                       MPI_FLOAT, 0, t->zcomm->side) != MPI_SUCCESS)
             st = zt_fail(ZT_ERR_COMM, "a peer rank may have died", "gathering the dump failed");
         else if (writer && fwrite(unit, sizeof(float), (size_t)ul->numel, f) != (size_t)ul->numel)
             st = zt_fail(ZT_ERR_IO, "check free disk space", "writing dump %s failed", path);

@@ -86,8 +86,8 @@ static zt_status trainer_groups_init(zt_trainer *t)
                        (long long)h, w->size);
     ZT_TRY(trainer_split(t, (int)(w->rank / h), &t->hpz_comm));
     int node_lo = w->node, node_hi = w->node;
-    MPI_Allreduce(MPI_IN_PLACE, &node_lo, 1, MPI_INT, MPI_MIN, t->hpz_comm->mpi);
-    MPI_Allreduce(MPI_IN_PLACE, &node_hi, 1, MPI_INT, MPI_MAX, t->hpz_comm->mpi);
+    MPI_Allreduce(MPI_IN_PLACE, &node_lo, 1, MPI_INT, MPI_MIN, t->hpz_comm->side);
+    MPI_Allreduce(MPI_IN_PLACE, &node_hi, 1, MPI_INT, MPI_MAX, t->hpz_comm->side);
     if (node_lo != node_hi)
         return zt_fail(ZT_ERR_CONFIG,
                        "hpZ keeps the backward gather inside a node: use a size that divides "

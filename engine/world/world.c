@@ -23,8 +23,13 @@ zt_status zt_world_init(zt_world *w, int *argc, char ***argv)
     MPI_Initialized(&inited);
     if (!inited) {
         int provided = 0;
-        ZT_TRY(zt_world_mpi(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided),
+        ZT_TRY(zt_world_mpi(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided),
                             "MPI_Init_thread"));
+        if (provided < MPI_THREAD_FUNNELED)
+            return zt_fail(ZT_ERR_COMM, "use an MPI built with thread support (Open MPI is)",
+                           "MPI gives thread level %d; zerotrain's OpenMP threads need at "
+                           "least MPI_THREAD_FUNNELED",
+                           provided);
     }
     ZT_TRY(zt_world_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &w->comm), "MPI_Comm_dup"));
     MPI_Comm_set_errhandler(w->comm, MPI_ERRORS_RETURN);

@@ -1,6 +1,8 @@
 /*
- * world: the MPI job as zerotrain sees it. Initialises MPI (thread level
- * FUNNELED: only the main thread calls MPI; OpenMP threads only compute), finds
+ * world: the MPI job as zerotrain sees it. Initialises MPI asking for
+ * MPI_THREAD_MULTIPLE (the main thread and the comm thread of engine/comm/
+ * worker.h call MPI; OpenMP threads only compute; with FUNNELED only, the
+ * collectives run on the main thread, see worker.h), finds
  * the rank, the world size, the local rank and node groups (shared-memory split
  * of MPI_COMM_WORLD, overridable with ZT_RANKS_PER_NODE so tests can simulate
  * several nodes on one machine). Running the binary without mpirun is a world

@@ -124,7 +124,7 @@ static zt_status gather_start(zt_zero_gather *g, int u, zt_gather_dir dir)
     const zt_unit_layout *ul = &g->layout->units[u];
     zt_gather_unit *gu = &g->units[u];
     ZT_TRY(zt_arena_alloc(g->pool, (size_t)ul->padded_numel * zt_dtype_size(g->dt), &gu->buf));
-    gu->req.n_parts = 0;
+    zt_comm_req_none(&gu->req);
     zt_status st;
     bool from_group = dir != ZT_GATHER_FWD && g->group;
     /* hpZ: backward gathers the node group's secondary copy; forward gathers

@@ -204,7 +204,7 @@ static zt_status rs_issue(zt_zero_rs *r)
     zt_zero_bucket *b = &r->buckets[r->open];
     int64_t width = b->b1 - b->b0, total = width * r->layout->world_size;
     zt_comm_req *req = r->overlap ? &b->req : NULL;
-    b->req.n_parts = 0;
+    zt_comm_req_none(&b->req);
     if (r->use_reduce_scatter)
         ZT_TRY(r->comm->ops->reduce_scatter(r->comm, b->send, b->recv, width, r->comm_dt,
                                             ZT_RED_SUM, req));

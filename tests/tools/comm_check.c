@@ -636,7 +636,7 @@ static void stall(zt_comm *c, bool nonblocking)
 int main(int argc, char **argv)
 {
     int provided;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     zt_status_set_rank(g_rank);
     const char *mode = argc > 1 ? argv[1] : "mpi";
