@@ -82,6 +82,11 @@ $(BUILD)/libzt.a: $(ENGINE_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
+# The optimizer kernels must round like their scalar reference on every ISA
+# path they are compiled for: no multiply-add fused into an FMA, whatever
+# CSTD (gnu11 would default to contraction) or OPT (-march with FMA) says.
+$(BUILD)/engine/cpu/optim_cpu.o: CFLAGS += -ffp-contract=off
+
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@

@@ -22,10 +22,48 @@ zt_status zt_backend_cpu_init(zt_backend *be);
 /* The optimizer kernels behind the CPU backend's adam/sgd ops (optim_cpu.c),
  * also called directly on host memory by an offloaded optimizer
  * (engine/train/optim.c): one Adam/AdamW or SGD step on a flat shard, in
- * place, as the ops' contracts in engine/backend.h say. OpenMP over chunks,
- * compiler-vectorised inner loops. */
+ * place, as the ops' contracts in engine/backend.h say. OpenMP over
+ * contiguous shares, compiler-vectorised loops compiled for the ISA that
+ * zt_cpu_isa_get() names. */
 void zt_adam_cpu(float *p, const float *g, float *m, float *v, int64_t n,
                  const zt_adam_hparams *hp);
 void zt_sgd_cpu(float *p, const float *g, float *buf, int64_t n, const zt_sgd_hparams *hp);
+
+/* The instruction sets the optimizer kernels are compiled for, narrowest
+ * first. Every one gives bitwise the same results (no FMA, no reassociation);
+ * they differ only in speed. On a non-x86 build only the baseline exists. */
+typedef enum {
+    ZT_CPU_ISA_BASELINE, /* the build's -march (x86-64-v2: SSE4.2, 4 floats a vector) */
+    ZT_CPU_ISA_AVX2,     /* AVX2, 8 floats a vector */
+    ZT_CPU_ISA_AVX512,   /* AVX-512F, 16 floats a vector */
+    ZT_CPU_ISA_COUNT
+} zt_cpu_isa;
+
+/* "baseline", "avx2", "avx512" (ZT_CPU_ISA's spellings); "unknown" out of range. */
+const char *zt_cpu_isa_name(zt_cpu_isa isa);
+
+/* Whether this build has the ISA's kernels and this CPU (and OS) runs them. */
+bool zt_cpu_isa_supported(zt_cpu_isa isa);
+
+/* The widest supported ISA: what the kernels use unless told otherwise. */
+zt_cpu_isa zt_cpu_isa_best(void);
+
+/* A name as zt_cpu_isa_name spells it; ZT_ERR_USAGE for any other. Says
+ * nothing about support: zt_cpu_isa_set checks that. */
+zt_status zt_cpu_isa_parse(const char *name, zt_cpu_isa *isa);
+
+/* The ISA the kernels use. The first call (or the first kernel call) picks
+ * it once for the process: the environment variable ZT_CPU_ISA (baseline,
+ * avx2, avx512) when set, else zt_cpu_isa_best(). A ZT_CPU_ISA this CPU
+ * cannot run, or an unknown name, is refused with one line on stderr and
+ * the best supported ISA is used: never an illegal instruction. */
+zt_cpu_isa zt_cpu_isa_get(void);
+
+/* Makes the kernels use `isa` from the next call on, over ZT_CPU_ISA (for
+ * tests and benchmarks that run every path). ZT_ERR_UNSUPPORTED, with the
+ * reason, when zt_cpu_isa_supported(isa) is false; nothing changes then.
+ * Not meant to race a kernel call on another thread (which would run on one
+ * ISA or the other, giving the same bits either way). */
+zt_status zt_cpu_isa_set(zt_cpu_isa isa);
 
 #endif
