@@ -14,8 +14,10 @@
 #include <math.h>
 #include <omp.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine/cpu/cpu.h"
 #include "engine/train/optim.h"
@@ -338,6 +340,267 @@ static void test_thread_count_invariance(void **state)
     }
 }
 
+/* ---- the ISA paths ---- */
+
+/* Every ISA path against the baseline path on one thread, bit for bit: the
+ * paths run the same operations in the same order at different vector
+ * widths, so any difference is a bug (an FMA, a reassociation, a wrong
+ * tail). The lengths straddle the vector widths (4, 8, 16 floats) and their
+ * unrolled multiples, so every epilogue runs; the buffers start one float
+ * past malloc's alignment, so no vector access is aligned; LARGE_N goes
+ * through the two-thread split. Starting moments are non-zero. */
+static const int64_t isa_lengths[] = {1,  2,  3,  5,  7,   8,   9,   15,   16,     17,
+                                      31, 32, 33, 47, 63,  64,  65,  127,  129,    1001,
+                                      LARGE_N};
+static const int isa_threads[] = {1, 2};
+#define ISA_STEPS 3
+
+typedef struct {
+    const char *name;
+    bool adam_w_mode, bias_correction;
+} isa_adam_case;
+
+static const isa_adam_case isa_adam_cases[] = {
+    {"Adam (L2)", false, true},
+    {"Adam (L2) without bias correction", false, false},
+    {"AdamW", true, true},
+    {"AdamW without bias correction", true, false},
+};
+
+typedef struct {
+    const char *name;
+    float momentum, dampening;
+    bool nesterov;
+} isa_sgd_case;
+
+/* ISA_STEPS steps each: the first and the later momentum loops both run. */
+static const isa_sgd_case isa_sgd_cases[] = {
+    {"SGD", 0.0f, 0.0f, false},
+    {"SGD with momentum and dampening", 0.9f, 0.1f, false},
+    {"SGD nesterov", 0.9f, 0.0f, true},
+};
+
+/* ISA_STEPS Adam steps of `ac` on n elements with `isa` and `threads`
+ * threads, from the same start every call; out gets p, m, v (3n floats). */
+static void adam_on_isa(zt_cpu_isa isa, int threads, int64_t n, const isa_adam_case *ac,
+                        float *out)
+{
+    assert_int_equal(zt_cpu_isa_set(isa), ZT_OK);
+    omp_set_num_threads(threads);
+    float *mem = malloc((size_t)(4 * n + 1) * sizeof *mem);
+    assert_non_null(mem);
+    float *p = mem + 1, *g = p + n, *m = g + n, *v = m + n;
+    fill_params(p, n);
+    for (int64_t i = 0; i < n; i++) {
+        m[i] = test_value((uint64_t)i + 77, -0.1f, 0.1f);
+        v[i] = test_value((uint64_t)i + 78, 0.0f, 0.01f);
+    }
+    for (int t = 1; t <= ISA_STEPS; t++) {
+        zt_adam_hparams hp = {.lr = 1e-2f / (float)t, .beta1 = 0.9f, .beta2 = 0.999f,
+                              .eps = 1e-8f, .weight_decay = 0.01f,
+                              .adam_w_mode = ac->adam_w_mode,
+                              .bias_correction = ac->bias_correction, .step = t};
+        fill_grads(g, n, t);
+        zt_adam_cpu(p, g, m, v, n, &hp);
+    }
+    memcpy(out, p, (size_t)n * sizeof *out);
+    memcpy(out + n, m, (size_t)n * sizeof *out);
+    memcpy(out + 2 * n, v, (size_t)n * sizeof *out);
+    free(mem);
+}
+
+/* The same for SGD; out gets p and the momentum buffer (2n floats, the
+ * buffer left zero when there is none: the kernel gets NULL then). */
+static void sgd_on_isa(zt_cpu_isa isa, int threads, int64_t n, const isa_sgd_case *sc,
+                       float *out)
+{
+    assert_int_equal(zt_cpu_isa_set(isa), ZT_OK);
+    omp_set_num_threads(threads);
+    float *mem = calloc((size_t)(3 * n + 1), sizeof *mem);
+    assert_non_null(mem);
+    float *p = mem + 1, *g = p + n, *buf = g + n;
+    fill_params(p, n);
+    for (int t = 1; t <= ISA_STEPS; t++) {
+        zt_sgd_hparams hp = {.lr = 0.05f / (float)t, .momentum = sc->momentum,
+                             .dampening = sc->dampening, .weight_decay = 0.01f,
+                             .nesterov = sc->nesterov, .first_step = t == 1};
+        fill_grads(g, n, t);
+        zt_sgd_cpu(p, g, sc->momentum != 0.0f ? buf : NULL, n, &hp);
+    }
+    memcpy(out, p, (size_t)n * sizeof *out);
+    memcpy(out + n, buf, (size_t)n * sizeof *out);
+    free(mem);
+}
+
+/* out's k-th block of n floats is named names[k] in a failure. */
+static void assert_bits_equal(const float *got, const float *want, int64_t n,
+                              const char *const *names, int blocks, const char *what,
+                              zt_cpu_isa isa, int threads)
+{
+    if (memcmp(got, want, (size_t)(blocks * n) * sizeof *got) == 0)
+        return;
+    for (int64_t i = 0; i < blocks * n; i++) {
+        uint32_t a, b;
+        memcpy(&a, &got[i], sizeof a);
+        memcpy(&b, &want[i], sizeof b);
+        if (a != b)
+            fail_msg("%s, n %lld, %s path, %d threads: %s[%lld] = %a (0x%08x), baseline path"
+                     " on 1 thread %a (0x%08x)",
+                     what, (long long)n, zt_cpu_isa_name(isa), threads, names[i / n],
+                     (long long)(i % n), (double)got[i], (unsigned)a, (double)want[i],
+                     (unsigned)b);
+    }
+}
+
+/* An ISA this CPU cannot run is reported (the test log says which paths
+ * went unchecked here, and why) and the test is skipped. */
+static void check_isa_path(zt_cpu_isa isa)
+{
+    if (!zt_cpu_isa_supported(isa)) {
+        assert_int_equal(zt_cpu_isa_set(isa), ZT_ERR_UNSUPPORTED);
+        print_message("skipped: the %s path was not run: %s\n", zt_cpu_isa_name(isa),
+                      zt_status_message());
+        skip();
+    }
+    const zt_cpu_isa before = zt_cpu_isa_get();
+    const int team = omp_get_max_threads();
+    static const char *const adam_names[] = {"p", "m", "v"}, *const sgd_names[] = {"p", "buf"};
+    for (size_t l = 0; l < sizeof isa_lengths / sizeof *isa_lengths; l++) {
+        const int64_t n = isa_lengths[l];
+        float *want = malloc((size_t)(3 * n) * sizeof *want);
+        float *got = malloc((size_t)(3 * n) * sizeof *got);
+        assert_non_null(want);
+        assert_non_null(got);
+        for (size_t c = 0; c < sizeof isa_adam_cases / sizeof *isa_adam_cases; c++) {
+            const isa_adam_case *ac = &isa_adam_cases[c];
+            adam_on_isa(ZT_CPU_ISA_BASELINE, 1, n, ac, want);
+            for (size_t k = 0; k < sizeof isa_threads / sizeof *isa_threads; k++) {
+                adam_on_isa(isa, isa_threads[k], n, ac, got);
+                assert_bits_equal(got, want, n, adam_names, 3, ac->name, isa, isa_threads[k]);
+            }
+        }
+        for (size_t c = 0; c < sizeof isa_sgd_cases / sizeof *isa_sgd_cases; c++) {
+            const isa_sgd_case *sc = &isa_sgd_cases[c];
+            sgd_on_isa(ZT_CPU_ISA_BASELINE, 1, n, sc, want);
+            for (size_t k = 0; k < sizeof isa_threads / sizeof *isa_threads; k++) {
+                sgd_on_isa(isa, isa_threads[k], n, sc, got);
+                assert_bits_equal(got, want, n, sgd_names, 2, sc->name, isa, isa_threads[k]);
+            }
+        }
+        free(want);
+        free(got);
+    }
+    omp_set_num_threads(team);
+    assert_int_equal(zt_cpu_isa_set(before), ZT_OK);
+    print_message("the %s path gives the baseline path's bits\n", zt_cpu_isa_name(isa));
+}
+
+static void test_isa_baseline(void **state)
+{
+    (void)state;
+    check_isa_path(ZT_CPU_ISA_BASELINE);
+}
+
+static void test_isa_avx2(void **state)
+{
+    (void)state;
+    check_isa_path(ZT_CPU_ISA_AVX2);
+}
+
+static void test_isa_avx512(void **state)
+{
+    (void)state;
+    check_isa_path(ZT_CPU_ISA_AVX512);
+}
+
+/* zt_cpu_isa_set refuses what this CPU cannot run, and anything out of the
+ * enum, with the reason, and leaves the kernels where they were;
+ * zt_cpu_isa_parse knows exactly ZT_CPU_ISA's spellings. */
+static void test_isa_refused(void **state)
+{
+    (void)state;
+    const zt_cpu_isa before = zt_cpu_isa_get();
+    assert_true(zt_cpu_isa_supported(ZT_CPU_ISA_BASELINE));
+    assert_true(zt_cpu_isa_supported(zt_cpu_isa_best()));
+    for (int isa = zt_cpu_isa_best() + 1; isa < ZT_CPU_ISA_COUNT; isa++) {
+        assert_false(zt_cpu_isa_supported((zt_cpu_isa)isa));
+        assert_int_equal(zt_cpu_isa_set((zt_cpu_isa)isa), ZT_ERR_UNSUPPORTED);
+        assert_non_null(strstr(zt_status_message(), zt_cpu_isa_name((zt_cpu_isa)isa)));
+        assert_int_equal(zt_cpu_isa_get(), before);
+    }
+    assert_int_equal(zt_cpu_isa_set(ZT_CPU_ISA_COUNT), ZT_ERR_UNSUPPORTED);
+    assert_int_equal(zt_cpu_isa_set((zt_cpu_isa)-1), ZT_ERR_UNSUPPORTED);
+    assert_int_equal(zt_cpu_isa_get(), before);
+
+    for (int isa = 0; isa < ZT_CPU_ISA_COUNT; isa++) {
+        zt_cpu_isa parsed = ZT_CPU_ISA_COUNT;
+        assert_int_equal(zt_cpu_isa_parse(zt_cpu_isa_name((zt_cpu_isa)isa), &parsed), ZT_OK);
+        assert_int_equal(parsed, isa);
+    }
+    static const char *const bad[] = {"", "AVX2", "avx-512", "avx512f", "sse4.2", "native"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        zt_cpu_isa parsed = ZT_CPU_ISA_COUNT;
+        assert_int_equal(zt_cpu_isa_parse(bad[i], &parsed), ZT_ERR_USAGE);
+        assert_int_equal(parsed, ZT_CPU_ISA_COUNT);
+    }
+    assert_int_equal(zt_cpu_isa_parse(NULL, &(zt_cpu_isa){0}), ZT_ERR_USAGE);
+}
+
+/* ---- ZT_CPU_ISA, read once per process ---- */
+
+#define ISA_PROBE_ARG "--isa-probe"
+
+/* The child side: pick the ISA from the environment, run a step on it, say
+ * which it was. */
+static int isa_probe(void)
+{
+    float p = 1.0f, g = 0.5f, m = 0.0f, v = 0.0f;
+    zt_adam_hparams hp = {.lr = 0.01f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
+                          .adam_w_mode = true, .bias_correction = true, .step = 1};
+    zt_adam_cpu(&p, &g, &m, &v, 1, &hp);
+    printf("isa=%s p=%a\n", zt_cpu_isa_name(zt_cpu_isa_get()), (double)p);
+    return 0;
+}
+
+/* This binary run again with ZT_CPU_ISA set: the kernels take a supported
+ * ISA, and for one this CPU lacks (or a name that is none) they say so on
+ * stderr and take the best, exiting 0 with the same result: never SIGILL. */
+static void test_isa_env(void **state)
+{
+    (void)state;
+    char self[4096];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len <= 0)
+        skip();
+    self[len] = '\0';
+    static const char *const wants[] = {"baseline", "avx2", "avx512", "sse9"};
+    char baseline_p[64] = "";
+    for (size_t w = 0; w < sizeof wants / sizeof *wants; w++) {
+        zt_cpu_isa isa = ZT_CPU_ISA_COUNT;
+        bool runs = zt_cpu_isa_parse(wants[w], &isa) == ZT_OK && zt_cpu_isa_supported(isa);
+        const char *expect = runs ? wants[w] : zt_cpu_isa_name(zt_cpu_isa_best());
+        char cmd[4300], out[1024] = "";
+        snprintf(cmd, sizeof cmd, "ZT_CPU_ISA=%s '%s' " ISA_PROBE_ARG " 2>&1", wants[w], self);
+        FILE *f = popen(cmd, "r");
+        assert_non_null(f);
+        size_t got = fread(out, 1, sizeof out - 1, f);
+        out[got] = '\0';
+        int rc = pclose(f);
+        print_message("ZT_CPU_ISA=%s: %s", wants[w], out);
+        assert_int_equal(rc, 0);
+        char line[64];
+        snprintf(line, sizeof line, "isa=%s p=", expect);
+        assert_non_null(strstr(out, line));
+        assert_true((strstr(out, "refused") != NULL) == !runs);
+        /* The same step on every path: the first (baseline) run's p. */
+        const char *p = strstr(out, " p=");
+        assert_non_null(p);
+        if (w == 0)
+            snprintf(baseline_p, sizeof baseline_p, "%s", p);
+        assert_string_equal(p, baseline_p);
+    }
+}
+
 /* ---- zt_optim over a fake backend ---- */
 
 static struct {
@@ -524,8 +787,10 @@ static void test_optim_sgd_no_momentum(void **state)
     assert_null(fake.buf);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    if (argc == 2 && strcmp(argv[1], ISA_PROBE_ARG) == 0)
+        return isa_probe();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_adam_l2),
         cmocka_unit_test(test_adamw),
@@ -536,6 +801,11 @@ int main(void)
         cmocka_unit_test(test_sgd_by_hand),
         cmocka_unit_test(test_large_array),
         cmocka_unit_test(test_thread_count_invariance),
+        cmocka_unit_test(test_isa_baseline),
+        cmocka_unit_test(test_isa_avx2),
+        cmocka_unit_test(test_isa_avx512),
+        cmocka_unit_test(test_isa_refused),
+        cmocka_unit_test(test_isa_env),
         cmocka_unit_test(test_state_numel),
         cmocka_unit_test_setup(test_optim_adam_dispatch, reset_fake),
         cmocka_unit_test_setup(test_optim_adam_l2_flags, reset_fake),
