@@ -15,19 +15,27 @@
 #
 # Mode `adam` (bash scripts/bench-cpu.sh adam, or BENCH=adam) runs, instead of
 # the above (mode `mlp`, the default), the offloaded optimizer's CPU Adam step
-# alone: build/bench-adam times zt_adam_cpu (AdamW, bias correction) on a shard
-# of ADAM_N parameters at each thread count in ADAM_THREADS, next to parallel
-# copies of COPY_MB MB (glibc memcpy and a non-temporal-store copy) at the same
-# thread counts, and prints a Markdown table: ms/step, parameters/s, the memory
-# traffic that implies (28 bytes/parameter: p, g, m, v read, p, m, v written)
-# and its ratio to the faster copy, i.e. how much of the machine's bandwidth
-# the kernel uses. It first checks the kernel bitwise against a scalar
-# FusedAdam reference and fails if they differ.
+# alone: build/bench-adam times zt_adam_cpu (AdamW, bias correction) on each
+# ISA path it is compiled for that this CPU runs (baseline, avx2, avx512: see
+# zt_cpu_isa in engine/cpu/cpu.h) at each thread count in ADAM_THREADS, next
+# to parallel copies (glibc memcpy and a non-temporal-store copy) at the same
+# thread counts, and prints a Markdown table, one row per (ISA, threads):
+# ms/step, parameters/s, the memory traffic that implies (28 bytes/parameter:
+# p, g, m, v read, p, m, v written), its ratio to the faster copy, i.e. how
+# much of the bandwidth the kernel uses, and the speed-up over the baseline
+# path. Two tables: in cache (ADAM_SMALL_N parameters, next to a copy of the
+# same 16 bytes/parameter footprint), where the arithmetic and so the ISA
+# decides, and out of cache (ADAM_N, next to COPY_MB), where DRAM should.
+# Before timing, every ISA is checked bitwise against a scalar FusedAdam
+# reference; any difference fails the run. ISAs this CPU lacks are listed
+# as not run.
 # Threads are pinned (OMP_PROC_BIND=close, OMP_PLACES=cores, unless already
 # set) so that a thread stays on the memory its pages were first touched from.
 # Env: ADAM_N (default 100000000: 1.6 GB of fp32 state), ADAM_STEPS (timed
-# steps, default 10, after 3 warm-up), ADAM_THREADS (default "1 <nproc>"),
-# COPY_MB (default 400; keep it >= 4x the last-level cache).
+# steps, default 10, after 3 warm-up), ADAM_SMALL_N (default 1000000: 16 MB),
+# ADAM_SMALL_STEPS (default 200, after 20 warm-up), ADAM_THREADS (default
+# "1 <nproc>"), ADAM_ISA (default: every ISA this CPU runs; e.g. "baseline
+# avx2"), COPY_MB (default 400; keep it >= 4x the last-level cache).
 #   bash scripts/bench-cpu.sh adam
 set -euo pipefail
 
@@ -51,15 +59,30 @@ mlp) ;;
 adam)
     ADAM_N=${ADAM_N:-100000000}
     ADAM_STEPS=${ADAM_STEPS:-10}
+    ADAM_SMALL_N=${ADAM_SMALL_N:-1000000}
+    ADAM_SMALL_STEPS=${ADAM_SMALL_STEPS:-200}
     if [ "$CORES" -gt 1 ]; then ADAM_THREADS=${ADAM_THREADS:-"1 $CORES"}; else ADAM_THREADS=${ADAM_THREADS:-1}; fi
     COPY_MB=${COPY_MB:-400}
+    # The in-cache copy moves what the in-cache shard holds: 16 bytes/param
+    # = source + destination of 8 bytes/param each.
+    SMALL_COPY_MB=$(( (ADAM_SMALL_N * 8 + 999999) / 1000000 ))
+    isa=(); [ -n "${ADAM_ISA:-}" ] && isa=(--isa "$ADAM_ISA")
     # Always through make: the kernel lives in libzt.a, and a stale binary
     # would time someone else's old optim_cpu.c.
     make --no-print-directory build/bench-adam >&2 || die "could not build build/bench-adam (run make)"
-    echo "bench-cpu: adam N=$ADAM_N steps=$ADAM_STEPS threads=\"$ADAM_THREADS\" copy=${COPY_MB}MB" >&2
-    OMP_PROC_BIND=${OMP_PROC_BIND:-close} OMP_PLACES=${OMP_PLACES:-cores} \
-        build/bench-adam --n "$ADAM_N" --steps "$ADAM_STEPS" --threads "$ADAM_THREADS" \
-        --copy-mb "$COPY_MB" || die "bench-adam failed"
+    export OMP_PROC_BIND=${OMP_PROC_BIND:-close} OMP_PLACES=${OMP_PLACES:-cores}
+    echo "bench-cpu: adam in cache: N=$ADAM_SMALL_N steps=$ADAM_SMALL_STEPS threads=\"$ADAM_THREADS\" copy=${SMALL_COPY_MB}MB" >&2
+    echo "In cache:"
+    echo
+    build/bench-adam --n "$ADAM_SMALL_N" --steps "$ADAM_SMALL_STEPS" --warmup 20 \
+        --threads "$ADAM_THREADS" "${isa[@]}" --copy-mb "$SMALL_COPY_MB" --copy-reps 100 \
+        || die "bench-adam failed (in cache)"
+    echo "bench-cpu: adam out of cache: N=$ADAM_N steps=$ADAM_STEPS threads=\"$ADAM_THREADS\" copy=${COPY_MB}MB" >&2
+    echo
+    echo "Out of cache:"
+    echo
+    build/bench-adam --n "$ADAM_N" --steps "$ADAM_STEPS" --threads "$ADAM_THREADS" "${isa[@]}" \
+        --copy-mb "$COPY_MB" || die "bench-adam failed (out of cache)"
     exit 0
     ;;
 *) die "unknown mode '$MODE' (modes: mlp, the default, and adam)" ;;

@@ -11,20 +11,30 @@
  * count and prints the ratio. (A ratio well under 1 that does not improve
  * with threads points at the arithmetic: compare with a small, in-cache N.)
  *
- * Before trusting any timing it checks, at every thread count, that the
- * kernel's results are bitwise equal to a scalar reference written here from
- * FusedAdam's equations: a fast kernel that computes something else would
- * otherwise go unnoticed, and equality also documents that the vectorised,
- * OpenMP-split loop rounds exactly like the element-by-element definition.
+ * The kernel is compiled for several instruction sets (zt_cpu_isa in
+ * engine/cpu/cpu.h: baseline, AVX2, AVX-512F) and picks the widest the CPU
+ * runs; this times each ISA in the list (by default every one this CPU
+ * runs) at each thread count, and says which it could not run and why.
  *
- * Output (stdout): a Markdown table, one row per thread count, and notes on
- * what was counted. Progress goes to stderr.
+ * Before trusting any timing it checks, at every ISA and thread count, that
+ * the kernel's results are bitwise equal to a scalar reference written here
+ * from FusedAdam's equations: a fast kernel that computes something else
+ * would otherwise go unnoticed, and equality also documents that every
+ * vectorised, OpenMP-split path rounds exactly like the element-by-element
+ * definition.
+ *
+ * Output (stdout): a Markdown table, one row per (ISA, thread count), and
+ * notes on what was counted. Progress goes to stderr. Whether the shard and
+ * the copy fit the last-level cache is said in the title (a small N measures
+ * the arithmetic, a large one the memory).
  *
  * Usage: bench-adam [--n N] [--steps K] [--warmup W] [--threads LIST]
- *                   [--copy-mb MB] [--copy-reps R]
+ *                   [--isa LIST] [--copy-mb MB] [--copy-reps R]
  * Each option also reads an environment variable, the option winning:
  *   BENCH_ADAM_N (100000000), BENCH_ADAM_STEPS (10), BENCH_ADAM_WARMUP (3),
  *   BENCH_ADAM_THREADS ("1 <omp_get_max_threads()>", comma or space separated),
+ *   BENCH_ADAM_ISA (every ISA this CPU runs; names as ZT_CPU_ISA spells them:
+ *   baseline, avx2, avx512; one this CPU cannot run is an error),
  *   BENCH_ADAM_COPY_MB (400), BENCH_ADAM_COPY_REPS (10).
  * Units: MB = 1e6 bytes, GB = 1e9 bytes.
  */
@@ -60,6 +70,9 @@ typedef struct {
     int steps, warmup;
     int threads[ZT_BENCH_MAX_THREAD_COUNTS];
     int n_threads;
+    zt_cpu_isa isas[ZT_CPU_ISA_COUNT];
+    int n_isas;
+    bool isas_given; /* asked for by name, rather than every one this CPU runs */
     int64_t copy_mb;
     int copy_reps;
 } zt_bench_opts;
@@ -198,7 +211,8 @@ static void zt_ref_adamw(float *p, const float *g, float *m, float *v, int64_t n
 }
 
 /* Fails the whole run on the first differing bit pattern: a benchmark of a
- * kernel that computes the wrong thing must not print a table. */
+ * kernel that computes the wrong thing must not print a table. The ISA is
+ * the one the kernel runs on now. */
 static void zt_expect_bitwise(const char *what, const char *name, const float *got,
                               const float *want, int64_t n, int threads)
 {
@@ -210,10 +224,10 @@ static void zt_expect_bitwise(const char *what, const char *name, const float *g
         memcpy(&b, &want[i], sizeof b);
         if (a != b) {
             fprintf(stderr,
-                    "bench-adam: FAIL: %s, %d threads: zt_adam_cpu %s[%" PRId64 "] = %a (0x%08x)"
-                    " but the scalar FusedAdam reference gives %a (0x%08x)\n",
-                    what, threads, name, i, (double)got[i], (unsigned)a, (double)want[i],
-                    (unsigned)b);
+                    "bench-adam: FAIL: %s, %s path, %d threads: zt_adam_cpu %s[%" PRId64
+                    "] = %a (0x%08x) but the scalar FusedAdam reference gives %a (0x%08x)\n",
+                    what, zt_cpu_isa_name(zt_cpu_isa_get()), threads, name, i, (double)got[i],
+                    (unsigned)a, (double)want[i], (unsigned)b);
             exit(2);
         }
     }
@@ -363,6 +377,31 @@ static void zt_parse_threads(zt_bench_opts *o, const char *s)
         zt_die("empty thread list");
 }
 
+/* Names as zt_cpu_isa_name spells them. Each must run on this CPU: a
+ * benchmark asked for a path it cannot time should say so, not time another. */
+static void zt_parse_isas(zt_bench_opts *o, const char *s)
+{
+    char copy[512];
+    if (strlen(s) >= sizeof copy)
+        zt_die("ISA list too long");
+    strcpy(copy, s);
+    o->n_isas = 0;
+    o->isas_given = true;
+    for (char *tok = strtok(copy, ", "); tok; tok = strtok(NULL, ", ")) {
+        zt_cpu_isa isa;
+        if (zt_cpu_isa_parse(tok, &isa) != ZT_OK || zt_cpu_isa_set(isa) != ZT_OK) {
+            fprintf(stderr, "bench-adam: error: --isa %s: %s (%s)\n", tok, zt_status_message(),
+                    zt_status_hint());
+            exit(1);
+        }
+        if (o->n_isas == ZT_CPU_ISA_COUNT)
+            zt_die("too many ISAs");
+        o->isas[o->n_isas++] = isa;
+    }
+    if (o->n_isas == 0)
+        zt_die("empty ISA list");
+}
+
 static void zt_parse_opts(zt_bench_opts *o, int argc, char **argv)
 {
     o->n = 100000000;
@@ -376,6 +415,13 @@ static void zt_parse_opts(zt_bench_opts *o, int argc, char **argv)
     o->threads[0] = 1;
     o->threads[1] = all;
     o->n_threads = all > 1 ? 2 : 1;
+    /* Every path this CPU runs, narrowest first: the rows then read as
+     * what each wider vector buys. */
+    o->n_isas = 0;
+    o->isas_given = false;
+    for (int isa = 0; isa < ZT_CPU_ISA_COUNT; isa++)
+        if (zt_cpu_isa_supported((zt_cpu_isa)isa))
+            o->isas[o->n_isas++] = (zt_cpu_isa)isa;
 
     const char *e;
     if ((e = getenv("BENCH_ADAM_N")) && *e)
@@ -386,6 +432,8 @@ static void zt_parse_opts(zt_bench_opts *o, int argc, char **argv)
         o->warmup = (int)zt_parse_i64(e, "BENCH_ADAM_WARMUP", 0);
     if ((e = getenv("BENCH_ADAM_THREADS")) && *e)
         zt_parse_threads(o, e);
+    if ((e = getenv("BENCH_ADAM_ISA")) && *e)
+        zt_parse_isas(o, e);
     if ((e = getenv("BENCH_ADAM_COPY_MB")) && *e)
         o->copy_mb = zt_parse_i64(e, "BENCH_ADAM_COPY_MB", 1);
     if ((e = getenv("BENCH_ADAM_COPY_REPS")) && *e)
@@ -395,7 +443,8 @@ static void zt_parse_opts(zt_bench_opts *o, int argc, char **argv)
         const char *a = argv[i];
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             printf("usage: bench-adam [--n N] [--steps K] [--warmup W] [--threads LIST]"
-                   " [--copy-mb MB] [--copy-reps R]\n");
+                   " [--isa LIST] [--copy-mb MB] [--copy-reps R]\n"
+                   "ISAs: baseline, avx2, avx512 (default: every one this CPU runs)\n");
             exit(0);
         }
         if (i + 1 >= argc) {
@@ -411,6 +460,8 @@ static void zt_parse_opts(zt_bench_opts *o, int argc, char **argv)
             o->warmup = (int)zt_parse_i64(val, a, 0);
         else if (strcmp(a, "--threads") == 0)
             zt_parse_threads(o, val);
+        else if (strcmp(a, "--isa") == 0)
+            zt_parse_isas(o, val);
         else if (strcmp(a, "--copy-mb") == 0)
             o->copy_mb = zt_parse_i64(val, a, 1);
         else if (strcmp(a, "--copy-reps") == 0)
@@ -423,9 +474,32 @@ static void zt_parse_opts(zt_bench_opts *o, int argc, char **argv)
 }
 
 typedef struct {
+    zt_cpu_isa isa;
     int threads;
     double ms_median, ms_min, ms_max, adam_gbps, memcpy_gbps, stream_gbps;
 } zt_bench_row;
+
+/* Where a working set of `bytes` lives, against the last-level cache: the
+ * title says it for the shard; only the in-between case, which measures
+ * neither the cache nor DRAM, and a copy in another regime than the shard,
+ * whose ratio would compare unlike things, get a warning. */
+typedef enum { ZT_IN_CACHE, ZT_PARTLY_IN_CACHE, ZT_OUT_OF_CACHE, ZT_CACHE_UNKNOWN } zt_cache_regime;
+
+static zt_cache_regime zt_regime(double bytes, long llc)
+{
+    if (llc <= 0)
+        return ZT_CACHE_UNKNOWN;
+    if (bytes <= (double)llc)
+        return ZT_IN_CACHE;
+    return bytes < 4.0 * (double)llc ? ZT_PARTLY_IN_CACHE : ZT_OUT_OF_CACHE;
+}
+
+static const char *zt_regime_name(zt_cache_regime r)
+{
+    static const char *const names[] = {"in cache", "partly in cache", "out of cache",
+                                         "cache size unknown"};
+    return names[r];
+}
 
 int main(int argc, char **argv)
 {
@@ -439,18 +513,20 @@ int main(int argc, char **argv)
         if (o.threads[i] > max_threads)
             max_threads = o.threads[i];
 
-    long llc = zt_llc_bytes();
-    /* Below ~4x the last-level cache part of each pass is served from cache
-     * and the GB/s stop being DRAM figures; say so rather than refuse, since
-     * tests run this with tiny N on purpose. */
-    if (llc > 0 && (double)n * 16.0 < 4.0 * (double)llc)
-        fprintf(stderr, "bench-adam: warning: the shard (%.1f MB) is under 4x the last-level"
-                        " cache (%.1f MB): Adam GB/s are cache, not DRAM, figures\n",
+    /* The shard's p, g, m, v; a copy's source and destination. */
+    const long llc = zt_llc_bytes();
+    const zt_cache_regime shard_at = zt_regime((double)n * 16.0, llc);
+    const zt_cache_regime copy_at = zt_regime(2.0 * (double)copy_bytes, llc);
+    if (shard_at == ZT_PARTLY_IN_CACHE)
+        fprintf(stderr, "bench-adam: warning: the shard (%.1f MB) is between 1x and 4x the"
+                        " last-level cache (%.1f MB): Adam GB/s are neither cache nor DRAM"
+                        " figures\n",
                 (double)n * 16e-6, (double)llc * 1e-6);
-    if (llc > 0 && (double)copy_bytes < 4.0 * (double)llc)
-        fprintf(stderr, "bench-adam: warning: the copy buffer (%.1f MB) is under 4x the"
-                        " last-level cache (%.1f MB)\n",
-                (double)copy_bytes * 1e-6, (double)llc * 1e-6);
+    if (copy_at != shard_at)
+        fprintf(stderr, "bench-adam: warning: the copy (2 x %.1f MB) is %s but the shard"
+                        " (%.1f MB) is %s: Adam / best copy compares unlike things\n",
+                (double)copy_bytes * 1e-6, zt_regime_name(copy_at), (double)n * 16e-6,
+                zt_regime_name(shard_at));
 
     float *p = zt_bench_alloc((size_t)n * sizeof(float));
     float *g = zt_bench_alloc((size_t)n * sizeof(float));
@@ -479,51 +555,65 @@ int main(int argc, char **argv)
 
     int times_len = o.steps > o.copy_reps ? o.steps : o.copy_reps;
     double *times = malloc((size_t)times_len * sizeof *times);
-    zt_bench_row rows[ZT_BENCH_MAX_THREAD_COUNTS];
+    zt_bench_row rows[ZT_BENCH_MAX_THREAD_COUNTS * ZT_CPU_ISA_COUNT];
+    int n_rows = 0;
     int64_t step = 0; /* Adam's t, carried on across rows as in a training run */
 
     for (int r = 0; r < o.n_threads; r++) {
-        int threads = o.threads[r];
-        fprintf(stderr, "bench-adam: %d thread(s): check, %d warm-up + %d timed Adam steps on"
-                        " %" PRId64 " parameters, %d copies of %.0f MB\n",
-                threads, o.warmup, o.steps, n, o.copy_reps, (double)copy_bytes * 1e-6);
-        zt_check_odd_slice(threads);
-
+        const int threads = o.threads[r];
+        /* The copies do not depend on the ISA: measured once per thread count. */
         omp_set_num_threads(threads);
-        memcpy(sp, p + slice_at, (size_t)slice * sizeof(float));
-        memcpy(sg, g + slice_at, (size_t)slice * sizeof(float));
-        memcpy(sm, m + slice_at, (size_t)slice * sizeof(float));
-        memcpy(sv, v + slice_at, (size_t)slice * sizeof(float));
-        int64_t first_step = step + 1;
+        fprintf(stderr, "bench-adam: %d thread(s): %d copies of %.0f MB\n", threads,
+                o.copy_reps, (double)copy_bytes * 1e-6);
+        const double memcpy_gbps = zt_copy_gbps(dst, src, copy_bytes, false, o.copy_reps, times);
+        const double stream_gbps = zt_copy_gbps(dst, src, copy_bytes, true, o.copy_reps, times);
 
-        for (int w = 0; w < o.warmup; w++) {
-            zt_adam_hparams hp = zt_bench_hparams(++step);
-            zt_adam_cpu(p, g, m, v, n, &hp);
-        }
-        for (int k = 0; k < o.steps; k++) {
-            zt_adam_hparams hp = zt_bench_hparams(++step);
-            double t0 = omp_get_wtime();
-            zt_adam_cpu(p, g, m, v, n, &hp);
-            times[k] = omp_get_wtime() - t0;
-        }
-        /* The timed run itself, checked on its slice: same steps, same t. */
-        for (int64_t t = first_step; t <= step; t++) {
-            zt_adam_hparams hp = zt_bench_hparams(t);
-            zt_ref_adamw(sp, sg, sm, sv, slice, &hp);
-        }
-        zt_expect_bitwise("timed shard slice", "p", p + slice_at, sp, slice, threads);
-        zt_expect_bitwise("timed shard slice", "m", m + slice_at, sm, slice, threads);
-        zt_expect_bitwise("timed shard slice", "v", v + slice_at, sv, slice, threads);
+        for (int k = 0; k < o.n_isas; k++) {
+            const zt_cpu_isa isa = o.isas[k];
+            if (zt_cpu_isa_set(isa) != ZT_OK)
+                zt_die(zt_status_message());
+            fprintf(stderr, "bench-adam: %s, %d thread(s): check, %d warm-up + %d timed Adam"
+                            " steps on %" PRId64 " parameters\n",
+                    zt_cpu_isa_name(isa), threads, o.warmup, o.steps, n);
+            zt_check_odd_slice(threads);
 
-        zt_bench_row *row = &rows[r];
-        row->threads = threads;
-        double med = zt_median(times, o.steps);
-        row->ms_median = 1e3 * med;
-        row->ms_min = 1e3 * times[0];
-        row->ms_max = 1e3 * times[o.steps - 1];
-        row->adam_gbps = (double)ZT_ADAM_BYTES_PER_PARAM * (double)n / med * 1e-9;
-        row->memcpy_gbps = zt_copy_gbps(dst, src, copy_bytes, false, o.copy_reps, times);
-        row->stream_gbps = zt_copy_gbps(dst, src, copy_bytes, true, o.copy_reps, times);
+            omp_set_num_threads(threads);
+            memcpy(sp, p + slice_at, (size_t)slice * sizeof(float));
+            memcpy(sg, g + slice_at, (size_t)slice * sizeof(float));
+            memcpy(sm, m + slice_at, (size_t)slice * sizeof(float));
+            memcpy(sv, v + slice_at, (size_t)slice * sizeof(float));
+            int64_t first_step = step + 1;
+
+            for (int w = 0; w < o.warmup; w++) {
+                zt_adam_hparams hp = zt_bench_hparams(++step);
+                zt_adam_cpu(p, g, m, v, n, &hp);
+            }
+            for (int t = 0; t < o.steps; t++) {
+                zt_adam_hparams hp = zt_bench_hparams(++step);
+                double t0 = omp_get_wtime();
+                zt_adam_cpu(p, g, m, v, n, &hp);
+                times[t] = omp_get_wtime() - t0;
+            }
+            /* The timed run itself, checked on its slice: same steps, same t. */
+            for (int64_t t = first_step; t <= step; t++) {
+                zt_adam_hparams hp = zt_bench_hparams(t);
+                zt_ref_adamw(sp, sg, sm, sv, slice, &hp);
+            }
+            zt_expect_bitwise("timed shard slice", "p", p + slice_at, sp, slice, threads);
+            zt_expect_bitwise("timed shard slice", "m", m + slice_at, sm, slice, threads);
+            zt_expect_bitwise("timed shard slice", "v", v + slice_at, sv, slice, threads);
+
+            zt_bench_row *row = &rows[n_rows++];
+            row->isa = isa;
+            row->threads = threads;
+            double med = zt_median(times, o.steps);
+            row->ms_median = 1e3 * med;
+            row->ms_min = 1e3 * times[0];
+            row->ms_max = 1e3 * times[o.steps - 1];
+            row->adam_gbps = (double)ZT_ADAM_BYTES_PER_PARAM * (double)n / med * 1e-9;
+            row->memcpy_gbps = memcpy_gbps;
+            row->stream_gbps = stream_gbps;
+        }
     }
 
     char cpu[256] = "unknown CPU";
@@ -542,40 +632,58 @@ int main(int argc, char **argv)
     }
 
     printf("CPU Adam (zt_adam_cpu, AdamW, bias correction, fp32) on a shard of %" PRId64
-           " parameters (%.3g GB for p, g, m, v); %d timed steps after %d warm-up.\n",
-           n, (double)n * 16e-9, o.steps, o.warmup);
-    printf("Machine: %s, %ld online CPUs, last-level cache %.1f MB.\n", cpu,
-           sysconf(_SC_NPROCESSORS_ONLN), (double)llc * 1e-6);
-    printf("\n| threads | Adam ms/step (median) | min - max ms | Adam params/s | Adam GB/s |"
-           " memcpy GB/s | stream copy GB/s | Adam / best copy |\n");
-    printf("|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-    for (int r = 0; r < o.n_threads; r++) {
+           " parameters (%.4g MB for p, g, m, v: %s); %d timed steps after %d warm-up.\n",
+           n, (double)n * 16e-6, zt_regime_name(shard_at), o.steps, o.warmup);
+    printf("Machine: %s, %ld online CPUs, last-level cache %.1f MB; the kernel's default"
+           " ISA here: %s.\n",
+           cpu, sysconf(_SC_NPROCESSORS_ONLN), (double)llc * 1e-6,
+           zt_cpu_isa_name(zt_cpu_isa_best()));
+    printf("\n| ISA | threads | Adam ms/step (median) | min - max ms | Adam params/s | Adam GB/s |"
+           " memcpy GB/s | stream copy GB/s | Adam / best copy | speed-up over baseline |"
+           " bitwise check |\n");
+    printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
+    for (int r = 0; r < n_rows; r++) {
         const zt_bench_row *row = &rows[r];
         double best = row->memcpy_gbps > row->stream_gbps ? row->memcpy_gbps : row->stream_gbps;
-        printf("| %d | %.4g | %.4g - %.4g | %.3g | %.2f | %.2f | %.2f | %.2f |\n", row->threads,
-               row->ms_median, row->ms_min, row->ms_max,
-               (double)n / (row->ms_median * 1e-3), row->adam_gbps, row->memcpy_gbps,
-               row->stream_gbps, row->adam_gbps / best);
+        /* Against the baseline row at the same thread count, when there is one. */
+        char speedup[32] = "-";
+        for (int b = 0; b < n_rows; b++)
+            if (rows[b].isa == ZT_CPU_ISA_BASELINE && rows[b].threads == row->threads)
+                snprintf(speedup, sizeof speedup, "%.2fx", rows[b].ms_median / row->ms_median);
+        printf("| %s | %d | %.4g | %.4g - %.4g | %.3g | %.2f | %.2f | %.2f | %.2f | %s |"
+               " equal |\n",
+               zt_cpu_isa_name(row->isa), row->threads, row->ms_median, row->ms_min,
+               row->ms_max, (double)n / (row->ms_median * 1e-3), row->adam_gbps,
+               row->memcpy_gbps, row->stream_gbps, row->adam_gbps / best, speedup);
     }
     printf("\nAdam GB/s counts %d bytes per parameter: reads p, g, m, v and writes p, m, v"
            " (7 fp32 values); median step time.\n",
            ZT_ADAM_BYTES_PER_PARAM);
-    printf("Copies: %.0f MB, each thread its own part, counting read + write = 2 x %.0f MB;"
-           " median of %d copies after 1 warm-up. memcpy is glibc's, whose stores are"
-           " non-temporal only above a size threshold (below it the destination is also read:"
-           " traffic not counted); stream copy always uses non-temporal stores%s."
-           " Adam / best copy divides by the faster of the two. GB = 1e9 bytes.\n",
-           (double)copy_bytes * 1e-6, (double)copy_bytes * 1e-6, o.copy_reps,
+    printf("Copies: %.0f MB (%s), each thread its own part, counting read + write = 2 x %.0f MB;"
+           " median of %d copies after 1 warm-up, once per thread count. memcpy is glibc's,"
+           " whose stores are non-temporal only above a size threshold (below it the"
+           " destination is also read: traffic not counted); stream copy always uses"
+           " non-temporal stores%s. Adam / best copy divides by the faster of the two."
+           " GB = 1e9 bytes.\n",
+           (double)copy_bytes * 1e-6, zt_regime_name(copy_at), (double)copy_bytes * 1e-6,
+           o.copy_reps,
 #if defined(__SSE2__)
            ""
 #else
            " (not on this build: no SSE2, it is memcpy)"
 #endif
     );
-    printf("Check: at every thread count zt_adam_cpu's p, m, v are bitwise equal to a scalar"
-           " FusedAdam AdamW reference (%" PRId64 " elements of the timed shard over all its"
-           " steps; %d odd-length misaligned elements over 3 steps).\n",
+    printf("Check: at every ISA and thread count zt_adam_cpu's p, m, v are bitwise equal to a"
+           " scalar FusedAdam AdamW reference (%" PRId64 " elements of the timed shard over all"
+           " its steps; %d odd-length misaligned elements over 3 steps).\n",
            slice, ZT_CHECK_ODD_N);
+    /* Which paths this table does not cover, and why: a reader on another
+     * machine should not take a missing row for a slow or broken path. */
+    if (!o.isas_given)
+        for (int isa = 0; isa < ZT_CPU_ISA_COUNT; isa++)
+            if (zt_cpu_isa_set((zt_cpu_isa)isa) != ZT_OK)
+                printf("Not run: %s (%s).\n", zt_cpu_isa_name((zt_cpu_isa)isa),
+                       zt_status_message());
 
     free(times);
     free(snap);
