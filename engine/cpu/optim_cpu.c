@@ -17,8 +17,10 @@
  * core at 4 lanes; wider vectors run the same operations on more elements at
  * once. Every path gives the same bits: the Makefile compiles this file with
  * -ffp-contract=off, so no multiply and add fuse into an FMA (which rounds
- * once where the reference rounds twice), and the clones do not enable FMA;
- * division and square root are correctly rounded at every width.
+ * once where the reference rounds twice; the AVX2 clone does not even have
+ * FMA instructions to use); division and square root are correctly rounded
+ * at every width, and each element sees the same operations in the same
+ * order whichever vector or scalar tail handles it.
  *
  * Threads: one OpenMP region per call, each thread running the chosen body
  * on the contiguous share `omp for schedule(static)` would give it (so a
@@ -175,8 +177,9 @@ static const char *const zt_isa_names[ZT_CPU_ISA_COUNT] = {"baseline", "avx2", "
 
 #if defined(__x86_64__)
 /* "avx2" alone, not x86-64-v3: that level brings FMA, which the kernels must
- * not use. GCC's avx512f does not enable the FMA extension either (its own
- * FMA forms exist, but with contraction off nothing asks for them).
+ * not use. AVX-512F has fused multiply-adds of its own that the compiler
+ * would contract into (176 of them in this file at -std=gnu11): only
+ * -ffp-contract=off keeps them out, hence the Makefile's per-file flag.
  * prefer-vector-width=512: without it GCC keeps to 256-bit vectors when
  * tuning for most AVX-512 CPUs (-mtune=skylake-avx512, icelake-server, ...),
  * which would make that path a second AVX2; clang has no such attribute
