@@ -2,7 +2,9 @@
  * test_optim: the CPU Adam/AdamW/SGD kernels against scalar float64
  * references written straight from the equations (DeepSpeed FusedAdam,
  * torch.optim.SGD), a few updates worked out by hand, the OpenMP split on a
- * large odd-sized array, and zt_optim's step counting and backend dispatch.
+ * large odd-sized array, every ISA path (zt_cpu_isa) bit for bit against the
+ * baseline path and the refusal of ISAs the CPU lacks (in the API and in
+ * ZT_CPU_ISA), and zt_optim's step counting and backend dispatch.
  */
 #include <setjmp.h>
 #include <stdarg.h>
