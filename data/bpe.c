@@ -20,10 +20,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "data/file.h"
 #include "data/tokenizer.h"
 #include "data/tokenizer_impl.h"
 #include "data/unicode_tables.h"
+#include "engine/path.h"
 #include "engine/rng.h"
 
 #define ZT_BPE_HINT                                                                                \
@@ -121,7 +121,7 @@ static zt_status bpe_load_encoder(zt_bpe_vocab *v, const char *path, json_t **ro
 {
     char *buf;
     size_t len;
-    ZT_TRY(zt_file_read(path, ZT_BPE_HINT, &buf, &len));
+    ZT_TRY(zt_path_read(path, "tokenizer file", ZT_BPE_HINT, -1, false, &buf, &len));
     json_error_t err;
     *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &err);
     free(buf);
@@ -220,7 +220,7 @@ static zt_status bpe_load_merges(zt_bpe_vocab *v, const char *path, json_t *root
 {
     char *buf;
     size_t len;
-    ZT_TRY(zt_file_read(path, ZT_BPE_HINT, &buf, &len));
+    ZT_TRY(zt_path_read(path, "tokenizer file", ZT_BPE_HINT, -1, false, &buf, &len));
     size_t n_lines = 0;
     for (size_t i = 0; i < len; i++)
         n_lines += buf[i] == '\n';

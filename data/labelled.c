@@ -21,7 +21,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "data/file.h"
+#include "engine/path.h"
 
 #define ZT_CSV_HINT                                                                                \
     "expected a CSV file with a header naming the columns review and sentiment (labels "           \
@@ -359,9 +359,10 @@ static zt_status list_txt(const char *dir, char ***names, size_t *n)
     *names = NULL;
     *n = 0;
     DIR *d = opendir(dir);
+    if (!d && errno == ENOENT)
+        return zt_fail(ZT_ERR_DATA, ZT_ACLIMDB_HINT, "%s: %s", dir, strerror(errno));
     if (!d)
-        return zt_fail(errno == ENOENT ? ZT_ERR_DATA : ZT_ERR_IO, ZT_ACLIMDB_HINT, "%s: %s", dir,
-                       strerror(errno));
+        return zt_path_fail(errno, dir, "review directory", ZT_ACLIMDB_HINT);
     size_t cap = 0;
     zt_status st = ZT_OK;
     struct dirent *e;
@@ -417,7 +418,7 @@ static zt_status dir_load_split(zt_labelled_impl *li, zt_reviews *r, bool tenth,
             snprintf(file, sizeof file, "%s/%s", dir, names[i]);
             char *buf = NULL;
             size_t len;
-            st = zt_file_read(file, ZT_ACLIMDB_HINT, &buf, &len);
+            st = zt_path_read(file, "review file", ZT_ACLIMDB_HINT, -1, false, &buf, &len);
             if (st == ZT_OK)
                 st = zt_utf8_check(buf, len, file);
             if (st == ZT_OK)
@@ -455,7 +456,7 @@ zt_status zt_labelled_load(zt_labelled *ld, const char *path, const char *tokeni
                        (long long)max_len);
     struct stat sb;
     if (stat(path, &sb) != 0)
-        return zt_fail(ZT_ERR_IO, "check the --data path", "%s: %s", path, strerror(errno));
+        return zt_path_fail(errno, path, "data path", "check the --data path");
     zt_labelled_impl *li = calloc(1, sizeof *li);
     if (!li)
         return zt_fail(ZT_ERR_OOM, "", "out of memory loading %s", path);
@@ -471,7 +472,10 @@ zt_status zt_labelled_load(zt_labelled *ld, const char *path, const char *tokeni
     } else {
         char *buf;
         size_t len;
-        ZT_TRY_GOTO(st, zt_file_read(path, "check the --data path", &buf, &len), fail);
+        ZT_TRY_GOTO(st,
+                    zt_path_read(path, "data file", "check the --data path", -1, false, &buf,
+                                 &len),
+                    fail);
         st = len ? csv_load(li, &ld->tok, max_len, path, buf, len)
                  : zt_fail(ZT_ERR_DATA, ZT_CSV_HINT, "%s: empty file", path);
         free(buf);

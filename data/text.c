@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "data/file.h"
+#include "engine/path.h"
 #include "engine/rng.h"
 
 /* What both splits read. A separate allocation rather than a pointer to the
@@ -45,7 +45,7 @@ zt_status zt_text_load(zt_text *txt, const char *path, const char *tokenizer_dir
                        (long long)block);
     char *buf;
     size_t len;
-    ZT_TRY(zt_file_read(path, "check the --data path", &buf, &len));
+    ZT_TRY(zt_path_read(path, "data file", "check the --data path", -1, false, &buf, &len));
     zt_status st = ZT_OK;
     if (len == 0) {
         st = zt_fail(ZT_ERR_DATA, "give a text file to train on", "%s: empty file", path);

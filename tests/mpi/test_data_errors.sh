@@ -49,4 +49,38 @@ expect 2 "not divisible" -- "${gpt[@]}" --n-head 3 --data "$ZT_SHARED/data/tinys
 expect 2 "bad value" -- "${gpt[@]}" --dropout 1 --data "$ZT_SHARED/data/tinyshakespeare/input.txt"
 expect 2 "smaller than the tokenizer's 65 tokens" -- "${gpt[@]}" --vocab-size 10 \
     --data "$ZT_SHARED/data/tinyshakespeare/input.txt"
+
+# Files that are not regular files are refused by name at once, never waited
+# on (a FIFO used to block in open()); a symlink loop is not a missing file.
+mkfifo "$tmp/fifo.txt" "$tmp/fifo.csv"
+expect 2 "data file $tmp/fifo.txt: is a FIFO (named pipe), not a regular file" -- \
+    timeout 20 "${gpt[@]}" --data "$tmp/fifo.txt"
+expect 2 "data file $tmp/fifo.csv: is a FIFO" -- timeout 20 "${cls[@]}" --data "$tmp/fifo.csv"
+expect 2 "data file $tmp/fifo.txt: is a FIFO" -- \
+    timeout 20 $ZT_MPIRUN -np 2 "${gpt[@]}" --data "$tmp/fifo.txt"
+mkdir "$tmp/bpe"
+cp "$ZT_SHARED/data/gpt2-bpe/vocab.bpe" "$tmp/bpe/"
+mkfifo "$tmp/bpe/encoder.json"
+expect 2 "tokenizer file $tmp/bpe/encoder.json: is a FIFO" -- timeout 20 "${gpt[@]}" \
+    --data "$ZT_SHARED/data/tinyshakespeare/input.txt" --tokenizer "$tmp/bpe"
+mkdir -p "$tmp/acl/train/pos" "$tmp/acl/train/neg"
+echo "a fine film" >"$tmp/acl/train/pos/1_9.txt"
+mkfifo "$tmp/acl/train/neg/2_1.txt"
+expect 2 "review file $tmp/acl/train/neg/2_1.txt: is a FIFO" -- \
+    timeout 20 "${cls[@]}" --data "$tmp/acl"
+expect 2 "data file $tmp/bpe: is a directory, not a file" -- timeout 20 "${gpt[@]}" \
+    --data "$tmp/bpe"
+ln -s "$tmp/loop.txt" "$tmp/loop.txt"
+expect 2 "$tmp/loop.txt: is a symlink loop" -- timeout 20 "${gpt[@]}" --data "$tmp/loop.txt"
+grep -q "No such file" "$tmp/out" && fail "a symlink loop reported as a missing file"
+expect 2 "data path $tmp/loop.txt: is a symlink loop" -- timeout 20 "${cls[@]}" \
+    --data "$tmp/loop.txt"
+if zt_unprivileged "permission denied on a data file"; then
+    cp "$ZT_SHARED/data/tinyshakespeare/input.txt" "$tmp/secret.txt"
+    chmod 000 "$tmp/secret.txt"
+    chmod 644 "$cfg"
+    expect 2 "permission denied: cannot read data file $tmp/secret.txt" -- \
+        timeout 20 "${unpriv[@]}" "${gpt[@]}" --data "$tmp/secret.txt"
+    grep -q "hint: .*chmod a+r" "$tmp/out" || { cat "$tmp/out"; fail "no chmod hint"; }
+fi
 echo "ok: bad data and transformer flags are refused with clear messages"
