@@ -1,15 +1,17 @@
 /*
  * config load: the entry points of config.h. A text is stripped of hjson,
  * indexed, loaded by jansson, then parsed section by section, the batch
- * resolved and the sections cross-checked; a file is read whole first. The
- * load_* forms add the support check.
+ * resolved and the sections cross-checked; a file is read whole first
+ * (through engine/path, so a FIFO or a device cannot block it). The load_*
+ * forms add the support check.
  */
 #include "engine/config/config_impl.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "engine/path.h"
 
 static zt_status zt_parse_root(zt_ctx *c, json_t *root)
 {
@@ -71,42 +73,13 @@ zt_status zt_config_load_string(const char *text, const char *name,
     return zt_fail(st, hint, "%s: %s", name ? name : "config", msg);
 }
 
-/* The whole file as a NUL-terminated string (caller frees). */
+/* The whole file as a NUL-terminated string (caller frees). A pipe with a
+ * writer is read too: `--config <(...)` is how DeepSpeed users pass one. */
 static zt_status config_read_file(const char *path, char **out)
 {
-    const char *hint = "check the --config path";
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return zt_fail(ZT_ERR_IO, hint, "%s: cannot open the config file: %s", path,
-                       strerror(errno));
     char *text = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (len + 4096 + 1 > cap) {
-            size_t ncap = cap ? 2 * cap : 16384;
-            char *t = realloc(text, ncap);
-            if (!t) {
-                free(text);
-                fclose(f);
-                return zt_fail(ZT_ERR_OOM, NULL, "%s: no memory to read the config", path);
-            }
-            text = t;
-            cap = ncap;
-        }
-        size_t n = fread(text + len, 1, cap - len - 1, f);
-        len += n;
-        if (n == 0)
-            break;
-    }
-    int read_error = ferror(f);
-    int saved = errno;
-    fclose(f);
-    if (read_error) {
-        free(text);
-        return zt_fail(ZT_ERR_IO, hint, "%s: cannot read the config file: %s", path,
-                       strerror(saved));
-    }
-    text[len] = '\0';
+    size_t len = 0;
+    ZT_TRY(zt_path_read(path, "config file", "check the --config path", -1, true, &text, &len));
     if (strlen(text) != len) {
         free(text);
         return zt_fail(ZT_ERR_CONFIG, "is this a JSON file?",

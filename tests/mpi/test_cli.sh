@@ -45,6 +45,28 @@ expect 2 "does not exist" -- ./zerotrain --config "$tmp/good.json" "${m[@]}" --i
 expect 2 "fewer than one global batch" -- ./zerotrain --config "$tmp/good.json" "${m[@]}" --num-samples 4
 expect 2 "cannot write dump" -- ./zerotrain --config "$tmp/good.json" "${m[@]}" --dump-params /nonexistent/dir/p.bin
 
+# A config that is not a regular file is refused by name at once (a FIFO used
+# to block in open()); a pipe with a writer, as in --config <(...), is read.
+mkfifo "$tmp/fifo.json"
+expect 2 "config file $tmp/fifo.json: is a pipe or FIFO that nothing writes to" -- \
+    timeout 20 ./zerotrain --config "$tmp/fifo.json" "${m[@]}"
+expect 2 "config file $tmp/fifo.json: is a pipe or FIFO" -- \
+    timeout 20 $ZT_MPIRUN -np 2 ./zerotrain --config "$tmp/fifo.json" "${m[@]}"
+expect 2 "config file /dev/null: is a character device, not a regular file" -- \
+    timeout 20 ./zerotrain --config /dev/null "${m[@]}"
+expect 2 "config file $tmp: is a directory" -- timeout 20 ./zerotrain --config "$tmp" "${m[@]}"
+ln -s "$tmp/loop.json" "$tmp/loop.json"
+expect 2 "config file $tmp/loop.json: is a symlink loop" -- \
+    timeout 20 ./zerotrain --config "$tmp/loop.json" "${m[@]}"
+expect 0 "zerotrain: done" -- timeout 60 ./zerotrain --config <(cat "$tmp/good.json") "${m[@]}"
+if zt_unprivileged "permission denied on a config file"; then
+    cp "$tmp/good.json" "$tmp/secret.json"
+    chmod 000 "$tmp/secret.json"
+    expect 2 "permission denied: cannot read config file $tmp/secret.json" -- \
+        timeout 20 "${unpriv[@]}" ./zerotrain --config "$tmp/secret.json" "${m[@]}"
+    grep -q "hint: .*chmod a+r" "$tmp/out" || { cat "$tmp/out"; fail "no chmod hint"; }
+fi
+
 # --steps 0 writes the initial weights: 16*16+16 + 16*16+16 floats.
 ./zerotrain --config "$tmp/good.json" --model mlp --width 16 --layers 2 --steps 0 --dump-params "$tmp/init.bin" >/dev/null
 [ "$(stat -c %s "$tmp/init.bin")" = $(( (16 * 16 + 16) * 2 * 4 )) ] || fail "init dump has the wrong size"
