@@ -2,8 +2,9 @@
  * ckpt_impl: what the files of engine/ckpt share. Private to engine/ckpt/.
  *
  *   format.c       CRC-32, the shard header, resharding arithmetic (pure)
- *   files.c        file I/O: checksummed output files, whole-file writes and
- *                  reads, pread, directory fsync, mkdir -p, rm -rf, paths
+ *   files.c        file I/O: checksummed output files, whole-file writes,
+ *                  pread, directory fsync, mkdir -p, rm -rf, paths (files are
+ *                  opened for reading through engine/path, never blocking)
  *   manifest.c     the JSON manifest, built and read: the only file here that
  *                  includes jansson.h
  *   save.c         the collective save: shards, manifest, publish, latest,
@@ -77,10 +78,6 @@ zt_status zt_ckpt_sync_dir(const char *dir);
 zt_status zt_ckpt_mkdirs(const char *dir);
 /* rm -rf without following links; a missing path is fine. 0 or -1 (errno). */
 int zt_ckpt_remove_tree(const char *path);
-/* The whole file at path into a malloc'd, NUL-terminated buffer (*out, the
- * caller's to free); `what` and `hint` word the errors. */
-zt_status zt_ckpt_read_file(const char *path, const char *what, const char *hint,
-                            int64_t max_bytes, char **out, size_t *len);
 /* n bytes at offset of checkpoint shard `path`, all of them. */
 zt_status zt_ckpt_pread(int fd, void *buf, size_t n, int64_t offset, const char *path);
 /* buf (ZT_CKPT_PATH_MAX) = a/b or a/b/c (c NULL: a/b). */

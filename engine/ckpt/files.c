@@ -1,7 +1,8 @@
 /*
  * files: the checkpoint's file I/O. Output files are checksummed as they are
- * written and synced before they count; whole small files are written and read
- * in one call; shards are read with pread at the offsets the layout gives.
+ * written and synced before they count; whole small files are written in one
+ * call (and read with engine/path's zt_path_read); shards are read with pread
+ * at the offsets the layout gives.
  * Directories are created (mkdir -p), synced after renames, and removed
  * without following links. ZT_CKPT_FAIL_AFTER_BYTES (ckpt.h) fails writes
  * here.
@@ -152,38 +153,6 @@ int zt_ckpt_remove_tree(const char *path)
 {
     int rc = nftw(path, ckpt_remove_one, 16, FTW_DEPTH | FTW_PHYS);
     return rc != 0 && errno == ENOENT ? 0 : rc;
-}
-
-zt_status zt_ckpt_read_file(const char *path, const char *what, const char *hint,
-                            int64_t max_bytes, char **out, size_t *len)
-{
-    *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return zt_fail(ZT_ERR_IO, hint, "cannot read %s %s: %s", what, path, strerror(errno));
-    zt_status st = ZT_OK;
-    struct stat sb;
-    if (fstat(fileno(f), &sb) != 0 || sb.st_size > max_bytes) {
-        fclose(f);
-        return zt_fail(ZT_ERR_DATA, hint, "%s %s is not a regular file of at most %lld bytes",
-                       what, path, (long long)max_bytes);
-    }
-    char *buf = malloc((size_t)sb.st_size + 1);
-    if (!buf)
-        st = zt_fail(ZT_ERR_OOM, "", "cannot allocate %lld bytes for %s", (long long)sb.st_size,
-                     path);
-    else if (fread(buf, 1, (size_t)sb.st_size, f) != (size_t)sb.st_size)
-        st = zt_fail(ZT_ERR_IO, hint, "cannot read %s %s: %s", what, path,
-                     ferror(f) ? strerror(errno) : "file shrank while reading");
-    fclose(f);
-    if (st != ZT_OK) {
-        free(buf);
-        return st;
-    }
-    buf[sb.st_size] = '\0';
-    *out = buf;
-    *len = (size_t)sb.st_size;
-    return ZT_OK;
 }
 
 zt_status zt_ckpt_pread(int fd, void *buf, size_t n, int64_t offset, const char *path)

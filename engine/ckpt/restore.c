@@ -7,13 +7,18 @@
  */
 #include "engine/ckpt/ckpt_impl.h"
 
+#include <errno.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "engine/path.h"
+
 #define CKPT_MANIFEST_MAX_BYTES ((int64_t)1 << 30)
+
+static const char *const ckpt_hint_dir = "give the --save-dir (or --load-dir) a run saved into";
 
 /* ---- Opening. ---- */
 
@@ -39,16 +44,25 @@ static zt_status ckpt_read_manifest(zt_ckpt *c, const char *tag, char **text, si
         size_t n = 0;
         ZT_TRY(zt_ckpt_path(path, c->dir, "latest", NULL));
         struct stat sb;
-        if (stat(c->dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
-            return zt_fail(ZT_ERR_IO, "give the --save-dir (or --load-dir) a run saved into",
-                           "checkpoint directory %s does not exist", c->dir);
+        /* Only a missing path "does not exist": a symlink loop or a denied
+         * search is named as what it is (zt_path_fail). */
+        if (stat(c->dir, &sb) != 0)
+            return errno == ENOENT ? zt_fail(ZT_ERR_IO, ckpt_hint_dir,
+                                             "checkpoint directory %s does not exist", c->dir)
+                                   : zt_path_fail(errno, c->dir, "checkpoint directory",
+                                                  ckpt_hint_dir);
+        if (!S_ISDIR(sb.st_mode))
+            return zt_fail(ZT_ERR_IO, ckpt_hint_dir, "checkpoint directory %s is not a directory",
+                           c->dir);
         if (stat(path, &sb) != 0)
-            return zt_fail(ZT_ERR_IO,
-                           "nothing was saved there yet: train with --save-dir first, or name "
-                           "a tag with --resume TAG",
-                           "no checkpoint to resume in %s: %s does not exist", c->dir, path);
-        ZT_TRY(zt_ckpt_read_file(path, "checkpoint pointer", zt_ckpt_hint_resave, 4096, &latest,
-                                 &n));
+            return errno == ENOENT
+                       ? zt_fail(ZT_ERR_IO,
+                                 "nothing was saved there yet: train with --save-dir first, or "
+                                 "name a tag with --resume TAG",
+                                 "no checkpoint to resume in %s: %s does not exist", c->dir, path)
+                       : zt_path_fail(errno, path, "checkpoint pointer", zt_ckpt_hint_resave);
+        ZT_TRY(zt_path_read(path, "checkpoint pointer", zt_ckpt_hint_resave, 4096, false, &latest,
+                            &n));
         while (n > 0 && (latest[n - 1] == '\n' || latest[n - 1] == '\r' || latest[n - 1] == ' '))
             latest[--n] = '\0';
         snprintf(c->tag, sizeof c->tag, "%s", latest);
@@ -66,12 +80,16 @@ static zt_status ckpt_read_manifest(zt_ckpt *c, const char *tag, char **text, si
     ZT_TRY(zt_ckpt_path(c->path, c->dir, c->tag, ZT_CKPT_MANIFEST));
     char tagdir[ZT_CKPT_PATH_MAX];
     ZT_TRY(zt_ckpt_path(tagdir, c->dir, c->tag, NULL));
+    const char *hint_tag = "list the directory for the tags it holds (global_step<N>)";
     struct stat sb;
-    if (stat(tagdir, &sb) != 0 || !S_ISDIR(sb.st_mode))
-        return zt_fail(ZT_ERR_IO, "list the directory for the tags it holds (global_step<N>)",
-                       "checkpoint %s does not exist", tagdir);
-    return zt_ckpt_read_file(c->path, "checkpoint manifest", zt_ckpt_hint_resave,
-                             CKPT_MANIFEST_MAX_BYTES, text, len);
+    if (stat(tagdir, &sb) != 0)
+        return errno == ENOENT
+                   ? zt_fail(ZT_ERR_IO, hint_tag, "checkpoint %s does not exist", tagdir)
+                   : zt_path_fail(errno, tagdir, "checkpoint", hint_tag);
+    if (!S_ISDIR(sb.st_mode))
+        return zt_fail(ZT_ERR_IO, hint_tag, "checkpoint %s is not a directory", tagdir);
+    return zt_path_read(c->path, "checkpoint manifest", zt_ckpt_hint_resave,
+                        CKPT_MANIFEST_MAX_BYTES, false, text, len);
 }
 
 zt_status zt_ckpt_open(zt_ckpt *c, const zt_world *w, const char *dir, const char *tag)

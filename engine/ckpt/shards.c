@@ -8,11 +8,12 @@
 #include "engine/ckpt/ckpt_impl.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "engine/path.h"
 
 #define CKPT_READ_CHUNK (1u << 20)
 
@@ -27,12 +28,13 @@ static zt_status ckpt_open_shard(const zt_ckpt *c, int r, int *fd)
 {
     char path[ZT_CKPT_PATH_MAX];
     ZT_TRY(ckpt_shard_path(c, r, path));
-    *fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (*fd < 0)
-        return zt_fail(errno == ENOENT ? ZT_ERR_DATA : ZT_ERR_IO, zt_ckpt_hint_resave,
-                       "checkpoint shard %s %s: %s", path,
-                       errno == ENOENT ? "is missing" : "cannot be read", strerror(errno));
-    return ZT_OK;
+    /* A missing shard is a damaged checkpoint; a FIFO, a symlink loop or a
+     * denied read is named as what it is, with its own hint. */
+    zt_status st = zt_path_open_read(path, "checkpoint shard", zt_ckpt_hint_resave, fd);
+    if (st != ZT_OK && errno == ENOENT)
+        return zt_fail(ZT_ERR_DATA, zt_ckpt_hint_resave, "checkpoint shard %s is missing: %s",
+                       path, strerror(ENOENT));
+    return st;
 }
 
 /* Shard r against the manifest: size, header, CRC-32 of the whole file. */

@@ -13,6 +13,9 @@
 #   stay, and resuming from them reproduces the uninterrupted run bit for bit.
 #   A partial directory left by a crash is ignored on resume and replaced by
 #   the next save of that step; re-saving an existing step replaces it whole.
+#   A FIFO in place of DIR/latest, a manifest or a shard is refused at once by
+#   name, a symlink loop is named as one, and a file this user may not read
+#   (as nobody when root) is not called a damaged checkpoint.
 set -eu
 cd "$(dirname "$0")/../.."
 source tests/env.sh
@@ -108,6 +111,51 @@ expect 2 "checkpoint $tmp/ck/global_step7 does not exist" -- "${z[@]}" --steps 4
 mkdir "$tmp/empty"
 expect 2 "no checkpoint to resume in $tmp/empty" -- "${z[@]}" --steps 4 --load-dir "$tmp/empty" \
     --resume
+
+# Checkpoint files that are not regular files are refused by name at once (a
+# FIFO used to block the open forever); a symlink loop is not a missing file;
+# a file this user may not read is not reported as a damaged checkpoint.
+fresh
+rm "$tmp/ck/latest" && mkfifo "$tmp/ck/latest"
+expect 2 "checkpoint pointer $tmp/ck/latest: is a FIFO (named pipe), not a regular file" -- \
+    "${z[@]}" --steps 4 --load-dir "$tmp/ck" --resume
+fresh
+rm "$tmp/ck/global_step4/zt_manifest.json" && mkfifo "$tmp/ck/global_step4/zt_manifest.json"
+expect 2 "checkpoint manifest $tmp/ck/global_step4/zt_manifest.json: is a FIFO" -- \
+    "${z[@]}" --steps 4 --load-dir "$tmp/ck" --resume
+previous_loads
+fresh
+rm "$tmp/ck/global_step4/$shard" && mkfifo "$tmp/ck/global_step4/$shard"
+expect 2 "checkpoint shard $tmp/ck/global_step4/$shard: is a FIFO" -- \
+    "${z[@]}" --steps 4 --load-dir "$tmp/ck" --resume
+expect 2 "checkpoint shard $tmp/ck/global_step4/$shard: is a FIFO" -- \
+    timeout 30 ./zerotrain consolidate "$tmp/ck" --out "$tmp/fifo-c.bin"
+previous_loads
+fresh
+ln -sfn latest "$tmp/ck/latest"
+expect 2 "checkpoint pointer $tmp/ck/latest: is a symlink loop" -- \
+    "${z[@]}" --steps 4 --load-dir "$tmp/ck" --resume
+grep -q "does not exist" "$tmp/out" && fail "a symlink loop reported as missing"
+ln -s "$tmp/dirloop" "$tmp/dirloop"
+expect 2 "checkpoint directory $tmp/dirloop: is a symlink loop" -- \
+    "${z[@]}" --steps 4 --load-dir "$tmp/dirloop" --resume
+grep -q "does not exist" "$tmp/out" && fail "a symlink loop reported as missing"
+if zt_unprivileged "permission denied on checkpoint files"; then
+    fresh
+    chmod -R a+rX "$tmp/ck" && chmod 644 "$tmp/cfg.json"
+    chmod 000 "$tmp/ck/global_step4/$shard"
+    expect 2 "permission denied: cannot read checkpoint shard $tmp/ck/global_step4/$shard" -- \
+        timeout 60 "${unpriv[@]}" ./zerotrain --config "$tmp/cfg.json" "${mlp[@]}" --steps 4 \
+        --load-dir "$tmp/ck" --resume
+    grep -q "hint: .*chmod a+r" "$tmp/out" || { cat "$tmp/out"; fail "no chmod hint"; }
+    grep -q "damaged" "$tmp/out" && fail "a denied read reported as a damaged checkpoint"
+    chmod 644 "$tmp/ck/global_step4/$shard"
+    chmod 000 "$tmp/ck/global_step4/zt_manifest.json"
+    mkdir -m 777 "$tmp/anyone"
+    expect 2 "permission denied: cannot read checkpoint manifest" -- \
+        timeout 60 "${unpriv[@]}" ./zerotrain consolidate "$tmp/ck" --out "$tmp/anyone/c.bin"
+    grep -q "damaged" "$tmp/out" && fail "a denied read reported as a damaged checkpoint"
+fi
 
 # A save directory below a regular file fails before any training step.
 touch "$tmp/file.txt"
