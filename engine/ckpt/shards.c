@@ -105,11 +105,13 @@ zt_status zt_ckpt_reader_init(zt_ckpt_reader *r, const zt_ckpt *c)
 {
     r->c = c;
     r->fds = malloc((size_t)c->partition_count * sizeof *r->fds);
+    /* Marked unopened before anything can fail: zt_ckpt_reader_free closes
+     * every entry that is not -1. */
+    for (int i = 0; r->fds && i < c->partition_count; i++)
+        r->fds[i] = -1;
     r->pieces = malloc((size_t)(c->partition_count + 2) * sizeof *r->pieces);
     if (!r->fds || !r->pieces)
         return zt_fail(ZT_ERR_OOM, "", "cannot allocate the checkpoint reader");
-    for (int i = 0; i < c->partition_count; i++)
-        r->fds[i] = -1;
     return ZT_OK;
 }
 

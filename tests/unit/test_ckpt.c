@@ -1,16 +1,23 @@
 /* Checkpoint pure parts: the CRC-32 is zlib's, shard headers survive an
  * encode/decode round trip and bad ones are refused, and resharding a unit
- * from any old world size to any new one reassembles exactly the new slices. */
+ * from any old world size to any new one reassembles exactly the new slices.
+ * And a shard reader whose set-up ran out of memory frees without closing
+ * descriptors it never opened. */
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "engine/ckpt/ckpt.h"
+#include "engine/ckpt/ckpt_impl.h"
 #include "engine/zero/layout.h"
 
 /* The textbook bitwise CRC-32 (reflected 0xEDB88320). */
@@ -188,6 +195,46 @@ static void test_reshard_empty_tail(void **state)
     assert_int_equal(p[1].numel, 6);
 }
 
+/* Bytes of address space this process maps now (/proc/self/statm). */
+static uint64_t mapped_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    assert_non_null(f);
+    unsigned long long pages = 0;
+    assert_int_equal(fscanf(f, "%llu", &pages), 1);
+    fclose(f);
+    return (uint64_t)pages * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+/* A reader whose second allocation fails: freeing it must close nothing.
+ * The fds table (64 MiB, fresh zero pages) used to be filled with -1 only
+ * after both allocations succeeded, so zt_ckpt_reader_free closed fd 0 once
+ * per entry. An address-space limit makes the 512 MiB pieces table fail. */
+static void test_reader_free_after_failed_init(void **state)
+{
+    (void)state;
+    if (fcntl(0, F_GETFD) < 0)
+        assert_int_equal(open("/dev/null", O_RDONLY), 0);
+    zt_ckpt c;
+    memset(&c, 0, sizeof c);
+    c.partition_count = 1 << 24;
+    struct rlimit old, lim;
+    assert_int_equal(getrlimit(RLIMIT_AS, &old), 0);
+    lim = old;
+    lim.rlim_cur = mapped_bytes() + ((rlim_t)256 << 20);
+    if (old.rlim_cur != RLIM_INFINITY && old.rlim_cur < lim.rlim_cur)
+        lim.rlim_cur = old.rlim_cur;
+    assert_int_equal(setrlimit(RLIMIT_AS, &lim), 0);
+    zt_ckpt_reader r;
+    zt_status st = zt_ckpt_reader_init(&r, &c);
+    bool fds_allocated = r.fds != NULL;
+    zt_ckpt_reader_free(&r);
+    assert_int_equal(setrlimit(RLIMIT_AS, &old), 0);
+    assert_int_equal(st, ZT_ERR_OOM);
+    assert_true(fds_allocated);
+    assert_true(fcntl(0, F_GETFD) >= 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -196,6 +243,7 @@ int main(void)
         cmocka_unit_test(test_header_round_trip),
         cmocka_unit_test(test_reshard_every_world_pair),
         cmocka_unit_test(test_reshard_empty_tail),
+        cmocka_unit_test(test_reader_free_after_failed_init),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
