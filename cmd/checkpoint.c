@@ -14,6 +14,7 @@
 #include "data/loader.h"
 #include "engine/ckpt/ckpt.h"
 #include "engine/config/config.h"
+#include "engine/path.h"
 #include "engine/train/trainer.h"
 #include "engine/world/devices.h"
 #include "models/registry.h"
@@ -25,8 +26,17 @@ int cmd_consolidate(int argc, char **argv)
     int rc = cmd_flags_sub(argc, argv, &f);
     if (rc != 0)
         return rc < 0 ? 0 : rc;
+    /* Before the shards are read and verified: the outputs must be writable. */
+    const char *hint = "give --out a path in an existing directory you can write to";
+    char index_path[4200];
+    snprintf(index_path, sizeof index_path, "%s.json", f.out);
+    zt_status st = zt_path_check_output(f.out, "consolidated weights", hint);
+    if (st == ZT_OK)
+        st = zt_path_check_output(index_path, "tensor index", hint);
+    if (st != ZT_OK)
+        return cmd_local_failure(st);
     zt_ckpt c;
-    zt_status st = zt_ckpt_open(&c, NULL, f.dir, f.tag);
+    st = zt_ckpt_open(&c, NULL, f.dir, f.tag);
     if (st != ZT_OK)
         return cmd_local_failure(st);
     st = zt_ckpt_consolidate(&c, f.out);

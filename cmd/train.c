@@ -16,6 +16,7 @@
 #include "engine/config/config.h"
 #include "engine/monitor/monitor.h"
 #include "engine/monitor/report.h"
+#include "engine/path.h"
 #include "engine/train/trainer.h"
 #include "engine/world/devices.h"
 #include "models/registry.h"
@@ -253,6 +254,37 @@ static zt_status cmd_same_run(const zt_world *w, const cmd_train_flags *f, const
     return st;
 }
 
+/* --report, --dump-params and --dump-grads are written by rank 0 after
+ * training: checked before step 1, so a long run cannot end in "cannot write"
+ * with its results lost. A --dump-grads name with %d is one file per step:
+ * its directory is checked (with %d in a directory's name, the deepest one
+ * without it). */
+static zt_status cmd_check_outputs(const cmd_train_flags *f)
+{
+    if (f->report_path)
+        ZT_TRY(zt_path_check_output(f->report_path, "report",
+                                    "give --report a path in an existing directory you can "
+                                    "write to"));
+    if (f->dump_path)
+        ZT_TRY(zt_path_check_output(f->dump_path, "dump",
+                                    "give --dump-params a path in an existing directory you can "
+                                    "write to"));
+    const char *grads = f->grad_dump_path,
+               *hint = "give --dump-grads a path in an existing directory you can write to";
+    if (grads && !strstr(grads, "%d"))
+        ZT_TRY(zt_path_check_output(grads, "gradient dump", hint));
+    if (grads && strstr(grads, "%d")) {
+        char dir[4096], up[4096];
+        zt_path_dirname(grads, dir, sizeof dir);
+        while (strstr(dir, "%d")) {
+            zt_path_dirname(dir, up, sizeof up);
+            memcpy(dir, up, sizeof dir);
+        }
+        ZT_TRY(zt_path_check_output_dir(dir, grads, "gradient dump", hint));
+    }
+    return ZT_OK;
+}
+
 int cmd_train(int argc, char **argv)
 {
     cmd_train_flags flags;
@@ -287,6 +319,9 @@ int cmd_train(int argc, char **argv)
     }
     if (flags.save_dir &&
         (rc = cmd_agreed_failure(&world, zt_ckpt_check_dir(&world, flags.save_dir))) != 0)
+        return rc;
+    st = world.rank == 0 ? cmd_check_outputs(&flags) : ZT_OK;
+    if ((rc = cmd_agreed_failure(&world, st)) != 0)
         return rc;
 
     zt_data data;

@@ -60,19 +60,23 @@ const zt_model_arg *zt_ckpt_arg_next(const char *model, int *i);
 typedef struct {
     int fd;
     const char *path;
+    const char *hint; /* of its errors: a save's (--save-dir) or consolidate's (--out) */
     uint32_t crc;
     uint64_t bytes;
 } zt_ckpt_out;
 
 /* Reads ZT_CKPT_FAIL_AFTER_BYTES (ckpt.h) the first time a save starts. */
 void zt_ckpt_fail_after_init(void);
-zt_status zt_ckpt_out_open(zt_ckpt_out *o, const char *path);
+/* hint NULL: a save's file (the hints name --save-dir and DIR/latest). */
+zt_status zt_ckpt_out_open(zt_ckpt_out *o, const char *path, const char *hint);
 zt_status zt_ckpt_out_write(zt_ckpt_out *o, const void *buf, size_t n);
 /* fsync + close; a file that failed (st != ZT_OK) is closed without the
  * fsync. Returns st, or the first error of the two. */
 zt_status zt_ckpt_out_close(zt_ckpt_out *o, zt_status st);
-/* A whole small file written and synced; *crc (when not NULL) its CRC-32. */
-zt_status zt_ckpt_write_file(const char *path, const void *buf, size_t n, uint32_t *crc);
+/* A whole small file written and synced; *crc (when not NULL) its CRC-32;
+ * hint as zt_ckpt_out_open's. */
+zt_status zt_ckpt_write_file(const char *path, const void *buf, size_t n, uint32_t *crc,
+                             const char *hint);
 zt_status zt_ckpt_sync_dir(const char *dir);
 /* mkdir -p, naming the component that failed. */
 zt_status zt_ckpt_mkdirs(const char *dir);

@@ -12,12 +12,17 @@
 #include <string.h>
 #include <unistd.h>
 
+/* Errors writing the output name --out, not the checkpoint's --save-dir. */
+static const char *const ckpt_hint_out =
+    "check free space and permissions in the --out file's directory, or give --out another "
+    "path; the checkpoint is untouched";
+
 /* The finished temporary takes the final name, so a reader never sees half a file. */
 static zt_status ckpt_commit(const char *tmp, const char *path)
 {
     if (rename(tmp, path) != 0)
-        return zt_fail(ZT_ERR_IO, "check the output directory", "cannot rename %s to %s: %s", tmp,
-                       path, strerror(errno));
+        return zt_fail(ZT_ERR_IO, ckpt_hint_out, "cannot rename %s to %s: %s", tmp, path,
+                       strerror(errno));
     return ZT_OK;
 }
 
@@ -44,7 +49,7 @@ zt_status zt_ckpt_consolidate(const zt_ckpt *c, const char *out_path)
         st = zt_fail(ZT_ERR_OOM, "", "cannot allocate %lld floats", (long long)max_numel);
     zt_ckpt_out o = {.fd = -1};
     if (st == ZT_OK)
-        st = zt_ckpt_out_open(&o, tmp);
+        st = zt_ckpt_out_open(&o, tmp, ckpt_hint_out);
     for (int u = 0; st == ZT_OK && u < c->n_units; u++) {
         st = zt_ckpt_read_range(&rd, u, 0, 0, c->units[u].numel, buf);
         if (st == ZT_OK)
@@ -52,7 +57,7 @@ zt_status zt_ckpt_consolidate(const zt_ckpt *c, const char *out_path)
     }
     st = zt_ckpt_out_close(&o, st);
     if (st == ZT_OK)
-        st = zt_ckpt_write_file(side_tmp, index, strlen(index), NULL);
+        st = zt_ckpt_write_file(side_tmp, index, strlen(index), NULL, ckpt_hint_out);
     if (st == ZT_OK)
         st = ckpt_commit(tmp, out_path);
     if (st == ZT_OK)

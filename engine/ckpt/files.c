@@ -37,15 +37,16 @@ const char *const zt_ckpt_hint_write =
     "check free space and permissions on that file system, or choose another --save-dir; "
     "the previous checkpoint and DIR/latest are untouched";
 
-zt_status zt_ckpt_out_open(zt_ckpt_out *o, const char *path)
+zt_status zt_ckpt_out_open(zt_ckpt_out *o, const char *path, const char *hint)
 {
     *o = (zt_ckpt_out){.fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644),
-                       .path = path};
+                       .path = path,
+                       .hint = hint ? hint : zt_ckpt_hint_write};
     if (o->fd < 0)
         return zt_fail(ZT_ERR_IO,
-                       errno == ENOENT ? "every rank writes its shard into DIR: across nodes it "
-                                         "must be a file system they all share"
-                                       : zt_ckpt_hint_write,
+                       !hint && errno == ENOENT ? "every rank writes its shard into DIR: across "
+                                                  "nodes it must be a file system they all share"
+                                                : o->hint,
                        "cannot create checkpoint file %s: %s", path, strerror(errno));
     return ZT_OK;
 }
@@ -61,14 +62,14 @@ zt_status zt_ckpt_out_write(zt_ckpt_out *o, const void *buf, size_t n)
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0)
-            return zt_fail(ZT_ERR_IO, zt_ckpt_hint_write, "cannot write checkpoint file %s: %s",
+            return zt_fail(ZT_ERR_IO, o->hint, "cannot write checkpoint file %s: %s",
                            o->path, w < 0 ? strerror(errno) : "no progress");
         done += (size_t)w;
     }
     if (ckpt_budget >= 0) {
         ckpt_budget -= (int64_t)allowed;
         if (allowed < n)
-            return zt_fail(ZT_ERR_IO, zt_ckpt_hint_write,
+            return zt_fail(ZT_ERR_IO, o->hint,
                            "cannot write checkpoint file %s: %s (simulated by "
                            "ZT_CKPT_FAIL_AFTER_BYTES)",
                            o->path, strerror(ENOSPC));
@@ -83,19 +84,20 @@ zt_status zt_ckpt_out_close(zt_ckpt_out *o, zt_status st)
     if (o->fd < 0)
         return st;
     if (st == ZT_OK && fsync(o->fd) != 0)
-        st = zt_fail(ZT_ERR_IO, zt_ckpt_hint_write, "cannot sync checkpoint file %s: %s", o->path,
+        st = zt_fail(ZT_ERR_IO, o->hint, "cannot sync checkpoint file %s: %s", o->path,
                      strerror(errno));
     if (close(o->fd) != 0 && st == ZT_OK)
-        st = zt_fail(ZT_ERR_IO, zt_ckpt_hint_write, "cannot close checkpoint file %s: %s", o->path,
+        st = zt_fail(ZT_ERR_IO, o->hint, "cannot close checkpoint file %s: %s", o->path,
                      strerror(errno));
     o->fd = -1;
     return st;
 }
 
-zt_status zt_ckpt_write_file(const char *path, const void *buf, size_t n, uint32_t *crc)
+zt_status zt_ckpt_write_file(const char *path, const void *buf, size_t n, uint32_t *crc,
+                             const char *hint)
 {
     zt_ckpt_out o;
-    ZT_TRY(zt_ckpt_out_open(&o, path));
+    ZT_TRY(zt_ckpt_out_open(&o, path, hint));
     zt_status st = zt_ckpt_out_close(&o, zt_ckpt_out_write(&o, buf, n));
     if (crc)
         *crc = o.crc;

@@ -22,7 +22,7 @@ static zt_status ckpt_write_shard(zt_trainer *t, const zt_ckpt_src *v, const cha
 {
     const zt_layout *lay = v->s.layout;
     zt_trainer_span sp;
-    *o = (zt_ckpt_out){.fd = -1, .path = path};
+    *o = (zt_ckpt_out){.fd = -1, .path = path, .hint = zt_ckpt_hint_write};
     zt_trainer_unit_span(t, 0, &sp);
     uint32_t n_sections = 1 + (uint32_t)sp.n_states;
     zt_ckpt_unit *units = calloc((size_t)lay->n_units, sizeof *units);
@@ -32,7 +32,7 @@ static zt_status ckpt_write_shard(zt_trainer *t, const zt_ckpt_src *v, const cha
     if (!units || !head || !stage)
         st = zt_fail(ZT_ERR_OOM, "", "cannot allocate the staging of checkpoint shard %s", path);
     if (st == ZT_OK)
-        st = zt_ckpt_out_open(o, path);
+        st = zt_ckpt_out_open(o, path, NULL);
     if (st == ZT_OK) {
         for (int u = 0; u < lay->n_units; u++)
             units[u] = (zt_ckpt_unit){lay->units[u].numel, lay->units[u].padded_numel,
@@ -105,7 +105,7 @@ static zt_status ckpt_write_latest(const char *dir, const char *tag)
     char tmp[ZT_CKPT_PATH_MAX], latest[ZT_CKPT_PATH_MAX];
     ZT_TRY(zt_ckpt_path(tmp, dir, "latest.tmp", NULL));
     ZT_TRY(zt_ckpt_path(latest, dir, "latest", NULL));
-    ZT_TRY(zt_ckpt_write_file(tmp, tag, strlen(tag), NULL));
+    ZT_TRY(zt_ckpt_write_file(tmp, tag, strlen(tag), NULL, NULL));
     if (rename(tmp, latest) != 0)
         return zt_fail(ZT_ERR_IO, zt_ckpt_hint_write, "cannot rename %s to %s: %s", tmp, latest,
                        strerror(errno));
@@ -265,7 +265,7 @@ zt_status zt_ckpt_save(zt_trainer *t, const zt_ckpt_meta *meta, const char *dir,
         if (st == ZT_OK)
             st = zt_ckpt_path(path, partial, ZT_CKPT_MANIFEST, NULL);
         if (st == ZT_OK)
-            st = zt_ckpt_write_file(path, text, strlen(text), NULL);
+            st = zt_ckpt_write_file(path, text, strlen(text), NULL, NULL);
         out->bytes += text ? strlen(text) : 0;
         if (st == ZT_OK)
             st = ckpt_publish(dir, partial, final);

@@ -16,6 +16,8 @@
 #   A FIFO in place of DIR/latest, a manifest or a shard is refused at once by
 #   name, a symlink loop is named as one, and a file this user may not read
 #   (as nobody when root) is not called a damaged checkpoint.
+#   consolidate refuses an --out it cannot write before reading the shards,
+#   with a hint about --out rather than --save-dir.
 set -eu
 cd "$(dirname "$0")/../.."
 source tests/env.sh
@@ -208,6 +210,26 @@ expect 0 "saved checkpoint $tmp/ck/global_step4" -- "${z[@]}" --steps 4 --save-d
     fail "after re-saving global_step4: $(cd "$tmp/ck" && echo *)"
 $ZT_PYTHON tests/tools/ztcheck.py ckpt "$tmp/ck" --dump "$tmp/full.bin" ||
     fail "the re-saved global_step4"
+
+# consolidate checks --out before reading the shards, and its hints name
+# --out, not the --save-dir of a training run.
+expect 2 "cannot write consolidated weights /nonexistent/dir/c.bin: directory /nonexistent/dir does not exist" -- \
+    timeout 30 ./zerotrain consolidate "$tmp/ck" --out /nonexistent/dir/c.bin
+grep -q -- "--save-dir" "$tmp/out" && fail "consolidate --out hints at --save-dir"
+expect 2 "cannot write consolidated weights $tmp/ck: it is a directory" -- \
+    timeout 30 ./zerotrain consolidate "$tmp/ck" --out "$tmp/ck"
+mkdir "$tmp/c.bin.json"
+expect 2 "cannot write tensor index $tmp/c.bin.json: it is a directory" -- \
+    timeout 30 ./zerotrain consolidate "$tmp/ck" --out "$tmp/c.bin"
+[ ! -e "$tmp/c.bin" ] || fail "consolidate left $tmp/c.bin behind"
+rmdir "$tmp/c.bin.json"
+if zt_unprivileged "consolidate --out into a directory without write permission"; then
+    chmod -R a+rX "$tmp/ck"
+    mkdir -m 555 "$tmp/ro"
+    expect 2 "permission denied: cannot write consolidated weights $tmp/ro/c.bin" -- \
+        timeout 30 "${unpriv[@]}" ./zerotrain consolidate "$tmp/ck" --out "$tmp/ro/c.bin"
+    grep -q -- "--save-dir" "$tmp/out" && fail "consolidate --out hints at --save-dir"
+fi
 
 # Usage errors.
 expect 2 "--resume reads --load-dir DIR or --save-dir DIR" -- ./zerotrain --config "$tmp/cfg.json" \

@@ -67,6 +67,44 @@ if zt_unprivileged "permission denied on a config file"; then
     grep -q "hint: .*chmod a+r" "$tmp/out" || { cat "$tmp/out"; fail "no chmod hint"; }
 fi
 
+# Output paths are checked before step 1: a long run must not end in "cannot
+# write" and lose its results. Nothing trains, and the check leaves no file.
+before_step1() { # pattern command...: exit 2 with pattern, no step trained
+    local pattern=$1
+    shift
+    expect 2 "$pattern" -- timeout 20 "$@"
+    if grep -q "step=\|zerotrain: done" "$tmp/out"; then
+        cat "$tmp/out"
+        fail "trained before refusing: $*"
+    fi
+}
+before_step1 "cannot write report /nonexistent/dir/r.json: directory /nonexistent/dir does not exist" \
+    ./zerotrain --config "$tmp/good.json" --model mlp --width 16 --layers 2 --steps 3000 \
+    --report /nonexistent/dir/r.json
+before_step1 "cannot write report /nonexistent/dir/r.json" $ZT_MPIRUN -np 2 ./zerotrain \
+    --config "$tmp/good.json" --model mlp --width 16 --layers 2 --steps 3000 \
+    --report /nonexistent/dir/r.json
+[ "$(grep -c 'error:' "$tmp/out")" = 1 ] || { cat "$tmp/out"; fail "printed more than once"; }
+touch "$tmp/plain"
+before_step1 "cannot write dump $tmp/plain/p.bin: $tmp/plain (or a directory above it) is not a directory" \
+    ./zerotrain --config "$tmp/good.json" "${m[@]}" --steps 3000 --dump-params "$tmp/plain/p.bin"
+before_step1 "cannot write gradient dump $tmp/nodir/g%d.bin: directory $tmp/nodir does not exist" \
+    ./zerotrain --config "$tmp/good.json" "${m[@]}" --steps 3000 --dump-grads "$tmp/nodir/g%d.bin"
+before_step1 "cannot write gradient dump $tmp: it is a directory" \
+    ./zerotrain --config "$tmp/good.json" "${m[@]}" --steps 3000 --dump-grads "$tmp"
+before_step1 "cannot write report $tmp/fifo.json: it is a FIFO (named pipe), not a regular file" \
+    ./zerotrain --config "$tmp/good.json" "${m[@]}" --steps 3000 --report "$tmp/fifo.json"
+# A run that fails after the check leaves no empty report behind.
+expect 2 "does not exist" -- ./zerotrain --config "$tmp/good.json" "${m[@]}" \
+    --inject-overflow 2:99 --report "$tmp/left.json"
+[ ! -e "$tmp/left.json" ] || fail "the output check left $tmp/left.json behind"
+if zt_unprivileged "an output directory without write permission"; then
+    mkdir -m 555 "$tmp/ro"
+    before_step1 "permission denied: cannot write report $tmp/ro/r.json" "${unpriv[@]}" \
+        ./zerotrain --config "$tmp/good.json" "${m[@]}" --steps 3000 --report "$tmp/ro/r.json"
+    grep -q "hint: .*chmod u+w" "$tmp/out" || { cat "$tmp/out"; fail "no chmod hint"; }
+fi
+
 # --steps 0 writes the initial weights: 16*16+16 + 16*16+16 floats.
 ./zerotrain --config "$tmp/good.json" --model mlp --width 16 --layers 2 --steps 0 --dump-params "$tmp/init.bin" >/dev/null
 [ "$(stat -c %s "$tmp/init.bin")" = $(( (16 * 16 + 16) * 2 * 4 )) ] || fail "init dump has the wrong size"
