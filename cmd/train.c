@@ -320,6 +320,12 @@ int cmd_train(int argc, char **argv)
     if (flags.save_dir &&
         (rc = cmd_agreed_failure(&world, zt_ckpt_check_dir(&world, flags.save_dir))) != 0)
         return rc;
+    /* Held until the job ends: a second job saving here is refused now. */
+    int save_lock = -1;
+    if (flags.save_dir &&
+        (rc = cmd_agreed_failure(&world, zt_ckpt_lock_dir(&world, flags.save_dir, &save_lock))) !=
+            0)
+        return rc;
     st = world.rank == 0 ? cmd_check_outputs(&flags) : ZT_OK;
     if ((rc = cmd_agreed_failure(&world, st)) != 0)
         return rc;
@@ -450,5 +456,6 @@ int cmd_train(int argc, char **argv)
     zt_backend_free(&be);
     zt_data_free(&data);
     zt_model_free(&model);
+    zt_ckpt_unlock_dir(&save_lock);
     return cmd_finish(&world);
 }

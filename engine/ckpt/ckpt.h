@@ -77,10 +77,11 @@
  *
  * Memory: staging buffers are malloc'd inside each call and freed before it
  * returns (one unit's span of floats, or a 1 MiB read buffer); zt_ckpt owns
- * the parsed manifest and its tables until zt_ckpt_close.
- * Collective: zt_ckpt_check_dir, zt_ckpt_save, zt_ckpt_restore, and
- * zt_ckpt_open when given a world. zt_ckpt_consolidate and the pure functions
- * run in one process (no MPI).
+ * the parsed manifest and its tables until zt_ckpt_close; the caller owns the
+ * descriptor of a save directory's lock (zt_ckpt_unlock_dir).
+ * Collective: zt_ckpt_check_dir, zt_ckpt_lock_dir, zt_ckpt_save,
+ * zt_ckpt_restore, and zt_ckpt_open when given a world. zt_ckpt_consolidate
+ * and the pure functions run in one process (no MPI).
  *
  * Testing aid: ZT_CKPT_FAIL_AFTER_BYTES=N makes saving fail with "No space left
  * on device" once this process has written N bytes of checkpoint files in
@@ -168,6 +169,17 @@ typedef struct {
 /* Creates DIR when missing and checks that files can be created in it, so a
  * bad --save-dir fails before training. */
 zt_status zt_ckpt_check_dir(const zt_world *w, const char *dir);
+
+/* Locks DIR for this job, so that a second job saving into it is refused
+ * before it trains instead of interleaving its checkpoints with this one's:
+ * rank 0 takes flock(LOCK_EX | LOCK_NB) on DIR/.zerotrain.lock and writes
+ * "pid host" into it (a refused job's error names them). Collective: every
+ * rank returns rank 0's status; *lock is the held descriptor on rank 0, -1
+ * elsewhere and on failure. The lock lasts until zt_ckpt_unlock_dir or the
+ * process's end (a killed job leaves no stale lock); the file stays. On some
+ * network file systems flock is not seen by other nodes (docs/checkpoints.md). */
+zt_status zt_ckpt_lock_dir(const zt_world *w, const char *dir, int *lock);
+void zt_ckpt_unlock_dir(int *lock);
 
 /* Saves t at its current step as DIR/global_step<N> (see above). keep_last
  * <= 0 keeps everything. Every rank returns the same status and message. */

@@ -9,6 +9,7 @@
  *                  includes jansson.h
  *   save.c         the collective save: shards, manifest, publish, latest,
  *                  keep_last
+ *   lock.c         one job per save directory: flock on DIR/.zerotrain.lock
  *   shards.c       reading saved shards: verification against the manifest,
  *                  element ranges of the saved layout
  *   restore.c      open, tokenizer, the resume checks, loading spans, the
@@ -16,7 +17,7 @@
  *   consolidate.c  the full fp32 weights in one file
  *
  * Memory: as each function says; nothing here outlives the call that made it
- * except what a zt_ckpt owns (ckpt.h). Collective: zt_ckpt_agree with a
+ * except what a zt_ckpt owns and the save directory's lock (ckpt.h). Collective: zt_ckpt_agree with a
  * world; everything else runs on the calling rank alone.
  */
 #ifndef ZT_CKPT_IMPL_H

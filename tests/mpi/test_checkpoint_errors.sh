@@ -18,6 +18,7 @@
 #   (as nobody when root) is not called a damaged checkpoint.
 #   consolidate refuses an --out it cannot write before reading the shards,
 #   with a hint about --out rather than --save-dir.
+#   A second job saving into a --save-dir in use is refused before it trains.
 set -eu
 cd "$(dirname "$0")/../.."
 source tests/env.sh
@@ -229,6 +230,38 @@ if zt_unprivileged "consolidate --out into a directory without write permission"
     expect 2 "permission denied: cannot write consolidated weights $tmp/ro/c.bin" -- \
         timeout 30 "${unpriv[@]}" ./zerotrain consolidate "$tmp/ck" --out "$tmp/ro/c.bin"
     grep -q -- "--save-dir" "$tmp/out" && fail "consolidate --out hints at --save-dir"
+fi
+
+# Two jobs cannot save into one directory (they used to interleave their
+# steps): the second is refused before it trains, naming the first's pid and
+# host; the lock dies with the job that held it.
+mkdir "$tmp/busy"
+timeout 120 ./zerotrain --config "$tmp/cfg.json" "${mlp[@]}" --steps 100000 \
+    --save-dir "$tmp/busy" >"$tmp/first.log" 2>&1 &
+first=$!
+for _ in $(seq 1 150); do
+    [ -s "$tmp/busy/.zerotrain.lock" ] && break
+    sleep 0.2
+done
+holder=$(cut -d' ' -f1 "$tmp/busy/.zerotrain.lock")
+[ -n "$holder" ] || { kill "$first"; cat "$tmp/first.log"; fail "the first job took no lock"; }
+expect 2 "checkpoint directory $tmp/busy is in use by another zerotrain job (pid $holder on host $(hostname))" -- \
+    "${z[@]}" --steps 4 --save-dir "$tmp/busy"
+grep -q "step=" "$tmp/out" && { kill "$first"; fail "the second job trained"; }
+kill "$first"
+wait "$first" || true
+expect 0 "saved checkpoint $tmp/busy/global_step4" -- "${z[@]}" --steps 4 --save-dir "$tmp/busy"
+if command -v flock >/dev/null; then
+    # A holder that wrote nothing into the lock file (not a zerotrain job).
+    mkdir "$tmp/held"
+    : >"$tmp/held/.zerotrain.lock"
+    flock "$tmp/held/.zerotrain.lock" sleep 30 &
+    other=$!
+    sleep 0.5
+    expect 2 "checkpoint directory $tmp/held is in use by another zerotrain job (its lock file" -- \
+        "${z[@]}" --steps 4 --save-dir "$tmp/held"
+    kill "$other"
+    wait "$other" || true
 fi
 
 # Usage errors.
