@@ -5,7 +5,9 @@
  * header is skipped; blank lines between CSV records are skipped and do not
  * count as rows; a closing quote must be followed by a comma or the end of the
  * record; a quote inside an unquoted field is kept as text (as Python's csv
- * does); rows may have more fields than the header. Review text is kept as is
+ * does); a row with more fields than the header is refused (most likely an
+ * unquoted comma in a review, which would cut it short); a file whose lines
+ * end in a carriage return alone is refused as such. Review text is kept as is
  * apart from `<br />` (no trimming: leading spaces change BPE tokens), but a
  * review with nothing but whitespace is an error. Directory listings are
  * sorted by strcmp, so "10_7.txt" comes before "2_3.txt". Each split must end
@@ -26,6 +28,9 @@
 #define ZT_CSV_HINT                                                                                \
     "expected a CSV file with a header naming the columns review and sentiment (labels "           \
     "positive / negative), or an aclImdb directory"
+#define ZT_CSV_HINT_CR                                                                             \
+    "its lines end in a carriage return (\\r) where \\n or \\r\\n was expected: convert the "      \
+    "line endings, e.g. tr '\\r' '\\n' < FILE > FIXED.csv"
 #define ZT_ACLIMDB_HINT                                                                            \
     "expected the aclImdb layout: train/pos/*.txt and train/neg/*.txt, optionally test/pos "       \
     "and test/neg"
@@ -216,6 +221,16 @@ static zt_status csv_record(zt_csv *c, long long *start)
             }
             bool at_end = c->p == c->end || *c->p == ',' || *c->p == '\n' ||
                           (*c->p == '\r' && c->p + 1 < c->end && c->p[1] == '\n');
+            /* A quote that ran over lines was most likely never closed where
+             * it opened: the error belongs to that line. */
+            if (!at_end && opened != c->line)
+                return zt_fail(ZT_ERR_DATA,
+                               "close the quoted field with \" on the line it opens (a quote "
+                               "inside a quoted field is written \"\")",
+                               "%s:%lld: a quoted field opens here and runs on to line %lld, where "
+                               "its closing quote is followed by text: is a closing quote missing "
+                               "on line %lld?",
+                               c->path, opened, c->line, opened);
             if (!at_end)
                 return zt_fail(ZT_ERR_DATA, "a quote inside a quoted field is written \"\"",
                                "%s:%lld: unexpected text after the closing quote of a field",
@@ -273,12 +288,15 @@ static zt_status csv_header(zt_csv *c, size_t *col_review, size_t *col_label)
             *col_label = i;
     }
     if (*col_review == SIZE_MAX || *col_label == SIZE_MAX) {
+        bool has_cr = false;
+        for (size_t i = 0; i < c->n_fields && !has_cr; i++)
+            has_cr = memchr(c->text + c->field_off[i], '\r', c->field_len[i]) != NULL;
         char cols[256] = "";
         for (size_t i = 0, k = 0; i < c->n_fields && k + 1 < sizeof cols; i++)
             k += (size_t)snprintf(cols + k, sizeof cols - k, "%s\"%.*s\"", i ? ", " : "",
                                   (int)(c->field_len[i] < 40 ? c->field_len[i] : 40),
                                   c->text + c->field_off[i]);
-        return zt_fail(ZT_ERR_DATA, ZT_CSV_HINT,
+        return zt_fail(ZT_ERR_DATA, has_cr ? ZT_CSV_HINT_CR : ZT_CSV_HINT,
                        "%s:%lld: the header has no \"%s\" column (its columns: %s)", c->path, start,
                        *col_review == SIZE_MAX ? "review" : "sentiment", cols);
     }
@@ -289,13 +307,18 @@ static zt_status csv_load(zt_labelled_impl *li, const zt_tokenizer *tok, int64_t
                           const char *path, char *buf, size_t len)
 {
     ZT_TRY(zt_utf8_check(buf, len, path));
+    /* Classic Mac OS line endings: the whole file would read as one record. */
+    if (memchr(buf, '\r', len) && !memchr(buf, '\n', len))
+        return zt_fail(ZT_ERR_DATA, ZT_CSV_HINT_CR,
+                       "%s: its lines end in a carriage return alone, so it reads as one line",
+                       path);
     zt_csv c = {.path = path, .p = buf, .end = buf + len, .line = 1};
     if (len >= 3 && memcmp(buf, "\xEF\xBB\xBF", 3) == 0)
         c.p += 3;
     zt_status st;
     size_t col_review = 0, col_label = 0;
     ZT_TRY_GOTO(st, csv_header(&c, &col_review, &col_label), done);
-    size_t need = (col_review > col_label ? col_review : col_label) + 1;
+    size_t need = (col_review > col_label ? col_review : col_label) + 1, n_cols = c.n_fields;
     for (int64_t row = 0;;) {
         long long start;
         ZT_TRY_GOTO(st, csv_record(&c, &start), done);
@@ -309,6 +332,14 @@ static zt_status csv_load(zt_labelled_impl *li, const zt_tokenizer *tok, int64_t
             st = zt_fail(ZT_ERR_DATA, ZT_CSV_HINT,
                          "%s: too few columns (%zu; the header's review and sentiment need %zu)",
                          where, c.n_fields, need);
+            goto done;
+        }
+        if (c.n_fields > n_cols) {
+            st = zt_fail(ZT_ERR_DATA,
+                         "quote a review that contains a comma: \"good, not great\",positive",
+                         "%s: too many columns (%zu where the header has %zu; expected "
+                         "review,sentiment): is a review with a comma unquoted?",
+                         where, c.n_fields, n_cols);
             goto done;
         }
         const char *lab = c.text + c.field_off[col_label];

@@ -50,6 +50,22 @@ expect 2 "bad value" -- "${gpt[@]}" --dropout 1 --data "$ZT_SHARED/data/tinyshak
 expect 2 "smaller than the tokenizer's 65 tokens" -- "${gpt[@]}" --vocab-size 10 \
     --data "$ZT_SHARED/data/tinyshakespeare/input.txt"
 
+# CSV layout errors that used to mislead: lines ending in CR alone got no hint
+# about line endings, a quote left open was reported a line late, and extra
+# columns were read silently (cutting a review at an unquoted comma).
+{ printf 'review,sentiment\r'; for i in $(seq 1 12); do printf 'review %d,positive\r' "$i"; done; } \
+    >"$tmp/cr.csv"
+expect 2 "$tmp/cr.csv: its lines end in a carriage return alone" -- "${cls[@]}" --data "$tmp/cr.csv"
+grep -q "hint: .*line endings" "$tmp/out" || { cat "$tmp/out"; fail "no line-ending hint"; }
+{ echo 'review,sentiment'; for i in $(seq 1 12); do echo "review $i,positive"; done
+  echo '"review 13 never closed,positive'; echo '"review 14",negative'; } >"$tmp/quote.csv"
+expect 2 "$tmp/quote.csv:14: a quoted field opens here and runs on to line 15" -- \
+    "${cls[@]}" --data "$tmp/quote.csv"
+{ echo 'review,sentiment'; for i in $(seq 1 12); do echo "review $i,positive"; done
+  echo 'good, but long,negative'; } >"$tmp/extra.csv"
+expect 2 "$tmp/extra.csv:14: too many columns (3 where the header has 2; expected review,sentiment)" \
+    -- "${cls[@]}" --data "$tmp/extra.csv"
+
 # Files that are not regular files are refused by name at once, never waited
 # on (a FIFO used to block in open()); a symlink loop is not a missing file.
 mkfifo "$tmp/fifo.txt" "$tmp/fifo.csv"

@@ -1,8 +1,8 @@
 /* The text data sets: language-model windows (text.h) against a direct
  * computation of the formula, split sizes and the file errors; the labelled
  * IMDB loaders (labelled.h): CSV quoting, header order, <br />, truncation,
- * the tenth-row split, the aclImdb layout, their errors, and the real
- * imdb-2500.csv.
+ * the tenth-row split, the aclImdb layout, their errors (line endings, open
+ * quotes and extra columns included), and the real imdb-2500.csv.
  *
  * The shared data directory is $ZT_SHARED (tests/env.sh), else ../shared
  * relative to the repository root the runner starts in. */
@@ -386,6 +386,35 @@ static void test_csv_errors(void **state)
     assert_message_has("nope.csv: No such file or directory");
 }
 
+/* Line endings, quotes and columns whose errors used to mislead: CR-only
+ * lines got no hint, a quote left open was reported on the line after it,
+ * and rows with extra columns were read silently. */
+static void test_csv_layout_errors(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *csv, *message, *hint;
+    } cases[] = {
+        {"review,sentiment\rfine,positive\rbad,negative\r",
+         "e.csv: its lines end in a carriage return alone", "tr '\\r' '\\n'"},
+        {"review,sentiment\rfine,positive\nbad,negative\n",
+         "e.csv:1: the header has no \"sentiment\" column", "carriage return"},
+        {"review,sentiment\nok,positive\n\"never closed,positive\n\"next\",negative\n",
+         "e.csv:3: a quoted field opens here and runs on to line 4", "close the quoted field"},
+        {"review,sentiment\nfine,positive\ngood, but long,negative\n",
+         "e.csv:3: too many columns (3 where the header has 2; expected review,sentiment)",
+         "quote a review that contains a comma"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        write_file(tmp_path("e.csv"), cases[i].csv);
+        zt_labelled ld;
+        assert_int_equal(zt_labelled_load(&ld, tmp_path("e.csv"), NULL, 32), ZT_ERR_DATA);
+        assert_message_has(cases[i].message);
+        if (!strstr(zt_status_hint(), cases[i].hint))
+            fail_msg("hint \"%s\" lacks \"%s\"", zt_status_hint(), cases[i].hint);
+    }
+}
+
 static void make_dir(const char *rel) { assert_int_equal(mkdir(tmp_path(rel), 0755), 0); }
 
 static void review_file(const char *rel, const char *text) { write_file(tmp_path(rel), text); }
@@ -520,6 +549,7 @@ int main(void)
         cmocka_unit_test(test_text_errors),  cmocka_unit_test(test_text_shakespeare),
         cmocka_unit_test(test_csv_quoting),  cmocka_unit_test(test_csv_split_and_truncation),
         cmocka_unit_test(test_csv_errors),   cmocka_unit_test(test_aclimdb_dir),
+        cmocka_unit_test(test_csv_layout_errors),
         cmocka_unit_test(test_imdb_2500),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
