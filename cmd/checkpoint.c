@@ -139,8 +139,18 @@ static zt_status cmd_generate(const zt_world *w, zt_trainer *t, const cmd_task *
     size_t len = 0;
     /* An empty prompt started from start_id, which is not the user's text. */
     int64_t skip = f->prompt && f->prompt[0] ? 0 : 1;
-    if (st == ZT_OK && w->rank == 0)
+    if (st == ZT_OK && w->rank == 0) {
         st = zt_tokenizer_decode(k->tokp, ids + skip, n_prompt + f->length - skip, &text, &len);
+        /* A sampled id past the tokenizer's (a model whose vocab_size is
+         * larger): name the checkpoint the ids came from. */
+        if (st == ZT_ERR_DATA) {
+            char msg[1536];
+            snprintf(msg, sizeof msg, "%s", zt_status_message());
+            st = zt_fail(st, "the model's vocab_size is larger than its tokenizer's: it sampled "
+                             "an id the tokenizer cannot decode",
+                         "generating from checkpoint %s: %s", k->ck.path, msg);
+        }
+    }
     if (st == ZT_OK && w->rank == 0) {
         fwrite(text, 1, len, stdout);
         printf("\n");
@@ -150,6 +160,16 @@ static zt_status cmd_generate(const zt_world *w, zt_trainer *t, const cmd_task *
     free(prompt);
     free(ids);
     return st;
+}
+
+/* How many validation samples zt_trainer_eval reads for --eval-iters iters:
+ * iters micro-batches per rank (<= 0, or more than the split holds: all). */
+static int64_t cmd_eval_samples(int64_t n_samples, int64_t micro, int world, int64_t iters)
+{
+    int64_t per_iter = micro * world, all = (n_samples + per_iter - 1) / per_iter;
+    if (iters <= 0 || iters > all)
+        iters = all;
+    return iters * per_iter < n_samples ? iters * per_iter : n_samples;
 }
 
 /* zerotrain generate|eval --checkpoint DIR ...: a trainer built from the
@@ -229,7 +249,14 @@ int cmd_from_checkpoint(int argc, char **argv)
                    k.ck.tag, (long long)k.ck.global_steps, k.args.name, loss);
             if (!isnan(acc))
                 printf(", accuracy %.4f", acc);
-            printf(" (%lld validation samples of %s)\n", (long long)k.val->n_samples, f.data);
+            int64_t done = cmd_eval_samples(k.val->n_samples, cfg.micro_batch_size, world.size,
+                                            f.eval_iters);
+            if (done == k.val->n_samples)
+                printf(" (%lld validation samples of %s)\n", (long long)done, f.data);
+            else
+                printf(" (%lld of the %lld validation samples of %s: --eval-iters %lld)\n",
+                       (long long)done, (long long)k.val->n_samples, f.data,
+                       (long long)f.eval_iters);
             fflush(stdout);
         }
     }

@@ -157,7 +157,8 @@ static void ckpt_text_models_hint(char *buf, size_t cap)
         snprintf(buf + len, cap - len, " checkpoint");
 }
 
-zt_status zt_ckpt_tokenizer(const zt_ckpt *c, const char *bpe_dir, zt_tokenizer *tok)
+/* The tokenizer of the manifest's kind, not yet checked against its sizes. */
+static zt_status ckpt_tokenizer_build(const zt_ckpt *c, const char *bpe_dir, zt_tokenizer *tok)
 {
     const char *dir = NULL, *kind = zt_ckpt_tokenizer_kind(c, &dir);
     if (!strcmp(kind, "byte"))
@@ -178,6 +179,33 @@ zt_status zt_ckpt_tokenizer(const zt_ckpt *c, const char *bpe_dir, zt_tokenizer 
     size_t len;
     ZT_TRY(zt_ckpt_manifest_vocabulary(c, &vocab, &len));
     return zt_tokenizer_char_init(tok, vocab, len, c->path);
+}
+
+zt_status zt_ckpt_tokenizer(const zt_ckpt *c, const char *bpe_dir, zt_tokenizer *tok)
+{
+    ZT_TRY(ckpt_tokenizer_build(c, bpe_dir, tok));
+    /* An edited manifest (or another BPE directory) must not reach the model:
+     * its ids would decode as other text, or not at all. */
+    int64_t want = zt_ckpt_manifest_vocab_size(c);
+    zt_model_args a;
+    zt_status st = zt_ckpt_model_args(c, &a);
+    const char *dir = NULL, *kind = zt_ckpt_tokenizer_kind(c, &dir);
+    const char *from = !strcmp(kind, "char") ? "its \"tokenizer.vocabulary\""
+                       : !strcmp(kind, "bpe") ? (bpe_dir ? bpe_dir : dir)
+                                              : "the byte tokenizer";
+    if (st == ZT_OK && tok->vocab_size != want)
+        st = zt_fail(ZT_ERR_DATA, zt_ckpt_hint_resave,
+                     "checkpoint manifest %s: \"tokenizer.vocab_size\" is %lld, but the tokenizer "
+                     "(%s) has %lld tokens",
+                     c->path, (long long)want, from, (long long)tok->vocab_size);
+    else if (st == ZT_OK && a.vocab_size < tok->vocab_size)
+        st = zt_fail(ZT_ERR_DATA, zt_ckpt_hint_resave,
+                     "checkpoint manifest %s: the model's vocab_size %lld is smaller than its "
+                     "tokenizer's %lld tokens",
+                     c->path, (long long)a.vocab_size, (long long)tok->vocab_size);
+    if (st != ZT_OK)
+        zt_tokenizer_free(tok);
+    return st;
 }
 
 zt_status zt_ckpt_check_tokenizer(const zt_ckpt *c, const zt_tokenizer *tok)

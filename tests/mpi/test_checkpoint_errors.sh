@@ -19,6 +19,8 @@
 #   consolidate refuses an --out it cannot write before reading the shards,
 #   with a hint about --out rather than --save-dir.
 #   A second job saving into a --save-dir in use is refused before it trains.
+#   eval --eval-iters says how many samples it read; a manifest with an edited
+#   vocabulary is named as the fault.
 set -eu
 cd "$(dirname "$0")/../.."
 source tests/env.sh
@@ -263,6 +265,38 @@ if command -v flock >/dev/null; then
     kill "$other"
     wait "$other" || true
 fi
+
+# eval says how many validation samples --eval-iters read (it claimed all);
+# a manifest whose vocabulary was edited is named when its tokenizer is
+# built, and an id the tokenizer cannot decode names the checkpoint.
+txt="$ZT_SHARED/data/tinyshakespeare/input.txt"
+echo '{"train_batch_size": 2, "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}}' \
+    >"$tmp/gpt.json"
+expect 0 "saved checkpoint $tmp/gpt/global_step1" -- timeout 60 ./zerotrain --config \
+    "$tmp/gpt.json" --model gptlite --data "$txt" --n-layer 1 --n-embd 16 --n-head 2 \
+    --block-size 8 --device cpu --steps 1 --save-dir "$tmp/gpt"
+expect 0 "validation loss [0-9.]* (2 of the [0-9]* validation samples of $txt: --eval-iters 1)" -- \
+    timeout 60 ./zerotrain eval --checkpoint "$tmp/gpt" --data "$txt" --eval-iters 1 --device cpu
+expect 0 "(4 of the [0-9]* validation samples of $txt: --eval-iters 1)" -- timeout 60 \
+    $ZT_MPIRUN -np 2 ./zerotrain eval --checkpoint "$tmp/gpt" --data "$txt" --eval-iters 1 \
+    --device cpu
+edit_vocab() { # dir vocab_size|keep: drops 30 characters of the stored vocabulary
+    cp -r "$tmp/gpt" "$1"
+    $ZT_PYTHON - "$1/global_step1/zt_manifest.json" "$2" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+m["tokenizer"]["vocabulary"] = m["tokenizer"]["vocabulary"][:-30]
+if sys.argv[2] != "keep":
+    m["tokenizer"]["vocab_size"] = int(sys.argv[2])
+json.dump(m, open(sys.argv[1], "w"))
+PY
+}
+edit_vocab "$tmp/gpt-vocab" keep
+expect 2 "checkpoint manifest $tmp/gpt-vocab/global_step1/zt_manifest.json: \"tokenizer.vocab_size\" is 65, but the tokenizer (its \"tokenizer.vocabulary\") has 35 tokens" -- \
+    timeout 60 ./zerotrain generate --checkpoint "$tmp/gpt-vocab" --length 50 --device cpu
+edit_vocab "$tmp/gpt-both" 35
+expect 2 "generating from checkpoint $tmp/gpt-both/global_step1/zt_manifest.json: token id" -- \
+    timeout 60 ./zerotrain generate --checkpoint "$tmp/gpt-both" --length 50 --seed 1 --device cpu
 
 # Usage errors.
 expect 2 "--resume reads --load-dir DIR or --save-dir DIR" -- ./zerotrain --config "$tmp/cfg.json" \
