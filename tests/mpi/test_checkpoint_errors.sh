@@ -238,33 +238,38 @@ fi
 # steps): the second is refused before it trains, naming the first's pid and
 # host; the lock dies with the job that held it.
 mkdir "$tmp/busy"
-timeout 120 ./zerotrain --config "$tmp/cfg.json" "${mlp[@]}" --steps 100000 \
+timeout 120 ./zerotrain --config "$tmp/cfg.json" "${mlp[@]}" --steps 100000000 \
     --save-dir "$tmp/busy" >"$tmp/first.log" 2>&1 &
 first=$!
+stop_first() { kill "$first" 2>/dev/null || true; wait "$first" 2>/dev/null || true; }
 for _ in $(seq 1 150); do
     [ -s "$tmp/busy/.zerotrain.lock" ] && break
     sleep 0.2
 done
-holder=$(cut -d' ' -f1 "$tmp/busy/.zerotrain.lock")
-[ -n "$holder" ] || { kill "$first"; cat "$tmp/first.log"; fail "the first job took no lock"; }
+holder=$(cut -d' ' -f1 "$tmp/busy/.zerotrain.lock" 2>/dev/null || true)
+[ -n "$holder" ] || { stop_first; cat "$tmp/first.log"; fail "the first job took no lock"; }
 expect 2 "checkpoint directory $tmp/busy is in use by another zerotrain job (pid $holder on host $(hostname))" -- \
     "${z[@]}" --steps 4 --save-dir "$tmp/busy"
-grep -q "step=" "$tmp/out" && { kill "$first"; fail "the second job trained"; }
-kill "$first"
-wait "$first" || true
+grep -q "step=" "$tmp/out" && { stop_first; fail "the second job trained"; }
+stop_first
 expect 0 "saved checkpoint $tmp/busy/global_step4" -- "${z[@]}" --steps 4 --save-dir "$tmp/busy"
-if command -v flock >/dev/null; then
-    # A holder that wrote nothing into the lock file (not a zerotrain job).
-    mkdir "$tmp/held"
-    : >"$tmp/held/.zerotrain.lock"
-    flock "$tmp/held/.zerotrain.lock" sleep 30 &
-    other=$!
-    sleep 0.5
-    expect 2 "checkpoint directory $tmp/held is in use by another zerotrain job (its lock file" -- \
-        "${z[@]}" --steps 4 --save-dir "$tmp/held"
-    kill "$other"
-    wait "$other" || true
-fi
+# A holder that wrote nothing into the lock file (not a zerotrain job).
+mkdir "$tmp/held"
+$ZT_PYTHON -c '
+import fcntl, sys, time
+f = open(sys.argv[1], "a")
+fcntl.flock(f, fcntl.LOCK_EX)
+open(sys.argv[2], "w").close()
+time.sleep(60)' "$tmp/held/.zerotrain.lock" "$tmp/held-ready" &
+other=$!
+for _ in $(seq 1 100); do
+    [ -e "$tmp/held-ready" ] && break
+    sleep 0.1
+done
+expect 2 "checkpoint directory $tmp/held is in use by another zerotrain job (its lock file" -- \
+    "${z[@]}" --steps 4 --save-dir "$tmp/held"
+kill "$other"
+wait "$other" || true
 
 # eval says how many validation samples --eval-iters read (it claimed all);
 # a manifest whose vocabulary was edited is named when its tokenizer is
