@@ -193,8 +193,11 @@ zt_status zt_ckpt_tokenizer(const zt_ckpt *c, const char *bpe_dir, zt_tokenizer 
     const char *from = !strcmp(kind, "char") ? "its \"tokenizer.vocabulary\""
                        : !strcmp(kind, "bpe") ? (bpe_dir ? bpe_dir : dir)
                                               : "the byte tokenizer";
+    const char *hint = !strcmp(kind, "bpe") && bpe_dir
+                           ? "give --tokenizer the BPE directory the checkpoint was trained with"
+                           : zt_ckpt_hint_resave;
     if (st == ZT_OK && tok->vocab_size != want)
-        st = zt_fail(ZT_ERR_DATA, zt_ckpt_hint_resave,
+        st = zt_fail(ZT_ERR_DATA, hint,
                      "checkpoint manifest %s: \"tokenizer.vocab_size\" is %lld, but the tokenizer "
                      "(%s) has %lld tokens",
                      c->path, (long long)want, from, (long long)tok->vocab_size);
