@@ -26,13 +26,18 @@ int cmd_consolidate(int argc, char **argv)
     int rc = cmd_flags_sub(argc, argv, &f);
     if (rc != 0)
         return rc < 0 ? 0 : rc;
-    /* Before the shards are read and verified: the outputs must be writable. */
+    /* Before the shards are read and verified: the outputs must be writable,
+     * and so must their directory, which takes the temporaries renamed over
+     * them. */
     const char *hint = "give --out a path in an existing directory you can write to";
-    char index_path[4200];
+    char index_path[4200], dir[4096];
     snprintf(index_path, sizeof index_path, "%s.json", f.out);
+    zt_path_dirname(f.out, dir, sizeof dir);
     zt_status st = zt_path_check_output(f.out, "consolidated weights", hint);
     if (st == ZT_OK)
         st = zt_path_check_output(index_path, "tensor index", hint);
+    if (st == ZT_OK)
+        st = zt_path_check_output_dir(dir, f.out, "consolidated weights", hint);
     if (st != ZT_OK)
         return cmd_local_failure(st);
     zt_ckpt c;

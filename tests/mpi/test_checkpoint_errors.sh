@@ -232,6 +232,12 @@ if zt_unprivileged "consolidate --out into a directory without write permission"
     expect 2 "permission denied: cannot write consolidated weights $tmp/ro/c.bin" -- \
         timeout 30 "${unpriv[@]}" ./zerotrain consolidate "$tmp/ck" --out "$tmp/ro/c.bin"
     grep -q -- "--save-dir" "$tmp/out" && fail "consolidate --out hints at --save-dir"
+    # A writable FILE in a read-only directory: the temporaries cannot be made.
+    chmod 755 "$tmp/ro" && touch "$tmp/ro/old.bin" "$tmp/ro/old.bin.json"
+    chmod 666 "$tmp/ro/old.bin" "$tmp/ro/old.bin.json" && chmod 555 "$tmp/ro"
+    expect 2 "permission denied: cannot write consolidated weights $tmp/ro/old.bin" -- \
+        timeout 30 "${unpriv[@]}" ./zerotrain consolidate "$tmp/ck" --out "$tmp/ro/old.bin"
+    grep -q -- "--save-dir" "$tmp/out" && fail "consolidate --out hints at --save-dir"
 fi
 
 # Two jobs cannot save into one directory (they used to interleave their
