@@ -26,6 +26,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -298,6 +299,17 @@ bool zt_cuda_record_blas(zt_cuda_impl *impl, cublasStatus_t rc, const char *what
                  cublasGetStatusString(rc), cublasGetStatusName(rc));
     }
     return false;
+}
+
+void zt_cuda_record_msg(zt_cuda_impl *impl, zt_status st, const char *fmt, ...)
+{
+    if (impl->error != ZT_OK)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(impl->error_msg, sizeof impl->error_msg, fmt, ap);
+    va_end(ap);
+    impl->error = st;
 }
 
 struct CUstream_st *zt_backend_cuda_stream(const zt_backend *be)

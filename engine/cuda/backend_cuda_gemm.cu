@@ -6,9 +6,11 @@
  *
  * GEMM with gemm_dtype fp16/bf16 and a workspace: A and B are rounded into the
  * two cast buffers (compact, row-major) and multiplied on tensor cores with
- * fp32 accumulation and fp32 C; products too big for the buffers run in
- * chunks of rows of C (or of batch entries), or in fp32 when one B (or one
- * batch entry) alone does not fit. Without a workspace every GEMM is fp32.
+ * fp32 accumulation and fp32 C; products too big for the buffers run in tiles
+ * of C (batched ones in chunks of entries, or entry by entry in tiles). None
+ * falls back to fp32: a product whose one row of A alone exceeds a buffer
+ * (k > ZT_CUDA_GEMM_WORKSPACE_MB's elements) fails with a message. Without a
+ * workspace every GEMM is fp32.
  *
  * Memory: the cast buffers are the backend's workspace (set_workspace);
  * nothing is allocated. Collective: none.
@@ -119,37 +121,62 @@ void cast_operand(zt_cuda_impl *impl, void *dst, const float *src, int64_t rows,
     launched(impl, what);
 }
 
-/* The 16-bit path (see the top of the file). False: the operands do not fit
- * the cast buffers and nothing was done. */
-bool gemm_16bit(zt_cuda_impl *impl, const gemm_args &g, const char *what)
+/* One product (batch 1) in tiles of C: B's columns of a tile into cast_b,
+ * then A's rows of each tile into cast_a (see the top of the file). */
+void gemm_16bit_tiled(zt_cuda_impl *impl, const gemm_args &g, const char *what)
+{
+    const int64_t cap = (int64_t)(impl->cast_bytes / sizeof(uint16_t));
+    const cudaDataType dt = impl->opt.gemm_dtype == ZT_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+    zt_launch_gemm_tiles p = zt_launch_gemm_tile(g.m, g.n, g.k, cap);
+    if (!p.cast) {
+        zt_cuda_record_msg(impl, ZT_ERR_DEVICE,
+                           "%s: a 16-bit GEMM row of k = %lld elements does not fit the %lld "
+                           "element cast buffer (raise ZT_CUDA_GEMM_WORKSPACE_MB)",
+                           what, (long long)g.k, (long long)cap);
+        return;
+    }
+    for (int64_t j0 = 0; j0 < g.n; j0 += p.n_step) {
+        const int64_t nc = g.n - j0 < p.n_step ? g.n - j0 : p.n_step;
+        /* Columns j0.. of op(B): columns of B, or its rows when transposed. */
+        const int64_t br = g.tb ? nc : g.k, bc = g.tb ? g.k : nc;
+        cast_operand(impl, impl->cast_b, g.tb ? g.b + j0 * g.ldb : g.b + j0, br, bc, g.ldb, 0, 1,
+                     what);
+        for (int64_t i0 = 0; i0 < g.m; i0 += p.m_step) {
+            const int64_t mc = g.m - i0 < p.m_step ? g.m - i0 : p.m_step;
+            /* Rows i0.. of op(A): rows of A, or its columns when transposed. */
+            const int64_t ar = g.ta ? g.k : mc, ac = g.ta ? mc : g.k;
+            cast_operand(impl, impl->cast_a, g.ta ? g.a + i0 : g.a + i0 * g.lda, ar, ac, g.lda,
+                         0, 1, what);
+            cublasStatus_t st = cublasGemmEx_64(
+                impl->cublas, op_of(g.tb), op_of(g.ta), nc, mc, g.k, &g.alpha, impl->cast_b, dt,
+                bc, impl->cast_a, dt, ac, &g.beta, g.c + i0 * g.ldc + j0, CUDA_R_32F, g.ldc,
+                CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+            zt_cuda_record_blas(impl, st, what);
+        }
+    }
+}
+
+/* The 16-bit path (see the top of the file). */
+void gemm_16bit(zt_cuda_impl *impl, const gemm_args &g, const char *what)
 {
     const int64_t cap = (int64_t)(impl->cast_bytes / sizeof(uint16_t));
     const cudaDataType dt = impl->opt.gemm_dtype == ZT_BF16 ? CUDA_R_16BF : CUDA_R_16F;
     /* Stored shapes: A is (k, m) when transposed, else (m, k); B likewise. */
     const int64_t a_rows = g.ta ? g.k : g.m, a_cols = g.ta ? g.m : g.k;
     const int64_t b_rows = g.tb ? g.n : g.k, b_cols = g.tb ? g.k : g.n;
-    if (g.batch == 1) {
-        zt_launch_gemm_plan p = zt_launch_gemm_rows(g.m, g.n, g.k, cap);
-        if (!p.cast)
-            return false;
-        cast_operand(impl, impl->cast_b, g.b, b_rows, b_cols, g.ldb, 0, 1, what);
-        for (int64_t i0 = 0; i0 < g.m; i0 += p.step) {
-            const int64_t mc = g.m - i0 < p.step ? g.m - i0 : p.step;
-            /* Rows i0.. of op(A): rows of A, or its columns when transposed. */
-            const int64_t ar = g.ta ? g.k : mc, ac = g.ta ? mc : g.k;
-            const float *a0 = g.ta ? g.a + i0 : g.a + i0 * g.lda;
-            cast_operand(impl, impl->cast_a, a0, ar, ac, g.lda, 0, 1, what);
-            cublasStatus_t st = cublasGemmEx_64(
-                impl->cublas, op_of(g.tb), op_of(g.ta), g.n, mc, g.k, &g.alpha, impl->cast_b, dt,
-                b_cols, impl->cast_a, dt, ac, &g.beta, g.c + i0 * g.ldc, CUDA_R_32F, g.ldc,
-                CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-            zt_cuda_record_blas(impl, st, what);
-        }
-        return true;
-    }
     zt_launch_gemm_plan p = zt_launch_gemm_batches(g.m, g.n, g.k, g.batch, cap);
-    if (!p.cast)
-        return false;
+    if (g.batch == 1 || !p.cast) {
+        /* Entry by entry, each in tiles. */
+        for (int64_t e = 0; e < g.batch; e++) {
+            gemm_args one = g;
+            one.a = g.a + e * g.sa;
+            one.b = g.b + e * g.sb;
+            one.c = g.c + e * g.sc;
+            one.batch = 1;
+            gemm_16bit_tiled(impl, one, what);
+        }
+        return;
+    }
     for (int64_t b0 = 0; b0 < g.batch; b0 += p.step) {
         const int64_t nb = g.batch - b0 < p.step ? g.batch - b0 : p.step;
         cast_operand(impl, impl->cast_a, g.a + b0 * g.sa, a_rows, a_cols, g.lda, g.sa, nb, what);
@@ -161,7 +188,6 @@ bool gemm_16bit(zt_cuda_impl *impl, const gemm_args &g, const char *what)
             CUBLAS_GEMM_DEFAULT);
         zt_cuda_record_blas(impl, st, what);
     }
-    return true;
 }
 
 void gemm_run(zt_cuda_impl *impl, const gemm_args &g, const char *what)
@@ -172,9 +198,10 @@ void gemm_run(zt_cuda_impl *impl, const gemm_args &g, const char *what)
         gemm_scale_only(impl, g, what);
         return;
     }
-    if (impl->opt.gemm_dtype != ZT_F32 && impl->cast_bytes > 0 && gemm_16bit(impl, g, what))
-        return;
-    gemm_f32(impl, g, what);
+    if (impl->opt.gemm_dtype != ZT_F32 && impl->cast_bytes > 0)
+        gemm_16bit(impl, g, what);
+    else
+        gemm_f32(impl, g, what);
 }
 
 void cuda_gemm(const zt_backend *be, bool trans_a, bool trans_b, int64_t m, int64_t n,

@@ -57,6 +57,9 @@ typedef struct {
  * names the op. Returns true when rc is cudaSuccess. */
 bool zt_cuda_record(zt_cuda_impl *impl, cudaError_t rc, const char *what);
 bool zt_cuda_record_blas(zt_cuda_impl *impl, cublasStatus_t rc, const char *what);
+/* Records a failure the backend finds itself (not a CUDA or cuBLAS code). */
+void zt_cuda_record_msg(zt_cuda_impl *impl, zt_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* Each op file fills the function pointers of the ops it defines and leaves
  * the rest of *be as it is; zt_backend_cuda_init calls every one. */

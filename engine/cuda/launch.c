@@ -96,12 +96,18 @@ static zt_launch_gemm_plan balanced(int64_t units, int64_t max_step)
     return (zt_launch_gemm_plan){.cast = true, .step = step, .chunks = ceil_div(units, step)};
 }
 
-zt_launch_gemm_plan zt_launch_gemm_rows(int64_t m, int64_t n, int64_t k, int64_t cap)
+zt_launch_gemm_tiles zt_launch_gemm_tile(int64_t m, int64_t n, int64_t k, int64_t cap)
 {
-    if (cap < 1 || !fits(k, n, cap))
-        return (zt_launch_gemm_plan){.cast = false, .step = m, .chunks = 1};
-    /* k * n <= cap with n >= 1, so cap / k >= 1. */
-    return balanced(m, cap / k);
+    if (cap < 1 || k > cap)
+        return (zt_launch_gemm_tiles){.cast = false, .m_step = m, .m_chunks = 1, .n_step = n,
+                                      .n_chunks = 1};
+    /* k <= cap, so cap / k >= 1 rows of A (columns of B) fit a buffer. */
+    zt_launch_gemm_plan rows = balanced(m, cap / k), cols = balanced(n, cap / k);
+    return (zt_launch_gemm_tiles){.cast = true,
+                                  .m_step = rows.step,
+                                  .m_chunks = rows.chunks,
+                                  .n_step = cols.step,
+                                  .n_chunks = cols.chunks};
 }
 
 zt_launch_gemm_plan zt_launch_gemm_batches(int64_t m, int64_t n, int64_t k, int64_t batch,

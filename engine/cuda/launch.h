@@ -120,22 +120,30 @@ typedef struct {
 zt_launch_bias_plan zt_launch_bias_grad(int64_t rows, int64_t cols, int64_t capacity);
 
 /* How the 16-bit GEMM path runs a product within cast buffers of `cap`
- * elements each (A's cast in one, B's in the other, both compact). cast
- * false: the operands do not fit, run in fp32. Otherwise `chunks` chunks of
- * `step` (rows of C for gemm, batch entries for gemm_batched; the last chunk
- * may be shorter, never empty), with step * (A elements per unit) <= cap and
- * B's elements (per chunk) <= cap; chunk sizes are balanced. */
+ * elements each (A's cast in one, B's in the other, both compact): `chunks`
+ * chunks of `step` units (the last may be shorter, never empty), sizes
+ * balanced. A product never falls back to fp32: what does not fit a buffer
+ * runs in smaller pieces, and a GEMM whose one row of A does not fit fails. */
 typedef struct {
     bool cast;
     int64_t step;
     int64_t chunks;
 } zt_launch_gemm_plan;
 
-/* C (m, n) = op(A) (m, k) op(B) (k, n): B is cast whole, A in chunks of rows
- * of C. Falls back (cast false) when B alone does not fit. m, n, k >= 1. */
-zt_launch_gemm_plan zt_launch_gemm_rows(int64_t m, int64_t n, int64_t k, int64_t cap);
-/* batch such products: chunks of whole batch entries; falls back when one
- * entry's A or B does not fit. m, n, k, batch >= 1. */
+/* C (m, n) = op(A) (m, k) op(B) (k, n) in tiles of C: m_step rows by n_step
+ * columns, with A's tile (m_step x k) and B's (k x n_step) each at most cap
+ * elements; steps balanced over the chunks. cast false only when one row of A
+ * (k elements) alone exceeds cap. m, n, k >= 1. */
+typedef struct {
+    bool cast;
+    int64_t m_step, m_chunks;
+    int64_t n_step, n_chunks;
+} zt_launch_gemm_tiles;
+
+zt_launch_gemm_tiles zt_launch_gemm_tile(int64_t m, int64_t n, int64_t k, int64_t cap);
+/* batch such products: chunks of whole batch entries; cast false when one
+ * entry's A or B does not fit (the entries then go one by one in tiles).
+ * m, n, k, batch >= 1. */
 zt_launch_gemm_plan zt_launch_gemm_batches(int64_t m, int64_t n, int64_t k, int64_t batch,
                                            int64_t cap);
 

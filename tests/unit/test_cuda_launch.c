@@ -189,23 +189,24 @@ static void test_bias_grad_plan(void **state)
                      ZT_LAUNCH_MAX_GRID_Y);
 }
 
-static void check_rows_plan(int64_t m, int64_t n, int64_t k, int64_t cap)
+/* Tiles cover C exactly, each operand's tile fits a buffer, and only a row
+ * of A longer than a buffer is refused: a 16-bit GEMM never becomes fp32. */
+static void check_tiles_plan(int64_t m, int64_t n, int64_t k, int64_t cap)
 {
-    zt_launch_gemm_plan p = zt_launch_gemm_rows(m, n, k, cap);
+    zt_launch_gemm_tiles p = zt_launch_gemm_tile(m, n, k, cap);
     if (!p.cast) {
-        /* Only when B alone does not fit; one fp32 call. */
-        assert_true(k > cap / n);
-        assert_int_equal(p.chunks, 1);
-        assert_int_equal(p.step, m);
+        assert_true(k > cap);
         return;
     }
-    assert_true(k <= cap / n);
-    assert_true(p.step >= 1 && p.step <= m);
-    assert_true(p.step <= cap / k);
-    assert_true(p.chunks * p.step >= m);
-    assert_true((p.chunks - 1) * p.step < m);
+    assert_true(k <= cap);
+    assert_true(p.m_step >= 1 && p.m_step <= m && p.m_step <= cap / k);
+    assert_true(p.n_step >= 1 && p.n_step <= n && p.n_step <= cap / k);
+    assert_true(p.m_chunks * p.m_step >= m && (p.m_chunks - 1) * p.m_step < m);
+    assert_true(p.n_chunks * p.n_step >= n && (p.n_chunks - 1) * p.n_step < n);
     if (m <= cap / k)
-        assert_int_equal(p.chunks, 1);
+        assert_int_equal(p.m_chunks, 1);
+    if (n <= cap / k)
+        assert_int_equal(p.n_chunks, 1);
 }
 
 static void check_batches_plan(int64_t m, int64_t n, int64_t k, int64_t batch, int64_t cap)
@@ -233,25 +234,35 @@ static void test_gemm_plans(void **state)
         for (int b = 0; b < 11; b++)
             for (int c = 0; c < 11; c++)
                 for (int q = 0; q < 5; q++) {
-                    check_rows_plan(dims[a], dims[b], dims[c], caps[q]);
+                    check_tiles_plan(dims[a], dims[b], dims[c], caps[q]);
                     check_batches_plan(dims[a], dims[b], dims[c], 96, caps[q]);
                     check_batches_plan(dims[a], dims[b], dims[c], 1, caps[q]);
                 }
-    /* Fits: one chunk. */
-    zt_launch_gemm_plan p = zt_launch_gemm_rows(1024, 768, 768, (int64_t)32 << 20);
-    assert_true(p.cast);
-    assert_int_equal(p.chunks, 1);
-    assert_int_equal(p.step, 1024);
+    /* Fits: one tile. */
+    zt_launch_gemm_tiles t = zt_launch_gemm_tile(1024, 768, 768, (int64_t)32 << 20);
+    assert_true(t.cast);
+    assert_int_equal(t.m_chunks, 1);
+    assert_int_equal(t.n_chunks, 1);
+    assert_int_equal(t.m_step, 1024);
     /* A too big: rows of C in balanced chunks (1000 rows, at most 300 a chunk). */
-    p = zt_launch_gemm_rows(1000, 10, 10, 3000);
-    assert_true(p.cast);
-    assert_int_equal(p.chunks, 4);
-    assert_int_equal(p.step, 250);
-    /* B too big: fp32. */
-    p = zt_launch_gemm_rows(10, 1000, 10, 9999);
-    assert_false(p.cast);
-    /* Batched: whole entries per chunk; an entry too big: fp32. */
-    p = zt_launch_gemm_batches(4, 4, 4, 10, 48);
+    t = zt_launch_gemm_tile(1000, 10, 10, 3000);
+    assert_true(t.cast);
+    assert_int_equal(t.m_chunks, 4);
+    assert_int_equal(t.m_step, 250);
+    assert_int_equal(t.n_chunks, 1);
+    /* B too big (the lm_head at vocab 50257 against a small buffer): columns
+     * of C in balanced chunks, still 16-bit. */
+    t = zt_launch_gemm_tile(10, 1000, 10, 9999);
+    assert_true(t.cast);
+    assert_int_equal(t.n_chunks, 2);
+    assert_int_equal(t.n_step, 500);
+    t = zt_launch_gemm_tile(16384, 50257, 768, (int64_t)64 << 20);
+    assert_true(t.cast);
+    assert_true(t.n_step * 768 <= (int64_t)64 << 20 && t.m_step * 768 <= (int64_t)64 << 20);
+    /* Only a row of A longer than a buffer is refused. */
+    assert_false(zt_launch_gemm_tile(4, 4, 101, 100).cast);
+    /* Batched: whole entries per chunk; an entry too big goes alone in tiles. */
+    zt_launch_gemm_plan p = zt_launch_gemm_batches(4, 4, 4, 10, 48);
     assert_true(p.cast);
     assert_int_equal(p.step, 3);
     assert_int_equal(p.chunks, 4);
