@@ -187,6 +187,7 @@ int cmd_from_checkpoint(int argc, char **argv)
     int rc = cmd_flags_sub(argc, argv, &f);
     if (rc != 0)
         return rc < 0 ? 0 : rc;
+    zt_devices_select_early(f.dev.device);
     zt_world world;
     zt_status st = zt_world_init(&world, &argc, &argv);
     if (st != ZT_OK)

@@ -292,6 +292,9 @@ int cmd_train(int argc, char **argv)
     if (rc != 0)
         return rc < 0 ? 0 : rc;
 
+    /* --estimate-memory runs on no device. */
+    if (!flags.estimate_memory)
+        zt_devices_select_early(flags.dev.device);
     zt_world world;
     zt_status st = zt_world_init(&world, &argc, &argv);
     if (st != ZT_OK) {

@@ -245,6 +245,14 @@ typedef struct {
     /* Makes a backend on opt->device; free it with zt_backend_free. On failure
      * *be holds nothing that needs freeing. */
     zt_status (*init)(zt_backend *be, const zt_backend_options *opt);
+    /* (optional) What identifies device `ordinal` physically (CUDA: its UUID,
+     * as hex) into out (n bytes): ranks that see the same text share the
+     * device, however CUDA_VISIBLE_DEVICES numbers it. False when unknown. */
+    bool (*device_id)(int ordinal, char *out, size_t n);
+    /* (optional) Makes device `ordinal` this process's current device before
+     * MPI starts, so a CUDA-aware MPI creates its context there and not on
+     * device 0 of every rank. */
+    void (*select_early)(int ordinal);
 } zt_backend_entry;
 
 /* The rows, one per backend (engine/cpu/backend_cpu.c, engine/cuda/). The

@@ -397,7 +397,31 @@ extern "C" zt_status zt_backend_cuda_init(zt_backend *be, const zt_backend_optio
     return ZT_OK;
 }
 
+extern "C" bool zt_backend_cuda_device_id(int ordinal, char *out, size_t n)
+{
+    cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, ordinal) != cudaSuccess) {
+        cudaGetLastError();
+        return false;
+    }
+    size_t len = 0;
+    for (int i = 0; i < 16 && len + 3 <= n; i++)
+        len += (size_t)snprintf(out + len, n - len, "%02x", (unsigned char)prop.uuid.bytes[i]);
+    return len == 32;
+}
+
+extern "C" void zt_backend_cuda_select_early(int ordinal)
+{
+    if (cudaSetDevice(ordinal) != cudaSuccess)
+        cudaGetLastError();
+}
+
 extern "C" const zt_backend_entry zt_backend_cuda_entry = {
-    "cuda", ZT_DEVICE_CUDA, zt_backend_cuda_built, zt_backend_cuda_device_count,
+    "cuda",
+    ZT_DEVICE_CUDA,
+    zt_backend_cuda_built,
+    zt_backend_cuda_device_count,
     zt_backend_cuda_init,
+    zt_backend_cuda_device_id,
+    zt_backend_cuda_select_early,
 };

@@ -28,6 +28,10 @@ bool zt_backend_cuda_built(void);
 /* GPUs this process can use; 0 with *why set (static text: no driver, no
  * device, not built with CUDA) when there are none. */
 int zt_backend_cuda_device_count(const char **why);
+/* Device `ordinal`'s UUID as 32 hex digits (engine/backend.h device_id). */
+bool zt_backend_cuda_device_id(int ordinal, char *out, size_t n);
+/* cudaSetDevice before MPI starts (engine/backend.h select_early). */
+void zt_backend_cuda_select_early(int ordinal);
 /* Makes the backend on device opt->device (made current on the calling
  * thread), with opt->tf32 and opt->gemm_dtype for its GEMMs. */
 zt_status zt_backend_cuda_init(zt_backend *be, const zt_backend_options *opt);

@@ -5,6 +5,7 @@
 #include "engine/world/devices.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 zt_status zt_device_choose(const zt_device_request *req, zt_device_choice *out)
@@ -44,17 +45,24 @@ zt_status zt_device_choose(const zt_device_request *req, zt_device_choice *out)
     }
     out->device = ZT_DEVICE_CUDA;
     out->ordinal = req->local_rank % req->gpu_count;
-    bool shared = req->local_size > req->gpu_count;
+    bool shared = req->shared;
     if (want_nccl && !req->nccl_built)
         return zt_fail(ZT_ERR_UNSUPPORTED,
                        "rebuild with NCCL (make NCCL_HOME=...), or use --comm mpi",
                        "--comm nccl: this zerotrain was built without NCCL");
-    if (want_nccl && shared)
+    if (want_nccl && shared && req->local_size > req->gpu_count)
         return zt_fail(ZT_ERR_USAGE,
                        "start at most one rank per GPU, or use --comm mpi to share GPUs",
                        "--comm nccl needs one GPU per rank: %d ranks on this node share %d "
                        "GPU(s)",
                        req->local_size, req->gpu_count);
+    if (want_nccl && shared)
+        return zt_fail(ZT_ERR_USAGE,
+                       "start at most one rank per GPU, or use --comm mpi to share GPUs",
+                       "--comm nccl needs one GPU per rank: another rank on this host uses "
+                       "the same GPU (device %d here; ZT_RANKS_PER_NODE or "
+                       "CUDA_VISIBLE_DEVICES may map two ranks to one GPU)",
+                       out->ordinal);
     if (want_nccl || (!strcmp(req->comm, "auto") && req->nccl_built && !shared)) {
         out->comm = ZT_COMM_USE_NCCL;
         return ZT_OK;
@@ -65,6 +73,74 @@ zt_status zt_device_choose(const zt_device_request *req, zt_device_choice *out)
                  "zerotrain: --comm auto: %s: collectives use MPI through host memory",
                  !req->nccl_built ? "built without NCCL"
                  : "several ranks share a GPU (NCCL needs one GPU per rank)");
+    return ZT_OK;
+}
+
+/* The launcher's local rank of this process, or -1. */
+static int devices_env_local_rank(void)
+{
+    static const char *vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID",
+                                 "MPI_LOCALRANKID", "PMI_LOCAL_RANK"};
+    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
+        const char *v = getenv(vars[i]);
+        char *end = NULL;
+        long r = v && *v ? strtol(v, &end, 10) : -1;
+        if (v && *v && *end == '\0' && r >= 0)
+            return (int)r;
+    }
+    return -1;
+}
+
+void zt_devices_select_early(const char *device)
+{
+    const zt_backend_entry *cuda = zt_backend_find(ZT_DEVICE_CUDA);
+    int local = devices_env_local_rank();
+    if (!strcmp(device, "cpu") || local < 0 || !cuda->select_early)
+        return;
+    int count = cuda->device_count(NULL);
+    if (count > 0)
+        cuda->select_early(local % count);
+}
+
+/* Whether another rank of this host uses the GPU this rank would: each rank's
+ * device id gathered over the host. Without ids (a backend that has none) the
+ * count decides, as the only information left. */
+static zt_status devices_shared(const zt_world *w, const zt_backend_entry *cuda, int ordinal,
+                                int gpus, bool *shared)
+{
+    enum { ID = 64 };
+    char mine[ID] = "";
+    int ok = cuda->device_id && cuda->device_id(ordinal, mine, sizeof mine), all_ok = 0;
+    int n = 0;
+    MPI_Comm_size(w->host_comm, &n);
+    char *ids = calloc((size_t)n, ID);
+    int oom = !ids, any_oom = 0;
+    if (MPI_Allreduce(&oom, &any_oom, 1, MPI_INT, MPI_MAX, w->comm) != MPI_SUCCESS ||
+        MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, w->host_comm) != MPI_SUCCESS) {
+        free(ids);
+        return zt_fail(ZT_ERR_COMM, "", "cannot compare the ranks' GPUs");
+    }
+    if (any_oom) {
+        free(ids);
+        return zt_fail(ZT_ERR_OOM, "", "cannot compare the ranks' GPUs");
+    }
+    *shared = false;
+    if (!all_ok) {
+        *shared = w->local_size > gpus;
+    } else {
+        MPI_Allgather(mine, ID, MPI_CHAR, ids, ID, MPI_CHAR, w->host_comm);
+        int me = 0;
+        MPI_Comm_rank(w->host_comm, &me);
+        for (int r = 0; r < n; r++)
+            if (r != me && !strncmp(ids + (size_t)r * ID, mine, ID))
+                *shared = true;
+    }
+    free(ids);
+    /* The comm choice must be the same everywhere: one shared GPU anywhere
+     * makes every rank stage through MPI. */
+    int s = *shared, any = 0;
+    MPI_Allreduce(&s, &any, 1, MPI_INT, MPI_MAX, w->comm);
+    *shared = any != 0;
     return ZT_OK;
 }
 
@@ -80,11 +156,15 @@ zt_status zt_world_devices(const zt_world *w, const zt_device_flags *f, zt_dtype
         return zt_fail(ZT_ERR_COMM, "", "cannot agree on the GPU count");
     if (fewest == 0 && gpus > 0)
         why = "another node has none";
+    bool shared = false;
+    if (fewest > 0)
+        ZT_TRY(devices_shared(w, cuda, w->local_rank % fewest, fewest, &shared));
     zt_device_request req = {.device = f->device,
                              .comm = f->comm,
                              .cuda_built = cuda->built(),
                              .nccl_built = zt_comm_nccl_built(),
                              .gpu_count = fewest,
+                             .shared = shared,
                              .no_gpu_why = why,
                              .local_rank = w->local_rank,
                              .local_size = w->local_size};

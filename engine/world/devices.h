@@ -29,6 +29,7 @@ typedef struct {
     const char *comm;   /* "auto", "mpi" or "nccl" */
     bool cuda_built, nccl_built;
     int gpu_count;          /* GPUs per node (the minimum over all ranks) */
+    bool shared;            /* another rank of this host uses the same GPU (by its id) */
     const char *no_gpu_why; /* why gpu_count is 0 */
     int local_rank, local_size;
 } zt_device_request;
@@ -46,6 +47,13 @@ typedef struct {
  * explicit request that cannot be met is an error naming what is missing. */
 zt_status zt_device_choose(const zt_device_request *req, zt_device_choice *out);
 
+/* Before MPI starts: unless --device is cpu, makes device local_rank % count
+ * current, the local rank read from the launcher's environment (Open MPI's
+ * OMPI_COMM_WORLD_LOCAL_RANK, Slurm's SLURM_LOCALID, MPICH's MPI_LOCALRANKID
+ * or PMI_LOCAL_RANK), so no rank's context lands on device 0 by accident.
+ * Nothing happens without a GPU or a local rank. */
+void zt_devices_select_early(const char *device);
+
 /* What the user asked for: --device, --comm ("auto", ...), --tf32. */
 typedef struct {
     const char *device, *comm;
@@ -54,8 +62,10 @@ typedef struct {
 
 /* Every rank takes the same decision from the smallest GPU count of any node,
  * builds its backend on local_rank % count (16-bit GEMM operands in
- * gemm_dtype) into *be and the world's communicator into *comm. Rank 0
- * prints an auto choice's notice to notice_to. */
+ * gemm_dtype) into *be and the world's communicator into *comm. Whether ranks
+ * share a GPU is decided by gathering each rank's device id over its host,
+ * never by counting (CUDA_VISIBLE_DEVICES may show each rank only its own
+ * GPU). Rank 0 prints an auto choice's notice to notice_to. */
 zt_status zt_world_devices(const zt_world *w, const zt_device_flags *f, zt_dtype gemm_dtype,
                            zt_backend *be, zt_comm *comm, FILE *notice_to);
 

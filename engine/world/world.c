@@ -39,6 +39,9 @@ zt_status zt_world_init(zt_world *w, int *argc, char ***argv)
     if (gethostname(w->host, sizeof w->host - 1) != 0)
         snprintf(w->host, sizeof w->host, "unknown");
 
+    ZT_TRY(zt_world_mpi(MPI_Comm_split_type(w->comm, MPI_COMM_TYPE_SHARED, w->rank,
+                                            MPI_INFO_NULL, &w->host_comm),
+                        "MPI_Comm_split_type"));
     /* Node groups: the shared-memory split, unless the user simulates nodes. */
     const char *rpn = getenv("ZT_RANKS_PER_NODE");
     if (rpn && *rpn) {
@@ -76,6 +79,8 @@ zt_status zt_world_init(zt_world *w, int *argc, char ***argv)
 
 void zt_world_free(zt_world *w)
 {
+    if (w->host_comm != MPI_COMM_NULL && w->host_comm)
+        MPI_Comm_free(&w->host_comm);
     if (w->node_comm != MPI_COMM_NULL && w->node_comm)
         MPI_Comm_free(&w->node_comm);
     if (w->comm != MPI_COMM_NULL && w->comm)

@@ -30,6 +30,8 @@ typedef struct {
     char host[64];
     MPI_Comm comm;      /* duplicate of MPI_COMM_WORLD */
     MPI_Comm node_comm; /* ranks of this node group */
+    MPI_Comm host_comm; /* ranks on this physical host (shared memory), whatever
+                         * ZT_RANKS_PER_NODE simulates: who can share a device */
 } zt_world;
 
 zt_status zt_world_init(zt_world *w, int *argc, char ***argv);

@@ -20,6 +20,7 @@ static zt_device_request req(const char *device, const char *comm, int gpus, int
                                .cuda_built = true,
                                .nccl_built = true,
                                .gpu_count = gpus,
+                               .shared = ranks > gpus,
                                .no_gpu_why = gpus ? "" : "no CUDA driver",
                                .local_rank = ranks - 1,
                                .local_size = ranks};
@@ -133,10 +134,47 @@ static void test_cuda_picks_device_and_comm(void **state)
     assert_int_equal(c.comm, ZT_COMM_USE_NCCL);
 }
 
+/* CUDA_VISIBLE_DEVICES gives each of 4 ranks only its own GPU: every rank
+ * counts 1, but the device ids differ, so NCCL is chosen (counting alone
+ * would have called the GPU shared). */
+static void test_own_gpu_each_behind_visible_devices(void **state)
+{
+    (void)state;
+    zt_device_request r = req("auto", "auto", 1, 4);
+    r.shared = false;
+    zt_device_choice c;
+    assert_int_equal(zt_device_choose(&r, &c), ZT_OK);
+    assert_int_equal(c.device, ZT_DEVICE_CUDA);
+    assert_int_equal(c.comm, ZT_COMM_USE_NCCL);
+    assert_int_equal(c.ordinal, 0);
+    r.comm = "nccl";
+    assert_int_equal(zt_device_choose(&r, &c), ZT_OK);
+    assert_int_equal(c.comm, ZT_COMM_USE_NCCL);
+}
+
+/* ZT_RANKS_PER_NODE=1 on a host with 2 GPUs: each "node" has one rank, which
+ * counts 2 GPUs and takes device 0; the ids show both use the same GPU, so
+ * auto stages through MPI and nccl is refused instead of failing inside NCCL
+ * with "duplicate GPU". */
+static void test_same_gpu_by_id(void **state)
+{
+    (void)state;
+    zt_device_request r = req("cuda", "auto", 2, 1);
+    r.shared = true;
+    zt_device_choice c;
+    assert_int_equal(zt_device_choose(&r, &c), ZT_OK);
+    assert_int_equal(c.comm, ZT_COMM_USE_STAGED);
+    r.comm = "nccl";
+    assert_int_equal(zt_device_choose(&r, &c), ZT_ERR_USAGE);
+    assert_non_null(strstr(zt_status_message(), "another rank on this host uses the same GPU"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_auto_without_gpu_falls_back_with_notice),
+        cmocka_unit_test(test_own_gpu_each_behind_visible_devices),
+        cmocka_unit_test(test_same_gpu_by_id),
         cmocka_unit_test(test_explicit_cpu_is_silent),
         cmocka_unit_test(test_cuda_errors_name_what_is_missing),
         cmocka_unit_test(test_cuda_picks_device_and_comm),
