@@ -2,10 +2,14 @@
  * nccl: the NCCL communicator (device buffers of the CUDA backend).
  * Compiled when the Makefile finds NCCL; engine/comm/nccl_absent.c otherwise.
  *
- * Ordering: collectives run on a dedicated comm stream. Each one first makes
- * the comm stream wait (on the device) for an event recorded on the compute
- * stream, so it sees every op queued before it; it then records a completion
- * event on the comm stream. A blocking call makes the compute stream wait for
+ * Ordering: collectives run on the device's comm stream, which the CUDA
+ * backend owns and every communicator on the device shares (the world's and
+ * hpZ/MiCS sub-communicators'): collectives of two communicators never run at
+ * once, which NCCL documents as able to deadlock, and they run in the order
+ * the host issued them, which every rank does the same way. Each collective
+ * first makes the comm stream wait (on the device) for an event recorded on
+ * the compute stream, so it sees every op queued before it; it records a
+ * start event there, then a completion event after the collective. A blocking call makes the compute stream wait for
  * that event at once; a non-blocking call hands it back in the request and
  * `wait` makes the compute stream wait for it. The host never blocks on a
  * collective (except when NCCL_EVENTS collectives are in flight, below).
@@ -21,21 +25,30 @@
  *
  * Watchdog: with ZT_COMM_TIMEOUT > 0 a thread wakes every NCCL_WATCH_MS,
  * retires completed collectives from the ring and looks at the oldest one
- * left. When it has been in flight longer than the limit (from its issue, or
- * from the completion of the one before it when that came later: a collective
- * queued behind others cannot start before them), or NCCL reports an
- * asynchronous error while something is in flight, the thread prints the
- * error, aborts the NCCL communicator and ends the job with MPI_Abort. It
- * cannot hand a status to the main thread, because that thread may be blocked
- * in a device synchronisation (a backend check, a copy) that waits on the
- * stuck collective and never returns. MPI_Abort from this thread is the one
- * exception to "only the main thread calls MPI" (MPI_THREAD_FUNNELED): it is
- * the last call the process makes, and Open MPI and MPICH handle it from any
- * thread.
+ * left. Its clock starts when its start event completes, that is when the
+ * device reaches the collective: compute queued before it, or another
+ * communicator's collective ahead of it on the comm stream, does not count.
+ * When it has run longer than the limit, or NCCL reports an asynchronous
+ * error while something is in flight, the thread prints the error, aborts the
+ * NCCL communicator and ends the job. It cannot hand a status to the main
+ * thread, because that thread may be blocked in a device synchronisation (a
+ * backend check, a copy) that waits on the stuck collective and never
+ * returns. It ends the job with MPI_Abort when MPI gave MPI_THREAD_MULTIPLE
+ * (zt_world_init asks for it); otherwise no MPI call is allowed from this
+ * thread, and it exits the process with status 1, which mpirun turns into the
+ * end of the job.
  *
- * Memory: the comm owns its NCCL communicator, comm stream, events, watchdog
- * thread and duplicated MPI communicator; zt_comm_free releases them. The
- * compute stream belongs to the backend.
+ * Warm-up: NCCL 2.22 and later connect peers lazily, at the first
+ * collective of each kind. Init runs one tiny collective of each kind the
+ * comm offers and agrees on the outcome, so a broken connection fails at
+ * init with every rank told, not at some step with the others waiting; the
+ * device memory NCCL takes for its buffers is then taken too, before the
+ * trainer checks its headroom. The warm-up is not counted in the comm's
+ * statistics.
+ *
+ * Memory: the comm owns its NCCL communicator, events, watchdog thread and
+ * duplicated MPI communicator; zt_comm_free releases them. The compute and
+ * comm streams belong to the backend.
  * Collective: zt_comm_nccl_init, the collectives, barrier, split.
  */
 #include "engine/comm/comm.h"
@@ -54,13 +67,14 @@
 #define NCCL_EVENTS 64
 #define NCCL_WATCH_MS 100
 
-/* A collective in flight, for the watchdog. t_issued: nccl_now(). */
+/* A collective in flight, for the watchdog. t_started: nccl_now() when its
+ * start event was first seen complete, 0 before. */
 typedef struct {
     zt_comm_kind kind;
     uint64_t seq;
     int64_t numel;
     zt_dtype dt;
-    double t_issued;
+    double t_started;
 } nccl_flight;
 
 typedef struct {
@@ -68,18 +82,21 @@ typedef struct {
     int device;
     ncclComm_t nccl;
     bool abandon;                 /* init failed: abort the communicator, never destroy */
-    cudaStream_t compute, stream; /* the backend's compute stream, the comm stream */
+    cudaStream_t compute, stream; /* the backend's compute and comm streams */
     cudaEvent_t ready;            /* the compute stream's position when a collective is issued */
+    /* Slot i's start and completion events. */
+    cudaEvent_t starts[NCCL_EVENTS];
     cudaEvent_t events[NCCL_EVENTS];
     int n_events;
-    /* In flight, oldest first: slots head .. head + count - 1 (mod NCCL_EVENTS);
-     * head_since: when the head's predecessor was seen complete. */
+    /* In flight, oldest first: slots head .. head + count - 1 (mod NCCL_EVENTS).
+     * Retiring moves head and lowers count, so the next free slot, head +
+     * count, only changes when the issuing thread fills it. */
     nccl_flight ring[NCCL_EVENTS];
     int head, count;
-    double head_since;
     pthread_mutex_t lock; /* the ring and `stop` */
     pthread_cond_t wake;
     bool sync_ready, watching, stop;
+    bool mpi_multiple; /* MPI may be called from the watchdog thread */
     pthread_t watchdog;
     zt_comm ident; /* name, ranks and limit for the watchdog's message */
     char host[64];
@@ -146,21 +163,22 @@ static zt_status nccl_type(zt_dtype dt, ncclDataType_t *type)
 /* Retires completed collectives from the head; lock held. A collective whose
  * event reports a device error is retired too: that error reaches the main
  * thread through the backend's check, with the failing op's name. */
+static bool nccl_event_done(cudaEvent_t ev)
+{
+    cudaError_t rc = cudaEventQuery(ev);
+    if (rc == cudaErrorNotReady) {
+        (void)cudaGetLastError(); /* "not ready" is not an error to keep */
+        return false;
+    }
+    return true;
+}
+
 static void nccl_ring_retire(nccl_impl *n)
 {
-    bool moved = false;
-    while (n->count > 0) {
-        cudaError_t rc = cudaEventQuery(n->events[n->head]);
-        if (rc == cudaErrorNotReady) {
-            (void)cudaGetLastError(); /* "not ready" is not an error to keep */
-            break;
-        }
+    while (n->count > 0 && nccl_event_done(n->events[n->head])) {
         n->head = (n->head + 1) % NCCL_EVENTS;
         n->count--;
-        moved = true;
     }
-    if (moved)
-        n->head_since = nccl_now();
 }
 
 /* Waits until a slot is free: all NCCL_EVENTS in flight means the host is
@@ -182,8 +200,9 @@ static zt_status nccl_ring_room(nccl_impl *n)
 
 /* ---- Issuing ---- */
 
-/* Counts the collective, takes its sequence number, makes room in the ring
- * and orders the comm stream after the compute stream's work so far. */
+/* Counts the collective, takes its sequence number, makes room in the ring,
+ * orders the comm stream after the compute stream's work so far and records
+ * the start event of the slot the collective will take. */
 static zt_status nccl_pre(zt_comm *c, zt_comm_kind kind, int64_t numel, zt_dtype dt,
                           ncclDataType_t *type)
 {
@@ -196,8 +215,13 @@ static zt_status nccl_pre(zt_comm *c, zt_comm_kind kind, int64_t numel, zt_dtype
     }
     c->seq++;
     ZT_TRY(nccl_cuda(cudaEventRecord(n->ready, n->compute), "recording the compute stream"));
-    return nccl_cuda(cudaStreamWaitEvent(n->stream, n->ready, 0),
-                     "ordering the comm stream after the compute stream");
+    ZT_TRY(nccl_cuda(cudaStreamWaitEvent(n->stream, n->ready, 0),
+                     "ordering the comm stream after the compute stream"));
+    pthread_mutex_lock(&n->lock);
+    int slot = (n->head + n->count) % NCCL_EVENTS;
+    pthread_mutex_unlock(&n->lock);
+    return nccl_cuda(cudaEventRecord(n->starts[slot], n->stream),
+                     "recording a collective's start");
 }
 
 /* Records the completion event into the next ring slot and either orders the
@@ -212,8 +236,7 @@ static zt_status nccl_post(zt_comm *c, ncclResult_t issued, const char *what,
     cudaEvent_t ev = n->events[slot];
     cudaError_t rc = cudaEventRecord(ev, n->stream);
     if (rc == cudaSuccess) {
-        n->ring[slot] = (nccl_flight){
-            .kind = kind, .seq = c->seq, .numel = numel, .dt = dt, .t_issued = nccl_now()};
+        n->ring[slot] = (nccl_flight){.kind = kind, .seq = c->seq, .numel = numel, .dt = dt};
         n->count++;
     }
     pthread_mutex_unlock(&n->lock);
@@ -333,7 +356,9 @@ static void nccl_watch_fail(nccl_impl *n)
         fprintf(stderr, "hint: %s\n", zt_status_hint());
     fflush(stderr);
     ncclCommAbort(n->nccl);
-    MPI_Abort(MPI_COMM_WORLD, 1);
+    if (n->mpi_multiple)
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    _exit(1);
 }
 
 static void *nccl_watch(void *arg)
@@ -357,12 +382,11 @@ static void *nccl_watch(void *arg)
          * collective enters the ring, under this lock. */
         if (n->count == 0)
             continue;
-        /* A collective queued behind others on the comm stream cannot start
-         * before they end: its clock starts at its issue or when the one
-         * before it was seen complete, whichever is later. */
-        nccl_flight f = n->ring[n->head];
-        double start = f.t_issued > n->head_since ? f.t_issued : n->head_since;
-        double waited = nccl_now() - start;
+        nccl_flight *head = &n->ring[n->head];
+        if (head->t_started == 0 && nccl_event_done(n->starts[n->head]))
+            head->t_started = nccl_now();
+        nccl_flight f = *head;
+        double waited = f.t_started > 0 ? nccl_now() - f.t_started : 0;
         ncclResult_t async = nccl_async(n);
         if (async != ncclSuccess) {
             zt_fail(ZT_ERR_COMM, "a peer rank may have died; check the other ranks' output",
@@ -391,14 +415,17 @@ static void *nccl_watch(void *arg)
 static zt_status nccl_setup(nccl_impl *n)
 {
     n->compute = zt_backend_cuda_stream(n->be);
-    ZT_TRY(nccl_cuda(cudaStreamCreateWithFlags(&n->stream, cudaStreamNonBlocking),
-                     "creating the comm stream"));
+    n->stream = zt_backend_cuda_comm_stream(n->be);
     ZT_TRY(nccl_cuda(cudaEventCreateWithFlags(&n->ready, cudaEventDisableTiming),
                      "creating the comm events"));
-    for (; n->n_events < NCCL_EVENTS; n->n_events++)
-        ZT_TRY(nccl_cuda(cudaEventCreateWithFlags(&n->events[n->n_events],
-                                                  cudaEventDisableTiming),
-                         "creating the comm events"));
+    for (; n->n_events < NCCL_EVENTS; n->n_events++) {
+        int i = n->n_events;
+        cudaError_t rc = cudaEventCreateWithFlags(&n->starts[i], cudaEventDisableTiming);
+        if (rc == cudaSuccess &&
+            (rc = cudaEventCreateWithFlags(&n->events[i], cudaEventDisableTiming)) != cudaSuccess)
+            cudaEventDestroy(n->starts[i]);
+        ZT_TRY(nccl_cuda(rc, "creating the comm events"));
+    }
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
@@ -418,6 +445,36 @@ static zt_status nccl_setup(nccl_impl *n)
         n->watching = true;
     }
     return ZT_OK;
+}
+
+/* One tiny collective of each kind, synchronised, then the statistics reset
+ * (the header's "Warm-up"). The watchdog covers it like any collective. */
+static zt_status nccl_warm_up(zt_comm *c)
+{
+    nccl_impl *n = nccl_of(c);
+    float *buf = NULL;
+    size_t numel = (size_t)c->size + 1;
+    ZT_TRY(nccl_cuda(cudaMalloc((void **)&buf, numel * sizeof *buf),
+                     "allocating the NCCL warm-up buffer"));
+    zt_status st = nccl_cuda(cudaMemsetAsync(buf, 0, numel * sizeof *buf, n->compute),
+                             "clearing the NCCL warm-up buffer");
+    if (st == ZT_OK)
+        st = nccl_all_reduce(c, buf, 1, ZT_F32, ZT_RED_SUM, NULL);
+    if (st == ZT_OK)
+        st = nccl_all_gather(c, buf + c->rank, buf, 1, ZT_F32, NULL);
+    if (st == ZT_OK)
+        st = nccl_reduce_scatter(c, buf, buf + c->size, 1, ZT_F32, ZT_RED_SUM, NULL);
+    if (st == ZT_OK)
+        st = nccl_broadcast(c, buf, 1, ZT_F32, 0, NULL);
+    if (st == ZT_OK)
+        st = nccl_cuda(cudaStreamSynchronize(n->compute), "the NCCL warm-up");
+    if (st == ZT_OK)
+        st = nccl_check(n, nccl_async(n), "the NCCL warm-up");
+    cudaFree(buf);
+    c->seq = 0;
+    memset(c->bytes, 0, sizeof c->bytes);
+    memset(c->calls, 0, sizeof c->calls);
+    return st;
 }
 
 static zt_status nccl_make_id(void *id, void *ctx)
@@ -464,12 +521,12 @@ static void nccl_free(zt_comm *c)
             ncclCommAbort(n->nccl);
         else if (n->nccl)
             ncclCommDestroy(n->nccl);
-        for (int i = 0; i < n->n_events; i++)
+        for (int i = 0; i < n->n_events; i++) {
+            cudaEventDestroy(n->starts[i]);
             cudaEventDestroy(n->events[i]);
+        }
         if (n->ready)
             cudaEventDestroy(n->ready);
-        if (n->stream)
-            cudaStreamDestroy(n->stream);
         if (n->sync_ready) {
             pthread_cond_destroy(&n->wake);
             pthread_mutex_destroy(&n->lock);
@@ -522,6 +579,9 @@ zt_status zt_comm_nccl_init(zt_comm *c, MPI_Comm parent, const zt_backend *be)
         return zt_fail(ZT_ERR_OOM, "", "cannot allocate the NCCL comm");
     n->be = be;
     n->device = ((const zt_cuda_impl *)be->impl)->device;
+    int level = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&level);
+    n->mpi_multiple = level == MPI_THREAD_MULTIPLE;
     c->name = "nccl";
     c->ops = &zt_comm_nccl_ops;
     c->impl = n;
@@ -547,6 +607,8 @@ zt_status zt_comm_nccl_init(zt_comm *c, MPI_Comm parent, const zt_backend *be)
                                      .join = nccl_join,
                                      .ctx = n};
         st = zt_comm_bootstrap(c->mpi, &fns, &id);
+        if (st == ZT_OK)
+            st = zt_comm_agree(c->mpi, nccl_warm_up(c), "the NCCL warm-up");
     }
     if (st != ZT_OK) {
         n->abandon = true;

@@ -17,7 +17,7 @@
  * Ops must be called from a thread whose current device is this backend's
  * (init makes it current on the calling thread).
  *
- * Memory: the zt_cuda_impl (be->impl), its stream, cuBLAS handle, device
+ * Memory: the zt_cuda_impl (be->impl), its streams, cuBLAS handle, device
  * scratch and pinned result slot are made by init and freed by its destroy
  * (zt_backend_free). alloc/host_alloc memory belongs to the caller (the
  * arenas), and so does the workspace block passed to set_workspace.
@@ -191,12 +191,16 @@ void impl_destroy(zt_cuda_impl *impl)
 {
     if (impl->stream)
         cudaStreamSynchronize(impl->stream);
+    if (impl->comm_stream)
+        cudaStreamSynchronize(impl->comm_stream);
     if (impl->cublas)
         cublasDestroy(impl->cublas);
     if (impl->host_result)
         cudaFreeHost(impl->host_result);
     if (impl->scratch)
         cudaFree(impl->scratch);
+    if (impl->comm_stream)
+        cudaStreamDestroy(impl->comm_stream);
     if (impl->stream)
         cudaStreamDestroy(impl->stream);
     /* Teardown after a device fault fails too; nothing is left to report to. */
@@ -242,6 +246,9 @@ zt_status impl_init(zt_cuda_impl *impl)
     }
     if ((rc = cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking)) != cudaSuccess)
         return fail_cuda(impl, rc, "cudaStreamCreateWithFlags");
+    if ((rc = cudaStreamCreateWithFlags(&impl->comm_stream, cudaStreamNonBlocking)) !=
+        cudaSuccess)
+        return fail_cuda(impl, rc, "cudaStreamCreateWithFlags (comm stream)");
     if ((st = cublasCreate(&impl->cublas)) != CUBLAS_STATUS_SUCCESS) {
         impl->cublas = NULL;
         return fail_blas(impl, st, "cublasCreate");
@@ -315,6 +322,11 @@ void zt_cuda_record_msg(zt_cuda_impl *impl, zt_status st, const char *fmt, ...)
 struct CUstream_st *zt_backend_cuda_stream(const zt_backend *be)
 {
     return be->impl ? impl_of(be)->stream : NULL;
+}
+
+struct CUstream_st *zt_backend_cuda_comm_stream(const zt_backend *be)
+{
+    return be->impl ? impl_of(be)->comm_stream : NULL;
 }
 
 extern "C" bool zt_backend_cuda_built(void) { return true; }

@@ -40,6 +40,11 @@ zt_status zt_backend_cuda_init(zt_backend *be, const zt_backend_options *opt);
  * that this header needs no CUDA header), for the NCCL comm. Only in builds
  * with CUDA. */
 struct CUstream_st *zt_backend_cuda_stream(const zt_backend *be);
+/* The comm stream every NCCL communicator on this device issues on: one per
+ * device, so that collectives of the world and of hpZ/MiCS sub-communicators
+ * never run at the same time (NCCL documents concurrent communicators on one
+ * device as able to deadlock). */
+struct CUstream_st *zt_backend_cuda_comm_stream(const zt_backend *be);
 
 #ifdef __cplusplus
 }

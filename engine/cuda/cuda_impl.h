@@ -5,7 +5,7 @@
  * engine/cuda and engine/comm/nccl.c; plain C so that nccl.c can include it.
  *
  * Memory: zt_cuda_impl is owned by the zt_backend (be->impl) and freed by its
- * destroy (zt_backend_free), with its stream, cuBLAS handle and the small
+ * destroy (zt_backend_free), with its streams, cuBLAS handle and the small
  * fixed scratch made once at init (reduction partials, a pinned result slot).
  * The workspace belongs to the caller of set_workspace (a WORK-arena block).
  * Collective: none.
@@ -30,6 +30,9 @@ typedef struct {
     zt_backend_options opt;
     int sm_count;             /* multiprocessors, for grid sizing */
     cudaStream_t stream;      /* the compute stream: every op is ordered on it */
+    /* The comm stream: the collectives of every NCCL communicator on this
+     * device, in the order the host issues them (engine/comm/nccl.c). */
+    cudaStream_t comm_stream;
     cublasHandle_t cublas;
     /* Workspace from set_workspace (may be NULL): cuBLAS workspace first, then
      * the GEMM operand cast buffers. */
