@@ -1,12 +1,15 @@
 # zerotrain build. `make` builds ./zerotrain (CPU backend always); `make test`
 # runs every test; `make run` installs deps, builds and trains the default model.
+# `make sanitize` builds into its own dir (see the end).
 
 CC       := mpicc
 PYTHON   := /usr/bin/python3
 CSTD     := -std=c11 -D_GNU_SOURCE
 WARN     := -Wall -Wextra -Werror
 OPT      ?= -O3 -march=x86-64-v2 -fno-math-errno
-CFLAGS   += $(CSTD) $(WARN) $(OPT) -g -fopenmp -iquote .
+# Extra compile and link flags of the sanitizer build.
+SAN_FLAGS :=
+CFLAGS   += $(CSTD) $(WARN) $(OPT) -g -fopenmp $(SAN_FLAGS) -iquote .
 # The OpenMP build of OpenBLAS shares our OpenMP thread pool; the pthread build
 # would run its own threads that fight our idle-spinning OpenMP threads.
 OPENBLAS_DIR ?= $(firstword $(wildcard /usr/lib/x86_64-linux-gnu/openblas-openmp /usr/lib/aarch64-linux-gnu/openblas-openmp))
@@ -18,7 +21,9 @@ LDLIBS   += -ljansson -lopenblas -lm
 VERSION  := 0.1.0
 CFLAGS   += -DZT_VERSION=\"$(VERSION)\"
 
+# Both (and SAN_FLAGS) are set on the command line by the sanitizer build.
 BUILD    := build
+BIN      := zerotrain
 
 # GPU toolkit detection: nvcc (CUDA_HOME, or PATH) builds the CUDA backend with
 # cuBLAS; NCCL (NCCL_HOME, default CUDA_HOME, or the system) adds the NCCL
@@ -68,14 +73,14 @@ UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 TOOLS      := $(BUILD)/tests/comm-check $(if $(NVCC),$(BUILD)/tests/op-check)
 
-.PHONY: all deps test unit-test run clean toolkit bench
-all: toolkit zerotrain
+.PHONY: all deps test unit-test run clean toolkit bench sanitize sanitize-build
+all: toolkit $(BIN)
 
 toolkit:
 	@echo "zerotrain: CPU backend: OpenBLAS ($(if $(OPENBLAS_DIR),$(OPENBLAS_DIR),system default: install libopenblas-openmp-dev for the OpenMP build)) + OpenMP (always built)"
 	@echo "zerotrain: $(BUILT_WITH)"
 
-zerotrain: $(CMD_OBJ) $(BUILD)/libzt.a
+$(BIN): $(CMD_OBJ) $(BUILD)/libzt.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/libzt.a: $(ENGINE_OBJ)
@@ -138,6 +143,21 @@ run: deps
 
 bench: all $(BUILD)/bench-sgemm $(BUILD)/bench-adam
 	@bash scripts/bench-cpu.sh
+
+# ---- Sanitizers (README, Tests). ----
+# make sanitize: the binary, the unit tests and the test tools with ASan +
+# UBSan (gcc through mpicc) in build/asan/, then tests/sanitize/run.sh runs
+# them. CPU only (NO_CUDA=1): nvcc's code is not instrumented, and the CUDA
+# backend needs a GPU to run.
+ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+SAN_OPT    := -O1 -march=x86-64-v2 -fno-math-errno
+sanitize: sanitize-build
+	@bash tests/sanitize/run.sh
+
+sanitize-build:
+	@$(MAKE) --no-print-directory BUILD=build/asan BIN=build/asan/zerotrain NO_CUDA=1 \
+	    OPT="$(SAN_OPT)" SAN_FLAGS="$(ASAN_FLAGS)" \
+	    build/asan/zerotrain unit-test build/asan/tests/tokenize-tool
 
 clean:
 	rm -rf $(BUILD) zerotrain
