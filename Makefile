@@ -1,13 +1,13 @@
 # zerotrain build. `make` builds ./zerotrain (CPU backend always); `make test`
 # runs every test; `make run` installs deps, builds and trains the default model.
-# `make sanitize` builds into its own dir (see the end).
+# `make sanitize` and `make fuzz` build into their own dirs (see the end).
 
 CC       := mpicc
 PYTHON   := /usr/bin/python3
 CSTD     := -std=c11 -D_GNU_SOURCE
 WARN     := -Wall -Wextra -Werror
 OPT      ?= -O3 -march=x86-64-v2 -fno-math-errno
-# Extra compile and link flags of the sanitizer build.
+# Extra compile and link flags of the sanitizer and fuzz builds.
 SAN_FLAGS :=
 CFLAGS   += $(CSTD) $(WARN) $(OPT) -g -fopenmp $(SAN_FLAGS) -iquote .
 # The OpenMP build of OpenBLAS shares our OpenMP thread pool; the pthread build
@@ -21,7 +21,7 @@ LDLIBS   += -ljansson -lopenblas -lm
 VERSION  := 0.1.0
 CFLAGS   += -DZT_VERSION=\"$(VERSION)\"
 
-# Both (and SAN_FLAGS) are set on the command line by the sanitizer build.
+# Both (and SAN_FLAGS) are set on the command line by the sanitizer and fuzz builds.
 BUILD    := build
 BIN      := zerotrain
 
@@ -73,7 +73,7 @@ UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 TOOLS      := $(BUILD)/tests/comm-check $(if $(NVCC),$(BUILD)/tests/op-check)
 
-.PHONY: all deps test unit-test run clean toolkit bench sanitize sanitize-build
+.PHONY: all deps test unit-test run clean toolkit bench sanitize sanitize-build fuzz fuzz-build
 all: toolkit $(BIN)
 
 toolkit:
@@ -144,7 +144,7 @@ run: deps
 bench: all $(BUILD)/bench-sgemm $(BUILD)/bench-adam
 	@bash scripts/bench-cpu.sh
 
-# ---- Sanitizers (README, Tests). ----
+# ---- Sanitizers and fuzzing (README, Tests). ----
 # make sanitize: the binary, the unit tests and the test tools with ASan +
 # UBSan (gcc through mpicc) in build/asan/, then tests/sanitize/run.sh runs
 # them. CPU only (NO_CUDA=1): nvcc's code is not instrumented, and the CUDA
@@ -158,6 +158,28 @@ sanitize-build:
 	@$(MAKE) --no-print-directory BUILD=build/asan BIN=build/asan/zerotrain NO_CUDA=1 \
 	    OPT="$(SAN_OPT)" SAN_FLAGS="$(ASAN_FLAGS)" \
 	    build/asan/zerotrain unit-test build/asan/tests/tokenize-tool
+
+# make fuzz [FUZZ_SECONDS=N]: the libFuzzer harnesses of tests/fuzz/ (clang
+# through mpicc, the engine rebuilt with the fuzz flags in build/fuzz/), each
+# run N seconds from its seed corpus by tests/fuzz/run.sh. clang's -fopenmp
+# links LLVM's libomp (libomp-dev). clang (unlike gcc) warns that the
+# registry's INT64_MAX bounds round up to 2^63 as doubles: that warning alone
+# is silenced there.
+FUZZ_SECONDS ?= 30
+FUZZ_FLAGS := -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer \
+              -fno-sanitize-recover=undefined
+FUZZ_NAMES := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+fuzz: fuzz-build
+	@bash tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_NAMES)
+
+fuzz-build:
+	@OMPI_CC=clang $(MAKE) --no-print-directory BUILD=build/fuzz NO_CUDA=1 \
+	    WARN="$(WARN) -Wno-implicit-const-int-float-conversion" \
+	    OPT="$(SAN_OPT)" SAN_FLAGS="$(FUZZ_FLAGS)" \
+	    $(FUZZ_NAMES:%=build/fuzz/fuzz_%)
+
+$(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/common.c tests/fuzz/common.h $(BUILD)/libzt.a
+	$(CC) $(CFLAGS) -fsanitize=fuzzer -o $@ $< tests/fuzz/common.c $(BUILD)/libzt.a $(LDLIBS)
 
 clean:
 	rm -rf $(BUILD) zerotrain

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Installs the Debian packages zerotrain needs (idempotent: only what is missing).
 # Build: Open MPI, jansson, OpenBLAS, cmocka (tests), python3-torch (reference
-# tests and the PyTorch peer benchmark). CUDA is not a Debian package here: the
+# tests and the PyTorch peer benchmark); clang with its compiler-rt (libFuzzer,
+# sanitizers) and LLVM's OpenMP for the fuzz harnesses (`make fuzz`; gcc's
+# ASan/UBSan runtimes come with gcc). CUDA is not a Debian package here: the
 # Makefile finds it at /usr/local/cuda (or CUDA_HOME) when present, and then
 # nvcc needs g++ as its host compiler.
 set -eu
 pkgs=(make gcc openmpi-bin libopenmpi-dev libjansson-dev libopenblas-openmp-dev libcmocka-dev
-      python3-torch python3-numpy)
+      python3-torch python3-numpy clang libclang-rt-dev libomp-dev)
 if [ -x "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" ] || command -v nvcc >/dev/null; then
     pkgs+=(g++)
 fi
