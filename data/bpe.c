@@ -253,6 +253,13 @@ static zt_status bpe_load_merges(zt_bpe_vocab *v, const char *path, json_t *root
             p = next;
             continue;
         }
+        /* The lookups below read C strings: a NUL would cut a token short
+         * and merge LEFT and RIGHT into a shorter token, losing text. */
+        if (memchr(p, '\0', n)) {
+            st = zt_fail(ZT_ERR_DATA, ZT_BPE_HINT, "%s:%lld: a NUL byte in a merge line", path,
+                         line);
+            goto done;
+        }
         memcpy(tok, p, n);
         tok[n] = '\0';
         char *sp = memchr(tok, ' ', n);

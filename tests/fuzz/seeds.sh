@@ -3,7 +3,8 @@
 # example configs and configs in the tests' shapes, slices of tiny shakespeare
 # and of the IMDB CSV, a prefix of GPT-2's BPE files, and checkpoints written
 # by `zerotrain --save-dir` (so ./zerotrain must be built). Run from anywhere;
-# the harness headers (tests/fuzz/fuzz_*.c) describe each input format.
+# the harness headers (tests/fuzz/fuzz_*.c) describe each input format. Files
+# named regress-* are fuzzer findings kept as regression inputs: they stay.
 set -eu
 cd "$(dirname "$0")/../.."
 source tests/env.sh
@@ -11,8 +12,8 @@ zt_scratch
 out=tests/fuzz/corpus
 sep=$'\n--8<--\n'
 data=$ZT_SHARED/data
-rm -rf "$out"
 mkdir -p "$out"/{config,data,tokenizer,ckpt}
+find "$out" -type f ! -name 'regress-*' -delete
 
 # config: the example configs, and one per feature the tests exercise.
 cp scripts/configs/*.json "$out/config/"
