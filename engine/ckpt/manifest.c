@@ -402,14 +402,14 @@ static zt_status ckpt_parse(zt_ckpt *c)
         ZT_TRY(ckpt_int(c, ju, where, "part_offset", 0, &cu->part_offset));
         if (cu->shard_numel > INT64_MAX / c->partition_count ||
             cu->padded_numel != cu->shard_numel * c->partition_count ||
-            cu->numel > cu->padded_numel || cu->part_offset != part)
+            cu->numel > cu->padded_numel || cu->part_offset != part ||
+            __builtin_add_overflow(part, cu->shard_numel, &part))
             return zt_fail(ZT_ERR_DATA, zt_ckpt_hint_resave,
                            "checkpoint manifest %s: layout.units[%d] is inconsistent (numel "
                            "%lld, padded %lld, shard %lld at %lld for %d partitions)",
                            c->path, u, (long long)cu->numel, (long long)cu->padded_numel,
                            (long long)cu->shard_numel, (long long)cu->part_offset,
                            c->partition_count);
-        part += cu->shard_numel;
     }
     if (part != c->partition_numel)
         return zt_fail(ZT_ERR_DATA, zt_ckpt_hint_resave,
@@ -469,6 +469,10 @@ void zt_ckpt_manifest_free(zt_ckpt *c)
 
 /* ---- Values read when asked for. ---- */
 
+/* The registry sets arguments through a double: larger integers would not
+ * come back (and converting them back to int64_t is undefined). */
+#define CKPT_ARG_INT_MAX ((int64_t)1 << 53)
+
 /* The inverse of ckpt_model_json, row by row. */
 zt_status zt_ckpt_model_args(const zt_ckpt *c, zt_model_args *out)
 {
@@ -484,6 +488,8 @@ zt_status zt_ckpt_model_args(const zt_ckpt *c, zt_model_args *out)
         if (r->kind == ZT_MODEL_ARG_INT) {
             int64_t v = 0;
             ZT_TRY(ckpt_int(c, ckpt_root(c), "", key, 1, &v));
+            if (v > CKPT_ARG_INT_MAX)
+                return zt_ckpt_missing(c, "", key, "an integer <= 2^53");
             zt_model_arg_set(r, out, (double)v);
         } else if (r->kind == ZT_MODEL_ARG_REAL) {
             double v = 0.0;
@@ -617,34 +623,51 @@ zt_status zt_ckpt_manifest_state(const zt_ckpt *c, zt_ckpt_state *s)
 
 /* ---- Consolidation. ---- */
 
+/* A tensor's element count from its JSON shape; false when a dimension is
+ * not a positive integer or the product overflows. */
+static bool ckpt_shape_numel(json_t *shape, int64_t *numel)
+{
+    *numel = 1;
+    if (!json_is_array(shape))
+        return false;
+    for (size_t d = 0; d < json_array_size(shape); d++) {
+        json_t *dim = json_array_get(shape, d);
+        if (!json_is_integer(dim) || json_integer_value(dim) <= 0 ||
+            __builtin_mul_overflow(*numel, (int64_t)json_integer_value(dim), numel))
+            return false;
+    }
+    return true;
+}
+
 /* FILE.json: each tensor's name, shape and place in FILE. */
 zt_status zt_ckpt_manifest_tensor_index(const zt_ckpt *c, char **out)
 {
     json_t *units = ckpt_at(ckpt_root(c), "model.units"), *index = json_array();
     int bad = 0;
     int64_t offset = 0;
-    for (int u = 0; u < c->n_units; u++) {
+    for (int u = 0; !bad && u < c->n_units; u++) {
         json_t *ju = json_array_get(units, (size_t)u);
         json_t *jn = json_object_get(ju, "name"), *tensors = json_object_get(ju, "tensors");
         int64_t unit_numel = 0;
-        for (size_t i = 0; json_is_string(jn) && i < json_array_size(tensors); i++) {
+        for (size_t i = 0; !bad && json_is_string(jn) && i < json_array_size(tensors); i++) {
             json_t *jt = json_array_get(tensors, i), *shape = json_object_get(jt, "shape");
             json_t *tn = json_object_get(jt, "name");
-            int64_t numel = 1;
-            for (size_t d = 0; d < json_array_size(shape); d++)
-                numel *= json_integer_value(json_array_get(shape, d));
-            if (!json_is_string(tn) || !json_is_array(shape) || numel <= 0)
+            int64_t numel, byte_offset;
+            if (!json_is_string(tn) || !ckpt_shape_numel(shape, &numel) ||
+                __builtin_mul_overflow(offset, (int64_t)sizeof(float), &byte_offset)) {
                 bad++;
+                break;
+            }
             char name[160];
-            snprintf(name, sizeof name, "%s.%s", json_string_value(jn),
-                     json_is_string(tn) ? json_string_value(tn) : "?");
+            snprintf(name, sizeof name, "%s.%s", json_string_value(jn), json_string_value(tn));
             ckpt_append(index,
                         json_pack("{sssOsIsIsI}", "name", name, "shape", shape, "numel",
                                   (json_int_t)numel, "offset", (json_int_t)offset, "byte_offset",
-                                  (json_int_t)(offset * (int64_t)sizeof(float))),
+                                  (json_int_t)byte_offset),
                         &bad);
-            offset += numel;
-            unit_numel += numel;
+            if (__builtin_add_overflow(offset, numel, &offset) ||
+                __builtin_add_overflow(unit_numel, numel, &unit_numel))
+                bad++;
         }
         if (!json_is_string(jn) || unit_numel != c->units[u].numel)
             bad++;

@@ -1,8 +1,9 @@
 /* Checkpoint pure parts: the CRC-32 is zlib's, shard headers survive an
  * encode/decode round trip and bad ones are refused, and resharding a unit
  * from any old world size to any new one reassembles exactly the new slices.
- * And a shard reader whose set-up ran out of memory frees without closing
- * descriptors it never opened. */
+ * A shard reader whose set-up ran out of memory frees without closing
+ * descriptors it never opened. Manifests with values past int64_t arithmetic
+ * are refused (no overflow). */
 #include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -235,6 +237,102 @@ static void test_reader_free_after_failed_init(void **state)
     assert_true(fcntl(0, F_GETFD) >= 0);
 }
 
+/* DIR/latest and DIR/global_step1/zt_manifest.json of a two-unit MLP at one
+ * partition: units of shard0 and shard1 elements (padded alike), the model
+ * width and the first tensor's shape as JSON text. */
+static void write_manifest(const char *dir, const char *width, const char *shape0,
+                           long long shard0, long long shard1)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/latest", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("global_step1", f);
+    fclose(f);
+    snprintf(path, sizeof path, "%s/global_step1", dir);
+    mkdir(path, 0700);
+    snprintf(path, sizeof path, "%s/global_step1/zt_manifest.json", dir);
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f,
+            "{\"format\": \"zerotrain-checkpoint\", \"format_version\": 1,"
+            " \"tag\": \"global_step1\", \"world_size\": 1, \"zero_stage\": 1,"
+            " \"training\": {\"global_steps\": 1}, \"optimizer\": {\"state_sections\": []},"
+            " \"model\": {\"name\": \"mlp\", \"width\": %s, \"layers\": 2, \"in_size\": 4,"
+            "  \"out_size\": 2, \"units\": ["
+            "  {\"name\": \"layers.0\", \"tensors\": [{\"name\": \"weight\", \"shape\": %s},"
+            "   {\"name\": \"bias\", \"shape\": [8]}]},"
+            "  {\"name\": \"layers.1\", \"tensors\": [{\"name\": \"weight\", \"shape\": [2, 8]},"
+            "   {\"name\": \"bias\", \"shape\": [2]}]}]},"
+            " \"layout\": {\"partition_count\": 1, \"partition_numel\": 80, \"units\": ["
+            "  {\"numel\": 40, \"padded_numel\": %lld, \"shard_numel\": %lld, \"part_offset\": 0},"
+            "  {\"numel\": 18, \"padded_numel\": %lld, \"shard_numel\": %lld,"
+            "   \"part_offset\": %lld}]},"
+            " \"files\": [{\"name\": \"zero_pp_rank_0_mp_rank_00_optim_states.zt\","
+            "  \"bytes\": 0, \"crc32\": \"00000000\"}]}",
+            width, shape0, shard0, shard0, shard1, shard1, shard0);
+    fclose(f);
+}
+
+static void remove_manifest(const char *dir)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/global_step1/zt_manifest.json", dir);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/global_step1", dir);
+    rmdir(path);
+    snprintf(path, sizeof path, "%s/latest", dir);
+    unlink(path);
+}
+
+static void assert_message_has(const char *needle)
+{
+    if (!strstr(zt_status_message(), needle))
+        fail_msg("message \"%s\" lacks \"%s\"", zt_status_message(), needle);
+}
+
+/* Each of these overflowed int64_t arithmetic while reading a damaged
+ * manifest: undefined behaviour, reported by UBSan through
+ * tests/fuzz/fuzz_ckpt. */
+static void test_manifest_overflows(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/zt_test_ckpt_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    zt_ckpt c;
+    zt_model_args args;
+
+    write_manifest(dir, "8", "[8, 4]", 48, 32);
+    assert_int_equal(zt_ckpt_open(&c, NULL, dir, NULL), ZT_OK);
+    assert_int_equal(zt_ckpt_model_args(&c, &args), ZT_OK);
+    assert_int_equal(args.width, 8);
+    zt_ckpt_close(&c);
+
+    /* A width that the registry's double cannot carry back to int64_t. */
+    write_manifest(dir, "9223372036854775807", "[8, 4]", 48, 32);
+    assert_int_equal(zt_ckpt_open(&c, NULL, dir, NULL), ZT_OK);
+    assert_int_equal(zt_ckpt_model_args(&c, &args), ZT_ERR_DATA);
+    assert_message_has("\"model.width\" is missing or not an integer <= 2^53");
+    zt_ckpt_close(&c);
+
+    /* Unit shards of 2^62 elements each: their sum passes INT64_MAX. */
+    write_manifest(dir, "8", "[8, 4]", 1LL << 62, 1LL << 62);
+    assert_int_equal(zt_ckpt_open(&c, NULL, dir, NULL), ZT_ERR_DATA);
+    assert_message_has("layout.units[1] is inconsistent");
+
+    /* A tensor of 2^62 x 4 elements. */
+    write_manifest(dir, "8", "[4611686018427387904, 4]", 48, 32);
+    assert_int_equal(zt_ckpt_open(&c, NULL, dir, NULL), ZT_OK);
+    char out[512];
+    snprintf(out, sizeof out, "%s/out.bin", dir);
+    assert_int_equal(zt_ckpt_consolidate(&c, out), ZT_ERR_DATA);
+    assert_message_has("model.units does not describe the layout's tensors");
+    zt_ckpt_close(&c);
+
+    remove_manifest(dir);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -244,6 +342,7 @@ int main(void)
         cmocka_unit_test(test_reshard_every_world_pair),
         cmocka_unit_test(test_reshard_empty_tail),
         cmocka_unit_test(test_reader_free_after_failed_init),
+        cmocka_unit_test(test_manifest_overflows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
