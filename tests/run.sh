@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test: the source-tree rules (tests/lint), cmocka unit tests,
-# multi-rank MPI tests, PyTorch reference tests. Each is one executable or
+# multi-rank MPI tests, PyTorch reference tests, then the sanitizer stage
+# (`make sanitize`) and short fuzz runs (`make fuzz`, ZT_FUZZ_SECONDS per
+# harness, default 45), each in its own build dir. Each is one executable or
 # script; its exit status decides. Prints a final "N passed, N failed" line
 # and exits non-zero on any failure.
 set -u
@@ -40,6 +42,11 @@ done
 for t in tests/reference/test_*.py; do
     run_one "reference/$(basename "$t" .py)" "$ZT_PYTHON" "$t" --zerotrain ./zerotrain
 done
+# Their own builds, with both cores (MAKEFLAGS cleared: `make test`'s job
+# server does not reach this script).
+run_one "sanitize" env MAKEFLAGS= make --no-print-directory -j"$(nproc)" sanitize
+run_one "fuzz" env MAKEFLAGS= make --no-print-directory -j"$(nproc)" fuzz \
+    FUZZ_SECONDS="${ZT_FUZZ_SECONDS:-45}"
 
 echo
 if [ "$failed" -gt 0 ]; then
