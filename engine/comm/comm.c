@@ -121,6 +121,9 @@ static zt_status comm_half_ops_init(void)
             MPI_Comm_free_keyval(&keyval);
         return comm_check(rc, "creating the 16-bit reduction ops", 0);
     }
+    /* A freed keyval stays alive while an attribute uses it (MPI 3.1, 6.7.2):
+     * the delete callback still runs at MPI_Finalize. */
+    MPI_Comm_free_keyval(&keyval);
     comm_half_ops_ready = true;
     return ZT_OK;
 }
