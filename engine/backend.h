@@ -75,6 +75,12 @@ typedef struct {
     bool first_step; /* momentum buffer is initialised to the gradient */
 } zt_sgd_hparams;
 
+/* A device's memory as its driver reports it now (zt_backend mem_info). */
+typedef struct {
+    uint64_t free_bytes, total_bytes;
+    char id[48]; /* what identifies the device physically (zt_backend_entry device_id) */
+} zt_device_mem;
+
 struct zt_backend {
     const char *name;
     zt_device_kind kind;
@@ -90,6 +96,9 @@ struct zt_backend {
      * backends whose device memory is host memory. */
     zt_status (*host_alloc)(const zt_backend *be, size_t bytes, void **out);
     void (*host_free)(const zt_backend *be, void *ptr);
+    /* (optional: NULL where device memory is host memory) The device's free
+     * and total memory now, and its id, so that ranks sharing it add up. */
+    zt_status (*mem_info)(const zt_backend *be, zt_device_mem *out);
     /* Device scratch: workspace_bytes is what the backend asks for (0: none);
      * set_workspace hands it a block of at least that many bytes that stays
      * valid until the backend is freed or set_workspace is called again. */

@@ -184,6 +184,25 @@ void cuda_memset_zero(const zt_backend *be, void *dst, size_t bytes)
 
 void cuda_sync(const zt_backend *be) { sync_stream(impl_of(be), "sync"); }
 
+zt_status cuda_mem_info(const zt_backend *be, zt_device_mem *out)
+{
+    zt_cuda_impl *impl = impl_of(be);
+    *out = zt_device_mem{};
+    size_t free_b = 0, total_b = 0;
+    cudaError_t rc = cudaMemGetInfo(&free_b, &total_b);
+    if (rc != cudaSuccess) {
+        cudaGetLastError();
+        return zt_fail(ZT_ERR_DEVICE, "check the GPU with nvidia-smi",
+                       "cuda backend: cudaMemGetInfo on device %d failed: %s", impl->device,
+                       cudaGetErrorString(rc));
+    }
+    out->free_bytes = free_b;
+    out->total_bytes = total_b;
+    if (!zt_backend_cuda_device_id(impl->device, out->id, sizeof out->id))
+        snprintf(out->id, sizeof out->id, "ordinal %d", impl->device);
+    return ZT_OK;
+}
+
 /* ---- Lifetime. ---- */
 
 /* Releases whatever init made, in reverse order; NULL members are skipped. */
@@ -392,6 +411,7 @@ extern "C" zt_status zt_backend_cuda_init(zt_backend *be, const zt_backend_optio
     be->free = cuda_free;
     be->host_alloc = cuda_host_alloc;
     be->host_free = cuda_host_free;
+    be->mem_info = cuda_mem_info;
     be->workspace_bytes = ws.total_bytes;
     be->set_workspace = cuda_set_workspace;
     be->check = cuda_check;

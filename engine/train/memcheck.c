@@ -7,6 +7,14 @@
  *   - the address-space limit, on top of what the process has mapped already;
  *   - the memory cgroup, summed over the node's ranks in the same cgroup;
  *   - MemAvailable, summed over the node's ranks.
+ * On a device with its own memory (CUDA), the plan's device arenas plus
+ * ZT_DEVICE_MARGIN must fit the device's free memory, summed over the host's
+ * ranks that share the device. The check runs after the communicators'
+ * warm-up (engine/comm/nccl.c), so what the CUDA context, cuBLAS and NCCL
+ * hold already is not free any more; the margin is for what is taken later,
+ * outside the arenas: kernels loaded on first use (CUDA's lazy loading),
+ * cuBLAS's own allocations, NCCL connections made on first use of another
+ * algorithm, and fragmentation.
  * A plan that does not fit fails on every rank with the planner's per-class
  * breakdown and the remedy for the largest class.
  */
@@ -17,6 +25,8 @@
 
 #include "engine/hostmem.h"
 #include "engine/train/trainer_impl.h"
+
+#define ZT_DEVICE_MARGIN (UINT64_C(512) << 20)
 
 static double memcheck_gib(uint64_t b) { return (double)b / (1024.0 * 1024.0 * 1024.0); }
 
@@ -43,75 +53,151 @@ static const char *memcheck_remedy(zt_mem_class c)
     }
 }
 
-zt_status zt_train_check_memory(zt_trainer *t)
+static uint64_t memcheck_add(uint64_t a, uint64_t b) { return b > UINT64_MAX - a ? UINT64_MAX : a + b; }
+
+/* The planned bytes of one place by class into by_class, their sum, the
+ * largest class and "params 1.00, grads 0.50" (GiB) into text. */
+static uint64_t memcheck_classes(const uint64_t *by_class, zt_mem_class *largest, char *text,
+                                 size_t n)
 {
-    const zt_memory *mem = &t->mem;
-    bool device_is_host = t->be->host_alloc == NULL;
-    uint64_t by_class[ZT_MEM_NCLASS] = {0}, plan = 0;
+    uint64_t plan = 0;
+    size_t len = 0;
+    *largest = ZT_MEM_PARAMS;
+    text[0] = '\0';
     for (int c = 0; c < ZT_MEM_NCLASS; c++) {
-        by_class[c] = mem->planned_bytes[ZT_MEM_HOST][c] +
-                      (device_is_host ? mem->planned_bytes[ZT_MEM_DEVICE][c] : 0);
-        plan = by_class[c] > UINT64_MAX - plan ? UINT64_MAX : plan + by_class[c];
+        plan = memcheck_add(plan, by_class[c]);
+        if (by_class[c] > by_class[*largest])
+            *largest = (zt_mem_class)c;
+        if (by_class[c] > 0 && len < n)
+            len += (size_t)snprintf(text + len, n - len, "%s%s %.2f", len ? ", " : "",
+                                    zt_mem_class_name((zt_mem_class)c),
+                                    memcheck_gib(by_class[c]));
     }
-    uint64_t margin = (UINT64_C(256) << 20) + (UINT64_C(32) << 20) * (uint64_t)omp_get_max_threads();
-    uint64_t need = plan > UINT64_MAX - margin ? UINT64_MAX : plan + margin;
+    return plan;
+}
 
-    zt_hostmem h;
-    zt_hostmem_read(&h);
-    /* The node's ranks: their needs, and which share this rank's cgroup. */
-    uint64_t mine[2] = {need, zt_hostmem_cgroup_id(&h)};
-    int local = t->world->local_size;
-    uint64_t *all = malloc((size_t)local * sizeof mine);
-    zt_status st = ZT_OK;
-    if (!all)
-        st = zt_fail(ZT_ERR_OOM, "", "cannot compare the plan with the machine");
-    else
-        MPI_Allgather(mine, 2, MPI_UINT64_T, all, 2, MPI_UINT64_T, t->world->node_comm);
+/* What one rank tells the others of its node. */
+typedef struct {
+    uint64_t host_need, cgroup_id, device_need;
+    char device_id[48];
+} memcheck_rank;
+
+/* The host: the address-space limit, the cgroup, MemAvailable. Writes what
+ * does not fit into where ("" when it fits). */
+static void memcheck_host(const zt_hostmem *hm, const memcheck_rank *all, int local,
+                          const memcheck_rank *mine, char *where, size_t n)
+{
+    const zt_hostmem h = *hm;
     uint64_t node = 0, cgroup = 0;
-    for (int r = 0; all && r < local; r++) {
-        node = all[2 * r] > UINT64_MAX - node ? UINT64_MAX : node + all[2 * r];
-        if (all[2 * r + 1] == mine[1])
-            cgroup = all[2 * r] > UINT64_MAX - cgroup ? UINT64_MAX : cgroup + all[2 * r];
+    for (int r = 0; r < local; r++) {
+        node = memcheck_add(node, all[r].host_need);
+        if (all[r].cgroup_id == mine->cgroup_id)
+            cgroup = memcheck_add(cgroup, all[r].host_need);
     }
-    free(all);
-
-    char where[1024] = "";
-    if (st == ZT_OK && h.as_limit != ZT_HOSTMEM_NONE && need > h.as_limit - h.as_used)
-        snprintf(where, sizeof where,
+    uint64_t need = mine->host_need;
+    where[0] = '\0';
+    if (h.as_limit != ZT_HOSTMEM_NONE && need > h.as_limit - h.as_used)
+        snprintf(where, n,
                  "the address-space limit (ulimit -v) leaves %.2f GiB (limit %.2f GiB, %.2f GiB "
                  "mapped already)",
                  memcheck_gib(h.as_limit > h.as_used ? h.as_limit - h.as_used : 0),
                  memcheck_gib(h.as_limit), memcheck_gib(h.as_used));
-    else if (st == ZT_OK && h.cgroup_limit != ZT_HOSTMEM_NONE &&
+    else if (h.cgroup_limit != ZT_HOSTMEM_NONE &&
              cgroup > h.cgroup_limit - (h.cgroup_used < h.cgroup_limit ? h.cgroup_used : 0))
-        snprintf(where, sizeof where,
+        snprintf(where, n,
                  "this node's ranks in the memory cgroup need %.2f GiB and its limit leaves "
                  "%.2f GiB (%s: %.2f GiB, %.2f GiB in use)",
                  memcheck_gib(cgroup),
                  memcheck_gib(h.cgroup_used < h.cgroup_limit ? h.cgroup_limit - h.cgroup_used
                                                              : 0),
                  h.cgroup_file, memcheck_gib(h.cgroup_limit), memcheck_gib(h.cgroup_used));
-    else if (st == ZT_OK && h.available != ZT_HOSTMEM_NONE && node > h.available)
-        snprintf(where, sizeof where,
+    else if (h.available != ZT_HOSTMEM_NONE && node > h.available)
+        snprintf(where, n,
                  "this node's %d rank(s) need %.2f GiB and the machine has %.2f GiB available "
                  "(MemAvailable)",
                  local, memcheck_gib(node), memcheck_gib(h.available));
-    if (st == ZT_OK && where[0]) {
-        zt_mem_class largest = ZT_MEM_PARAMS;
-        char classes[256] = "";
-        size_t len = 0;
-        for (int c = 0; c < ZT_MEM_NCLASS; c++) {
-            if (by_class[c] > by_class[largest])
-                largest = (zt_mem_class)c;
-            if (by_class[c] > 0 && len < sizeof classes)
-                len += (size_t)snprintf(classes + len, sizeof classes - len, "%s%s %.2f",
-                                        len ? ", " : "", zt_mem_class_name((zt_mem_class)c),
-                                        memcheck_gib(by_class[c]));
+}
+
+/* The device: the host's ranks on the same device together against its free
+ * memory. */
+static void memcheck_device(const memcheck_rank *all, int local, const memcheck_rank *mine,
+                            const zt_device_mem *dm, char *where, size_t n)
+{
+    uint64_t shared = 0;
+    int sharing = 0;
+    for (int r = 0; r < local; r++)
+        if (strcmp(all[r].device_id, mine->device_id) == 0) {
+            shared = memcheck_add(shared, all[r].device_need);
+            sharing++;
         }
-        st = zt_fail(ZT_ERR_OOM, memcheck_remedy(largest),
+    where[0] = '\0';
+    if (shared <= dm->free_bytes)
+        return;
+    if (sharing > 1)
+        snprintf(where, n,
+                 "the %d ranks of this host on device %s need %.2f GiB and it has %.2f GiB free "
+                 "of %.2f GiB",
+                 sharing, dm->id, memcheck_gib(shared), memcheck_gib(dm->free_bytes),
+                 memcheck_gib(dm->total_bytes));
+    else
+        snprintf(where, n, "device %s has %.2f GiB free of %.2f GiB", dm->id,
+                 memcheck_gib(dm->free_bytes), memcheck_gib(dm->total_bytes));
+}
+
+zt_status zt_train_check_memory(zt_trainer *t)
+{
+    const zt_memory *mem = &t->mem;
+    bool device_is_host = t->be->host_alloc == NULL;
+    uint64_t host_class[ZT_MEM_NCLASS] = {0}, dev_class[ZT_MEM_NCLASS] = {0};
+    for (int c = 0; c < ZT_MEM_NCLASS; c++) {
+        host_class[c] = memcheck_add(mem->planned_bytes[ZT_MEM_HOST][c],
+                                     device_is_host ? mem->planned_bytes[ZT_MEM_DEVICE][c] : 0);
+        dev_class[c] = device_is_host ? 0 : mem->planned_bytes[ZT_MEM_DEVICE][c];
+    }
+    char host_text[256], dev_text[256];
+    zt_mem_class host_largest, dev_largest;
+    uint64_t host_plan = memcheck_classes(host_class, &host_largest, host_text, sizeof host_text);
+    uint64_t dev_plan = memcheck_classes(dev_class, &dev_largest, dev_text, sizeof dev_text);
+    uint64_t host_margin =
+        (UINT64_C(256) << 20) + (UINT64_C(32) << 20) * (uint64_t)omp_get_max_threads();
+
+    zt_status st = ZT_OK;
+    zt_device_mem dm = {0};
+    if (t->be->mem_info)
+        st = t->be->mem_info(t->be, &dm);
+    zt_hostmem h;
+    zt_hostmem_read(&h);
+    memcheck_rank mine = {.host_need = memcheck_add(host_plan, host_margin),
+                          .cgroup_id = zt_hostmem_cgroup_id(&h),
+                          .device_need = memcheck_add(dev_plan, ZT_DEVICE_MARGIN)};
+    snprintf(mine.device_id, sizeof mine.device_id, "%s", dm.id);
+    int local = t->world->local_size;
+    memcheck_rank *all = malloc((size_t)local * sizeof mine);
+    if (st == ZT_OK && !all)
+        st = zt_fail(ZT_ERR_OOM, "", "cannot compare the plan with the machine");
+    st = zt_world_agree(t->world, st, NULL);
+    if (st != ZT_OK) {
+        free(all);
+        return st;
+    }
+    MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE,
+                  t->world->node_comm);
+    char where[1024] = "";
+    memcheck_host(&h, all, local, &mine, where, sizeof where);
+    if (where[0])
+        st = zt_fail(ZT_ERR_OOM, memcheck_remedy(host_largest),
                      "not enough host memory: this rank plans %.2f GiB (%s GiB) + %.2f GiB "
                      "outside the arenas, but %s",
-                     memcheck_gib(plan), classes, memcheck_gib(margin), where);
+                     memcheck_gib(host_plan), host_text, memcheck_gib(host_margin), where);
+    if (st == ZT_OK && t->be->mem_info) {
+        memcheck_device(all, local, &mine, &dm, where, sizeof where);
+        if (where[0])
+            st = zt_fail(ZT_ERR_OOM, memcheck_remedy(dev_largest),
+                         "not enough device memory: this rank plans %.2f GiB (%s GiB) + %.2f "
+                         "GiB outside the arenas (kernels loaded on first use, cuBLAS, NCCL), "
+                         "but %s",
+                         memcheck_gib(dev_plan), dev_text, memcheck_gib(ZT_DEVICE_MARGIN), where);
     }
+    free(all);
     return zt_world_agree(t->world, st, NULL);
 }

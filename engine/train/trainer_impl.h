@@ -142,7 +142,9 @@ static inline size_t zt_train_bytes(int64_t numel, zt_dtype dt)
 
 /* ---- memcheck.c ---- */
 /* The planned host memory against the address-space limit, the memory cgroup
- * and MemAvailable (engine/hostmem.h); every rank fails alike. Collective. */
+ * and MemAvailable (engine/hostmem.h), and the planned device memory against
+ * the device's free memory (backend mem_info); every rank fails alike.
+ * Collective. */
 zt_status zt_train_check_memory(zt_trainer *t);
 
 /* ---- micro.c ---- */
