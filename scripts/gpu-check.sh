@@ -18,7 +18,11 @@
 #      GPT-lite (small, fp32, dropout 0, Adam eps 1e-5 as in
 #      tests/mpi/test_stages_equivalence.sh, small buckets and a stage-3 gather
 #      window), stages 0-3 at np 1 (--comm nccl) and np 2, 3, 4 (--comm mpi:
-#      ranks share the one GPU, NCCL refuses two ranks on one device). Each run's
+#      ranks share the one GPU, NCCL refuses two ranks on one device); with two
+#      or more GPUs also np 2 up to min(GPUs, 4) over NCCL, one GPU per rank
+#      (the world's and, at np 4, hpZ's and MiCS's sub-communicators: a
+#      stage-3 run with zero_hpz_partition_size 2 and one with mics_shard_size
+#      2 are added there). Each run's
 #      --dump-params and --report loss history against the np 1 stage 0 CUDA run
 #      (1e-5: only the order of reductions differs between stages and world
 #      sizes) and against the CPU backend's np 1 stage 0 run (1e-4: every op
@@ -26,15 +30,20 @@
 #      tests/tools/ztcheck.py dumps / losses (relative L2 / max relative).
 #   bench: throughput at GPT-2 small's shape (12 layers, C 768, 12 heads, T 1024,
 #      vocab 65), micro-batch MICRO (16) at np 1 over NCCL, fp32 and bf16, ZeRO
-#      stages 0-3 (quick: 0 and 3), next to scripts/torch_gptlite_peer.py on the
+#      stages 0-3 (quick: 0 and 3), and at GPT-2's vocabulary (50257: the lm_head
+#      GEMMs whose 16-bit operands exceed the cast workspace and run in tiles)
+#      in bf16 at stages 0 and 3 (micro-batch MICRO_BIGV, 8), next to
+#      scripts/torch_gptlite_peer.py on the
 #      same GPU (eager and torch.compile, fp32 and bf16 autocast, and compile+bf16
 #      with flash attention). tokens/s: zerotrain's median CurrSamplesPerSec over
 #      the steps after the first 2 (DeepSpeed's throughput timer) times T; the
 #      peer's median step time. MFU = tokens/s * F / P, F = 6 N + 12 L C T FLOPs
 #      per token (N: parameters less the two embedding tables, which do no
 #      matmul; 12 L C T: attention scores and weighted values, full T x T as both
-#      tools compute it), P the bf16 GEMM peak op-check --gemm-peak measures here.
-#      fp32 rows are against the same bf16 peak (fp32 peak printed alongside).
+#      tools compute it), P the bf16 GEMM peak op-check --gemm-peak measures here
+#      and, in a second column, the GPU's dense bf16 peak from its data sheet
+#      (known GPUs by nvidia-smi name; SPEC_PEAK_TFLOPS overrides). fp32 rows
+#      are against the same bf16 peaks (fp32 peak printed alongside).
 # --quick: np 1 and 2 only, fewer steps, op-check --quick, bench stages 0 and 3.
 # --out DIR (default ./gpu-results): every raw log, the op-check output, the
 # matrix (stages.md) and the throughput table (throughput.md).
@@ -46,7 +55,8 @@
 # help files, at their absolute paths, into FILE (about 10 MB).
 # Paths are relative to the directory the script is started from.
 # Env: MPIRUN (default "mpirun --oversubscribe --bind-to none"), ZT_PYTHON (default
-# python3 from PATH), ZT_DEVICE (GPU ordinal for op-check, default 0), MICRO,
+# python3 from PATH), ZT_DEVICE (GPU ordinal for op-check, default 0), MICRO, MICRO_BIGV,
+# SPEC_PEAK_TFLOPS,
 # BENCH_STEPS, N_LAYER/N_EMBD/N_HEAD/BLOCK (the bench shape), DATA (a text file;
 # default tiny shakespeare, else a generated one with 65 characters), time limits
 # in seconds OPCHECK_TIMEOUT (900), RUN_TIMEOUT (300, a stage run), BENCH_TIMEOUT
@@ -180,6 +190,15 @@ if command -v nvidia-smi >/dev/null; then
 else
     echo "gpu-check: no nvidia-smi: is this a GPU machine?"
 fi
+# GPUs this job can use: CUDA_VISIBLE_DEVICES's entries, else nvidia-smi's list.
+if [ -n "${CUDA_VISIBLE_DEVICES+x}" ]; then
+    IFS=, read -ra cvd <<<"$CUDA_VISIBLE_DEVICES"
+    N_GPU=${#cvd[@]}
+else
+    N_GPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
+fi
+GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+echo "GPUs: $N_GPU ($GPU_NAME)"
 nproc_all=$(nproc)
 echo "CPU: $(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo) x $nproc_all;" \
     "$(ldd --version | head -1)"
@@ -392,6 +411,9 @@ if want stages; then
     : >"$SDIR/compare.txt"
     nps=(1 2 3 4) mlp_steps=20 gpt_steps=10
     [ "$QUICK" = 1 ] && nps=(1 2) mlp_steps=10 gpt_steps=5
+    # np over NCCL, one GPU per rank: 2 .. min(GPUs, 4).
+    nccl_nps=()
+    for ((np = 2; np <= (N_GPU < 4 ? N_GPU : 4); np++)); do nccl_nps+=("$np"); done
     # MLP units (Linear+ReLU): 64*128+128 = 8320, 128*128+128 = 16512 twice, 128*10+10 =
     # 1290: buckets of 5000 split every unit but the head, which stage 3 keeps
     # whole (persistence 2000). GPT-lite: embedding 6208, blocks 49984, head 4353;
@@ -402,7 +424,8 @@ if want stages; then
         --block-size 32 --dropout 0 --steps "$gpt_steps" --seed 11)
     head="| model | stage | np 1 (nccl) |"
     for np in "${nps[@]:1}"; do head="$head np $np (mpi) |"; done
-    table=("$head" "|---|---:|$(printf -- '---|%.0s' "${nps[@]}")")
+    for np in "${nccl_nps[@]}"; do head="$head np $np (nccl) |"; done
+    table=("$head" "|---|---:|$(printf -- '---|%.0s' "${nps[@]}" "${nccl_nps[@]}")")
     for model in mlp gptlite; do
         if [ $model = mlp ]; then
             args=("${mlp_args[@]}") tb=72 bucket=5000 live=20000 persist=2000
@@ -410,6 +433,13 @@ if want stages; then
             args=("${gpt_args[@]}") tb=24 bucket=3000 live=100000 persist=0
         fi
         for s in 0 1 2 3; do stage_cfg "$SDIR/$model-s$s.json" $s $tb $bucket $live $persist; done
+        # Stage 3 over sub-communicators (np 4 only): hpZ's secondary partition and MiCS.
+        sed 's/"stage": 3,/"stage": 3, "zero_hpz_partition_size": 2,/' "$SDIR/$model-s3.json" \
+            >"$SDIR/$model-s3hpz.json"
+        sed 's/"stage": 3,/"stage": 3, "mics_shard_size": 2,/' "$SDIR/$model-s3.json" \
+            >"$SDIR/$model-s3mics.json"
+        stage_list=(0 1 2 3)
+        [[ " ${nccl_nps[*]} " == *" 4 "* ]] && stage_list+=(3hpz 3mics)
         if ! zt "$model-cpu" 1 cpu mpi "$SDIR/$model-s0.json" "${args[@]}"; then
             tail -5 "$SDIR/$model-cpu.log"
             fail_part "stages: $model CPU reference failed ($SDIR/$model-cpu.log)"
@@ -420,12 +450,16 @@ if want stages; then
             fail_part "stages: $model CUDA np 1 stage 0 failed ($SDIR/$model-s0-np1.log)"
             continue
         fi
-        for s in 0 1 2 3; do
+        for s in "${stage_list[@]}"; do
             row="| $model | $s |"
-            for np in "${nps[@]}"; do
-                tag=$model-s$s-np$np
+            for col in "${nps[@]}" "${nccl_nps[@]/#/g}"; do
+                np=${col#g}
+                tag=$model-s$s-np$col
                 comm=mpi
-                [ "$np" = 1 ] && comm=nccl
+                [ "$np" = 1 ] || [ "$col" != "$np" ] && comm=nccl
+                if [ "$s" != "${s%hpz}" ] || [ "$s" != "${s%mics}" ]; then
+                    [ "$col" = g4 ] || { row="$row - |"; continue; }
+                fi
                 if [ "$tag" != "$model-s0-np1" ] &&
                     ! zt "$tag" "$np" cuda $comm "$SDIR/$model-s$s.json" "${args[@]}"; then
                     tail -5 "$SDIR/$tag.log"
@@ -461,57 +495,71 @@ if want bench; then
     BDIR=$OUT/bench
     mkdir -p "$BDIR"
     N_LAYER=${N_LAYER:-12} N_EMBD=${N_EMBD:-768} N_HEAD=${N_HEAD:-12} BLOCK=${BLOCK:-1024}
-    MICRO=${MICRO:-16}
+    MICRO=${MICRO:-16} MICRO_BIGV=${MICRO_BIGV:-8}
     steps=${BENCH_STEPS:-20} bstages=(0 1 2 3)
     [ "$QUICK" = 1 ] && steps=${BENCH_STEPS:-8} bstages=(0 3)
     shape=(--n-layer "$N_LAYER" --n-embd "$N_EMBD" --n-head "$N_HEAD" --block-size "$BLOCK")
+    # (vocab, micro-batch, dtype, stage) of each zerotrain row
+    zt_rows=()
+    for dt in fp32 bf16; do
+        for s in "${bstages[@]}"; do zt_rows+=("65 $MICRO $dt $s"); done
+    done
+    zt_rows+=("50257 $MICRO_BIGV bf16 0" "50257 $MICRO_BIGV bf16 3")
     if [ -x build/tests/op-check ]; then
         run_zt build/tests/op-check --gemm-peak --device "${ZT_DEVICE:-0}" \
             >"$BDIR/gemm-peak.txt" 2>&1 ||
             fail_part "bench: op-check --gemm-peak failed ($BDIR/gemm-peak.txt)"
         cat "$BDIR/gemm-peak.txt"
     fi
-    for dt in fp32 bf16; do
-        for s in "${bstages[@]}"; do
-            tag=zt-$dt-s$s
-            mixed=
-            [ $dt = bf16 ] && mixed=', "bf16": {"enabled": true}'
-            cat >"$BDIR/$tag.cfg.json" <<JSON
-{"train_batch_size": $MICRO, "train_micro_batch_size_per_gpu": $MICRO,
+    for zr in "${zt_rows[@]}"; do
+        read -r V mb dt s <<<"$zr"
+        tag=zt-v$V-b$mb-$dt-s$s
+        mixed=
+        [ $dt = bf16 ] && mixed=', "bf16": {"enabled": true}'
+        cat >"$BDIR/$tag.cfg.json" <<JSON
+{"train_batch_size": $mb, "train_micro_batch_size_per_gpu": $mb,
  "gradient_accumulation_steps": 1, "steps_per_print": 1,
  "optimizer": {"type": "AdamW", "params": {"lr": 3e-4, "weight_decay": 0.01}},
  "zero_optimization": {"stage": $s}$mixed}
 JSON
-            echo "bench: zerotrain $dt stage $s"
-            if ! run_zt timeout "${BENCH_TIMEOUT:-400}" "${mpirun_cmd[@]}" -np 1 ./zerotrain \
-                --config "$BDIR/$tag.cfg.json" --model gptlite --data "$DATA" --vocab-size 65 \
-                "${shape[@]}" --dropout 0.1 --steps "$steps" --device cuda --comm nccl \
-                --report "$BDIR/$tag.json" >"$BDIR/$tag.log" 2>&1; then
-                tail -5 "$BDIR/$tag.log"
-                fail_part "bench: zerotrain $dt stage $s failed ($BDIR/$tag.log)"
-            fi
-        done
+        echo "bench: zerotrain vocab $V micro $mb $dt stage $s"
+        if ! run_zt timeout "${BENCH_TIMEOUT:-400}" "${mpirun_cmd[@]}" -np 1 ./zerotrain \
+            --config "$BDIR/$tag.cfg.json" --model gptlite --data "$DATA" --vocab-size "$V" \
+            "${shape[@]}" --dropout 0.1 --steps "$steps" --device cuda --comm nccl \
+            --report "$BDIR/$tag.json" >"$BDIR/$tag.log" 2>&1; then
+            tail -5 "$BDIR/$tag.log"
+            fail_part "bench: zerotrain vocab $V $dt stage $s failed ($BDIR/$tag.log)"
+        fi
     done
     # compile+bf16+sdpa is what a PyTorch user would run; quick leaves out two compilations.
-    variants=("eager fp32 math" "eager bf16 math" "compile fp32 math" "compile bf16 math"
-        "compile bf16 sdpa")
-    [ "$QUICK" = 1 ] && variants=("eager fp32 math" "eager bf16 math" "compile bf16 sdpa")
+    variants=("eager fp32 math 65 $MICRO" "eager bf16 math 65 $MICRO"
+        "compile fp32 math 65 $MICRO" "compile bf16 math 65 $MICRO" "compile bf16 sdpa 65 $MICRO"
+        "eager bf16 math 50257 $MICRO_BIGV" "compile bf16 sdpa 50257 $MICRO_BIGV")
+    [ "$QUICK" = 1 ] && variants=("eager fp32 math 65 $MICRO" "eager bf16 math 65 $MICRO"
+        "compile bf16 sdpa 65 $MICRO" "eager bf16 math 50257 $MICRO_BIGV")
     for variant in "${variants[@]}"; do
-        read -r mode dt attn <<<"$variant"
-        tag=torch-$mode-$dt-$attn
-        echo "bench: torch $mode $dt $attn"
+        read -r mode dt attn V mb <<<"$variant"
+        tag=torch-v$V-b$mb-$mode-$dt-$attn
+        echo "bench: torch $mode $dt $attn vocab $V micro $mb"
         if ! timeout "${BENCH_TIMEOUT:-400}" "$PY" scripts/torch_gptlite_peer.py --mode "$mode" \
-            --dtype "$dt" --attention "$attn" "${shape[@]}" --vocab 65 --batch "$MICRO" \
+            --dtype "$dt" --attention "$attn" "${shape[@]}" --vocab "$V" --batch "$mb" \
             --dropout 0.1 --steps "$steps" --warmup 5 >"$BDIR/$tag.json" 2>"$BDIR/$tag.log"; then
             tail -5 "$BDIR/$tag.log"
             fail_part "bench: torch peer $variant failed ($BDIR/$tag.log)"
         fi
     done
-    $PY - "$BDIR" "$N_LAYER" "$N_EMBD" "$BLOCK" "$MICRO" "$steps" <<'PY' | tee "$OUT/throughput.md"
+    $PY - "$BDIR" "$N_LAYER" "$N_EMBD" "$BLOCK" "$steps" "$GPU_NAME" \
+        "${SPEC_PEAK_TFLOPS:-}" <<'PY' | tee "$OUT/throughput.md"
 import glob, json, os, re, statistics, sys
 
-bdir, L, C, T, micro, steps = sys.argv[1], *map(int, sys.argv[2:])
-V = 65
+bdir, L, C, T, steps = sys.argv[1], *map(int, sys.argv[2:6])
+gpu, spec_arg = sys.argv[6], sys.argv[7]
+# Dense (no sparsity) bf16 tensor-core peaks from NVIDIA's data sheets, TFLOP/s;
+# the first name that is a substring of nvidia-smi's wins.
+SPEC = [("H200", 989.4), ("H100 PCIe", 756.0), ("H100 NVL", 835.0), ("H100", 989.4),
+        ("GH200", 989.4), ("B200", 2250.0), ("A100", 312.0), ("A800", 312.0), ("L40S", 362.05),
+        ("L40", 181.05), ("L4", 121.0), ("A10", 125.0), ("RTX 4090", 165.2), ("V100", 125.0)]
+spec = float(spec_arg) if spec_arg else next((p for n, p in SPEC if n in gpu), None)
 peak = fp32_peak = None
 if os.path.exists(f"{bdir}/gemm-peak.txt"):
     for line in open(f"{bdir}/gemm-peak.txt"):
@@ -522,7 +570,7 @@ if os.path.exists(f"{bdir}/gemm-peak.txt"):
             fp32_peak = float(v)
 
 
-def flops_per_token(params):
+def flops_per_token(params, V):
     # 6 N (forward 2 N + backward 4 N) with N the matmul parameters (the embedding
     # tables do lookups), plus attention's QK^T and PV: 12 L C T
     return 6 * (params - (V + T) * C) + 12 * L * C * T
@@ -533,14 +581,15 @@ for rep in sorted(glob.glob(f"{bdir}/zt-*.json")):
     if rep.endswith(".cfg.json"):
         continue
     tag = os.path.basename(rep)[:-5]
-    _, dt, stage = tag.split("-")
+    _, v, b, dt, stage = tag.split("-")
     r = json.load(open(rep))
     log = open(f"{bdir}/{tag}.log").read()
     sps = [float(x) for x in re.findall(r"CurrSamplesPerSec=([0-9.eE+-]+)", log)]
     sps = [x for x in sps if x > 0]  # the first 2 steps print 0 (DeepSpeed's timer)
     tps = statistics.median(sps) * T if sps else float(r["samples_per_sec"]) * T
     mem = r["ranks"][0]["memory_total_bytes"]["device"]["peak"] / 1e9
-    rows.append(("zerotrain", f"{dt} ZeRO {stage[1:]}", tps, int(r["model"]["params"]), mem))
+    rows.append(("zerotrain", f"{dt} ZeRO {stage[1:]}", int(v[1:]), int(b[1:]), tps,
+                 int(r["model"]["params"]), mem))
 for rep in sorted(glob.glob(f"{bdir}/torch-*.json")):
     lines = open(rep).read().strip().splitlines()
     if not lines:
@@ -548,21 +597,30 @@ for rep in sorted(glob.glob(f"{bdir}/torch-*.json")):
     j = json.loads(lines[-1])
     attn = "flash (sdpa)" if j["attention"] == "sdpa" else "materialised"
     rows.append((f"PyTorch {j['torch']}", f"{j['dtype']} {j['mode']}, {attn} attention",
-                 float(j["tokens_per_s"]), int(j["params"]), j["peak_mem_gb"] or float("nan")))
+                 int(j["vocab"]), int(j["batch"]), float(j["tokens_per_s"]), int(j["params"]),
+                 j["peak_mem_gb"] or float("nan")))
 
-print(f"GPT-lite L={L} C={C} T={T} vocab {V}, micro-batch {micro}, np 1, AdamW, dropout 0.1, "
-      f"{steps} steps (median step).")
+print(f"GPT-lite L={L} C={C} T={T}, np 1, AdamW, dropout 0.1, {steps} steps (median step) on "
+      f"{gpu or 'an unknown GPU'}.")
 print(f"bf16 GEMM peak (cuBLAS, measured): {peak if peak else 'n/a'} TFLOP/s; "
-      f"fp32 (no TF32): {fp32_peak if fp32_peak else 'n/a'} TFLOP/s.")
-print("MFU = tokens/s x (6 (params - (vocab + T) C) + 12 L C T) / bf16 peak.\n")
-print("| tool | config | tokens/s | TFLOP/s | MFU | params | peak GB |")
-print("|---|---|---:|---:|---:|---:|---:|")
-for tool, cfg, tps, params, mem in rows:
-    tf = tps * flops_per_token(params) / 1e12
+      f"fp32 (no TF32): {fp32_peak if fp32_peak else 'n/a'} TFLOP/s; "
+      f"data-sheet dense bf16 peak: {spec if spec else 'unknown (set SPEC_PEAK_TFLOPS)'} "
+      "TFLOP/s.")
+print("MFU = tokens/s x (6 (params - (vocab + T) C) + 12 L C T) / bf16 peak (measured, "
+      "data sheet).\n")
+print("| tool | config | vocab | micro | tokens/s | TFLOP/s | MFU measured | MFU spec | params "
+      "| peak GB |")
+print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+rows.sort(key=lambda r: (r[2], r[0] != "zerotrain"))
+for tool, cfg, V, mb, tps, params, mem in rows:
+    tf = tps * flops_per_token(params, V) / 1e12
     mfu = f"{100 * tf / peak:.1f}%" if peak else "n/a"
-    print(f"| {tool} | {cfg} | {tps:,.0f} | {tf:.1f} | {mfu} | {params:,} | {mem:.1f} |")
-if len({r[3] for r in rows}) > 1:
-    print("\nWARNING: parameter counts differ between rows: not the same model")
+    mfu_spec = f"{100 * tf / spec:.1f}%" if spec else "n/a"
+    print(f"| {tool} | {cfg} | {V} | {mb} | {tps:,.0f} | {tf:.1f} | {mfu} | {mfu_spec} | "
+          f"{params:,} | {mem:.1f} |")
+for V in sorted({r[2] for r in rows}):
+    if len({r[5] for r in rows if r[2] == V}) > 1:
+        print(f"\nWARNING: vocab {V}: parameter counts differ between rows: not the same model")
 PY
 fi
 
