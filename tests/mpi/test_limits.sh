@@ -12,7 +12,9 @@
 #  - ranks started with different settings (mpirun's MPMD form) agree that
 #    they differ and name the first difference instead of hanging or crashing;
 #  - fp32 divergence stops the run (exit 1) before anything is saved, unless
-#    --nonfinite continue asks for DeepSpeed's behaviour.
+#    --nonfinite continue asks for DeepSpeed's behaviour;
+#  - a rank killed mid-run (the OOM killer, a lost node) ends the whole job
+#    within seconds, and the last checkpoint `latest` names resumes.
 set -eu
 cd "$(dirname "$0")/../.."
 source tests/env.sh
@@ -122,4 +124,29 @@ expect 1 "the weights hold nan or inf" -- $ZT_MPIRUN -np 2 ./zerotrain --config 
     --model mlp --width 32 --steps 20 --save-dir "$tmp/div2" --save-interval 1
 [ ! -e "$tmp/div2/latest" ] || fail "a checkpoint of non-finite weights became latest"
 expect 0 "zerotrain: done: 20 steps" -- "${div[@]}" --nonfinite continue
+
+# ---- a rank killed with SIGKILL while the job trains and saves every 20 steps
+$ZT_MPIRUN -np 2 ./zerotrain --config "$tmp/c.json" --model mlp --width 256 --layers 4 \
+    --steps 1000000 --save-dir "$tmp/kill" --save-interval 20 --keep-last 2 >"$tmp/kill.log" 2>&1 &
+job=$!
+for _ in $(seq 600); do [ -e "$tmp/kill/latest" ] && break; sleep 0.1; done
+[ -e "$tmp/kill/latest" ] || { kill -9 $job; cat "$tmp/kill.log"; fail "no checkpoint in 60 s"; }
+victim=$(pgrep -P $job -f zerotrain | tail -1)
+[ -n "$victim" ] || { kill -9 $job; fail "no rank process under mpirun $job"; }
+kill -9 "$victim"
+t0=$SECONDS
+for _ in $(seq 300); do kill -0 $job 2>/dev/null || break; sleep 0.1; done
+if kill -0 $job 2>/dev/null; then
+    kill -9 $job
+    fail "the job still runs 30 s after a rank was killed"
+fi
+rc=0
+wait $job || rc=$?
+[ $rc != 0 ] || fail "a job with a killed rank exited 0"
+echo "ok: a killed rank ended the job in $((SECONDS - t0)) s (exit $rc)"
+tag=$(cat "$tmp/kill/latest")
+step=${tag#global_step}
+expect 0 "zerotrain: done: $((step + 5)) steps" -- $ZT_MPIRUN -np 2 ./zerotrain --config \
+    "$tmp/c.json" --model mlp --width 256 --layers 4 --steps $((step + 5)) --save-dir \
+    "$tmp/kill" --resume
 echo "ok: limits and failures"
