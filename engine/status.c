@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static _Thread_local char zt_msg[2048];
+static _Thread_local char zt_msg[8192]; /* room for a config's list of errors */
 static _Thread_local char zt_hint_buf[1024];
 static _Thread_local char zt_where[256];
 static int zt_rank = -1;

@@ -1,7 +1,8 @@
 /*
  * config check: what must hold between sections once all are read (DeepSpeed's
  * cross checks, grad_accum_dtype), zt_config_check_supported's "not
- * implemented yet" refusals, and the dtype and checkpoint-interval queries.
+ * implemented yet" refusals (every one collected), and the dtype and
+ * checkpoint-interval queries.
  */
 #include "engine/config/config_impl.h"
 
@@ -150,9 +151,9 @@ static zt_status zt_check_offload_supported(const zt_zero_config *z)
     return ZT_OK;
 }
 
-zt_status zt_config_check_supported(const zt_config *cfg)
+/* 16-bit master weights and optimizer states. */
+static zt_status zt_check_master_supported(const zt_config *cfg)
 {
-    const zt_zero_config *z = &cfg->zero;
     const char *master_hint = "remove it: zerotrain keeps fp32 master weights and optimizer "
                               "states";
     if (cfg->fp16.fp16_master_weights_and_grads)
@@ -167,7 +168,12 @@ zt_status zt_config_check_supported(const zt_config *cfg)
         return zt_fail(ZT_ERR_UNSUPPORTED, master_hint,
                        "bf16.bf16_optimizer_states: bf16 optimizer states are not implemented "
                        "yet");
-    ZT_TRY(zt_check_offload_supported(z));
+    return ZT_OK;
+}
+
+/* ZeRO++ and MiCS. */
+static zt_status zt_check_zeropp_supported(const zt_zero_config *z)
+{
     const char *zpp_hint = "remove the ZeRO++ / MiCS settings";
     /* DeepSpeed ignores hpZ below stage 3; a setting that does nothing is
      * refused rather than silently dropped. */
@@ -199,24 +205,30 @@ zt_status zt_config_check_supported(const zt_config *cfg)
                        "zero_optimization: mics_shard_size %lld with zero_hpz_partition_size "
                        "%lld: MiCS and hpZ both decide who holds which parameters",
                        (long long)z->mics_shard_size, (long long)z->zero_hpz_partition_size);
-    ZT_TRY(zt_check_comm_dtype(cfg));
-    if (cfg->unbuilt_feature[0]) {
-        static const char *const monitors[] = {"tensorboard", "wandb", "comet", "trackio"};
-        for (size_t i = 0; i < ZT_LEN(monitors); i++) {
-            size_t len = strlen(monitors[i]);
-            if (strncmp(cfg->unbuilt_feature, monitors[i], len) == 0 &&
-                cfg->unbuilt_feature[len] == '.')
-                return zt_fail(ZT_ERR_UNSUPPORTED,
-                               "use \"csv_monitor\", which zerotrain writes itself",
-                               "%s: the %s monitor is not supported (zerotrain has no %s "
-                               "dependency)",
-                               cfg->unbuilt_feature, monitors[i], monitors[i]);
-        }
-        return zt_fail(ZT_ERR_UNSUPPORTED, "remove it from the config or switch it off",
-                       "%s: this DeepSpeed feature is not implemented yet",
-                       cfg->unbuilt_feature);
-    }
     return ZT_OK;
+}
+
+void zt_config_refusals(const zt_config *cfg, zt_config_errors *errs, bool values_clean)
+{
+    if (values_clean) {
+        zt_config_errors_take(errs, zt_check_master_supported(cfg), errs->n);
+        zt_config_errors_take(errs, zt_check_offload_supported(&cfg->zero), errs->n);
+        zt_config_errors_take(errs, zt_check_zeropp_supported(&cfg->zero), errs->n);
+        zt_config_errors_take(errs, zt_check_comm_dtype(cfg), errs->n);
+    }
+    for (int i = 0; i < cfg->n_unbuilt; i++) {
+        zt_status st = zt_fail(ZT_ERR_UNSUPPORTED, "remove it from the config or switch it off",
+                               "%s: this DeepSpeed feature is not implemented yet",
+                               cfg->unbuilt[i]);
+        zt_config_errors_take(errs, st, errs->n);
+    }
+}
+
+zt_status zt_config_check_supported(const zt_config *cfg)
+{
+    zt_config_errors errs = {0};
+    zt_config_refusals(cfg, &errs, true);
+    return zt_config_errors_report(&errs, "the config");
 }
 
 /* ------------------------------------------------------------------ queries of config.h */
@@ -254,6 +266,8 @@ int64_t zt_config_checkpoint_interval(const zt_config *cfg, int n_units)
     if (cfg->activation_checkpoint_interval >= 0)
         return cfg->activation_checkpoint_interval;
     const int64_t k = cfg->activation_checkpointing.number_checkpoints;
+    if (k < 1 && cfg->activation_checkpointing.number_checkpoints_from_model && n_units >= 1)
+        return 1;
     if (k < 1 || n_units < 1)
         return 0;
     /* k may be near INT64_MAX: no n_units + k - 1. */

@@ -7,12 +7,17 @@
  * before jansson parses, so every error keeps the user's line numbers. Duplicate
  * keys, unknown keys (with a "did you mean"), wrong types, negative sizes and
  * out-of-range values are errors that name the JSON path, the value and what was
- * expected. `"auto"` values resolve from command-line overrides or defaults and
- * the choice is recorded in `notes`. Features that are parsed but not built yet
- * (ZeRO++ quantization, nvme offload, partial optimizer offload, 16-bit master
- * weights, monitors other than csv, ...) are a ZT_ERR_UNSUPPORTED "not
- * implemented yet" error when enabled; settings DeepSpeed would silently ignore
- * (offload at a stage without the partitioning it needs) are ZT_ERR_CONFIG.
+ * expected; every error of a file is reported in one run (one alone as it is,
+ * several in one message, one line each, in line order). `"auto"` values
+ * resolve as HuggingFace's integration resolves them: from command-line values
+ * (batch sizes, lr, --fp16/--bf16), from the model and the run length
+ * (zt_config_resolve_run), else from defaults; each choice is recorded in
+ * `notes`. Features that are parsed but not built yet (nvme offload, 16-bit
+ * master weights, ...) are a ZT_ERR_UNSUPPORTED "not implemented yet" error
+ * when enabled; settings DeepSpeed would silently ignore (offload at a stage
+ * without the partitioning it needs) are ZT_ERR_CONFIG. Sections zerotrain
+ * reads but does not act on (wandb, comet, trackio, checkpoint) are a warning
+ * in `notes`, an error under --strict. docs/config.md is the user's table.
  *
  * Implementation: one file per job in engine/config/ (the map is at the top of
  * config_impl.h).
@@ -30,7 +35,7 @@
 #include "engine/fingerprint.h"
 #include "engine/status.h"
 
-#define ZT_CONFIG_MAX_NOTES 32
+#define ZT_CONFIG_MAX_NOTES 64
 #define ZT_CONFIG_NOTE_LEN 256
 
 typedef enum { ZT_OPTIM_ADAM = 0, ZT_OPTIM_ADAMW, ZT_OPTIM_SGD } zt_optim_type;
@@ -128,17 +133,57 @@ typedef struct {
 typedef struct {
     bool partition_activations, contiguous_memory_optimization, cpu_checkpointing;
     int64_t number_checkpoints; /* -1 = None; else >= 1 */
+    /* contiguous_memory_optimization without number_checkpoints: one checkpoint
+     * per unit, as Megatron-style callers pass their layer count. */
+    bool number_checkpoints_from_model;
 } zt_act_ckpt_config;
 
 typedef struct {
     char grad_accum_dtype[8]; /* "fp32" | "fp16" | "bf16"; "" = not given */
 } zt_data_types_config;
 
+/* A DeepSpeed monitor that writes files: csv_monitor and tensorboard. */
 typedef struct {
     bool enabled;
     char output_path[512];
     char job_name[128];
 } zt_csv_monitor_config;
+
+/* flops_profiler (DeepSpeed's profiling/constants.py defaults). */
+typedef struct {
+    bool enabled;
+    int64_t profile_step;        /* 0-based: profiles the step that starts at this count */
+    int64_t module_depth;        /* -1: every depth */
+    int64_t top_modules;
+    bool detailed;
+    double recompute_fwd_factor; /* backward counts (2 + factor) x forward FLOPs */
+    char output_file[512];       /* "" = stdout */
+} zt_flops_profiler_config;
+
+/* comms_logger.prof_ops: the collectives zerotrain runs, in zt_comm_kind's
+ * order (engine/comm/comm.h). */
+enum {
+    ZT_COMMS_OP_ALL_REDUCE = 1u << 0,
+    ZT_COMMS_OP_REDUCE_SCATTER = 1u << 1,
+    ZT_COMMS_OP_ALL_GATHER = 1u << 2,
+    ZT_COMMS_OP_BROADCAST = 1u << 3,
+};
+
+typedef struct {
+    bool enabled, verbose, prof_all, debug;
+    unsigned prof_ops; /* ZT_COMMS_OP_* bits; used when prof_all is false */
+} zt_comms_logger_config;
+
+/* "auto" values that need the model or the run length (zt_config_resolve_run). */
+enum {
+    ZT_AUTO_REDUCE_BUCKET = 1u << 0,  /* zero_optimization.reduce_bucket_size */
+    ZT_AUTO_PREFETCH = 1u << 1,       /* zero_optimization.stage3_prefetch_bucket_size */
+    ZT_AUTO_PERSISTENCE = 1u << 2,    /* zero_optimization.stage3_param_persistence_threshold */
+    ZT_AUTO_TOTAL_STEPS = 1u << 3,    /* scheduler.params.total_num_steps */
+    ZT_AUTO_WARMUP_STEPS = 1u << 4,   /* scheduler.params.warmup_num_steps */
+};
+
+#define ZT_CONFIG_MAX_UNBUILT 8
 
 typedef struct {
     /* resolved batch triple (after DeepSpeed's derivation with the real world size) */
@@ -162,13 +207,20 @@ typedef struct {
     int64_t activation_checkpoint_interval;
     zt_data_types_config data_types;
     zt_csv_monitor_config csv_monitor;
+    zt_csv_monitor_config tensorboard;
+    zt_flops_profiler_config flops_profiler;
+    zt_comms_logger_config comms_logger;
     char communication_data_type[8]; /* "fp16" | "bf16" | "fp32"; "" = not given */
     char log_level[16];              /* lower case; DeepSpeed's default "warning" */
 
-    /* JSON path of the first DeepSpeed feature switched on in the file that this
-     * build has no field for (a monitor such as "tensorboard.enabled", a section
-     * such as "flops_profiler"); "" when none. zt_config_check_supported refuses it. */
-    char unbuilt_feature[96];
+    /* JSON paths of the DeepSpeed features switched on in the file that this
+     * build has no field for (a section such as "amp"), in file order.
+     * zt_config_check_supported refuses each. */
+    int n_unbuilt;
+    char unbuilt[ZT_CONFIG_MAX_UNBUILT][96];
+
+    /* ZT_AUTO_* bits: "auto" values zt_config_resolve_run has yet to fill. */
+    unsigned auto_pending;
 
     /* What rank 0 should print: resolved "auto" values, defaults taken,
      * deprecation warnings. */
@@ -185,9 +237,27 @@ typedef struct {
     /* Units between activation checkpoints (0 = off); -1 = not given. It takes
      * precedence over activation_checkpointing.number_checkpoints (noted). */
     int64_t activation_checkpoint_interval;
+    /* --fp16 / --bf16 (HF's): fill fp16.enabled / bf16.enabled when "auto" or
+     * missing; an explicit false is a contradiction. "auto" without the flag
+     * is false, as in HF. */
+    bool fp16, bf16;
+    /* --strict: sections zerotrain ignores with a warning (wandb, comet,
+     * trackio, checkpoint) are refused instead. */
+    bool strict;
 } zt_config_overrides;
 
 void zt_config_overrides_init(zt_config_overrides *ov); /* all "not given" */
+
+/* What "auto" needs from the run, as HF's trainer_config_finalize has it. */
+typedef struct {
+    /* The model's hidden size (HF: model.config.hidden_size); <= 0: unknown. */
+    int64_t hidden_size;
+    /* Optimizer steps of the whole run, counted from step 0; < 0: unknown. */
+    int64_t total_steps;
+    /* --warmup-steps (HF's warmup_steps): >= 1 a step count, in [0, 1) a
+     * fraction of total_steps; < 0: not given (0, HF's default). */
+    double warmup_steps;
+} zt_config_run;
 
 /* Parse, validate and resolve a config for `world_size` data-parallel ranks.
  * `path` is used in messages. Errors: ZT_ERR_IO (unreadable file),
@@ -213,6 +283,22 @@ zt_status zt_config_parse_string(const char *text, const char *name,
  * the csv_monitor's output path are left out: they may differ per node. */
 void zt_config_fingerprint(const zt_config *cfg, zt_fingerprint *fp);
 
+/* Fills the "auto" values that need the model or the run length, as HF's
+ * integration does (../shared/reference/deepspeed-more.md section 4), each
+ * noted: with H = hidden_size, zero_optimization.reduce_bucket_size = H*H and,
+ * at stage 3, stage3_prefetch_bucket_size = int(0.9*H*H) and
+ * stage3_param_persistence_threshold = 10*H (below stage 3 DeepSpeed's
+ * defaults); scheduler total_num_steps = total_steps and warmup_num_steps =
+ * warmup_steps (a count) or ceil(total_steps * warmup_steps) (a fraction).
+ * Values whose fact is unknown stay pending (zt_config_pending_auto names the
+ * first; zt_trainer_init refuses a config with one), except a hidden-size
+ * "auto" without a hidden size, which is a ZT_ERR_CONFIG error. `name` is the
+ * config's name for messages. */
+zt_status zt_config_resolve_run(zt_config *cfg, const zt_config_run *run, const char *name);
+
+/* The JSON path of the first "auto" still pending, or NULL. */
+const char *zt_config_pending_auto(const zt_config *cfg);
+
 /* What --estimate-memory plans with when no config is given: DeepSpeed's
  * defaults and an Adam optimizer, the batch and lr from the overrides (their
  * "auto"), parsed like a file named "default config (Adam)". */
@@ -228,8 +314,9 @@ zt_status zt_config_load_inference(int64_t micro_batch, int world_size, zt_confi
  * offload, partial optimizer offload, offload_param with hpZ, fp16/bf16 master
  * weights and bf16 optimizer states, ZeRO++ quantization, MiCS/hpZ below
  * stage 3, communication_data_type other than fp32 or the training dtype (at
- * stage 0: other than zt_config_grad_dtype), monitors other than csv and the
- * DeepSpeed sections in `unbuilt_feature`. */
+ * stage 0: other than zt_config_grad_dtype), the DeepSpeed sections in
+ * `unbuilt`. Every refusal is reported: one alone as it is, several in one
+ * message, one line each. */
 zt_status zt_config_check_supported(const zt_config *cfg);
 
 /* Precision. The training ("compute") dtype is what parameters and
@@ -256,7 +343,8 @@ zt_dtype zt_config_comm_dtype(const zt_config *cfg);
 
 /* Units between activation checkpoints for a model of `n_units` checkpointable
  * units; 0 = no checkpointing. The command-line interval when given; else
- * ceil(n_units / number_checkpoints) when number_checkpoints is set; else 0.
+ * ceil(n_units / number_checkpoints) when number_checkpoints is set; else 1
+ * when number_checkpoints_from_model (one per unit); else 0.
  * The caller refuses cpu_checkpointing with a result of 0 (only it knows
  * n_units). */
 int64_t zt_config_checkpoint_interval(const zt_config *cfg, int n_units);

@@ -6,15 +6,28 @@
  * per job:
  *   keys.c         every section's table of keys; optimizer and scheduler names
  *   json.c         the text as written -> jansson: hjson stripping, the key line
- *                  index, messages that cite it, notes, duplicate keys
+ *                  index, messages that cite it, notes, duplicate keys, and the
+ *                  error collector (every error of a file in one report)
  *   read.c         typed readers, "auto", unknown keys with a "did you mean", and
  *                  the generic reader that walks a key table
  *   parse.c        defaults; zero_optimization, fp16 / bf16, activation
- *                  checkpointing, data_types, timers, monitors, top-level strings
+ *                  checkpointing, data_types, timers, top-level strings
+ *   parse_monitor.c  monitors and profilers: csv_monitor, tensorboard,
+ *                  flops_profiler, comms_logger, and the sections read only to
+ *                  be ignored with a warning (wandb, comet, trackio, checkpoint)
  *   parse_optim.c  the optimizer and scheduler sections
- *   resolve.c      the batch triple: command line, "auto", DeepSpeed's derivation
+ *   resolve.c      the batch triple: command line, "auto", DeepSpeed's derivation;
+ *                  the "auto" values that need the model or the run length
  *   check.c        cross checks, "not implemented yet" checks, dtype queries
  *   load.c         entry points: text or file -> parse, resolve, check
+ *
+ * Errors: every message goes through zt_config_err, which records it in the
+ * parse's collector (zt_config_errors) and returns its status. A section stops
+ * at its first error in custom code, but the generic reader reads every key of
+ * its table and every section is read, so one run reports each wrong key. The
+ * checks between values (cross checks, most "not implemented" refusals) run
+ * only when every value read cleanly: a value that failed would leave a default
+ * for them to judge. Refusals of whole sections depend on no value and always run.
  *
  * Every section is a table of keys (type, destination, bounds, flags) read by
  * one generic loop; the few keys whose meaning depends on others (batch triple,
@@ -35,9 +48,12 @@
  * - Under fp16/bf16 with gradient accumulation, gradients accumulate in fp32
  *   unless data_types.grad_accum_dtype says otherwise (DeepSpeed: the model
  *   dtype); noted.
- * - "auto" means "the default" for every key (the HF Transformers convention);
- *   the batch fields and optimizer lr first take the command-line value, and
- *   scheduler warmup_max_lr "auto" means the optimizer lr. Each is a note.
+ * - "auto" resolves as HF's integration resolves it (HfTrainerDeepSpeedConfig):
+ *   the batch fields, optimizer lr, fp16/bf16 enabled from the command line;
+ *   scheduler warmup_max_lr from the optimizer lr; keys marked with an auto_bit
+ *   from the model's hidden size or the run length (zt_config_resolve_run);
+ *   anything else "auto" is the default (HF's TrainingArguments defaults equal
+ *   DeepSpeed's for those). Each is a note.
  * - Two spellings of one setting given together (stage3_x and x, bf16 and
  *   bfloat16) are an error rather than one silently winning.
  * - Keys DeepSpeed accepts but that change nothing here (memory_efficient_linear,
@@ -90,6 +106,7 @@ typedef struct {
     size_t size;       /* ZT_STR: capacity of the destination array */
     const char *alias; /* the other spelling of the same setting */
     const char *why;   /* ZT_NO_EFFECT: why, for the note (optional) */
+    unsigned auto_bit; /* ZT_AUTO_*: "auto" resolves from the run, not the default */
 } zt_key;
 
 /* A scheduler zerotrain implements, with its params table. */
@@ -114,9 +131,23 @@ typedef struct {
     int line;
 } zt_key_line;
 
-/* One parse: where messages and notes go, the command-line values, and the
- * line of every key in the text. */
+/* Every error of one parse: recorded as found, reported together. */
+#define ZT_CONFIG_MAX_ERRORS 32
 typedef struct {
+    int line; /* of the key in the file; 0: none (sorted last) */
+    zt_status st;
+    char msg[600], hint[300];
+} zt_config_error;
+
+typedef struct {
+    int n;       /* errors found (more than ZT_CONFIG_MAX_ERRORS are counted only) */
+    zt_config_error e[ZT_CONFIG_MAX_ERRORS];
+} zt_config_errors;
+
+/* One parse: where messages and notes go, the command-line values, the
+ * line of every key in the text, and the errors found. */
+typedef struct {
+    zt_config_errors *errs; /* NULL: none collected (zt_config_err only fails) */
     const char *name; /* file name for messages */
     zt_config *cfg;
     zt_config_overrides ov;
@@ -146,6 +177,12 @@ extern const zt_key zt_config_data_types_keys[];
 extern const size_t zt_config_n_data_types_keys;
 extern const zt_key zt_config_csv_keys[];
 extern const size_t zt_config_n_csv_keys;
+extern const zt_key zt_config_flops_keys[];
+extern const size_t zt_config_n_flops_keys;
+extern const zt_key zt_config_comms_keys[];
+extern const size_t zt_config_n_comms_keys;
+extern const zt_key zt_config_checkpoint_keys[];
+extern const size_t zt_config_n_checkpoint_keys;
 extern const zt_key zt_config_wandb_keys[];
 extern const size_t zt_config_n_wandb_keys;
 extern const zt_key zt_config_comet_keys[];
@@ -194,15 +231,33 @@ void zt_config_copy(char *dst, size_t size, const char *src);
 /* out (ZT_PATH_MAX) = parent.key, or key at the top level. */
 void zt_config_join(char *out, const char *parent, const char *key);
 /* Fails with `st`: "file:line: path: what", the line being that of path's key
- * when the index has it; path NULL: "file: what". */
+ * when the index has it; path NULL: "file: what". The error is also recorded
+ * in c->errs. */
 __attribute__((format(printf, 5, 6))) zt_status
 zt_config_err(const zt_ctx *c, zt_status st, const char *path, const char *hint,
               const char *fmt, ...);
 /* Adds a note to cfg->notes (the last slot says that further notes were omitted). */
 __attribute__((format(printf, 2, 3))) void zt_config_note(zt_config *cfg, const char *fmt, ...);
+/* A note that says "warning: ..." (printed as a warning). */
+__attribute__((format(printf, 2, 3))) void zt_config_warn(zt_config *cfg, const char *fmt, ...);
+
+/* The error collector. add: one error at `line` (0: none); take: the failure
+ * zt_fail just recorded, when st != ZT_OK and nothing was added since the
+ * collector held `n_before` errors (a failure that did not go through
+ * zt_config_err); report: ZT_OK when empty, one error as it was recorded,
+ * several as one message headed "`name`: N errors:" with a line each (and its
+ * hint), sorted by line. */
+void zt_config_errors_add(zt_config_errors *e, int line, zt_status st, const char *msg,
+                          const char *hint);
+void zt_config_errors_take(zt_config_errors *e, zt_status st, int n_before);
+zt_status zt_config_errors_report(const zt_config_errors *e, const char *name);
+/* Duplicate keys found in the key line index, each an error. */
+void zt_config_duplicate_keys(const zt_ctx *c);
 zt_status zt_config_strip_hjson(const zt_ctx *c, char *s);
 void zt_config_index_keys(zt_ctx *c, const char *s);
-/* The comment-free text as a JSON object (*root; the caller decrefs). */
+/* The comment-free text as a JSON object (*root; the caller decrefs).
+ * Duplicate keys are left to zt_config_duplicate_keys (jansson keeps the
+ * last). */
 zt_status zt_config_load_json(const zt_ctx *c, const char *text, json_t **root);
 
 /* ------------------------------------------------------------------ read.c */
@@ -220,7 +275,6 @@ zt_status zt_config_read_real(const zt_ctx *c, const char *path, const json_t *v
                               double hi, bool positive, double *out);
 zt_status zt_config_read_choice(const zt_ctx *c, const char *path, const json_t *v,
                                 const char *const *names, size_t n, bool nocase, size_t *idx);
-const char *zt_config_closest(const char *word, const char *const *cands, size_t n);
 const zt_key *zt_config_find_key(const zt_key *keys, size_t n, const char *name);
 bool zt_config_feature_on(const json_t *v);
 void zt_config_record_unbuilt(zt_config *cfg, const char *path);
@@ -236,6 +290,7 @@ void zt_config_defaults(zt_config *cfg);
 zt_status zt_config_parse_zero(const zt_ctx *c, json_t *root);
 zt_status zt_config_parse_precision(const zt_ctx *c, json_t *root);
 zt_status zt_config_parse_misc_sections(const zt_ctx *c, json_t *root);
+zt_status zt_config_parse_monitors(const zt_ctx *c, json_t *root); /* parse_monitor.c */
 zt_status zt_config_parse_top_strings(const zt_ctx *c, json_t *root);
 zt_status zt_config_parse_optimizer(const zt_ctx *c, json_t *root);
 zt_status zt_config_parse_scheduler(const zt_ctx *c, json_t *root);
@@ -244,5 +299,8 @@ zt_status zt_config_parse_scheduler(const zt_ctx *c, json_t *root);
 
 zt_status zt_config_resolve_batch(const zt_ctx *c, json_t *root); /* resolve.c */
 zt_status zt_config_cross_checks(const zt_ctx *c);                /* check.c */
+/* zt_config_check_supported's refusals into `errs`; with values_clean false
+ * only those that depend on no value (the unbuilt sections). check.c */
+void zt_config_refusals(const zt_config *cfg, zt_config_errors *errs, bool values_clean);
 
 #endif

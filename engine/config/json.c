@@ -3,7 +3,8 @@
  * context's messages. Comments and trailing commas are blanked (newlines
  * kept) and the line of every key is indexed, so that errors (zt_config_err)
  * cite the user's line numbers; duplicate keys name the key and its path.
- * Notes (zt_config_note) and the JSON path helpers live here too.
+ * Every error is recorded in the parse's collector and reported together at
+ * the end. Notes (zt_config_note) and the JSON path helpers live here too.
  */
 #include "engine/config/config_impl.h"
 
@@ -62,15 +63,19 @@ zt_config_err(const zt_ctx *c, zt_status st, const char *path, const char *hint,
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
+    int line = path ? zt_line_of(c, path) : 0;
     if (!path)
-        return zt_fail(st, hint, "%s: %s", c->name, what);
-    int line = zt_line_of(c, path);
-    if (line > 0)
-        return zt_fail(st, hint, "%s:%d: %s: %s", c->name, line, path, what);
-    return zt_fail(st, hint, "%s: %s: %s", c->name, path, what);
+        zt_fail(st, hint, "%s: %s", c->name, what);
+    else if (line > 0)
+        zt_fail(st, hint, "%s:%d: %s: %s", c->name, line, path, what);
+    else
+        zt_fail(st, hint, "%s: %s: %s", c->name, path, what);
+    if (c->errs)
+        zt_config_errors_add(c->errs, line, st, zt_status_message(), zt_status_hint());
+    return st;
 }
 
-__attribute__((format(printf, 2, 3))) void zt_config_note(zt_config *cfg, const char *fmt, ...)
+static void zt_note_v(zt_config *cfg, const char *prefix, const char *fmt, va_list ap)
 {
     if (cfg->n_notes >= ZT_CONFIG_MAX_NOTES)
         return;
@@ -79,10 +84,89 @@ __attribute__((format(printf, 2, 3))) void zt_config_note(zt_config *cfg, const 
         snprintf(slot, ZT_CONFIG_NOTE_LEN, "(further config notes omitted)");
         return;
     }
+    size_t n = strlen(prefix);
+    memcpy(slot, prefix, n + 1);
+    vsnprintf(slot + n, ZT_CONFIG_NOTE_LEN - n, fmt, ap);
+}
+
+__attribute__((format(printf, 2, 3))) void zt_config_note(zt_config *cfg, const char *fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(slot, ZT_CONFIG_NOTE_LEN, fmt, ap);
+    zt_note_v(cfg, "", fmt, ap);
     va_end(ap);
+}
+
+__attribute__((format(printf, 2, 3))) void zt_config_warn(zt_config *cfg, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    zt_note_v(cfg, "warning: ", fmt, ap);
+    va_end(ap);
+}
+
+/* ------------------------------------------------------------------ error collector */
+
+void zt_config_errors_add(zt_config_errors *e, int line, zt_status st, const char *msg,
+                          const char *hint)
+{
+    if (e->n < ZT_CONFIG_MAX_ERRORS) {
+        zt_config_error *x = &e->e[e->n];
+        x->line = line;
+        x->st = st;
+        zt_config_copy(x->msg, sizeof x->msg, msg);
+        zt_config_copy(x->hint, sizeof x->hint, hint ? hint : "");
+    }
+    e->n++;
+}
+
+void zt_config_errors_take(zt_config_errors *e, zt_status st, int n_before)
+{
+    if (st != ZT_OK && e->n == n_before)
+        zt_config_errors_add(e, 0, st, zt_status_message(), zt_status_hint());
+}
+
+zt_status zt_config_errors_report(const zt_config_errors *e, const char *name)
+{
+    if (e->n == 0)
+        return ZT_OK;
+    if (e->n == 1)
+        return zt_fail(e->e[0].st, e->e[0].hint[0] ? e->e[0].hint : NULL, "%s", e->e[0].msg);
+    int kept = e->n < ZT_CONFIG_MAX_ERRORS ? e->n : ZT_CONFIG_MAX_ERRORS;
+    int order[ZT_CONFIG_MAX_ERRORS] = {0};
+    for (int i = 0; i < kept; i++)
+        order[i] = i;
+    /* Insertion sort by line (stable): the file read top to bottom; errors
+     * without a line (between keys) come last. */
+    for (int i = 1; i < kept; i++) {
+        int v = order[i], j = i;
+        int lv = e->e[v].line > 0 ? e->e[v].line : 1 << 30;
+        while (j > 0 && (e->e[order[j - 1]].line > 0 ? e->e[order[j - 1]].line : 1 << 30) > lv) {
+            order[j] = order[j - 1];
+            j--;
+        }
+        order[j] = v;
+    }
+    char text[7168];
+    size_t len = (size_t)snprintf(text, sizeof text, "%s: %d errors:", name, e->n);
+    int shown = 0;
+    for (; shown < kept && len + 16 < sizeof text; shown++) {
+        const zt_config_error *x = &e->e[order[shown]];
+        size_t need = strlen(x->msg) + strlen(x->hint) + 16;
+        if (len + need + 48 >= sizeof text)
+            break;
+        len += (size_t)snprintf(text + len, sizeof text - len, "\n  %s", x->msg);
+        if (x->hint[0])
+            len += (size_t)snprintf(text + len, sizeof text - len, "\n      hint: %s", x->hint);
+    }
+    if (shown < e->n)
+        snprintf(text + len, sizeof text - len, "\n  ... and %d more", e->n - shown);
+    zt_status st = e->e[order[0]].st;
+    for (int i = 0; i < kept; i++)
+        if (e->e[i].st == ZT_ERR_CONFIG)
+            st = ZT_ERR_CONFIG;
+    return zt_fail(st, "fix every line above: zerotrain lists all errors of a config in one run",
+                   "%s", text);
 }
 
 /* ------------------------------------------------------------------ text preparation */
@@ -238,43 +322,54 @@ void zt_config_index_keys(zt_ctx *c, const char *s)
     }
 }
 
-static zt_status zt_duplicate_key_error(const zt_ctx *c, const json_error_t *err)
+/* How many times the index holds the first `len` characters of a path as a
+ * path of its own. */
+static int zt_index_count(const zt_ctx *c, const char *path, size_t len)
 {
-    /* jansson: "duplicate object key near '"stage"'" */
-    char key[128] = "";
-    const char *t = strstr(err->text, "near '\"");
-    if (t) {
-        t += strlen("near '\"");
-        size_t n = 0;
-        while (t[n] && t[n] != '"' && n + 1 < sizeof key) {
-            key[n] = t[n];
-            n++;
-        }
-        key[n] = '\0';
-    }
-    const char *where = NULL;
-    size_t klen = strlen(key);
-    for (size_t i = 0; i < c->n_lines && !where; i++) {
+    int n = 0;
+    for (size_t i = 0; i < c->n_lines; i++)
+        n += strlen(c->lines[i].path) == len && strncmp(c->lines[i].path, path, len) == 0;
+    return n;
+}
+
+/* A path the index recorded twice is a duplicate key. Keys inside arrays
+ * ("x[].k") are skipped: two array elements may hold the same key; so are
+ * keys inside a duplicated object (the object is the one error). */
+void zt_config_duplicate_keys(const zt_ctx *c)
+{
+    for (size_t i = 0; i < c->n_lines; i++) {
         const char *p = c->lines[i].path;
-        size_t plen = strlen(p);
-        bool tail = plen >= klen && strcmp(p + plen - klen, key) == 0 &&
-                    (plen == klen || p[plen - klen - 1] == '.');
-        if (c->lines[i].line == err->line && tail)
-            where = p;
+        if (strstr(p, "[]"))
+            continue;
+        bool inside_dup = false;
+        for (const char *d = strchr(p, '.'); d && !inside_dup; d = strchr(d + 1, '.'))
+            inside_dup = zt_index_count(c, p, (size_t)(d - p)) > 1;
+        if (inside_dup)
+            continue;
+        size_t first = i;
+        for (size_t k = 0; k < i && first == i; k++)
+            if (strcmp(c->lines[k].path, p) == 0)
+                first = k;
+        if (first == i)
+            continue;
+        const char *dot = strrchr(p, '.');
+        char what[ZT_PATH_MAX + 128];
+        snprintf(what, sizeof what,
+                 "%s:%d: Duplicate keys in DeepSpeed config: ['%s'] (%s is given twice, first "
+                 "at line %d)",
+                 c->name, c->lines[i].line, dot ? dot + 1 : p, p, c->lines[first].line);
+        zt_fail(ZT_ERR_CONFIG, "remove one of the two", "%s", what);
+        if (c->errs)
+            zt_config_errors_add(c->errs, c->lines[i].line, ZT_ERR_CONFIG, what,
+                                 "remove one of the two");
     }
-    return zt_fail(ZT_ERR_CONFIG, "remove one of the two",
-                   "%s:%d:%d: Duplicate keys in DeepSpeed config: ['%s']%s%s%s", c->name,
-                   err->line, err->column, key, where ? " (" : "", where ? where : "",
-                   where ? " is given twice)" : "");
 }
 
 zt_status zt_config_load_json(const zt_ctx *c, const char *text, json_t **root)
 {
     json_error_t err;
-    *root = json_loads(text, JSON_REJECT_DUPLICATES, &err);
+    *root = json_loads(text, 0, &err);
     if (!*root) {
-        if (json_error_code(&err) == json_error_duplicate_key)
-            return zt_duplicate_key_error(c, &err);
         return zt_fail(ZT_ERR_CONFIG, ZT_SYNTAX_HINT, "%s:%d:%d: %s", c->name, err.line,
                        err.column, err.text);
     }

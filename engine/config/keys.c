@@ -56,7 +56,7 @@ const zt_key zt_config_top_keys[] = {
     {ZT_K("torch_autocast", ZT_FEATURE, ZT_NONE)},
     {ZT_K("sparse_attention", ZT_FEATURE, ZT_NONE)},
     {ZT_K("sparse_gradients", ZT_FEATURE, ZT_NONE)},
-    {ZT_K("flops_profiler", ZT_FEATURE, ZT_NONE)},
+    {ZT_K("flops_profiler", ZT_CUSTOM, ZT_NONE)},
     {ZT_K("autotuning", ZT_FEATURE, ZT_NONE)},
     {ZT_K("elasticity", ZT_FEATURE, ZT_NONE)},
     {ZT_K("pipeline", ZT_FEATURE, ZT_NONE)},
@@ -66,12 +66,12 @@ const zt_key zt_config_top_keys[] = {
     {ZT_K("progressive_layer_drop", ZT_FEATURE, ZT_NONE)},
     {ZT_K("eigenvalue", ZT_FEATURE, ZT_NONE)},
     {ZT_K("quantize_training", ZT_FEATURE, ZT_NONE)},
-    {ZT_K("checkpoint", ZT_FEATURE, ZT_NONE)},
+    {ZT_K("checkpoint", ZT_CUSTOM, ZT_NONE)},
     {ZT_K("data_types", ZT_CUSTOM, ZT_NONE)},
     {ZT_K("aio", ZT_FEATURE, ZT_NONE)},
     {ZT_K("nebula", ZT_FEATURE, ZT_NONE)},
     {ZT_K("hybrid_engine", ZT_FEATURE, ZT_NONE)},
-    {ZT_K("comms_logger", ZT_FEATURE, ZT_NONE)},
+    {ZT_K("comms_logger", ZT_CUSTOM, ZT_NONE)},
     {ZT_K("weight_quantization", ZT_FEATURE, ZT_NONE)},
     {ZT_K("compile", ZT_FEATURE, ZT_NONE)},
     {ZT_K("tensor_parallel", ZT_FEATURE, ZT_NONE)},
@@ -89,7 +89,8 @@ const zt_key zt_config_zero_keys[] = {
     {ZT_K("stage", ZT_INT, ZZ(stage)), .lo = 0, .hi = 3},
     {ZT_K("contiguous_gradients", ZT_BOOL, ZZ(contiguous_gradients))},
     {ZT_K("reduce_scatter", ZT_BOOL, ZZ(reduce_scatter))},
-    {ZT_K("reduce_bucket_size", ZT_I64, ZZ(reduce_bucket_size)), ZT_NONNEG},
+    {ZT_K("reduce_bucket_size", ZT_I64, ZZ(reduce_bucket_size)), ZT_NONNEG,
+     .auto_bit = ZT_AUTO_REDUCE_BUCKET},
     {ZT_K("use_multi_rank_bucket_allreduce", ZT_BOOL, ZZ(use_multi_rank_bucket_allreduce))},
     {ZT_K("allgather_partitions", ZT_BOOL, ZZ(allgather_partitions))},
     {ZT_K("allgather_bucket_size", ZT_I64, ZZ(allgather_bucket_size)), ZT_NONNEG},
@@ -104,13 +105,13 @@ const zt_key zt_config_zero_keys[] = {
     {ZT_K("cpu_offload_use_pin_memory", ZT_CUSTOM, ZT_NONE)},
     {ZT_K("cpu_offload", ZT_CUSTOM, ZT_NONE)},
     {ZT_K("stage3_prefetch_bucket_size", ZT_I64, ZZ(stage3_prefetch_bucket_size)), ZT_NONNEG,
-     .alias = "prefetch_bucket_size"},
+     .alias = "prefetch_bucket_size", .auto_bit = ZT_AUTO_PREFETCH},
     {ZT_K("prefetch_bucket_size", ZT_I64, ZZ(stage3_prefetch_bucket_size)), ZT_NONNEG,
-     .alias = "stage3_prefetch_bucket_size"},
+     .alias = "stage3_prefetch_bucket_size", .auto_bit = ZT_AUTO_PREFETCH},
     {ZT_K("stage3_param_persistence_threshold", ZT_I64, ZZ(stage3_param_persistence_threshold)),
-     ZT_NONNEG, .alias = "param_persistence_threshold"},
+     ZT_NONNEG, .alias = "param_persistence_threshold", .auto_bit = ZT_AUTO_PERSISTENCE},
     {ZT_K("param_persistence_threshold", ZT_I64, ZZ(stage3_param_persistence_threshold)),
-     ZT_NONNEG, .alias = "stage3_param_persistence_threshold"},
+     ZT_NONNEG, .alias = "stage3_param_persistence_threshold", .auto_bit = ZT_AUTO_PERSISTENCE},
     {ZT_K("stage3_model_persistence_threshold", ZT_I64, ZZ(stage3_model_persistence_threshold)),
      ZT_NONNEG, .alias = "model_persistence_threshold"},
     {ZT_K("model_persistence_threshold", ZT_I64, ZZ(stage3_model_persistence_threshold)),
@@ -191,7 +192,7 @@ const size_t zt_config_n_offload_param_keys = ZT_LEN(zt_config_offload_param_key
 
 #define ZF(f) ZT_OFF(zt_fp16_config, f)
 const zt_key zt_config_fp16_keys[] = {
-    {ZT_K("enabled", ZT_BOOL, ZF(enabled))},
+    {ZT_K("enabled", ZT_CUSTOM, ZT_NONE)}, /* "auto" takes --fp16 (parse.c) */
     {ZT_K("auto_cast", ZT_BOOL, ZT_NONE), .flags = ZT_NO_EFFECT,
      .why = "the models' inputs are token ids or fp32 data that the first unit reads in "
             "fp32: there is nothing to cast"},
@@ -209,7 +210,7 @@ const size_t zt_config_n_fp16_keys = ZT_LEN(zt_config_fp16_keys);
 
 #define ZB(f) ZT_OFF(zt_bf16_config, f)
 const zt_key zt_config_bf16_keys[] = {
-    {ZT_K("enabled", ZT_BOOL, ZB(enabled))},
+    {ZT_K("enabled", ZT_CUSTOM, ZT_NONE)}, /* "auto" takes --bf16 (parse.c) */
     {ZT_K("immediate_grad_update", ZT_BOOL, ZT_NONE), .flags = ZT_NO_EFFECT,
      .why = "it only chooses when DeepSpeed's bf16 optimizer moves each gradient into its "
             "accumulator, not what is accumulated"},
@@ -225,9 +226,8 @@ const zt_key zt_config_act_ckpt_keys[] = {
     {ZT_K("partition_activations", ZT_BOOL, ZA(partition_activations)), .flags = ZT_NO_EFFECT,
      .why = "it splits checkpoints across tensor-parallel ranks; without tensor parallelism "
             "each rank's activations are its own"},
-    {ZT_K("contiguous_memory_optimization", ZT_BOOL, ZA(contiguous_memory_optimization)),
-     .flags = ZT_NO_EFFECT,
-     .why = "checkpoints are already one contiguous buffer per boundary"},
+    /* Without number_checkpoints it checkpoints every unit (parse.c). */
+    {ZT_K("contiguous_memory_optimization", ZT_BOOL, ZA(contiguous_memory_optimization))},
     {ZT_K("cpu_checkpointing", ZT_BOOL, ZA(cpu_checkpointing))},
     {ZT_K("number_checkpoints", ZT_I64, ZA(number_checkpoints)), .lo = 1, .hi = INFINITY,
      .flags = ZT_NULLABLE},
@@ -243,8 +243,8 @@ const zt_key zt_config_data_types_keys[] = {
 };
 const size_t zt_config_n_data_types_keys = ZT_LEN(zt_config_data_types_keys);
 
-/* Monitors share zt_csv_monitor_config: the csv one is kept, the others are
- * read into scratch only to learn whether they are enabled. */
+/* csv_monitor and tensorboard share zt_csv_monitor_config; wandb, comet and
+ * trackio are read into scratch only to learn whether they are enabled. */
 #define ZM(f) ZT_OFF(zt_csv_monitor_config, f)
 const zt_key zt_config_csv_keys[] = {
     {ZT_K("enabled", ZT_BOOL, ZM(enabled))},
@@ -253,6 +253,42 @@ const zt_key zt_config_csv_keys[] = {
     {ZT_K("job_name", ZT_STR, ZM(job_name)), .size = ZT_CAP(zt_csv_monitor_config, job_name)},
 };
 const size_t zt_config_n_csv_keys = ZT_LEN(zt_config_csv_keys);
+
+#define ZFP(f) ZT_OFF(zt_flops_profiler_config, f)
+const zt_key zt_config_flops_keys[] = {
+    {ZT_K("enabled", ZT_BOOL, ZFP(enabled))},
+    {ZT_K("recompute_fwd_factor", ZT_REAL, ZFP(recompute_fwd_factor)), ZT_NONNEG},
+    {ZT_K("profile_step", ZT_I64, ZFP(profile_step)), ZT_NONNEG},
+    {ZT_K("module_depth", ZT_I64, ZFP(module_depth)), .lo = -1, .hi = INFINITY},
+    {ZT_K("top_modules", ZT_I64, ZFP(top_modules)), .lo = 1, .hi = INFINITY},
+    {ZT_K("detailed", ZT_BOOL, ZFP(detailed))},
+    {ZT_K("output_file", ZT_STR, ZFP(output_file)),
+     .size = ZT_CAP(zt_flops_profiler_config, output_file), .flags = ZT_NULLABLE},
+};
+const size_t zt_config_n_flops_keys = ZT_LEN(zt_config_flops_keys);
+
+#define ZCL(f) ZT_OFF(zt_comms_logger_config, f)
+const zt_key zt_config_comms_keys[] = {
+    {ZT_K("enabled", ZT_BOOL, ZCL(enabled))},
+    {ZT_K("verbose", ZT_BOOL, ZCL(verbose))},
+    {ZT_K("prof_all", ZT_BOOL, ZCL(prof_all))},
+    {ZT_K("debug", ZT_BOOL, ZCL(debug)), .flags = ZT_NO_EFFECT,
+     .why = "it names each operation's Python caller, and zerotrain's callers are C functions "
+            "of the stage that runs"},
+    {ZT_K("prof_ops", ZT_CUSTOM, ZT_NONE)},
+};
+const size_t zt_config_n_comms_keys = ZT_LEN(zt_config_comms_keys);
+
+/* DeepSpeed's checkpoint section: how its own save and load behave. Read to
+ * be checked, then ignored with a warning (parse_monitor.c). */
+const zt_key zt_config_checkpoint_keys[] = {
+    {ZT_K("tag_validation", ZT_CUSTOM, ZT_NONE)},
+    {ZT_K("load_universal", ZT_BOOL, ZT_NONE)},
+    {ZT_K("use_node_local_storage", ZT_BOOL, ZT_NONE)},
+    {ZT_K("parallel_write", ZT_CUSTOM, ZT_NONE)},
+    {ZT_K("writer", ZT_CUSTOM, ZT_NONE)},
+};
+const size_t zt_config_n_checkpoint_keys = ZT_LEN(zt_config_checkpoint_keys);
 
 const zt_key zt_config_wandb_keys[] = {
     {ZT_K("enabled", ZT_BOOL, ZM(enabled))},
@@ -338,7 +374,8 @@ const size_t zt_config_n_scheduler_keys = ZT_LEN(zt_config_scheduler_keys);
 static const zt_key zt_warmup_lr_keys[] = {
     {ZT_K("warmup_min_lr", ZT_REAL, ZS(warmup_min_lr)), ZT_NONNEG},
     {ZT_K("warmup_max_lr", ZT_CUSTOM, ZT_NONE)},
-    {ZT_K("warmup_num_steps", ZT_I64, ZS(warmup_num_steps)), ZT_NONNEG},
+    {ZT_K("warmup_num_steps", ZT_I64, ZS(warmup_num_steps)), ZT_NONNEG,
+     .auto_bit = ZT_AUTO_WARMUP_STEPS},
     {ZT_K("warmup_type", ZT_CUSTOM, ZT_NONE)},
     {ZT_K("last_batch_iteration", ZT_CUSTOM, ZT_NONE)},
 };
@@ -347,7 +384,8 @@ static const zt_key zt_warmup_decay_keys[] = {
     {ZT_K("total_num_steps", ZT_CUSTOM, ZT_NONE)},
     {ZT_K("warmup_min_lr", ZT_REAL, ZS(warmup_min_lr)), ZT_NONNEG},
     {ZT_K("warmup_max_lr", ZT_CUSTOM, ZT_NONE)},
-    {ZT_K("warmup_num_steps", ZT_I64, ZS(warmup_num_steps)), ZT_NONNEG},
+    {ZT_K("warmup_num_steps", ZT_I64, ZS(warmup_num_steps)), ZT_NONNEG,
+     .auto_bit = ZT_AUTO_WARMUP_STEPS},
     {ZT_K("warmup_type", ZT_CUSTOM, ZT_NONE)},
     {ZT_K("last_batch_iteration", ZT_CUSTOM, ZT_NONE)},
 };
@@ -355,7 +393,8 @@ static const zt_key zt_warmup_decay_keys[] = {
 static const zt_key zt_warmup_cosine_keys[] = {
     {ZT_K("total_num_steps", ZT_CUSTOM, ZT_NONE)},
     {ZT_K("warmup_min_ratio", ZT_REAL, ZS(warmup_min_ratio)), ZT_NONNEG},
-    {ZT_K("warmup_num_steps", ZT_I64, ZS(warmup_num_steps)), ZT_NONNEG},
+    {ZT_K("warmup_num_steps", ZT_I64, ZS(warmup_num_steps)), ZT_NONNEG,
+     .auto_bit = ZT_AUTO_WARMUP_STEPS},
     {ZT_K("cos_min_ratio", ZT_REAL, ZS(cos_min_ratio)), ZT_NONNEG},
     {ZT_K("warmup_type", ZT_CUSTOM, ZT_NONE)},
     {ZT_K("last_batch_iteration", ZT_CUSTOM, ZT_NONE)},
@@ -451,6 +490,13 @@ const zt_section_ref zt_config_sections[] = {
     {"activation_checkpointing", zt_config_act_ckpt_keys, ZT_LEN(zt_config_act_ckpt_keys)},
     {"data_types", zt_config_data_types_keys, ZT_LEN(zt_config_data_types_keys)},
     {"csv_monitor", zt_config_csv_keys, ZT_LEN(zt_config_csv_keys)},
+    {"tensorboard", zt_config_csv_keys, ZT_LEN(zt_config_csv_keys)},
+    {"wandb", zt_config_wandb_keys, ZT_LEN(zt_config_wandb_keys)},
+    {"comet", zt_config_comet_keys, ZT_LEN(zt_config_comet_keys)},
+    {"trackio", zt_config_trackio_keys, ZT_LEN(zt_config_trackio_keys)},
+    {"flops_profiler", zt_config_flops_keys, ZT_LEN(zt_config_flops_keys)},
+    {"comms_logger", zt_config_comms_keys, ZT_LEN(zt_config_comms_keys)},
+    {"checkpoint", zt_config_checkpoint_keys, ZT_LEN(zt_config_checkpoint_keys)},
     {"timers", zt_config_timers_keys, ZT_LEN(zt_config_timers_keys)},
     {"timers.throughput", zt_config_throughput_keys, ZT_LEN(zt_config_throughput_keys)},
 };

@@ -1,9 +1,10 @@
 /*
  * config load: the entry points of config.h. A text is stripped of hjson,
  * indexed, loaded by jansson, then parsed section by section, the batch
- * resolved and the sections cross-checked; a file is read whole first
- * (through engine/path, so a FIFO or a device cannot block it). The load_*
- * forms add the support check.
+ * resolved and the sections cross-checked, every error collected and
+ * reported together; a file is read whole first (through engine/path, so a
+ * FIFO or a device cannot block it). The load_* forms add the support
+ * check.
  */
 #include "engine/config/config_impl.h"
 
@@ -13,24 +14,42 @@
 
 #include "engine/path.h"
 
-static zt_status zt_parse_root(zt_ctx *c, json_t *root)
+/* Every section is read whatever the others did; each error was recorded
+ * where it was found (zt_config_errors_take catches one that was not). The checks
+ * between values run only on values that all read cleanly. */
+static void zt_parse_root(zt_ctx *c, json_t *root)
 {
-    ZT_TRY(zt_config_parse_keys(c, root, "", zt_config_top_keys, zt_config_n_top_keys, c->cfg));
-    ZT_TRY(zt_config_parse_zero(c, root));
-    ZT_TRY(zt_config_parse_top_strings(c, root));
-    ZT_TRY(zt_config_parse_precision(c, root));
-    ZT_TRY(zt_config_parse_optimizer(c, root));
-    ZT_TRY(zt_config_parse_scheduler(c, root));
-    ZT_TRY(zt_config_parse_misc_sections(c, root));
-    ZT_TRY(zt_config_resolve_batch(c, root));
-    return zt_config_cross_checks(c);
+    zt_config_errors *e = c->errs;
+    int n = e->n;
+    zt_config_errors_take(e, zt_config_parse_keys(c, root, "", zt_config_top_keys,
+                                                  zt_config_n_top_keys, c->cfg), n);
+    n = e->n;
+    zt_config_errors_take(e, zt_config_parse_zero(c, root), n);
+    n = e->n;
+    zt_config_errors_take(e, zt_config_parse_top_strings(c, root), n);
+    n = e->n;
+    zt_config_errors_take(e, zt_config_parse_precision(c, root), n);
+    n = e->n;
+    zt_config_errors_take(e, zt_config_parse_optimizer(c, root), n);
+    n = e->n;
+    zt_config_errors_take(e, zt_config_parse_scheduler(c, root), n);
+    n = e->n;
+    zt_config_errors_take(e, zt_config_parse_misc_sections(c, root), n);
+    n = e->n;
+    zt_config_errors_take(e, zt_config_parse_monitors(c, root), n);
+    n = e->n;
+    zt_config_errors_take(e, zt_config_resolve_batch(c, root), n);
+    n = e->n;
+    if (n == 0)
+        zt_config_errors_take(e, zt_config_cross_checks(c), n);
 }
 
-zt_status zt_config_parse_string(const char *text, const char *name,
-                                 const zt_config_overrides *ov, int world_size,
-                                 zt_config *out)
+/* Parses into `out`, recording every error in `errs`; ZT_OK or the status of
+ * a failure that ends the parse at once (unreadable JSON, no memory). */
+static zt_status zt_parse_text(const char *text, const char *name, const zt_config_overrides *ov,
+                               int world_size, zt_config *out, zt_config_errors *errs)
 {
-    zt_ctx c = {.name = name ? name : "config", .cfg = out, .world_size = world_size};
+    zt_ctx c = {.errs = errs, .name = name, .cfg = out, .world_size = world_size};
     zt_config_defaults(out);
     if (ov)
         c.ov = *ov;
@@ -50,27 +69,57 @@ zt_status zt_config_parse_string(const char *text, const char *name,
         zt_config_index_keys(&c, clean);
         st = zt_config_load_json(&c, clean, &root);
     }
-    if (st == ZT_OK)
-        st = zt_parse_root(&c, root);
+    if (st == ZT_OK) {
+        zt_config_duplicate_keys(&c);
+        zt_parse_root(&c, root);
+    }
     json_decref(root);
     free(clean);
     zt_config_ctx_free(&c);
     return st;
 }
 
+zt_status zt_config_parse_string(const char *text, const char *name,
+                                 const zt_config_overrides *ov, int world_size,
+                                 zt_config *out)
+{
+    /* The collector is large: off the stack. */
+    zt_config_errors *errs = calloc(1, sizeof *errs);
+    if (!errs)
+        return zt_fail(ZT_ERR_OOM, NULL, "no memory to parse a config");
+    name = name ? name : "config";
+    zt_status st = zt_parse_text(text, name, ov, world_size, out, errs);
+    if (st == ZT_OK)
+        st = zt_config_errors_report(errs, name);
+    free(errs);
+    return st;
+}
+
+/* As zt_config_parse_string, and then the refusals of what this build cannot
+ * run, all reported together with the parse's errors. */
 zt_status zt_config_load_string(const char *text, const char *name,
                                 const zt_config_overrides *ov, int world_size,
                                 zt_config *out)
 {
-    ZT_TRY(zt_config_parse_string(text, name, ov, world_size, out));
-    zt_status st = zt_config_check_supported(out);
-    if (st == ZT_OK)
-        return ZT_OK;
-    /* The check sees only the parsed config: put the file name in front. */
-    char msg[1536], hint[1024];
-    snprintf(msg, sizeof msg, "%s", zt_status_message());
-    snprintf(hint, sizeof hint, "%s", zt_status_hint());
-    return zt_fail(st, hint, "%s: %s", name ? name : "config", msg);
+    zt_config_errors *errs = calloc(1, sizeof *errs);
+    if (!errs)
+        return zt_fail(ZT_ERR_OOM, NULL, "no memory to parse a config");
+    name = name ? name : "config";
+    zt_status st = zt_parse_text(text, name, ov, world_size, out, errs);
+    if (st == ZT_OK) {
+        /* The refusals see only the parsed config: their messages get the
+         * file's name in front, as the parse's have it. */
+        int n = errs->n;
+        zt_config_refusals(out, errs, n == 0);
+        for (int i = n; i < errs->n && i < ZT_CONFIG_MAX_ERRORS; i++) {
+            char msg[sizeof errs->e[i].msg];
+            snprintf(msg, sizeof msg, "%s: %s", name, errs->e[i].msg);
+            memcpy(errs->e[i].msg, msg, sizeof msg);
+        }
+        st = zt_config_errors_report(errs, name);
+    }
+    free(errs);
+    return st;
 }
 
 /* The whole file as a NUL-terminated string (caller frees). A pipe with a

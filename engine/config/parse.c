@@ -1,8 +1,9 @@
 /*
  * config parse: DeepSpeed's defaults and the section parsers: zero_optimization
- * (offload, deprecated names), fp16 / bf16, activation_checkpointing,
- * data_types, timers, the monitors and the top-level strings. The optimizer and
- * scheduler sections are in parse_optim.c.
+ * (offload, deprecated names), fp16 / bf16 (with --fp16 / --bf16),
+ * activation_checkpointing, data_types, timers and the top-level strings. The
+ * optimizer and scheduler sections are in parse_optim.c, the monitors and
+ * profilers in parse_monitor.c.
  */
 #include "engine/config/config_impl.h"
 
@@ -82,6 +83,14 @@ void zt_config_defaults(zt_config *cfg)
     cfg->activation_checkpointing.number_checkpoints = -1;
     cfg->activation_checkpoint_interval = -1;
     snprintf(cfg->csv_monitor.job_name, sizeof cfg->csv_monitor.job_name, "DeepSpeedJobName");
+    snprintf(cfg->tensorboard.job_name, sizeof cfg->tensorboard.job_name, "DeepSpeedJobName");
+
+    zt_flops_profiler_config *fp = &cfg->flops_profiler;
+    fp->profile_step = 1;
+    fp->module_depth = -1;
+    fp->top_modules = 1;
+    fp->detailed = true;
+    cfg->comms_logger.prof_all = true;
 }
 
 void zt_config_overrides_init(zt_config_overrides *ov)
@@ -89,6 +98,7 @@ void zt_config_overrides_init(zt_config_overrides *ov)
     ov->train_batch_size = ov->micro_batch_size = ov->gradient_accumulation_steps = -1;
     ov->lr = -1.0;
     ov->activation_checkpoint_interval = -1;
+    ov->fp16 = ov->bf16 = ov->strict = false;
 }
 
 /* ------------------------------------------------------------------ zero_optimization */
@@ -290,11 +300,41 @@ zt_status zt_config_parse_zero(const zt_ctx *c, json_t *root)
 
 /* ------------------------------------------------------------------ fp16 / bf16 */
 
+/* `section`.enabled: the config's value, else the command-line flag (HF: "auto"
+ * is the flag's value, false without it). An explicit false contradicts the flag. */
+static zt_status zt_parse_enabled(const zt_ctx *c, json_t *obj, const char *section, bool flag,
+                                  const char *flag_name, bool *enabled)
+{
+    char kp[ZT_PATH_MAX];
+    zt_config_join(kp, section, "enabled");
+    json_t *v = obj ? json_object_get(obj, "enabled") : NULL;
+    if (v && !zt_config_is_auto(v)) {
+        ZT_TRY(zt_config_read_bool(c, kp, v, enabled));
+        if (flag && !*enabled) {
+            char hint[96];
+            snprintf(hint, sizeof hint, "drop %s, or write \"enabled\": \"auto\" to take it",
+                     flag_name);
+            return zt_config_err(c, ZT_ERR_CONFIG, kp, hint,
+                                 "false in the config contradicts %s on the command line",
+                                 flag_name);
+        }
+        return ZT_OK;
+    }
+    *enabled = flag;
+    if (v)
+        zt_config_note(c->cfg, "%s \"auto\" -> %s (%s%s)", kp, flag ? "true" : "false",
+                       flag ? "" : "no ", flag_name);
+    else if (flag)
+        zt_config_note(c->cfg, "%s not in config -> true (%s)", kp, flag_name);
+    return ZT_OK;
+}
+
 zt_status zt_config_parse_precision(const zt_ctx *c, json_t *root)
 {
     zt_config *cfg = c->cfg;
     json_t *obj;
     ZT_TRY(zt_config_section(c, root, "", "fp16", &obj));
+    ZT_TRY(zt_parse_enabled(c, obj, "fp16", c->ov.fp16, "--fp16", &cfg->fp16.enabled));
     if (obj)
         ZT_TRY(zt_config_parse_keys(c, obj, "fp16", zt_config_fp16_keys, zt_config_n_fp16_keys,
                                     &cfg->fp16));
@@ -310,6 +350,7 @@ zt_status zt_config_parse_precision(const zt_ctx *c, json_t *root)
     /* "bfloat16" is DeepSpeed's older name; both together were refused above. */
     const char *bname = json_object_get(root, "bfloat16") ? "bfloat16" : "bf16";
     ZT_TRY(zt_config_section(c, root, "", bname, &obj));
+    ZT_TRY(zt_parse_enabled(c, obj, bname, c->ov.bf16, "--bf16", &cfg->bf16.enabled));
     if (obj)
         ZT_TRY(zt_config_parse_keys(c, obj, bname, zt_config_bf16_keys, zt_config_n_bf16_keys,
                                     &cfg->bf16));
@@ -321,39 +362,6 @@ zt_status zt_config_parse_precision(const zt_ctx *c, json_t *root)
 }
 
 /* ------------------------------------------------------------------ smaller sections */
-
-static zt_status zt_parse_monitors(const zt_ctx *c, json_t *root)
-{
-    /* Not static: the key counts are defined in keys.c, so not constants here. */
-    const struct {
-        const char *name;
-        const zt_key *keys;
-        size_t n;
-    } others[] = {
-        {"tensorboard", zt_config_csv_keys, zt_config_n_csv_keys},
-        {"wandb", zt_config_wandb_keys, zt_config_n_wandb_keys},
-        {"comet", zt_config_comet_keys, zt_config_n_comet_keys},
-        {"trackio", zt_config_trackio_keys, zt_config_n_trackio_keys},
-    };
-    json_t *obj;
-    ZT_TRY(zt_config_section(c, root, "", "csv_monitor", &obj));
-    if (obj)
-        ZT_TRY(zt_config_parse_keys(c, obj, "csv_monitor", zt_config_csv_keys, zt_config_n_csv_keys,
-                                    &c->cfg->csv_monitor));
-    for (size_t i = 0; i < ZT_LEN(others); i++) {
-        zt_csv_monitor_config scratch = {0};
-        ZT_TRY(zt_config_section(c, root, "", others[i].name, &obj));
-        if (!obj)
-            continue;
-        ZT_TRY(zt_config_parse_keys(c, obj, others[i].name, others[i].keys, others[i].n, &scratch));
-        if (scratch.enabled) {
-            char path[ZT_PATH_MAX];
-            zt_config_join(path, others[i].name, "enabled");
-            zt_config_record_unbuilt(c->cfg, path);
-        }
-    }
-    return ZT_OK;
-}
 
 /* DeepSpeed's checkpointing.configure asserts, and the command-line interval. */
 static zt_status zt_check_act_ckpt(const zt_ctx *c)
@@ -368,12 +376,18 @@ static zt_status zt_check_act_ckpt(const zt_ctx *c)
             "contiguous_memory_optimization",
             "Contiguous Checkpointing is only available with partitioned activations. "
             "Set partitioned activations to true in deepspeed config");
-    if (a->contiguous_memory_optimization && a->number_checkpoints < 1)
-        return zt_config_err(
-            c, ZT_ERR_CONFIG, cmo,
-            "set activation_checkpointing.number_checkpoints, or remove "
-            "contiguous_memory_optimization",
-            "Must specify the number of layers with contiguous memory checkpointing");
+    /* DeepSpeed asserts "Must specify the number of layers with contiguous
+     * memory checkpointing"; Megatron-style callers pass their layer count,
+     * which here is one checkpoint per unit. */
+    if (a->contiguous_memory_optimization && a->number_checkpoints < 1) {
+        cfg->activation_checkpointing.number_checkpoints_from_model = true;
+        zt_config_note(cfg, "activation_checkpointing.number_checkpoints not given with "
+                            "contiguous_memory_optimization -> the model's unit count (as "
+                            "Megatron passes its layer count): every unit is checkpointed");
+    } else if (a->contiguous_memory_optimization) {
+        zt_config_note(cfg, "%s has no effect in zerotrain: checkpoints are already one "
+                            "contiguous buffer per boundary", cmo);
+    }
     const int64_t interval = c->ov.activation_checkpoint_interval;
     if (interval < -1)
         return zt_config_err(
@@ -386,10 +400,14 @@ static zt_status zt_check_act_ckpt(const zt_ctx *c)
         zt_config_note(cfg, "activation_checkpointing.number_checkpoints %lld: the command-line "
                             "checkpoint interval %lld takes precedence",
                        (long long)a->number_checkpoints, (long long)interval);
+    else if (interval >= 0 && a->number_checkpoints_from_model)
+        zt_config_note(cfg, "activation_checkpointing: the command-line checkpoint interval %lld "
+                            "takes precedence over one checkpoint per unit",
+                       (long long)interval);
     return ZT_OK;
 }
 
-zt_status zt_config_parse_misc_sections(const zt_ctx *c, json_t *root)
+static zt_status zt_parse_act_ckpt(const zt_ctx *c, json_t *root)
 {
     zt_config *cfg = c->cfg;
     json_t *obj;
@@ -399,7 +417,13 @@ zt_status zt_config_parse_misc_sections(const zt_ctx *c, json_t *root)
         ZT_TRY(zt_config_parse_keys(c, obj, "activation_checkpointing", zt_config_act_ckpt_keys,
                                     zt_config_n_act_ckpt_keys, &cfg->activation_checkpointing));
     }
-    ZT_TRY(zt_check_act_ckpt(c));
+    return zt_check_act_ckpt(c);
+}
+
+static zt_status zt_parse_data_types_timers(const zt_ctx *c, json_t *root)
+{
+    zt_config *cfg = c->cfg;
+    json_t *obj;
     ZT_TRY(zt_config_section(c, root, "", "data_types", &obj));
     if (obj) {
         static const char *const dtypes[] = {"fp32", "fp16", "bf16"};
@@ -424,7 +448,15 @@ zt_status zt_config_parse_misc_sections(const zt_ctx *c, json_t *root)
             ZT_TRY(zt_config_parse_keys(c, tp, "timers.throughput", zt_config_throughput_keys,
                                         zt_config_n_throughput_keys, cfg));
     }
-    return zt_parse_monitors(c, root);
+    return ZT_OK;
+}
+
+/* Each section is read even when another failed (every error is recorded). */
+zt_status zt_config_parse_misc_sections(const zt_ctx *c, json_t *root)
+{
+    zt_status a = zt_parse_act_ckpt(c, root);
+    zt_status b = zt_parse_data_types_timers(c, root);
+    return a != ZT_OK ? a : b;
 }
 
 static void zt_lower_copy(char *dst, size_t size, const char *src)

@@ -10,6 +10,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "engine/spell.h"
+
 /* ------------------------------------------------------------------ optimizer */
 
 static bool zt_in_list(const char *s, const char *const *list, size_t n, bool nocase)
@@ -201,7 +203,7 @@ zt_status zt_config_parse_optimizer(const zt_ctx *c, json_t *root)
 
     const char *cands[] = {"Adam", "AdamW", "SGD", "Lamb", "OneBitAdam", "ZeroOneAdam",
                            "OneBitLamb", "Adagrad", "Lion", "Muon"};
-    const char *close = zt_config_closest(name, cands, ZT_LEN(cands));
+    const char *close = zt_spell_closest(name, cands, ZT_LEN(cands));
     char suggestion[64] = "";
     if (close)
         snprintf(suggestion, sizeof suggestion, "; did you mean `%s`?", close);
@@ -220,7 +222,8 @@ static zt_status zt_required_param(const zt_ctx *c, json_t *params, const char *
     if (v && !json_is_null(v) && !zt_config_is_auto(v))
         return ZT_OK;
     char hint[128];
-    snprintf(hint, sizeof hint, "add \"%s\" to scheduler.params", key);
+    snprintf(hint, sizeof hint, "add \"%s\" to scheduler.params%s", key,
+             strcmp(key, "total_num_steps") == 0 ? " (\"auto\" takes the run's length)" : "");
     return zt_config_err(c, ZT_ERR_CONFIG, params ? "scheduler.params" : "scheduler", hint,
                          "%s is required by %s%s", key, sched,
                          zt_config_is_auto(v) ? " (\"auto\" cannot be resolved: it has no default)"
@@ -267,12 +270,19 @@ static zt_status zt_parse_sched_params(const zt_ctx *c, json_t *params, const zt
                                    &s->warmup_max_lr));
     }
     if (zt_config_find_key(e->keys, e->n_keys, "total_num_steps")) {
-        ZT_TRY(zt_required_param(c, params, "total_num_steps", e->name, &v));
-        ZT_TRY(zt_config_read_int(c, "scheduler.params.total_num_steps", v, 0, INFINITY,
-                                  &s->total_num_steps));
-        if (s->total_num_steps < s->warmup_num_steps)
-            zt_config_note(cfg, "total_num_steps %lld is less than warmup_num_steps %lld",
-                           (long long)s->total_num_steps, (long long)s->warmup_num_steps);
+        v = params ? json_object_get(params, "total_num_steps") : NULL;
+        if (zt_config_is_auto(v)) {
+            /* HF: the run's number of training steps (zt_config_resolve_run). */
+            cfg->auto_pending |= ZT_AUTO_TOTAL_STEPS;
+        } else {
+            ZT_TRY(zt_required_param(c, params, "total_num_steps", e->name, &v));
+            ZT_TRY(zt_config_read_int(c, "scheduler.params.total_num_steps", v, 0, INFINITY,
+                                      &s->total_num_steps));
+            if (!(cfg->auto_pending & ZT_AUTO_WARMUP_STEPS) &&
+                s->total_num_steps < s->warmup_num_steps)
+                zt_config_note(cfg, "total_num_steps %lld is less than warmup_num_steps %lld",
+                               (long long)s->total_num_steps, (long long)s->warmup_num_steps);
+        }
     }
     if (e->type == ZT_SCHED_ONE_CYCLE) {
         ZT_TRY(zt_required_param(c, params, "cycle_min_lr", e->name, &v));
@@ -325,7 +335,7 @@ zt_status zt_config_parse_scheduler(const zt_ctx *c, json_t *root)
         return zt_config_err(c, ZT_ERR_UNSUPPORTED, "scheduler.type", hint,
                              "torch scheduler %s is not implemented yet", name);
     if (!e) {
-        const char *close = zt_config_closest(name, names, ZT_LEN(names));
+        const char *close = zt_spell_closest(name, names, ZT_LEN(names));
         char suggestion[64] = "";
         if (close)
             snprintf(suggestion, sizeof suggestion, "; did you mean `%s`?", close);

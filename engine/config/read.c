@@ -6,12 +6,13 @@
  */
 #include "engine/config/config_impl.h"
 
-#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+
+#include "engine/spell.h"
 
 /* ------------------------------------------------------------------ values */
 
@@ -226,48 +227,6 @@ static void zt_format_stored(const zt_key *k, const void *dst, char *buf, size_t
 
 /* ------------------------------------------------------------------ unknown keys */
 
-static size_t zt_edit_distance(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    size_t row[64];
-    if (la >= ZT_LEN(row) || lb >= ZT_LEN(row))
-        return (size_t)-1;
-    for (size_t j = 0; j <= lb; j++)
-        row[j] = j;
-    for (size_t i = 1; i <= la; i++) {
-        size_t diag = row[0];
-        row[0] = i;
-        for (size_t j = 1; j <= lb; j++) {
-            size_t up = row[j];
-            size_t cost = tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]);
-            size_t best = diag + cost;
-            if (up + 1 < best)
-                best = up + 1;
-            if (row[j - 1] + 1 < best)
-                best = row[j - 1] + 1;
-            row[j] = best;
-            diag = up;
-        }
-    }
-    return row[lb];
-}
-
-/* The candidate within max(2, len/3) edits of `word`, closest first. */
-const char *zt_config_closest(const char *word, const char *const *cands, size_t n)
-{
-    size_t limit = strlen(word) / 3 > 2 ? strlen(word) / 3 : 2;
-    const char *best = NULL;
-    size_t best_d = limit + 1;
-    for (size_t i = 0; i < n; i++) {
-        size_t d = zt_edit_distance(word, cands[i]);
-        if (d < best_d) {
-            best_d = d;
-            best = cands[i];
-        }
-    }
-    return best;
-}
-
 const zt_key *zt_config_find_key(const zt_key *keys, size_t n, const char *name)
 {
     for (size_t i = 0; i < n; i++)
@@ -284,7 +243,7 @@ static zt_status zt_unknown_key(const zt_ctx *c, const char *kp, const char *nam
     for (size_t i = 0; i < m; i++)
         names[i] = keys[i].name;
     char suggestion[ZT_PATH_MAX + 32] = "";
-    const char *close = zt_config_closest(name, names, m);
+    const char *close = zt_spell_closest(name, names, m);
     if (close) {
         snprintf(suggestion, sizeof suggestion, "; did you mean `%s`?", close);
     } else {
@@ -333,53 +292,71 @@ bool zt_config_feature_on(const json_t *v)
 
 void zt_config_record_unbuilt(zt_config *cfg, const char *path)
 {
-    if (!cfg->unbuilt_feature[0])
-        zt_config_copy(cfg->unbuilt_feature, sizeof cfg->unbuilt_feature, path);
+    if (cfg->n_unbuilt < ZT_CONFIG_MAX_UNBUILT) {
+        zt_config_copy(cfg->unbuilt[cfg->n_unbuilt], sizeof cfg->unbuilt[0], path);
+        cfg->n_unbuilt++;
+    }
+}
+
+/* One key of a section through its table entry (parse_keys' loop body). */
+static zt_status zt_parse_key(const zt_ctx *c, json_t *obj, const char *path, const char *name,
+                              json_t *v, const zt_key *keys, size_t n, void *base)
+{
+    char kp[ZT_PATH_MAX];
+    zt_config_join(kp, path, name);
+    const zt_key *k = zt_config_find_key(keys, n, name);
+    if (!k)
+        return zt_unknown_key(c, kp, name, path, keys, n);
+    if (k->alias && !zt_config_is_auto(v) && zt_config_given(obj, k->alias)) {
+        char other[ZT_PATH_MAX];
+        zt_config_join(other, path, k->alias);
+        return zt_config_err(c, ZT_ERR_CONFIG, kp, "keep one of them",
+                             "`%s` and `%s` name the same setting; give only one", kp, other);
+    }
+    if (k->kind == ZT_CUSTOM)
+        return ZT_OK;
+    void *dst = k->off == ZT_NONE ? NULL : (char *)base + k->off;
+    if (zt_config_is_auto(v) && k->auto_bit) {
+        c->cfg->auto_pending |= k->auto_bit; /* zt_config_resolve_run fills and notes it */
+        return ZT_OK;
+    }
+    if (zt_config_is_auto(v)) {
+        char val[80] = "";
+        if (dst)
+            zt_format_stored(k, dst, val, sizeof val);
+        zt_config_note(c->cfg, "%s \"auto\" -> %s%s", kp, dst ? val : "default",
+                       dst ? " (default)" : "");
+        return ZT_OK;
+    }
+    if (json_is_null(v) && (k->flags & ZT_NULLABLE))
+        return ZT_OK;
+    if (k->kind == ZT_FEATURE) {
+        if (zt_config_feature_on(v))
+            zt_config_record_unbuilt(c->cfg, kp);
+        return ZT_OK;
+    }
+    ZT_TRY(zt_read_key(c, kp, k, v, dst));
+    if (k->flags & ZT_NO_EFFECT)
+        zt_config_note(c->cfg, "%s has no effect in zerotrain%s%s", kp, k->why ? ": " : "",
+                       k->why ? k->why : "");
+    return ZT_OK;
 }
 
 /* Reads every key of `obj` through `keys` into `base`; unknown keys, wrong
- * types and two spellings of one setting are errors. */
+ * types and two spellings of one setting are errors. Every key is read (each
+ * error recorded); the first error's status is returned. */
 zt_status zt_config_parse_keys(const zt_ctx *c, json_t *obj, const char *path,
                                const zt_key *keys, size_t n, void *base)
 {
     const char *name;
     json_t *v;
+    zt_status first = ZT_OK;
     json_object_foreach(obj, name, v) {
-        char kp[ZT_PATH_MAX];
-        zt_config_join(kp, path, name);
-        const zt_key *k = zt_config_find_key(keys, n, name);
-        if (!k)
-            return zt_unknown_key(c, kp, name, path, keys, n);
-        if (k->alias && !zt_config_is_auto(v) && zt_config_given(obj, k->alias)) {
-            char other[ZT_PATH_MAX];
-            zt_config_join(other, path, k->alias);
-            return zt_config_err(c, ZT_ERR_CONFIG, kp, "keep one of them",
-                                 "`%s` and `%s` name the same setting; give only one", kp, other);
-        }
-        if (k->kind == ZT_CUSTOM)
-            continue;
-        void *dst = k->off == ZT_NONE ? NULL : (char *)base + k->off;
-        if (zt_config_is_auto(v)) {
-            char val[80] = "";
-            if (dst)
-                zt_format_stored(k, dst, val, sizeof val);
-            zt_config_note(c->cfg, "%s \"auto\" -> %s%s", kp, dst ? val : "default",
-                           dst ? " (default)" : "");
-            continue;
-        }
-        if (json_is_null(v) && (k->flags & ZT_NULLABLE))
-            continue;
-        if (k->kind == ZT_FEATURE) {
-            if (zt_config_feature_on(v))
-                zt_config_record_unbuilt(c->cfg, kp);
-            continue;
-        }
-        ZT_TRY(zt_read_key(c, kp, k, v, dst));
-        if (k->flags & ZT_NO_EFFECT)
-            zt_config_note(c->cfg, "%s has no effect in zerotrain%s%s", kp, k->why ? ": " : "",
-                           k->why ? k->why : "");
+        zt_status st = zt_parse_key(c, obj, path, name, v, keys, n, base);
+        if (first == ZT_OK)
+            first = st;
     }
-    return ZT_OK;
+    return first;
 }
 
 /* obj[key] as an object, or NULL when absent or null. */

@@ -2,6 +2,8 @@
  * config resolve: the batch triple. Command-line values fill missing or "auto"
  * fields, then DeepSpeed's derivation with the real world size makes
  * train_batch_size = micro batch per rank * accumulation steps * world size.
+ * And the "auto" values that need the model or the run length, filled once
+ * the caller knows them (zt_config_resolve_run), as HF's finalize does.
  */
 #include "engine/config/config_impl.h"
 
@@ -150,5 +152,123 @@ zt_status zt_config_resolve_batch(const zt_ctx *c, json_t *root)
     cfg->train_batch_size = tb.v;
     cfg->micro_batch_size = mb.v;
     cfg->gradient_accumulation_steps = gas.v;
+    return ZT_OK;
+}
+
+/* ------------------------------------------------------------------ "auto" from the run */
+
+static const struct {
+    unsigned bit;
+    const char *path;
+} zt_auto_paths[] = {
+    {ZT_AUTO_REDUCE_BUCKET, "zero_optimization.reduce_bucket_size"},
+    {ZT_AUTO_PREFETCH, "zero_optimization.stage3_prefetch_bucket_size"},
+    {ZT_AUTO_PERSISTENCE, "zero_optimization.stage3_param_persistence_threshold"},
+    {ZT_AUTO_TOTAL_STEPS, "scheduler.params.total_num_steps"},
+    {ZT_AUTO_WARMUP_STEPS, "scheduler.params.warmup_num_steps"},
+};
+
+const char *zt_config_pending_auto(const zt_config *cfg)
+{
+    for (size_t i = 0; i < ZT_LEN(zt_auto_paths); i++)
+        if (cfg->auto_pending & zt_auto_paths[i].bit)
+            return zt_auto_paths[i].path;
+    return NULL;
+}
+
+/* HF's finalize from the hidden size H (integrations/deepspeed.py). */
+static void zt_resolve_hidden(zt_config *cfg, int64_t h)
+{
+    zt_zero_config *z = &cfg->zero;
+    const bool stage3 = z->stage == 3;
+    int64_t hh = h <= INT64_C(3037000499) ? h * h : INT64_MAX; /* sqrt(2^63) */
+    if (cfg->auto_pending & ZT_AUTO_REDUCE_BUCKET) {
+        z->reduce_bucket_size = hh;
+        zt_config_note(cfg, "zero_optimization.reduce_bucket_size \"auto\" -> %lld (hidden size "
+                            "%lld squared, as HF)",
+                       (long long)hh, (long long)h);
+    }
+    if ((cfg->auto_pending & ZT_AUTO_PREFETCH) && z->stage3_allgather_sequential) {
+        zt_config_note(cfg, "zero_optimization.stage3_prefetch_bucket_size \"auto\" -> 1 "
+                            "(stage3_allgather_sequential)");
+    } else if ((cfg->auto_pending & ZT_AUTO_PREFETCH) && stage3) {
+        z->stage3_prefetch_bucket_size = (int64_t)(0.9 * (double)h * (double)h);
+        zt_config_note(cfg, "zero_optimization.stage3_prefetch_bucket_size \"auto\" -> %lld "
+                            "(int(0.9 x %lld^2), as HF)",
+                       (long long)z->stage3_prefetch_bucket_size, (long long)h);
+    } else if (cfg->auto_pending & ZT_AUTO_PREFETCH) {
+        zt_config_note(cfg, "zero_optimization.stage3_prefetch_bucket_size \"auto\" -> %lld "
+                            "(default: not stage 3)",
+                       (long long)z->stage3_prefetch_bucket_size);
+    }
+    if ((cfg->auto_pending & ZT_AUTO_PERSISTENCE) && stage3) {
+        z->stage3_param_persistence_threshold = 10 * h;
+        zt_config_note(cfg, "zero_optimization.stage3_param_persistence_threshold \"auto\" -> "
+                            "%lld (10 x hidden size %lld, as HF)",
+                       (long long)z->stage3_param_persistence_threshold, (long long)h);
+    } else if (cfg->auto_pending & ZT_AUTO_PERSISTENCE) {
+        zt_config_note(cfg, "zero_optimization.stage3_param_persistence_threshold \"auto\" -> "
+                            "%lld (default: not stage 3)",
+                       (long long)z->stage3_param_persistence_threshold);
+    }
+    cfg->auto_pending &= ~(unsigned)(ZT_AUTO_REDUCE_BUCKET | ZT_AUTO_PREFETCH | ZT_AUTO_PERSISTENCE);
+}
+
+/* HF's finalize from the number of training steps (v5's warmup_steps rule). */
+static void zt_resolve_steps(zt_config *cfg, int64_t total, double warmup)
+{
+    zt_sched_config *s = &cfg->scheduler;
+    if (cfg->auto_pending & ZT_AUTO_TOTAL_STEPS) {
+        s->total_num_steps = total;
+        zt_config_note(cfg, "scheduler.params.total_num_steps \"auto\" -> %lld (the run's steps)",
+                       (long long)total);
+    }
+    if (cfg->auto_pending & ZT_AUTO_WARMUP_STEPS) {
+        if (warmup < 0) {
+            s->warmup_num_steps = 0;
+            zt_config_note(cfg, "scheduler.params.warmup_num_steps \"auto\" -> 0 (HF's default "
+                                "warmup_steps; --warmup-steps sets it)");
+        } else if (warmup >= 1) {
+            s->warmup_num_steps = (int64_t)warmup;
+            zt_config_note(cfg, "scheduler.params.warmup_num_steps \"auto\" -> %lld "
+                                "(--warmup-steps)",
+                           (long long)s->warmup_num_steps);
+        } else {
+            s->warmup_num_steps = (int64_t)ceil((double)total * warmup);
+            zt_config_note(cfg, "scheduler.params.warmup_num_steps \"auto\" -> %lld "
+                                "(ceil(%lld steps x --warmup-steps %g))",
+                           (long long)s->warmup_num_steps, (long long)total, warmup);
+        }
+    }
+    bool has_total = s->type == ZT_SCHED_WARMUP_DECAY_LR || s->type == ZT_SCHED_WARMUP_COSINE_LR;
+    if (has_total && (cfg->auto_pending & (ZT_AUTO_TOTAL_STEPS | ZT_AUTO_WARMUP_STEPS)) &&
+        s->total_num_steps < s->warmup_num_steps)
+        zt_config_note(cfg, "total_num_steps %lld is less than warmup_num_steps %lld",
+                       (long long)s->total_num_steps, (long long)s->warmup_num_steps);
+    cfg->auto_pending &= ~(unsigned)(ZT_AUTO_TOTAL_STEPS | ZT_AUTO_WARMUP_STEPS);
+}
+
+zt_status zt_config_resolve_run(zt_config *cfg, const zt_config_run *run, const char *name)
+{
+    name = name ? name : "config";
+    const unsigned hidden_bits = ZT_AUTO_REDUCE_BUCKET | ZT_AUTO_PREFETCH | ZT_AUTO_PERSISTENCE;
+    if ((cfg->auto_pending & hidden_bits) && run->hidden_size <= 0) {
+        zt_config_errors errs = {0};
+        for (size_t i = 0; i < ZT_LEN(zt_auto_paths); i++)
+            if (cfg->auto_pending & hidden_bits & zt_auto_paths[i].bit)
+                zt_config_errors_take(
+                    &errs,
+                    zt_fail(ZT_ERR_CONFIG, "give the value in the config",
+                            "%s: %s \"auto\" needs the model's hidden size, which is unknown "
+                            "(HF: \"The model's config file has neither `hidden_size` nor "
+                            "`hidden_sizes` entry\")",
+                            name, zt_auto_paths[i].path),
+                    errs.n);
+        return zt_config_errors_report(&errs, name);
+    }
+    if (cfg->auto_pending & hidden_bits)
+        zt_resolve_hidden(cfg, run->hidden_size);
+    if (run->total_steps >= 0)
+        zt_resolve_steps(cfg, run->total_steps, run->warmup_steps);
     return ZT_OK;
 }

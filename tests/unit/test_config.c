@@ -304,42 +304,56 @@ static void test_load_file(void **state)
 static void test_notes_capped(void **state)
 {
     (void)state;
-    /* 33 "auto" values, one note each */
-    char json[4096];
-    int n = snprintf(json, sizeof json, "{" MB1 ", \"zero_optimization\": {");
-    const char *keys[] = {"reduce_bucket_size",
-                          "allgather_bucket_size",
-                          "sub_group_size",
-                          "contiguous_gradients",
-                          "reduce_scatter",
-                          "allgather_partitions",
-                          "load_from_fp32_weights",
-                          "elastic_checkpoint",
-                          "round_robin_gradients",
-                          "ignore_unused_parameters",
-                          "zero_hpz_partition_size",
-                          "zero_quantized_weights",
-                          "zero_quantized_gradients",
-                          "mics_shard_size",
-                          "stage3_prefetch_bucket_size",
-                          "stage3_param_persistence_threshold",
-                          "stage3_model_persistence_threshold",
-                          "stage3_max_live_parameters",
-                          "stage3_max_reuse_distance",
-                          "use_multi_rank_bucket_allreduce"};
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
-        n += snprintf(json + n, sizeof json - (size_t)n, "%s\"%s\": \"auto\"", i ? ", " : "",
-                      keys[i]);
-    n += snprintf(
-        json + n, sizeof json - (size_t)n,
-        "}, \"fp16\": {\"enabled\": \"auto\", "
-        "\"auto_cast\": \"auto\", \"loss_scale\": \"auto\", \"initial_scale_power\": \"auto\", "
-        "\"loss_scale_window\": \"auto\", \"hysteresis\": \"auto\", "
-        "\"consecutive_hysteresis\": \"auto\", \"min_loss_scale\": \"auto\"}, "
-        "\"bf16\": {\"enabled\": \"auto\", \"immediate_grad_update\": \"auto\", "
-        "\"check_grad_overflow\": \"auto\", \"bf16_optimizer_states\": \"auto\", "
-        "\"bf16_master_weights_and_grads\": \"auto\"}}");
+    /* More "auto" values than note slots, one note each. */
+    static const struct {
+        const char *section;
+        const char *keys[24];
+    } autos[] = {
+        {"zero_optimization",
+         {"allgather_bucket_size", "sub_group_size", "contiguous_gradients", "reduce_scatter",
+          "allgather_partitions", "load_from_fp32_weights", "elastic_checkpoint",
+          "round_robin_gradients", "ignore_unused_parameters", "zero_hpz_partition_size",
+          "zero_quantized_weights", "zero_quantized_gradients", "mics_shard_size",
+          "stage3_model_persistence_threshold", "stage3_max_live_parameters",
+          "stage3_max_reuse_distance", "use_multi_rank_bucket_allreduce"}},
+        {"fp16",
+         {"enabled", "auto_cast", "loss_scale", "initial_scale_power", "loss_scale_window",
+          "hysteresis", "consecutive_hysteresis", "min_loss_scale"}},
+        {"bf16",
+         {"enabled", "immediate_grad_update", "check_grad_overflow", "bf16_optimizer_states",
+          "bf16_master_weights_and_grads"}},
+        {"flops_profiler",
+         {"enabled", "recompute_fwd_factor", "profile_step", "module_depth", "top_modules",
+          "detailed", "output_file"}},
+        {"comms_logger", {"enabled", "verbose", "prof_all", "debug"}},
+        {"csv_monitor", {"enabled", "output_path", "job_name"}},
+        {"tensorboard", {"enabled", "output_path", "job_name"}},
+        {"activation_checkpointing",
+         {"partition_activations", "cpu_checkpointing", "number_checkpoints",
+          "synchronize_checkpoint_boundary", "profile"}},
+        {"", {"steps_per_print", "gradient_clipping", "prescale_gradients",
+              "gradient_predivide_factor", "wall_clock_breakdown", "memory_breakdown"}},
+    };
+    char json[8192];
+    int n = snprintf(json, sizeof json, "{" MB1);
+    int count = 0;
+    for (size_t s = 0; s < sizeof autos / sizeof autos[0]; s++) {
+        if (autos[s].section[0])
+            n += snprintf(json + n, sizeof json - (size_t)n, ", \"%s\": {", autos[s].section);
+        for (size_t k = 0; k < 24 && autos[s].keys[k]; k++, count++)
+            n += snprintf(json + n, sizeof json - (size_t)n, "%s\"%s\": \"auto\"",
+                          k == 0 && autos[s].section[0] ? "" : ", ", autos[s].keys[k]);
+        if (autos[s].section[0])
+            n += snprintf(json + n, sizeof json - (size_t)n, "}");
+    }
+    n += snprintf(json + n, sizeof json - (size_t)n,
+                  ", \"data_types\": {\"grad_accum_dtype\": \"auto\"}, \"optimizer\": "
+                  "{\"type\": \"Adam\", \"params\": {\"lr\": \"auto\", \"betas\": \"auto\", "
+                  "\"eps\": \"auto\", \"weight_decay\": \"auto\", \"bias_correction\": \"auto\", "
+                  "\"adam_w_mode\": \"auto\", \"set_grad_none\": \"auto\"}}}");
+    count += 8;
     assert_true((size_t)n < sizeof json);
+    assert_true(count > ZT_CONFIG_MAX_NOTES);
     assert_int_equal(parse(json), ZT_OK);
     assert_int_equal(cfg.n_notes, ZT_CONFIG_MAX_NOTES);
     assert_string_equal(cfg.notes[ZT_CONFIG_MAX_NOTES - 1], "(further config notes omitted)");

@@ -195,8 +195,13 @@ static void test_scheduler_decay_and_cosine(void **state)
                  ZT_ERR_CONFIG, "total_num_steps is required by WarmupDecayLR");
     assert_fails("{" MB1 ", \"scheduler\": {\"type\": \"WarmupDecayLR\"}}", ZT_ERR_CONFIG,
                  "total_num_steps is required by WarmupDecayLR");
-    assert_fails("{" MB1 ", \"scheduler\": {\"type\": \"WarmupDecayLR\", \"params\": "
-                 "{\"total_num_steps\": \"auto\"}}}",
+    /* "auto" waits for the run length (test_config_auto.c) */
+    assert_int_equal(parse("{" MB1 ", \"scheduler\": {\"type\": \"WarmupDecayLR\", \"params\": "
+                           "{\"total_num_steps\": \"auto\"}}}"),
+                     ZT_OK);
+    assert_int_equal(cfg.auto_pending, ZT_AUTO_TOTAL_STEPS);
+    assert_fails("{" MB1 ", \"scheduler\": {\"type\": \"OneCycle\", \"params\": "
+                 "{\"cycle_min_lr\": \"auto\", \"cycle_max_lr\": 0.1}}}",
                  ZT_ERR_CONFIG, "\"auto\" cannot be resolved");
     assert_int_equal(parse("{" MB1 ", \"scheduler\": {\"type\": \"WarmupDecayLR\", \"params\": "
                            "{\"total_num_steps\": 100, \"warmup_num_steps\": 10}}}"),
