@@ -34,4 +34,7 @@ int cmd_from_checkpoint(int argc, char **argv);
  * flags' model arguments must be resolved). */
 zt_status cmd_data_load(zt_data *d, cmd_train_flags *f);
 
+/* A config's notes for the summary, "  note: ..." or "  warning: ...". */
+void cmd_print_notes(const zt_config *cfg);
+
 #endif

@@ -50,6 +50,15 @@ int cmd_estimate(zt_world *w, const cmd_train_flags *f)
     zt_model model;
     zt_estimate est;
     st = zt_model_build(&args, &model);
+    /* The hidden size fills HF's "auto" bucket and persistence sizes; nothing
+     * trains, so step counts stay "auto" (they change no memory). */
+    if (st == ZT_OK) {
+        zt_config_run run = {.hidden_size = model.hidden_size, .total_steps = -1,
+                             .warmup_steps = -1};
+        st = zt_config_resolve_run(&cfg, &run, f->config_path);
+        if (st != ZT_OK)
+            zt_model_free(&model);
+    }
     if (st == ZT_OK) {
         st = zt_estimate_run(&est, &cfg, &model, num_gpus, num_nodes);
         if (st != ZT_OK)
@@ -60,8 +69,7 @@ int cmd_estimate(zt_world *w, const cmd_train_flags *f)
     st = ZT_OK;
     if (w->rank == 0) {
         zt_estimate_print(&est, stdout);
-        for (int i = 0; i < cfg.n_notes; i++)
-            printf("  note: %s\n", cfg.notes[i]);
+        cmd_print_notes(&cfg);
         fflush(stdout);
         if (f->report_path)
             st = zt_estimate_write_json(&est, f->report_path);

@@ -14,6 +14,7 @@
 #include "data/synthetic.h"
 #include "engine/backend.h"
 #include "engine/comm/comm.h"
+#include "engine/spell.h"
 #include "engine/train/estimate.h"
 #include "models/registry.h"
 
@@ -197,6 +198,28 @@ static int parse_inject(const char *name, const char *val, void *dst)
     return 0;
 }
 
+/* HF's warmup_steps: a step count (>= 1) or a fraction of the run (< 1). */
+static int parse_warmup(const char *name, const char *val, void *dst)
+{
+    cmd_train_flags *f = dst;
+    if (!flags_f64(val, &f->warmup_steps) || (f->warmup_steps >= 1 &&
+                                              f->warmup_steps != floor(f->warmup_steps)))
+        return cmd_usage_error("%s wants a step count (an integer >= 1) or a fraction of the "
+                               "run in [0, 1), not '%s'",
+                               name, val);
+    return 0;
+}
+
+/* DeepSpeed's launcher passes --local_rank to every process; mpirun already
+ * told each rank where it runs. */
+static int parse_local_rank(const char *name, const char *val, void *dst)
+{
+    cmd_train_flags *f = dst;
+    if (!flags_i64(val, 0, INT32_MAX, &f->local_rank))
+        return flags_bad_value(name, val);
+    return 0;
+}
+
 static int parse_hardware(const char *name, const char *val, void *dst)
 {
     cmd_train_flags *f = dst;
@@ -222,8 +245,18 @@ static int parse_hardware(const char *name, const char *val, void *dst)
 
 static const cmd_flag train_flags[] = {
     {"--config", "--deepspeed_config", "FILE",
-     "DeepSpeed JSON config (comments and trailing commas\nallowed)", FLAG_STRING,
+     "DeepSpeed JSON config (comments and trailing commas\nallowed; docs/config.md)", FLAG_STRING,
      T(config_path), 0, 0, 0, NULL, NULL, FOR_ALL, "Run"},
+    {"--deepspeed", NULL, "[FILE]",
+     "HF's --deepspeed FILE: the same as --config FILE;\n"
+     "without FILE (DeepSpeed's switch) it does nothing",
+     FLAG_OPTIONAL, T(deepspeed), T(deepspeed_path), 0, 0, NULL, NULL, FOR_ALL, NULL},
+    {"--strict", NULL, NULL,
+     "refuse config sections zerotrain only warns about\n"
+     "(wandb, comet, trackio, checkpoint)",
+     FLAG_SWITCH, T(ov.strict), 0, 0, 0, NULL, NULL, FOR_ALL, NULL},
+    CUSTOM("--local_rank", "N", parse_local_rank,
+           "accepted for DeepSpeed's launcher and ignored: mpirun\nplaces the ranks"),
     CUSTOM("--model", "NAME", parse_model, "mlp, gptlite or classifier"),
     {"--data", NULL, "PATH",
      "gptlite: a text file (e.g. tiny shakespeare's\n"
@@ -248,6 +281,13 @@ static const cmd_flag train_flags[] = {
         "fills train_micro_batch_size_per_gpu"),
     INT("--gradient-accumulation-steps", "N", T(ov.gradient_accumulation_steps), 1,
         "fills gradient_accumulation_steps"),
+    {"--fp16", NULL, NULL, "HF's --fp16: fp16.enabled \"auto\" (or missing) is true",
+     FLAG_SWITCH, T(ov.fp16), 0, 0, 0, NULL, NULL, FOR_ALL, NULL},
+    {"--bf16", NULL, NULL, "HF's --bf16: bf16.enabled \"auto\" (or missing) is true",
+     FLAG_SWITCH, T(ov.bf16), 0, 0, 0, NULL, NULL, FOR_ALL, NULL},
+    CUSTOM("--warmup-steps", "X", parse_warmup,
+           "HF's warmup_steps for warmup_num_steps \"auto\": steps\n"
+           "(>= 1) or a fraction of the run (< 1; default 0)"),
     INT("--activation-checkpoint-interval", "K", T(ov.activation_checkpoint_interval), 0,
         "keep the input of every K-th unit and recompute the\n"
         "units in between during backward (0: off)"),
@@ -502,6 +542,64 @@ static const zt_model_arg *flags_model_row(const char *flag)
     return NULL;
 }
 
+/* HF Trainer and DeepSpeed names of flags zerotrain spells its own way. */
+static const struct {
+    const char *theirs, *ours;
+} flag_synonyms[] = {
+    {"--per_device_train_batch_size", "--micro-batch-size"},
+    {"--train_micro_batch_size_per_gpu", "--micro-batch-size"},
+    {"--learning_rate", "--lr"},
+    {"--max_steps", "--steps"},
+    {"--num_train_epochs", "--epochs"},
+    {"--warmup_ratio", "--warmup-steps"},
+    {"--output_dir", "--save-dir"},
+    {"--save_steps", "--save-interval"},
+    {"--save_total_limit", "--keep-last"},
+    {"--eval_steps", "--eval-interval"},
+    {"--resume_from_checkpoint", "--resume"},
+    {"--logging_steps", "--log-interval"},
+    {"--deepspeed_config_file", "--config"},
+};
+
+/* "; did you mean --x?" for an unknown flag, or "": an HF/DeepSpeed name's
+ * counterpart, the same name with '-' for '_', else the closest flag. */
+static void flags_suggest(const cmd_flag_table *t, bool model_args, const char *name, char *buf,
+                          size_t n)
+{
+    buf[0] = '\0';
+    const char *hit = NULL;
+    for (size_t i = 0; i < sizeof flag_synonyms / sizeof flag_synonyms[0] && !hit; i++)
+        if (!strcmp(name, flag_synonyms[i].theirs) && flags_find(t, flag_synonyms[i].ours))
+            hit = flag_synonyms[i].ours;
+    char dashed[64];
+    snprintf(dashed, sizeof dashed, "%s", name);
+    for (char *c = dashed + 2; *c; c++)
+        if (*c == '_')
+            *c = '-';
+    int n_model = 0;
+    const zt_model_arg *rows = model_args ? zt_model_args_schema(&n_model) : NULL;
+    size_t m = 0, cap = (size_t)(2 * t->n_flags + n_model);
+    const char **cands = calloc(cap > 0 ? cap : 1, sizeof *cands);
+    if (!cands)
+        return;
+    for (int i = 0; i < t->n_flags; i++) {
+        if (t->flags[i].kind == FLAG_MODEL)
+            continue;
+        cands[m++] = t->flags[i].name;
+        cands[m++] = t->flags[i].alias;
+    }
+    for (int i = 0; i < n_model; i++)
+        cands[m++] = rows[i].flag;
+    for (size_t i = 0; i < m && !hit; i++)
+        if (cands[i] && !strcmp(cands[i], dashed))
+            hit = cands[i];
+    if (!hit)
+        hit = zt_spell_closest(dashed, cands, m);
+    if (hit)
+        snprintf(buf, n, "; did you mean %s?", hit);
+    free(cands);
+}
+
 static int flags_store(const cmd_flag *fl, const char *name, const char *val, void *dst)
 {
     char *base = dst;
@@ -574,8 +672,11 @@ static int flags_parse(const cmd_flag_table *t, int argc, char **argv, int first
         snprintf(name, sizeof name, "%.*s", eq ? (int)(eq - arg) : (int)strlen(arg), arg);
         const cmd_flag *fl = flags_find(t, name);
         const zt_model_arg *row = model_args && !fl ? flags_model_row(name) : NULL;
-        if (!fl && !row)
-            return cmd_usage_error("unknown flag '%s'%s", name, suffix);
+        if (!fl && !row) {
+            char suggestion[96];
+            flags_suggest(t, model_args, name, suggestion, sizeof suggestion);
+            return cmd_usage_error("unknown flag '%s'%s%s", name, suffix, suggestion);
+        }
         if (n_seen)
             seen[(*n_seen)++] = fl ? fl->name : row->flag;
         if (fl && fl->kind == FLAG_SWITCH) {
@@ -660,7 +761,22 @@ static void flags_train_defaults(cmd_train_flags *f)
     f->num_gpus = f->num_nodes = -1;
     f->inject_unit = -1;
     f->nonfinite = "stop";
+    f->local_rank = -1;
+    f->warmup_steps = -1;
     zt_config_overrides_init(&f->ov);
+}
+
+/* --deepspeed FILE is --config FILE (HF); bare --deepspeed is DeepSpeed's
+ * "use DeepSpeed" switch, which says nothing here. */
+static int flags_train_deepspeed(cmd_train_flags *f)
+{
+    if (!f->deepspeed_path)
+        return 0;
+    if (f->config_path && strcmp(f->config_path, f->deepspeed_path) != 0)
+        return cmd_usage_error("--deepspeed %s and --config %s name two configs: give one",
+                               f->deepspeed_path, f->config_path);
+    f->config_path = f->deepspeed_path;
+    return 0;
 }
 
 /* The combinations no single flag can judge. */
@@ -702,6 +818,8 @@ static int flags_train_check_run(const cmd_train_flags *f)
     if (f->dev.tf32 && !strcmp(f->dev.device, "cpu"))
         return cmd_usage_error("--tf32 sets how CUDA GEMMs round; it has no meaning with "
                                "--device cpu");
+    if (f->ov.fp16 && f->ov.bf16)
+        return cmd_usage_error("--fp16 and --bf16 ask for two training dtypes: give one");
     return 0;
 }
 
@@ -723,6 +841,8 @@ int cmd_flags_train(int argc, char **argv, cmd_train_flags *f)
     const char *positional = NULL;
     rc = flags_parse(&train_table, argc, argv, 1, f, &f->model, &positional, seen, &n_seen);
     if (rc == 0)
+        rc = flags_train_deepspeed(f);
+    if (rc == 0)
         rc = flags_train_check(f);
     if (rc == 0)
         rc = flags_check_models(&train_table, seen, n_seen, f->model.name);
@@ -730,6 +850,10 @@ int cmd_flags_train(int argc, char **argv, cmd_train_flags *f)
     if (rc != 0)
         return rc;
     zt_model_args_resolve(&f->model);
+    if (f->local_rank >= 0 && cmd_is_first_process())
+        printf("zerotrain: note: --local_rank %lld ignored: mpirun places each rank "
+               "(DeepSpeed's launcher passes it)\n",
+               (long long)f->local_rank);
     return flags_train_check_run(f);
 }
 

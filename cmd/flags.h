@@ -42,6 +42,12 @@ typedef struct {
     const char *save_dir, *load_dir, *resume_tag;
     int64_t save_interval, keep_last;
     bool resume;
+    /* DeepSpeed/HF launchers: --deepspeed [FILE] (HF: the config; DeepSpeed:
+     * a switch) and --local_rank N (ranks come from mpirun: ignored). */
+    bool deepspeed;
+    const char *deepspeed_path;
+    int64_t local_rank; /* < 0: not given */
+    double warmup_steps; /* --warmup-steps (zt_config_run); < 0: not given */
 } cmd_train_flags;
 
 /* zerotrain consolidate | generate | eval ... */

@@ -41,6 +41,14 @@ zt_status cmd_data_load(zt_data *d, cmd_train_flags *f)
     return ZT_OK;
 }
 
+/* The config's notes; those that are warnings say so instead of "note". */
+void cmd_print_notes(const zt_config *cfg)
+{
+    for (int i = 0; i < cfg->n_notes; i++)
+        printf("  %s%s\n", strncmp(cfg->notes[i], "warning: ", 9) ? "note: " : "",
+               cfg->notes[i]);
+}
+
 static void cmd_print_summary(const zt_world *w, const zt_config *cfg, const zt_model *m,
                               const zt_trainer *t, const zt_data *d, int64_t steps)
 {
@@ -69,6 +77,10 @@ static void cmd_print_summary(const zt_world *w, const zt_config *cfg, const zt_
            zt_optim_type_name(cfg->optimizer.type), cfg->optimizer.lr,
            zt_sched_type_name(cfg->scheduler.type), cfg->gradient_clipping,
            (long long)cfg->zero.reduce_bucket_size, cfg->zero.overlap_comm ? "on" : "off");
+    char warning[512];
+    zt_layout_persistence_warning(lay, &cfg->zero, warning, sizeof warning);
+    if (warning[0])
+        printf("  warning: %s\n", warning);
     if (s.policy->params_sharded)
         printf("  stage 3: %lld of %lld parameters in persistent units, prefetch %lld, "
                "max live %lld, max reuse distance %lld, hpZ %lld, MiCS shard %lld\n",
@@ -92,8 +104,7 @@ static void cmd_print_summary(const zt_world *w, const zt_config *cfg, const zt_
         printf("  activation checkpointing: every %lld unit(s) of %d, checkpoints on the %s\n",
                (long long)s.checkpoint_interval, m->n_units,
                s.cpu_checkpointing ? "host" : "device");
-    for (int i = 0; i < cfg->n_notes; i++)
-        printf("  note: %s\n", cfg->notes[i]);
+    cmd_print_notes(cfg);
     fflush(stdout);
 }
 
@@ -254,6 +265,24 @@ static zt_status cmd_same_run(const zt_world *w, const cmd_train_flags *f, const
     return st;
 }
 
+/* The run's length (--steps, or --epochs of the sampler's steps_per_epoch =
+ * samples / train_batch_size) and the "auto" values that need it or the
+ * model, resolved as HF's integration does (zt_config_resolve_run). */
+static zt_status cmd_resolve_run(const cmd_train_flags *f, zt_config *cfg, const zt_model *m,
+                                 const zt_data *d, int64_t *steps)
+{
+    int64_t per_epoch = d->train->n_samples / cfg->train_batch_size;
+    *steps = f->steps;
+    if (*steps < 0 && !zt_checked_mul(f->epochs > 0 ? f->epochs : 1, per_epoch, steps))
+        return zt_fail(ZT_ERR_USAGE, "give fewer --epochs, or --steps",
+                       "--epochs %lld x %lld steps per epoch is more than 2^63 steps",
+                       (long long)f->epochs, (long long)per_epoch);
+    zt_config_run run = {.hidden_size = m->hidden_size,
+                         .total_steps = *steps,
+                         .warmup_steps = f->warmup_steps};
+    return zt_config_resolve_run(cfg, &run, f->config_path);
+}
+
 /* --report, --dump-params and --dump-grads are written by rank 0 after
  * training: checked before step 1, so a long run cannot end in "cannot write"
  * with its results lost. A --dump-grads name with %d is one file per step:
@@ -347,6 +376,10 @@ int cmd_train(int argc, char **argv)
     memset(&comm, 0, sizeof comm);
     if ((rc = cmd_agreed_failure(&world, st)) != 0)
         return rc;
+    int64_t steps = -1;
+    if ((rc = cmd_agreed_failure(&world, cmd_resolve_run(&flags, &cfg, &model, &data, &steps))) !=
+        0)
+        return rc;
     if ((rc = cmd_agreed_failure(&world, cmd_same_run(&world, &flags, &cfg))) != 0)
         return rc;
     st = zt_world_devices(&world, &flags.dev, zt_config_compute_dtype(&cfg), &be, &comm, stdout);
@@ -397,14 +430,6 @@ int cmd_train(int argc, char **argv)
             saver.last_saved = cmd_steps_done(trainer);
     }
 
-    int64_t steps = flags.steps;
-    if (steps < 0 && !zt_checked_mul(flags.epochs > 0 ? flags.epochs : 1,
-                                     zt_trainer_steps_per_epoch(trainer), &steps))
-        return cmd_agreed_failure(
-            &world, zt_fail(ZT_ERR_USAGE, "give fewer --epochs, or --steps",
-                            "--epochs %lld x %lld steps per epoch is more than 2^63 steps",
-                            (long long)flags.epochs,
-                            (long long)zt_trainer_steps_per_epoch(trainer)));
     if (world.rank == 0)
         cmd_print_summary(&world, &cfg, &model, trainer, &data, steps);
     if (world.rank == 0 && flags.resume) {
@@ -418,9 +443,13 @@ int cmd_train(int argc, char **argv)
 
     /* The CSV monitor files are rank 0's alone: a failure is one rank's. */
     st = zt_monitor_init(&mon, &cfg, world.rank);
+    if (st == ZT_OK)
+        st = zt_monitor_attach(&mon, trainer);
     if (st != ZT_OK)
         cmd_fatal(&world, &comm, st);
     st = zt_trainer_train(trainer, steps);
+    if (st == ZT_OK)
+        zt_monitor_end(&mon);
     zt_monitor_free(&mon);
     /* A failed save and a diverged step (the loss and norm are global) are
      * known to every rank; anything else may be one rank's. */

@@ -284,3 +284,31 @@ zt_status zt_path_check_output_dir(const char *dir, const char *path, const char
     unlink(probe);
     return ZT_OK;
 }
+
+zt_status zt_path_mkdirs(const char *dir, const char *what, const char *hint)
+{
+    char buf[4096];
+    if (!dir[0])
+        return zt_fail(ZT_ERR_IO, hint, "cannot create %s directory: the name is empty", what);
+    if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf)
+        return zt_fail(ZT_ERR_IO, hint, "cannot create %s directory %.64s...: the path is too long",
+                       what, dir);
+    for (char *p = buf + 1;; p++) {
+        bool end = *p == '\0';
+        if (*p != '/' && !end)
+            continue;
+        *p = '\0';
+        if (buf[0] && mkdir(buf, 0777) != 0 && errno != EEXIST)
+            return zt_fail(ZT_ERR_IO, hint, "cannot create %s directory %s: %s", what, buf,
+                           strerror(errno));
+        if (end)
+            break;
+        *p = '/';
+    }
+    struct stat sb;
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return zt_fail(ZT_ERR_IO, hint, "cannot create %s directory %s: a file of that name is "
+                                        "in the way",
+                       what, dir);
+    return ZT_OK;
+}

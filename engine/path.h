@@ -65,4 +65,8 @@ zt_status zt_path_check_output(const char *path, const char *what, const char *h
 zt_status zt_path_check_output_dir(const char *dir, const char *path, const char *what,
                                    const char *hint);
 
+/* mkdir -p: `dir` and its missing parents (mode 0777 before the umask).
+ * Messages read "cannot create <what> directory <part>: <cause>". */
+zt_status zt_path_mkdirs(const char *dir, const char *what, const char *hint);
+
 #endif

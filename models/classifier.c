@@ -42,7 +42,13 @@ static void embed_backward(const zt_unit *u, const zt_backend *be, const float *
     be->embedding_backward(be, dparams, b->tokens, dy, b->n * b->t, e, vocab, accumulate);
 }
 
-static const zt_unit_ops embed_ops = {embed_forward, embed_backward};
+/* The lookup and dropout are free; adding the sinusoids is one FLOP per element. */
+static zt_unit_cost embed_cost(const zt_unit *u, int64_t n, int64_t t)
+{
+    return (zt_unit_cost){.macs = 0, .flops = n * t * u->dims[2]};
+}
+
+static const zt_unit_ops embed_ops = {embed_forward, embed_backward, embed_cost};
 
 void zt_classifier_embed(zt_unit *u, int64_t vocab, int64_t max_len, int64_t e, float dropout)
 {
@@ -204,7 +210,18 @@ static void layer_backward(const zt_unit *u, const zt_backend *be, const float *
                        acc, true);
 }
 
-static const zt_unit_ops layer_ops = {layer_forward, layer_backward};
+/* in_proj Linear(E, 3E), Q K^T, scale, softmax, att V, out_proj Linear(E, E),
+ * residual, norm1; linear1 Linear(E, H), activation, linear2 Linear(H, E),
+ * residual, norm2. */
+static zt_unit_cost layer_cost(const zt_unit *u, int64_t n, int64_t t)
+{
+    int64_t e = u->dims[1], heads = u->dims[2], h = u->dims[3], rows = n * t;
+    int64_t macs = rows * (3 * e * e + e * e + 2 * e * h) + 2 * n * t * t * e;
+    int64_t elementwise = rows * (2 * e + 5 * e + 5 * e + h) + 2 * n * heads * t * t;
+    return (zt_unit_cost){.macs = macs, .flops = 2 * macs + elementwise};
+}
+
+static const zt_unit_ops layer_ops = {layer_forward, layer_backward, layer_cost};
 
 void zt_classifier_layer(zt_unit *u, const char *name, int64_t max_len, int64_t e, int64_t heads,
                          int64_t hidden, float dropout, bool gelu)
@@ -279,7 +296,15 @@ static void head_backward(const zt_unit *u, const zt_backend *be, const float *p
         be->mean_pool_backward(be, dx, dpooled, b->lengths, n, b->t, e);
 }
 
-static const zt_unit_ops head_ops = {head_forward, head_backward};
+/* Mean pooling, fc1 Linear(E, H), ReLU, fc2 Linear(H, classes). */
+static zt_unit_cost head_cost(const zt_unit *u, int64_t n, int64_t t)
+{
+    int64_t e = u->dims[1], h = u->dims[2], k = u->dims[3];
+    int64_t macs = n * e * h + n * h * k;
+    return (zt_unit_cost){.macs = macs, .flops = 2 * macs + n * t * e + n * h};
+}
+
+static const zt_unit_ops head_ops = {head_forward, head_backward, head_cost};
 
 void zt_classifier_head(zt_unit *u, int64_t max_len, int64_t e, int64_t hidden, int64_t classes,
                         float dropout)
@@ -318,6 +343,7 @@ zt_status zt_classifier_build(const zt_model_args *a, zt_model *m)
     zt_classifier_head(&m->units[layers + 1], seq, e, hidden, 2, (float)p);
     m->seq_len = seq;
     m->vocab_size = vocab;
+    m->hidden_size = e;
     m->labels_numel = 1;
     m->n_classes = 2;
     return ZT_OK;

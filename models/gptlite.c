@@ -39,7 +39,13 @@ static void embed_backward(const zt_unit *u, const zt_backend *be, const float *
         be->memset_zero(be, dwpe + b->t * c, (size_t)((seq - b->t) * c) * sizeof(float));
 }
 
-static const zt_unit_ops embed_ops = {embed_forward, embed_backward};
+/* The lookup is free; adding wpe is one FLOP per element. */
+static zt_unit_cost embed_cost(const zt_unit *u, int64_t n, int64_t t)
+{
+    return (zt_unit_cost){.macs = 0, .flops = n * t * u->dims[2]};
+}
+
+static const zt_unit_ops embed_ops = {embed_forward, embed_backward, embed_cost};
 
 void zt_gptlite_embed(zt_unit *u, int64_t vocab, int64_t seq_len, int64_t c)
 {
@@ -207,7 +213,17 @@ static void block_backward(const zt_unit *u, const zt_backend *be, const float *
                            true, acc);
 }
 
-static const zt_unit_ops block_ops = {block_forward, block_backward};
+/* ln_1, qkv Linear(C, 3C), Q K^T, scale, softmax, att V, proj Linear(C, C),
+ * residual; ln_2, fc Linear(C, F), activation, proj Linear(F, C), residual. */
+static zt_unit_cost block_cost(const zt_unit *u, int64_t n, int64_t t)
+{
+    int64_t c = u->dims[1], heads = u->dims[2], f = u->dims[3], rows = n * t;
+    int64_t macs = rows * (3 * c * c + c * c + 2 * c * f) + 2 * n * t * t * c;
+    int64_t elementwise = rows * (5 * c + 5 * c + 2 * c + f) + 2 * n * heads * t * t;
+    return (zt_unit_cost){.macs = macs, .flops = 2 * macs + elementwise};
+}
+
+static const zt_unit_ops block_ops = {block_forward, block_backward, block_cost};
 
 void zt_gptlite_block(zt_unit *u, const char *name, int64_t seq_len, int64_t c, int64_t heads,
                       float dropout, bool gelu)
@@ -266,7 +282,14 @@ static void head_backward(const zt_unit *u, const zt_backend *be, const float *p
                            rows, c, false, accumulate);
 }
 
-static const zt_unit_ops head_ops = {head_forward, head_backward};
+/* ln_f, lm_head Linear(C, V). */
+static zt_unit_cost head_cost(const zt_unit *u, int64_t n, int64_t t)
+{
+    int64_t c = u->dims[1], vocab = u->dims[2], rows = n * t, macs = rows * c * vocab;
+    return (zt_unit_cost){.macs = macs, .flops = 2 * macs + 5 * rows * c};
+}
+
+static const zt_unit_ops head_ops = {head_forward, head_backward, head_cost};
 
 void zt_gptlite_head(zt_unit *u, int64_t seq_len, int64_t c, int64_t vocab)
 {
@@ -301,6 +324,7 @@ zt_status zt_gptlite_build(const zt_model_args *a, zt_model *m)
     zt_gptlite_head(&m->units[layers + 1], seq, c, vocab);
     m->seq_len = seq;
     m->vocab_size = vocab;
+    m->hidden_size = c;
     m->labels_numel = seq;
     m->labels_per_token = true;
     m->n_classes = vocab;

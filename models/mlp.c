@@ -26,6 +26,7 @@ zt_status zt_mlp_build(const zt_model_args *a, zt_model *m)
         zt_unit_linear_relu(&m->units[l], name, fi, fo);
     }
     m->in_numel = in;
+    m->hidden_size = w;
     m->labels_numel = 1;
     m->n_classes = out;
     return ZT_OK;

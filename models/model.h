@@ -77,6 +77,7 @@ typedef struct {
     int64_t in_numel;      /* floats per input sample (mlp), 0 for token models */
     int64_t seq_len;       /* tokens per sample at most (0: no tokens) */
     int64_t vocab_size;    /* token ids lie in [0, vocab_size) */
+    int64_t hidden_size;   /* HF's config.hidden_size: the MLP's width, a transformer's C/E */
     int64_t labels_numel;  /* labels per sample: 1, or seq_len when labels_per_token */
     bool labels_per_token; /* language model: one label per position */
     int64_t n_classes;     /* logits per loss row */

@@ -98,7 +98,23 @@ static void linear_relu_backward(const zt_unit *u, const zt_backend *be, const f
         be->gemm(be, false, false, b->n, in, out, 1.0f, dz, out, w, in, 0.0f, dx, in); // (n, in)
 }
 
-static const zt_unit_ops zt_linear_relu_ops = {linear_relu_forward, linear_relu_backward};
+/* Linear (n, in) -> (n, out), ReLU on the output. */
+static zt_unit_cost linear_relu_cost(const zt_unit *u, int64_t n, int64_t t)
+{
+    (void)t;
+    int64_t in = u->dims[0], out = u->dims[1], macs = n * in * out;
+    return (zt_unit_cost){.macs = macs, .flops = 2 * macs + n * out};
+}
+
+static const zt_unit_ops zt_linear_relu_ops = {linear_relu_forward, linear_relu_backward,
+                                               linear_relu_cost};
+
+zt_unit_cost zt_unit_forward_cost(const zt_unit *u, int64_t n, int64_t t)
+{
+    if (!u->ops || !u->ops->cost)
+        return (zt_unit_cost){0, 0};
+    return u->ops->cost(u, n, t);
+}
 
 void zt_unit_linear_relu(zt_unit *u, const char *name, int64_t in, int64_t out)
 {

@@ -60,6 +60,18 @@ typedef struct {
 
 typedef struct zt_unit zt_unit;
 
+/* A unit's forward cost for n samples of t tokens (t = 0: no tokens),
+ * counted as DeepSpeed's flops profiler counts the torch ops of the PyTorch
+ * reference module (profiling/flops_profiler): a Linear of `rows` rows is
+ * rows * in * out MACs and 2 FLOPs per MAC (its bias uncounted, as F.linear's
+ * rule has it); attention's two matrix products n * t * t * C MACs each;
+ * ReLU, GELU, softmax, attention scaling and element-wise adds one FLOP per
+ * element, LayerNorm five, mean pooling one; embedding lookups and dropout
+ * nothing. Backward is not counted (the profiler takes it as 2x forward). */
+typedef struct {
+    int64_t macs, flops;
+} zt_unit_cost;
+
 typedef struct {
     /* y = f(x); writes what backward needs into `saved`. x is NULL for a unit
      * that reads b->tokens instead (the embedding). */
@@ -70,6 +82,8 @@ typedef struct {
     void (*backward)(const zt_unit *u, const zt_backend *be, const float *params, const float *x,
                      const float *y, const float *saved, float *dy, float *dx, float *dparams,
                      float *work, bool accumulate, const zt_batch *b);
+    /* The forward cost (zt_unit_cost) for n samples of t tokens. */
+    zt_unit_cost (*cost)(const zt_unit *u, int64_t n, int64_t t);
 } zt_unit_ops;
 
 struct zt_unit {
@@ -86,6 +100,9 @@ struct zt_unit {
 
 /* The zt_dropout_desc.site of dropout k (< 16) of unit `index`. */
 static inline uint64_t zt_dropout_site(int index, int k) { return (uint64_t)index * 16 + (uint64_t)k; }
+
+/* u's forward cost; {0, 0} for a unit kind without a cost function. */
+zt_unit_cost zt_unit_forward_cost(const zt_unit *u, int64_t n, int64_t t);
 
 /* Clears u and names it: the start of every unit constructor. */
 void zt_unit_reset(zt_unit *u, const char *name, const zt_unit_ops *ops);

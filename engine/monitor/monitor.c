@@ -4,7 +4,8 @@
 #include <jansson.h>
 #include <math.h>
 #include <string.h>
-#include <sys/stat.h>
+
+#include "engine/path.h"
 
 static const char *timer_names[ZT_TIMER_N] = {"fwd", "bwd", "bwd_inner", "bwd_allreduce", "step"};
 static const char *timer_csv_names[ZT_TIMER_N] = {"forward", "backward", "backward_inner",
@@ -27,23 +28,10 @@ static zt_status monitor_open_csv(const char *dir, const char *event, FILE **out
     return ZT_OK;
 }
 
-static zt_status monitor_mkdirs(const char *dir)
+/* DeepSpeed's monitors write into output_path/job_name. */
+static void monitor_dir(const zt_csv_monitor_config *m, char *dir, size_t n)
 {
-    char buf[1024];
-    snprintf(buf, sizeof buf, "%s", dir);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-            return zt_fail(ZT_ERR_IO, "check csv_monitor.output_path", "cannot create %s: %s",
-                           buf, strerror(errno));
-        *p = '/';
-    }
-    if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-        return zt_fail(ZT_ERR_IO, "check csv_monitor.output_path", "cannot create %s: %s", buf,
-                       strerror(errno));
-    return ZT_OK;
+    snprintf(dir, n, "%s%s%s", m->output_path, m->output_path[0] ? "/" : "", m->job_name);
 }
 
 zt_status zt_monitor_init(zt_monitor *mon, const zt_config *cfg, int rank)
@@ -51,13 +39,18 @@ zt_status zt_monitor_init(zt_monitor *mon, const zt_config *cfg, int rank)
     memset(mon, 0, sizeof *mon);
     mon->cfg = cfg;
     mon->rank = rank;
-    if (rank != 0 || !cfg->csv_monitor.enabled)
+    if (rank != 0)
         return ZT_OK;
-    /* DeepSpeed: files go to output_path/job_name, one per event, '/' -> '_'. */
     char dir[1024];
-    snprintf(dir, sizeof dir, "%s%s%s", cfg->csv_monitor.output_path,
-             cfg->csv_monitor.output_path[0] ? "/" : "", cfg->csv_monitor.job_name);
-    ZT_TRY(monitor_mkdirs(dir));
+    if (cfg->tensorboard.enabled) {
+        monitor_dir(&cfg->tensorboard, dir, sizeof dir);
+        ZT_TRY(zt_tb_open(&mon->tb, dir));
+    }
+    if (!cfg->csv_monitor.enabled)
+        return ZT_OK;
+    /* One file per event, '/' -> '_'. */
+    monitor_dir(&cfg->csv_monitor, dir, sizeof dir);
+    ZT_TRY(zt_path_mkdirs(dir, "csv_monitor", "check csv_monitor.output_path"));
     ZT_TRY(monitor_open_csv(dir, "Train/Samples/lr", &mon->csv_lr));
     if (cfg->fp16.enabled)
         ZT_TRY(monitor_open_csv(dir, "Train/Samples/loss_scale", &mon->csv_loss_scale));
@@ -70,8 +63,27 @@ zt_status zt_monitor_init(zt_monitor *mon, const zt_config *cfg, int rank)
     return ZT_OK;
 }
 
+zt_status zt_monitor_attach(zt_monitor *mon, zt_trainer *t)
+{
+    mon->trainer = t;
+    if (mon->rank != 0)
+        return ZT_OK;
+    zt_trainer_stats s;
+    zt_trainer_stats_get(t, &s);
+    zt_comms_log_init(&mon->comms, mon->cfg, &s);
+    return zt_flops_init(&mon->flops, mon->cfg, t, mon->rank);
+}
+
+void zt_monitor_end(zt_monitor *mon)
+{
+    if (mon->rank == 0)
+        zt_comms_log_summary(&mon->comms, stdout);
+}
+
 void zt_monitor_free(zt_monitor *mon)
 {
+    zt_tb_close(&mon->tb);
+    zt_flops_free(&mon->flops, mon->trainer);
     if (mon->csv_lr)
         fclose(mon->csv_lr);
     if (mon->csv_loss_scale)
@@ -84,11 +96,31 @@ void zt_monitor_free(zt_monitor *mon)
 
 static double monitor_gib(size_t bytes) { return (double)bytes / (1024.0 * 1024.0 * 1024.0); }
 
+static void monitor_tensorboard_step(zt_monitor *mon, const zt_step_info *s)
+{
+    if (!mon->tb.f)
+        return;
+    const int64_t x = s->global_samples;
+    zt_tb_scalar(&mon->tb, "Train/Samples/train_loss", s->loss, x);
+    zt_tb_scalar(&mon->tb, "Train/Samples/lr", s->lr, x);
+    if (s->loss_scale >= 0.0)
+        zt_tb_scalar(&mon->tb, "Train/Samples/loss_scale", s->loss_scale, x);
+    for (int k = 0; k < ZT_TIMER_N && mon->cfg->wall_clock_breakdown; k++) {
+        char tag[96];
+        snprintf(tag, sizeof tag, "Train/Samples/elapsed_time_ms_%s", timer_csv_names[k]);
+        zt_tb_scalar(&mon->tb, tag, s->timers_ms[k], x);
+    }
+    zt_tb_flush(&mon->tb);
+}
+
 void zt_monitor_step(zt_monitor *mon, const zt_step_info *s)
 {
     if (mon->rank != 0)
         return;
     const zt_config *cfg = mon->cfg;
+    monitor_tensorboard_step(mon, s);
+    zt_flops_step(&mon->flops, s);
+    zt_comms_log_step(&mon->comms, s->global_steps, stdout);
     if (mon->csv_lr) {
         fprintf(mon->csv_lr, "%lld,%.10g\n", (long long)s->global_samples, s->lr);
         if (mon->csv_loss_scale)
@@ -136,10 +168,17 @@ void zt_monitor_overflow(const zt_monitor *mon, const zt_scaler_event *ev, bool 
     fflush(stdout);
 }
 
-void zt_monitor_eval(const zt_monitor *mon, const zt_eval_point *e)
+void zt_monitor_eval(zt_monitor *mon, const zt_eval_point *e)
 {
     if (mon->rank != 0)
         return;
+    if (mon->tb.f) {
+        int64_t x = e->step * mon->cfg->train_batch_size;
+        zt_tb_scalar(&mon->tb, "Train/Samples/eval_loss", e->loss, x);
+        if (isfinite(e->accuracy))
+            zt_tb_scalar(&mon->tb, "Train/Samples/eval_accuracy", e->accuracy, x);
+        zt_tb_flush(&mon->tb);
+    }
     if (isfinite(e->accuracy))
         printf("[Rank 0] eval: step=%lld, val_loss=%.6f, val_accuracy=%.4f (%.2f s)\n",
                (long long)e->step, e->loss, e->accuracy, e->seconds);

@@ -1,11 +1,22 @@
 /*
  * monitor: what rank 0 tells the user while training. DeepSpeed-shaped
  * progress lines every steps_per_print steps, wall_clock_breakdown timers,
- * the csv_monitor files, DeepSpeed's OVERFLOW lines and the evaluation lines.
- * It hears the trainer through an observer (zt_monitor_observer); the report
- * written after training is engine/monitor/report.h.
+ * the csv_monitor files, DeepSpeed's OVERFLOW lines and the evaluation lines,
+ * and the observability sections, each in its own module: tensorboard event
+ * files (tensorboard.h), the comms_logger (comms_log.h) and the
+ * flops_profiler (flops.h). It hears the trainer through an observer
+ * (zt_monitor_observer); the report written after training is
+ * engine/monitor/report.h.
  *
- * Memory: the monitor owns its open CSV files. Collective: none.
+ * TensorBoard scalars, DeepSpeed's tags at x = global samples:
+ * Train/Samples/train_loss (DeepSpeed wrote it before 0.18.3, and its pipeline
+ * engine still does), Train/Samples/lr, Train/Samples/loss_scale (fp16),
+ * Train/Samples/elapsed_time_ms_{forward,backward,backward_inner,
+ * backward_allreduce,step} (wall_clock_breakdown), and at each evaluation
+ * Train/Samples/eval_loss (and eval_accuracy for classifiers, our own).
+ *
+ * Memory: the monitor owns its open CSV and event files and the profiler's
+ * table. Collective: none.
  */
 #ifndef ZT_MONITOR_H
 #define ZT_MONITOR_H
@@ -15,6 +26,9 @@
 #include <stdio.h>
 
 #include "engine/config/config.h"
+#include "engine/monitor/comms_log.h"
+#include "engine/monitor/flops.h"
+#include "engine/monitor/tensorboard.h"
 #include "engine/train/scaler.h"
 #include "engine/train/trainer.h"
 
@@ -24,9 +38,17 @@ typedef struct {
     FILE *csv_lr;
     FILE *csv_loss_scale;     /* fp16 only, as DeepSpeed */
     FILE *csv_timers[ZT_TIMER_N];
+    zt_tb_writer tb;          /* tb.f NULL: no tensorboard */
+    zt_comms_log comms;
+    zt_flops_prof flops;
+    zt_trainer *trainer;      /* attached (zt_monitor_attach), or NULL */
 } zt_monitor;
 
 zt_status zt_monitor_init(zt_monitor *mon, const zt_config *cfg, int rank);
+/* The profilers read the trainer: the comm counters, the units' timings. */
+zt_status zt_monitor_attach(zt_monitor *mon, zt_trainer *t);
+/* After training: the comms_logger summary. */
+void zt_monitor_end(zt_monitor *mon);
 void zt_monitor_free(zt_monitor *mon);
 
 /* Called after every optimizer step (applied or skipped) on every rank. */
@@ -36,7 +58,7 @@ void zt_monitor_step(zt_monitor *mon, const zt_step_info *s);
 void zt_monitor_overflow(const zt_monitor *mon, const zt_scaler_event *ev, bool fp16);
 
 /* Rank 0 prints the evaluation line. */
-void zt_monitor_eval(const zt_monitor *mon, const zt_eval_point *e);
+void zt_monitor_eval(zt_monitor *mon, const zt_eval_point *e);
 
 /* The trainer observer that calls the three above on `mon`. */
 zt_trainer_observer zt_monitor_observer(zt_monitor *mon);

@@ -72,6 +72,34 @@ static const float *micro_input_fp32(const zt_trainer *t, int u, int64_t n)
     return zt_train_fp32(t, zt_train_unit_input(t, u), n * t->model->units[u].in_numel, t->xin);
 }
 
+/* The flops profiler's clock around one unit call: the device is
+ * synchronised so the call's own time is what is measured. */
+static double micro_prof_start(const zt_trainer *t)
+{
+    if (!t->profiling)
+        return 0.0;
+    t->be->sync(t->be);
+    return zt_train_now();
+}
+
+static void micro_prof_stop(zt_trainer *t, int u, double t0, bool forward, const zt_batch *b)
+{
+    if (!t->profiling)
+        return;
+    t->be->sync(t->be);
+    double ms = 1e3 * (zt_train_now() - t0);
+    zt_unit_profile *p = &t->profiling[u];
+    if (forward && !t->recomputing) {
+        zt_unit_cost c = zt_unit_forward_cost(&t->model->units[u], b->n, b->t);
+        p->fwd_ms += ms;
+        p->fwd_macs += c.macs;
+        p->fwd_flops += c.flops;
+        p->samples += b->n;
+    } else {
+        p->bwd_ms += ms;
+    }
+}
+
 void zt_train_run_forward(zt_trainer *t, int u, const void *p, const zt_batch *b)
 {
     const zt_unit *unit = &t->model->units[u];
@@ -81,7 +109,9 @@ void zt_train_run_forward(zt_trainer *t, int u, const void *p, const zt_batch *b
     const float *pf = zt_train_fp32(t, p, unit->param_numel, t->pw);
     float *y = t->mixed ? t->yout : t->acts[u];
     float *sv = unit->saved_numel > 0 ? (t->mixed ? t->sw : t->saved[u]) : NULL;
+    double t0 = micro_prof_start(t);
     unit->ops->forward(unit, be, pf, x, y, sv, t->work, b);
+    micro_prof_stop(t, u, t0, true, b);
     zt_train_store(t, t->acts[u], y, n * unit->out_numel);
     if (sv)
         zt_train_store(t, t->saved[u], sv, n * unit->saved_numel);
@@ -122,8 +152,10 @@ static void micro_run_backward(zt_trainer *t, int u, const void *p, float *dy, f
     const float *sv = unit->saved_numel > 0
                           ? zt_train_fp32(t, t->saved[u], n * unit->saved_numel, t->sw)
                           : NULL;
+    double t0 = micro_prof_start(t);
     unit->ops->backward(unit, t->be, pf, x, y, sv, dy, dx, t->mixed ? t->gw : dp, t->work,
                         accumulate && !t->mixed, b);
+    micro_prof_stop(t, u, t0, false, b);
 }
 
 /* Unit u's fresh fp32 gradient g (padded_numel, zero padding) goes where the

@@ -89,11 +89,19 @@ zt_status zt_train_recompute(zt_trainer *t, int a, int e, const zt_batch *b)
     if (t->ckpt_host && a > 0)
         t->be->copy_h2d(t->be, t->ckpt_in, t->ckpt[a],
                         zt_train_bytes(b->n * t->model->units[a - 1].out_numel, t->cdt));
+    t->recomputing = true;
     for (int u = a; u < e; u++) {
         void *p;
-        ZT_TRY(pol->fetch(&t->stage, u, ZT_GATHER_RECOMPUTE, &p));
-        zt_train_run_forward(t, u, p, b);
-        ZT_TRY(pol->release(&t->stage, u, ZT_GATHER_RECOMPUTE, false));
+        zt_status st = pol->fetch(&t->stage, u, ZT_GATHER_RECOMPUTE, &p);
+        if (st == ZT_OK) {
+            zt_train_run_forward(t, u, p, b);
+            st = pol->release(&t->stage, u, ZT_GATHER_RECOMPUTE, false);
+        }
+        if (st != ZT_OK) {
+            t->recomputing = false;
+            return st;
+        }
     }
+    t->recomputing = false;
     return ZT_OK;
 }

@@ -165,6 +165,10 @@ static zt_status trainer_init(zt_trainer *t, const zt_trainer_options *o)
                        (long long)data->x_numel, (long long)data->tokens_numel,
                        (long long)data->labels_numel, (long long)data->n_classes,
                        (long long)data->vocab_size, m->name);
+    const char *pending = zt_config_pending_auto(cfg);
+    if (pending)
+        return zt_fail(ZT_ERR_INTERNAL, "the caller resolves it with zt_config_resolve_run",
+                       "%s is still \"auto\": it needs the model or the run length", pending);
     zt_train_resolve(t);
     t->inject_unit = o->inject_unit >= 0 ? o->inject_unit : m->n_units / 2;
     if (cfg->activation_checkpointing.cpu_checkpointing && t->ckpt_interval == 0)
@@ -233,6 +237,13 @@ void zt_trainer_free(zt_trainer *t)
 
 int64_t zt_trainer_steps_per_epoch(const zt_trainer *t) { return t->sampler.steps_per_epoch; }
 
+void zt_trainer_profile_step(zt_trainer *t, int64_t step, zt_unit_profile *prof)
+{
+    t->prof_step = step;
+    t->prof = prof;
+    t->profiling = NULL;
+}
+
 /* Room for the histories of steps [1, n]; a resumed run starts past 1. */
 static zt_status trainer_history_reserve(zt_trainer *t, int64_t n)
 {
@@ -279,8 +290,13 @@ static zt_status trainer_step(zt_trainer *t)
     double timers[ZT_TIMER_N] = {0};
     double t0 = zt_train_now();
     double loss_sum = 0.0;
+    if (t->prof && t->global_steps == t->prof_step) {
+        memset(t->prof, 0, (size_t)t->model->n_units * sizeof *t->prof);
+        t->profiling = t->prof;
+    }
     for (int64_t m = 0; m < cfg->gradient_accumulation_steps; m++)
         ZT_TRY(zt_train_micro_step(t, m, &loss_sum, timers));
+    t->profiling = NULL;
     ZT_TRY(zt_train_sum_f64(t->world->comm, &loss_sum, 1));
     double loss = loss_sum / (double)cfg->train_batch_size;
 

@@ -299,4 +299,20 @@ zt_status zt_trainer_set_history(zt_trainer *t, const double *loss, const double
 /* Steps per epoch of the sampler (for --epochs). */
 int64_t zt_trainer_steps_per_epoch(const zt_trainer *t);
 
+/* ---- For the flops profiler (engine/monitor/flops.h). ---- */
+
+/* One unit in one optimizer step, summed over its micro-steps. */
+typedef struct {
+    double fwd_ms, bwd_ms;       /* the unit's own forward and backward calls, the device
+                                  * synchronised around each; a recomputation under
+                                  * activation checkpointing is backward time */
+    int64_t fwd_macs, fwd_flops; /* zt_unit_forward_cost at each micro-batch's shape */
+    int64_t samples;             /* samples its forward saw */
+} zt_unit_profile;
+
+/* Profiles the optimizer step that starts when global_steps == step (DeepSpeed's
+ * 0-based profile_step) into prof (one entry per unit, zeroed then); NULL
+ * stops. This rank only: the synchronisations it adds are local. */
+void zt_trainer_profile_step(zt_trainer *t, int64_t step, zt_unit_profile *prof);
+
 #endif

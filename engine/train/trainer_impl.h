@@ -108,6 +108,12 @@ struct zt_trainer {
     double last_lr, last_grad_norm;
     double train_seconds, timed_seconds;
     int64_t timed_steps;
+
+    /* The flops profiler (zt_trainer_profile_step): its step and per-unit
+     * table; `profiling` is that table while the step runs, else NULL. */
+    int64_t prof_step;
+    zt_unit_profile *prof, *profiling;
+    bool recomputing; /* recompute.c is re-running forwards (backward time) */
 };
 
 /* ---- trainer.c ---- */

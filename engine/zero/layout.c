@@ -3,6 +3,7 @@
  */
 #include "engine/zero/layout.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -69,4 +70,26 @@ int64_t zt_layout_bucket_width(const zt_layout *l, int64_t bucket_numel)
     if (w < 1)
         w = 1;
     return w < l->partition_numel ? w : l->partition_numel;
+}
+
+void zt_layout_persistence_warning(const zt_layout *l, const zt_zero_config *z, char *buf,
+                                   size_t n)
+{
+    buf[0] = '\0';
+    if (!l->params_sharded || l->n_units == 0)
+        return;
+    int64_t largest = 0;
+    for (int u = 0; u < l->n_units; u++) {
+        if (!l->units[u].persistent)
+            return;
+        if (l->units[u].numel > largest)
+            largest = l->units[u].numel;
+    }
+    snprintf(buf, n,
+             "ZeRO stage 3 partitions nothing: all %d units are persistent (the largest has "
+             "%lld parameters, stage3_param_persistence_threshold is %lld), so every rank keeps "
+             "every parameter; set zero_optimization.stage3_param_persistence_threshold below "
+             "%lld (HF's \"auto\" is 10 x the hidden size) to shard them",
+             l->n_units, (long long)largest, (long long)z->stage3_param_persistence_threshold,
+             (long long)largest);
 }

@@ -55,6 +55,14 @@ zt_status zt_layout_init(zt_layout *l, const zt_model *m, const zt_zero_config *
                          int world_size, int rank);
 void zt_layout_free(zt_layout *l);
 
+/* The warning of a stage that shards parameters but whose every unit is
+ * persistent (each has at most stage3_param_persistence_threshold
+ * parameters): it partitions nothing, and every rank holds every parameter.
+ * Writes the warning into buf, with the numbers and the key to change; ""
+ * when the layout partitions something or does not shard parameters. */
+void zt_layout_persistence_warning(const zt_layout *l, const zt_zero_config *z, char *buf,
+                                   size_t n);
+
 /* Per-rank width of a bucket of bucket_numel elements over the layout's
  * ranks: bucket_numel / world_size, at least 1, at most the partition. */
 int64_t zt_layout_bucket_width(const zt_layout *l, int64_t bucket_numel);
