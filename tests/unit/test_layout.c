@@ -111,6 +111,40 @@ static void test_layout_persistence(void **state)
     zt_model_free(&m);
 }
 
+/* Stage 3 whose every unit is persistent partitions nothing: a warning with
+ * the numbers and the key; none when one unit is sharded or below stage 3. */
+static void test_layout_persistence_warning(void **state)
+{
+    (void)state;
+    zt_model m;
+    build_mlp(&m, 64, 4, 32, 10); /* units 2112, 4160, 4160, 650 */
+    zt_zero_config z = {.stage = 3,
+                        .stage3_param_persistence_threshold = 100000, /* DeepSpeed's default */
+                        .stage3_model_persistence_threshold = INT64_MAX};
+    zt_layout l;
+    char w[512];
+    assert_int_equal(zt_layout_init(&l, &m, &z, 2, 0), ZT_OK);
+    zt_layout_persistence_warning(&l, &z, w, sizeof w);
+    assert_non_null(strstr(w, "ZeRO stage 3 partitions nothing: all 4 units are persistent (the "
+                              "largest has 4160 parameters, stage3_param_persistence_threshold is "
+                              "100000)"));
+    assert_non_null(strstr(w, "set zero_optimization.stage3_param_persistence_threshold below "
+                              "4160"));
+    zt_layout_free(&l);
+    z.stage3_param_persistence_threshold = 4159;
+    assert_int_equal(zt_layout_init(&l, &m, &z, 2, 0), ZT_OK);
+    zt_layout_persistence_warning(&l, &z, w, sizeof w);
+    assert_string_equal(w, "");
+    zt_layout_free(&l);
+    z.stage = 2;
+    z.stage3_param_persistence_threshold = 100000;
+    assert_int_equal(zt_layout_init(&l, &m, &z, 2, 0), ZT_OK);
+    zt_layout_persistence_warning(&l, &z, w, sizeof w);
+    assert_string_equal(w, "");
+    zt_layout_free(&l);
+    zt_model_free(&m);
+}
+
 /* The declared COMM buffers: bucket widths per rank, the gather window. */
 static void test_zero_buffer_sizes(void **state)
 {
@@ -227,6 +261,7 @@ int main(void)
         cmocka_unit_test(test_mlp_shape),
         cmocka_unit_test(test_layout_padding),
         cmocka_unit_test(test_layout_persistence),
+        cmocka_unit_test(test_layout_persistence_warning),
         cmocka_unit_test(test_zero_buffer_sizes),
         cmocka_unit_test(test_init_is_rank_free_and_bounded),
         cmocka_unit_test(test_synthetic_definition),
