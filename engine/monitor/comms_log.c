@@ -37,9 +37,10 @@ void zt_comms_log_size(double bytes, char *buf, size_t n)
         i = 0;
     if (i > 5)
         i = 5;
-    /* Python's round(x, 2) printed: at least one decimal, no trailing zeros. */
+    /* Python's round(x, 2) (halves to even) printed: at least one decimal, no
+     * trailing zeros. */
     char num[48];
-    snprintf(num, sizeof num, "%.2f", round(bytes / pow(1024.0, i) * 100.0) / 100.0);
+    snprintf(num, sizeof num, "%.2f", nearbyint(bytes / pow(1024.0, i) * 100.0) / 100.0);
     size_t len = strlen(num);
     while (len > 0 && num[len - 1] == '0' && num[len - 2] != '.')
         num[--len] = '\0';
