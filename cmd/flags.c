@@ -1,6 +1,6 @@
 /*
- * flags: the flag tables of every command, the parser and the --help printer
- * they share (cmd/flags.h).
+ * flags: the flag tables of every command and the parser (cmd/flags.h); the
+ * --help printer and the "did you mean" are in cmd/flags_help.c.
  */
 #include "cmd/flags.h"
 
@@ -11,52 +11,12 @@
 #include <string.h>
 
 #include "cmd/exit.h"
+#include "cmd/flags_impl.h"
 #include "data/synthetic.h"
 #include "engine/backend.h"
 #include "engine/comm/comm.h"
-#include "engine/spell.h"
 #include "engine/train/estimate.h"
 #include "models/registry.h"
-
-typedef enum {
-    FLAG_STRING,   /* const char * */
-    FLAG_INT,      /* int64_t in [min, max] */
-    FLAG_CHOICE,   /* const char *, one of `choices` ("a|b|c") */
-    FLAG_SWITCH,   /* bool, no value */
-    FLAG_OPTIONAL, /* bool at offset, const char * at offset2: a value only when one follows */
-    FLAG_CUSTOM,   /* parse() */
-    FLAG_MODEL     /* not a flag: the model-argument schema's flags go here */
-} flag_kind;
-
-/* Which models a flag shapes, by the kind of data they read. */
-typedef enum {
-    FOR_ALL = 0,
-    FOR_SYNTHETIC, /* the mlp */
-    FOR_FILES,     /* models that read --data */
-    FOR_TEXT       /* language models */
-} flag_models;
-
-typedef struct {
-    const char *name, *alias;
-    const char *metavar; /* the value in --help; NULL for a switch */
-    const char *help;    /* lines after the first are indented under it */
-    flag_kind kind;
-    size_t offset, offset2;
-    int64_t min, max;
-    const char *choices;
-    /* FLAG_CUSTOM: stores val; 0, or a usage error's exit code (printed). */
-    int (*parse)(const char *name, const char *val, void *dst);
-    flag_models models;
-    const char *section; /* a heading printed before this flag in --help */
-} cmd_flag;
-
-typedef struct {
-    const char *command;  /* "" for the training command, else the subcommand */
-    const char *usage;    /* usage lines and a paragraph */
-    const cmd_flag *flags;
-    int n_flags;
-    bool positional;      /* one positional argument (consolidate's DIR) */
-} cmd_flag_table;
 
 /* ---- Values. ---- */
 
@@ -247,16 +207,6 @@ static const cmd_flag train_flags[] = {
     {"--config", "--deepspeed_config", "FILE",
      "DeepSpeed JSON config (comments and trailing commas\nallowed; docs/config.md)", FLAG_STRING,
      T(config_path), 0, 0, 0, NULL, NULL, FOR_ALL, "Run"},
-    {"--deepspeed", NULL, "[FILE]",
-     "HF's --deepspeed FILE: the same as --config FILE;\n"
-     "without FILE (DeepSpeed's switch) it does nothing",
-     FLAG_OPTIONAL, T(deepspeed), T(deepspeed_path), 0, 0, NULL, NULL, FOR_ALL, NULL},
-    {"--strict", NULL, NULL,
-     "refuse config sections zerotrain only warns about\n"
-     "(wandb, comet, trackio, checkpoint)",
-     FLAG_SWITCH, T(ov.strict), 0, 0, 0, NULL, NULL, FOR_ALL, NULL},
-    CUSTOM("--local_rank", "N", parse_local_rank,
-           "accepted for DeepSpeed's launcher and ignored: mpirun\nplaces the ranks"),
     CUSTOM("--model", "NAME", parse_model, "mlp, gptlite or classifier"),
     {"--data", NULL, "PATH",
      "gptlite: a text file (e.g. tiny shakespeare's\n"
@@ -269,6 +219,16 @@ static const cmd_flag train_flags[] = {
      FLAG_STRING, T(tokenizer_dir), 0, 0, 0, NULL, NULL, FOR_FILES, NULL},
     {"--num-samples", NULL, "N", "mlp: synthetic data set length (default 65536)", FLAG_INT,
      T(num_samples), 0, 1, INT64_MAX, NULL, NULL, FOR_SYNTHETIC, NULL},
+    {"--deepspeed", NULL, "[FILE]",
+     "HF's --deepspeed FILE: the same as --config FILE;\n"
+     "without FILE (DeepSpeed's switch) it does nothing",
+     FLAG_OPTIONAL, T(deepspeed), T(deepspeed_path), 0, 0, NULL, NULL, FOR_ALL, NULL},
+    {"--strict", NULL, NULL,
+     "refuse config sections zerotrain only warns about\n"
+     "(wandb, comet, trackio, checkpoint)",
+     FLAG_SWITCH, T(ov.strict), 0, 0, 0, NULL, NULL, FOR_ALL, NULL},
+    CUSTOM("--local_rank", "N", parse_local_rank,
+           "accepted for DeepSpeed's launcher and ignored: mpirun\nplaces the ranks"),
     {NULL, NULL, NULL, NULL, FLAG_MODEL, 0, 0, 0, 0, NULL, NULL, FOR_ALL, "Model shape"},
     {"--steps", NULL, "N", "optimizer steps of the run, counted from step 0", FLAG_INT, T(steps),
      0, 0, INT64_MAX, NULL, NULL, FOR_ALL, "Training"},
@@ -421,84 +381,6 @@ static const cmd_flag_table sub_tables[] = {
      eval_flags, N_OF(eval_flags), false},
 };
 
-/* ---- --help. ---- */
-
-#define HELP_COLUMN 34
-
-static void help_line(FILE *out, const char *lead, const char *help)
-{
-    int n = fprintf(out, "  %s", lead);
-    for (const char *line = help; line;) {
-        const char *nl = strchr(line, '\n');
-        int len = nl ? (int)(nl - line) : (int)strlen(line);
-        if (n >= HELP_COLUMN) {
-            fputc('\n', out);
-            n = 0;
-        }
-        fprintf(out, "%*s%.*s\n", HELP_COLUMN - n, "", len, line);
-        n = 0;
-        line = nl ? nl + 1 : NULL;
-    }
-}
-
-/* The model schema's flags, one line per flag with each model's default. */
-static void help_model_args(FILE *out)
-{
-    int n;
-    const zt_model_arg *rows = zt_model_args_schema(&n);
-    for (int i = 0; i < n; i++) {
-        bool first = true;
-        for (int k = 0; k < i && first; k++)
-            first = strcmp(rows[k].flag, rows[i].flag) != 0;
-        if (!first)
-            continue;
-        char lead[64], help[256];
-        snprintf(lead, sizeof lead, "%s %s", rows[i].flag, rows[i].metavar);
-        int len = snprintf(help, sizeof help, "%s", rows[i].help);
-        int models = 0;
-        for (int k = i; k < n; k++)
-            models += !strcmp(rows[k].flag, rows[i].flag);
-        const char *sep = " (default ";
-        for (int k = i; k < n && len < (int)sizeof help - 40; k++) {
-            const zt_model_arg *r = &rows[k];
-            if (strcmp(r->flag, rows[i].flag) != 0 || (!r->dflt_from && r->dflt <= 0))
-                continue;
-            const char *who = models > 1 ? r->model : "";
-            if (r->dflt_from)
-                len += snprintf(help + len, sizeof help - (size_t)len, "%s%s%sthe %s", sep, who,
-                                models > 1 ? " " : "", r->dflt_from);
-            else
-                len += snprintf(help + len, sizeof help - (size_t)len, "%s%s%s%g", sep, who,
-                                models > 1 ? " " : "", r->dflt);
-            sep = ", ";
-        }
-        if (strcmp(sep, ", ") == 0)
-            snprintf(help + len, sizeof help - (size_t)len, ")");
-        help_line(out, lead, help);
-    }
-}
-
-static void flags_help(const cmd_flag_table *t, FILE *out)
-{
-    fputs(t->usage, out);
-    for (int i = 0; i < t->n_flags; i++) {
-        const cmd_flag *fl = &t->flags[i];
-        if (fl->section)
-            fprintf(out, "\n%s:\n", fl->section);
-        if (fl->kind == FLAG_MODEL) {
-            help_model_args(out);
-            continue;
-        }
-        char lead[96];
-        snprintf(lead, sizeof lead, "%s%s%s%s%s", fl->name, fl->alias ? ", " : "",
-                 fl->alias ? fl->alias : "", fl->metavar ? " " : "",
-                 fl->metavar ? fl->metavar : "");
-        help_line(out, lead, fl->help);
-    }
-    if (!t->command[0])
-        fputs("\n  --help, --version\n", out);
-}
-
 void cmd_flags_help_train(FILE *out) { flags_help(&train_table, out); }
 
 void cmd_flags_help_sub(FILE *out)
@@ -511,17 +393,6 @@ void cmd_flags_help_sub(FILE *out)
 }
 
 /* ---- Parsing. ---- */
-
-static const cmd_flag *flags_find(const cmd_flag_table *t, const char *name)
-{
-    for (int i = 0; i < t->n_flags; i++) {
-        const cmd_flag *fl = &t->flags[i];
-        if (fl->kind != FLAG_MODEL &&
-            (!strcmp(fl->name, name) || (fl->alias && !strcmp(fl->alias, name))))
-            return fl;
-    }
-    return NULL;
-}
 
 static bool flags_has_model_args(const cmd_flag_table *t)
 {
@@ -540,64 +411,6 @@ static const zt_model_arg *flags_model_row(const char *flag)
         if (!strcmp(rows[i].flag, flag))
             return &rows[i];
     return NULL;
-}
-
-/* HF Trainer and DeepSpeed names of flags zerotrain spells its own way. */
-static const struct {
-    const char *theirs, *ours;
-} flag_synonyms[] = {
-    {"--per_device_train_batch_size", "--micro-batch-size"},
-    {"--train_micro_batch_size_per_gpu", "--micro-batch-size"},
-    {"--learning_rate", "--lr"},
-    {"--max_steps", "--steps"},
-    {"--num_train_epochs", "--epochs"},
-    {"--warmup_ratio", "--warmup-steps"},
-    {"--output_dir", "--save-dir"},
-    {"--save_steps", "--save-interval"},
-    {"--save_total_limit", "--keep-last"},
-    {"--eval_steps", "--eval-interval"},
-    {"--resume_from_checkpoint", "--resume"},
-    {"--logging_steps", "--log-interval"},
-    {"--deepspeed_config_file", "--config"},
-};
-
-/* "; did you mean --x?" for an unknown flag, or "": an HF/DeepSpeed name's
- * counterpart, the same name with '-' for '_', else the closest flag. */
-static void flags_suggest(const cmd_flag_table *t, bool model_args, const char *name, char *buf,
-                          size_t n)
-{
-    buf[0] = '\0';
-    const char *hit = NULL;
-    for (size_t i = 0; i < sizeof flag_synonyms / sizeof flag_synonyms[0] && !hit; i++)
-        if (!strcmp(name, flag_synonyms[i].theirs) && flags_find(t, flag_synonyms[i].ours))
-            hit = flag_synonyms[i].ours;
-    char dashed[64];
-    snprintf(dashed, sizeof dashed, "%s", name);
-    for (char *c = dashed + 2; *c; c++)
-        if (*c == '_')
-            *c = '-';
-    int n_model = 0;
-    const zt_model_arg *rows = model_args ? zt_model_args_schema(&n_model) : NULL;
-    size_t m = 0, cap = (size_t)(2 * t->n_flags + n_model);
-    const char **cands = calloc(cap > 0 ? cap : 1, sizeof *cands);
-    if (!cands)
-        return;
-    for (int i = 0; i < t->n_flags; i++) {
-        if (t->flags[i].kind == FLAG_MODEL)
-            continue;
-        cands[m++] = t->flags[i].name;
-        cands[m++] = t->flags[i].alias;
-    }
-    for (int i = 0; i < n_model; i++)
-        cands[m++] = rows[i].flag;
-    for (size_t i = 0; i < m && !hit; i++)
-        if (cands[i] && !strcmp(cands[i], dashed))
-            hit = cands[i];
-    if (!hit)
-        hit = zt_spell_closest(dashed, cands, m);
-    if (hit)
-        snprintf(buf, n, "; did you mean %s?", hit);
-    free(cands);
 }
 
 static int flags_store(const cmd_flag *fl, const char *name, const char *val, void *dst)

@@ -39,8 +39,12 @@
  * - Unknown keys are errors in every section, also at the top level and in
  *   activation_checkpointing where DeepSpeed ignores them: a typo must never
  *   leave a default silently in force.
- * - DeepSpeed top-level features this build lacks (flops_profiler, pipeline,
- *   amp, ...) parse when off; when on, zt_config_check_supported refuses them.
+ * - DeepSpeed top-level features this build lacks (pipeline, amp, ...) parse
+ *   when off; when on, zt_config_check_supported refuses them. Sections read
+ *   but not acted on (wandb, comet, trackio, checkpoint) are a warning, an
+ *   error under --strict.
+ * - comms_logger honours "enabled": false (DeepSpeed logs whenever the
+ *   section is present).
  * - offload_optimizer at stage 0 and offload_param below stage 3, which
  *   DeepSpeed silently ignores, are errors.
  * - activation_checkpointing takes effect here (DeepSpeed's engine never calls
