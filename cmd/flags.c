@@ -271,6 +271,12 @@ static const cmd_flag train_flags[] = {
      FLAG_SWITCH, T(dev.tf32), 0, 0, 0, NULL, NULL, FOR_ALL, NULL},
     {"--report", NULL, "FILE", "write the run's JSON report (rank 0)", FLAG_STRING,
      T(report_path), 0, 0, 0, NULL, NULL, FOR_ALL, "Output"},
+    INT("--log-interval", "N", T(log_interval), 0,
+        "a progress line every N steps (0: none; default: every\n"
+        "steps_per_print steps, or every ~10 s without it)"),
+    STR("--log-file", "FILE", T(log_file),
+        "the run's history as JSON lines, flushed at every\n"
+        "progress line (default: REPORT.jsonl beside --report)"),
     STR("--dump-params", "FILE", T(dump_path),
         "write all fp32 parameters after training (raw\nlittle-endian float32, model order)"),
     STR("--dump-grads", "FILE", T(grad_dump_path),
@@ -567,6 +573,7 @@ static void flags_train_defaults(cmd_train_flags *f)
     zt_model_args_init(&f->model);
     f->model.name[0] = '\0';
     f->steps = f->epochs = -1;
+    f->log_interval = -1;
     f->num_samples = ZT_SYNTHETIC_DEFAULT_SAMPLES;
     f->seed = 1234;
     f->dev.device = "auto";
@@ -615,6 +622,9 @@ static int flags_train_check_run(const cmd_train_flags *f)
 {
     if (f->estimate_memory && (f->grad_dump_path || f->sample > 0 || f->eval_interval > 0))
         return cmd_usage_error("--dump-grads, --sample and --eval-interval need a training run; "
+                               "--estimate-memory trains nothing");
+    if (f->estimate_memory && (f->log_file || f->log_interval >= 0))
+        return cmd_usage_error("--log-file and --log-interval need a training run; "
                                "--estimate-memory trains nothing");
     if (f->steps >= 0 && f->epochs >= 0)
         return cmd_usage_error("give --steps or --epochs, not both");

@@ -30,6 +30,8 @@ typedef struct {
     bool seed_given;
     zt_device_flags dev;
     const char *report_path, *dump_path, *grad_dump_path;
+    const char *log_file;  /* NULL: REPORT.jsonl beside --report, or none */
+    int64_t log_interval;  /* progress line every N steps; 0 none; < 0 the default cadence */
     const char *data_path, *tokenizer_dir;
     int64_t eval_interval, eval_iters, sample;
     int64_t inject_steps[64];

@@ -11,10 +11,12 @@
 
 #include "cmd/cmd.h"
 #include "cmd/exit.h"
+#include "cmd/preempt.h"
 #include "engine/checked.h"
 #include "engine/ckpt/ckpt.h"
 #include "engine/config/config.h"
 #include "engine/monitor/monitor.h"
+#include "engine/monitor/progress.h"
 #include "engine/monitor/report.h"
 #include "engine/path.h"
 #include "engine/train/trainer.h"
@@ -81,15 +83,20 @@ static void cmd_print_summary(const zt_world *w, const zt_config *cfg, const zt_
     zt_layout_persistence_warning(lay, &cfg->zero, warning, sizeof warning);
     if (warning[0])
         printf("  warning: %s\n", warning);
-    if (s.policy->params_sharded)
+    if (s.policy->params_sharded) {
         printf("  stage 3: %lld of %lld parameters in persistent units, prefetch %lld, "
-               "max live %lld, max reuse distance %lld, hpZ %lld, MiCS shard %lld\n",
+               "max live %lld, max reuse distance %lld",
                (long long)lay->persistent_numel, (long long)lay->padded_numel,
                (long long)cfg->zero.stage3_prefetch_bucket_size,
                (long long)cfg->zero.stage3_max_live_parameters,
-               (long long)cfg->zero.stage3_max_reuse_distance,
-               (long long)cfg->zero.zero_hpz_partition_size,
-               (long long)(cfg->zero.mics_shard_size > 0 ? cfg->zero.mics_shard_size : w->size));
+               (long long)cfg->zero.stage3_max_reuse_distance);
+        /* hpZ and MiCS are named only when on. */
+        if (cfg->zero.zero_hpz_partition_size > 1)
+            printf(", hpZ %lld", (long long)cfg->zero.zero_hpz_partition_size);
+        if (cfg->zero.mics_shard_size > 0)
+            printf(", MiCS shard %lld", (long long)cfg->zero.mics_shard_size);
+        printf("\n");
+    }
     if (s.mixed)
         printf("  mixed precision: %s parameters and activations, fp32 master weights, "
                "gradients %s, communication %s, loss scale %s\n",
@@ -288,8 +295,12 @@ static zt_status cmd_resolve_run(const cmd_train_flags *f, zt_config *cfg, const
  * with its results lost. A --dump-grads name with %d is one file per step:
  * its directory is checked (with %d in a directory's name, the deepest one
  * without it). */
-static zt_status cmd_check_outputs(const cmd_train_flags *f)
+static zt_status cmd_check_outputs(const cmd_train_flags *f, const char *log_path)
 {
+    if (log_path)
+        ZT_TRY(zt_path_check_output(log_path, "log",
+                                    "give --log-file a path in an existing directory you can "
+                                    "write to"));
     if (f->report_path)
         ZT_TRY(zt_path_check_output(f->report_path, "report",
                                     "give --report a path in an existing directory you can "
@@ -314,6 +325,40 @@ static zt_status cmd_check_outputs(const cmd_train_flags *f)
     return ZT_OK;
 }
 
+/* Rank 0: why training stopped early, and what happens next. */
+static void cmd_print_stop(const zt_world *w, const zt_trainer *t, int64_t steps,
+                           const int64_t stop_ranks[2], const char *save_dir)
+{
+    int64_t n = stop_ranks[0] + stop_ranks[1];
+    printf("zerotrain: %s reached %lld of %d rank(s): stopping after step %lld of %lld; %s\n",
+           cmd_preempt_name(stop_ranks), (long long)(n < w->size ? n : w->size), w->size,
+           (long long)cmd_steps_done(t), (long long)steps,
+           save_dir ? "saving a checkpoint to resume from (--resume)"
+                    : "nothing is saved (no --save-dir): the run's work so far is lost");
+    fflush(stdout);
+}
+
+/* Rank 0's last line: the steps of this run (a resumed run also names the
+ * global step it reached), and a final loss only when a step ran. */
+static void cmd_print_done(const zt_trainer *t, const zt_trainer_counters *start, bool stopped,
+                           double param_norm)
+{
+    zt_trainer_stats ts;
+    zt_trainer_stats_get(t, &ts);
+    int64_t run = ts.global_steps - start->global_steps;
+    printf("zerotrain: %s: %lld steps in %.2f s", stopped ? "stopped" : "done", (long long)run,
+           ts.train_seconds);
+    if (start->global_steps > 0)
+        printf(" (resumed at step %lld, now at step %lld)", (long long)start->global_steps,
+               (long long)ts.global_steps);
+    if (run > 0)
+        printf(", final loss %.6f, %.2f samples/s", ts.loss_history[ts.global_steps - 1],
+               ts.samples_per_sec);
+    printf(", param norm %.6f, peak device memory %.3f GiB\n", param_norm,
+           (double)ts.mem->total_peak[ZT_MEM_DEVICE] / (1024.0 * 1024.0 * 1024.0));
+    fflush(stdout);
+}
+
 int cmd_train(int argc, char **argv)
 {
     cmd_train_flags flags;
@@ -333,6 +378,10 @@ int cmd_train(int argc, char **argv)
     }
     if (flags.estimate_memory)
         return cmd_estimate(&world, &flags);
+    if (world.rank == 0 && world.threads.note[0]) {
+        printf("%s\n", world.threads.note);
+        fflush(stdout);
+    }
 
     zt_config cfg;
     st = zt_config_load_file(flags.config_path, &flags.ov, world.size, &cfg);
@@ -358,7 +407,13 @@ int cmd_train(int argc, char **argv)
         (rc = cmd_agreed_failure(&world, zt_ckpt_lock_dir(&world, flags.save_dir, &save_lock))) !=
             0)
         return rc;
-    st = world.rank == 0 ? cmd_check_outputs(&flags) : ZT_OK;
+    char log_buf[4096];
+    const char *log_path = flags.log_file;
+    if (!log_path && flags.report_path) {
+        zt_progress_log_path(flags.report_path, log_buf, sizeof log_buf);
+        log_path = log_buf;
+    }
+    st = world.rank == 0 ? cmd_check_outputs(&flags, log_path) : ZT_OK;
     if ((rc = cmd_agreed_failure(&world, st)) != 0)
         return rc;
 
@@ -418,7 +473,8 @@ int cmd_train(int argc, char **argv)
                                .nonfinite_continue = !strcmp(flags.nonfinite, "continue"),
                                .observer = zt_monitor_observer(&mon),
                                .after_step = flags.save_dir ? cmd_after_step : NULL,
-                               .after_step_ctx = &saver};
+                               .after_step_ctx = &saver,
+                               .stop_request = cmd_preempt_flag()};
     st = zt_trainer_init(&trainer, &topt);
     if ((rc = cmd_agreed_failure(&world, st)) != 0)
         return rc;
@@ -441,28 +497,60 @@ int cmd_train(int argc, char **argv)
     }
     zt_ckpt_close(&resume);
 
-    /* The CSV monitor files are rank 0's alone: a failure is one rank's. */
+    zt_trainer_counters start;
+    zt_trainer_counters_get(trainer, &start);
+    zt_progress progress;
+    memset(&progress, 0, sizeof progress);
+    /* The CSV monitor files and the log are rank 0's alone: a failure is one
+     * rank's. */
     st = zt_monitor_init(&mon, &cfg, world.rank);
     if (st == ZT_OK)
         st = zt_monitor_attach(&mon, trainer);
+    if (st == ZT_OK && world.rank == 0) {
+        const zt_model_entry *entry = zt_model_find(model.name);
+        zt_progress_options po = {
+            .model = model.name,
+            .world_size = world.size,
+            .first_step = start.global_steps,
+            .first_skipped = start.skipped_steps,
+            .last_step = steps,
+            .samples_per_step = cfg.train_batch_size,
+            .tokens_per_sample = entry && entry->data == ZT_DATA_TEXT ? model.seq_len : 0,
+            .interval = flags.log_interval,
+            .steps_per_print = cfg.steps_per_print,
+            .period_seconds = 10.0,
+            .log_path = log_path,
+            .append = flags.resume,
+        };
+        st = zt_progress_init(&progress, &po);
+        mon.progress = &progress;
+    }
     if (st != ZT_OK)
         cmd_fatal(&world, &comm, st);
+    cmd_preempt_install();
     st = zt_trainer_train(trainer, steps);
     if (st == ZT_OK)
         zt_monitor_end(&mon);
     zt_monitor_free(&mon);
+    if (world.rank == 0)
+        zt_progress_flush(&progress);
     /* A failed save and a diverged step (the loss and norm are global) are
      * known to every rank; anything else may be one rank's. */
     if (st != ZT_OK && (saver.failed || st == ZT_ERR_NUMERIC))
         return cmd_agreed_failure(&world, st);
     if (st != ZT_OK)
         cmd_fatal(&world, &comm, st);
+    int64_t stop_ranks[2];
+    bool stopped = zt_trainer_stopped(trainer, stop_ranks);
+    if (stopped && world.rank == 0)
+        cmd_print_stop(&world, trainer, steps, stop_ranks, flags.save_dir);
     if (flags.save_dir && saver.last_saved != cmd_steps_done(trainer) &&
         (rc = cmd_agreed_failure(&world, cmd_save(trainer, &saver))) != 0)
         return rc;
 
-    if (flags.sample > 0 && (st = cmd_sample(&world, trainer, &data, flags.sample,
-                                               flags.seed)) != ZT_OK)
+    /* A stopped run has little time left: no sample. */
+    if (!stopped && flags.sample > 0 &&
+        (st = cmd_sample(&world, trainer, &data, flags.sample, flags.seed)) != ZT_OK)
         cmd_fatal(&world, &comm, st);
     if (flags.dump_path && (rc = cmd_agreed_failure(
                                 &world, zt_trainer_dump_params(trainer, flags.dump_path))) != 0)
@@ -473,15 +561,8 @@ int cmd_train(int argc, char **argv)
                                                          param_norm))) != 0)
         return rc;
     if (world.rank == 0) {
-        zt_trainer_stats ts;
-        zt_trainer_stats_get(trainer, &ts);
-        printf("zerotrain: done: %lld steps in %.2f s, final loss %.6f, %.2f samples/s, "
-               "param norm %.6f, peak device memory %.3f GiB\n",
-               (long long)ts.global_steps, ts.train_seconds,
-               ts.global_steps > 0 ? ts.loss_history[ts.global_steps - 1] : NAN,
-               ts.samples_per_sec, param_norm,
-               (double)ts.mem->total_peak[ZT_MEM_DEVICE] / (1024.0 * 1024.0 * 1024.0));
-        fflush(stdout);
+        cmd_print_done(trainer, &start, stopped, param_norm);
+        zt_progress_end(&progress, stopped ? "stopped" : "done");
     }
     zt_trainer_free(trainer);
     zt_comm_free(&comm);
@@ -489,5 +570,8 @@ int cmd_train(int argc, char **argv)
     zt_data_free(&data);
     zt_model_free(&model);
     zt_ckpt_unlock_dir(&save_lock);
-    return cmd_finish(&world);
+    rc = cmd_finish(&world);
+    /* Stopped with a checkpoint saved is a clean exit: --resume continues.
+     * Without one the run's work is lost, which a scheduler must see. */
+    return stopped && !flags.save_dir ? cmd_preempt_exit_code(stop_ranks) : rc;
 }

@@ -6,7 +6,8 @@
  * compare against it) and for the offloaded optimizer, which runs the CPU
  * optimizer kernels on host memory whatever the device.
  *
- * Threads: OMP_NUM_THREADS, for OpenBLAS and the OpenMP loops alike.
+ * Threads: OMP_NUM_THREADS (or, without it, engine/world/threads.h's default),
+ * for OpenBLAS and the OpenMP loops alike.
  * Memory: the backend holds no state of its own; free it with zt_backend_free.
  * The kernels work in place on the caller's buffers and allocate nothing.
  * Collective: none.

@@ -156,6 +156,8 @@ void zt_monitor_step(zt_monitor *mon, const zt_step_info *s)
         printf("\n");
     }
     fflush(stdout);
+    if (mon->progress)
+        zt_progress_step(mon->progress, s);
 }
 
 void zt_monitor_overflow(const zt_monitor *mon, const zt_scaler_event *ev, bool fp16)
@@ -186,6 +188,8 @@ void zt_monitor_eval(zt_monitor *mon, const zt_eval_point *e)
         printf("[Rank 0] eval: step=%lld, val_loss=%.6f (%.2f s)\n", (long long)e->step, e->loss,
                e->seconds);
     fflush(stdout);
+    if (mon->progress)
+        zt_progress_eval(mon->progress, e);
 }
 
 static void monitor_on_step(void *ctx, const zt_step_info *s) { zt_monitor_step(ctx, s); }

@@ -5,8 +5,9 @@
  * and the observability sections, each in its own module: tensorboard event
  * files (tensorboard.h), the comms_logger (comms_log.h) and the
  * flops_profiler (flops.h). It hears the trainer through an observer
- * (zt_monitor_observer); the report written after training is
- * engine/monitor/report.h.
+ * (zt_monitor_observer) and passes steps and evaluations on to zerotrain's
+ * own progress line and history (engine/monitor/progress.h) when one is
+ * attached; the report written after training is engine/monitor/report.h.
  *
  * TensorBoard scalars, DeepSpeed's tags at x = global samples:
  * Train/Samples/train_loss (DeepSpeed wrote it before 0.18.3, and its pipeline
@@ -28,6 +29,7 @@
 #include "engine/config/config.h"
 #include "engine/monitor/comms_log.h"
 #include "engine/monitor/flops.h"
+#include "engine/monitor/progress.h"
 #include "engine/monitor/tensorboard.h"
 #include "engine/train/scaler.h"
 #include "engine/train/trainer.h"
@@ -42,6 +44,7 @@ typedef struct {
     zt_comms_log comms;
     zt_flops_prof flops;
     zt_trainer *trainer;      /* attached (zt_monitor_attach), or NULL */
+    zt_progress *progress;    /* rank 0's, borrowed; NULL: none */
 } zt_monitor;
 
 zt_status zt_monitor_init(zt_monitor *mon, const zt_config *cfg, int rank);

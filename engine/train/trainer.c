@@ -289,16 +289,26 @@ static zt_status trainer_step(zt_trainer *t)
     const zt_config *cfg = t->cfg;
     double timers[ZT_TIMER_N] = {0};
     double t0 = zt_train_now();
-    double loss_sum = 0.0;
+    /* The loss sum, and the stop requests riding on its all-reduce: one
+     * count per reason. */
+    double sums[3] = {0.0, 0.0, 0.0};
     if (t->prof && t->global_steps == t->prof_step) {
         memset(t->prof, 0, (size_t)t->model->n_units * sizeof *t->prof);
         t->profiling = t->prof;
     }
     for (int64_t m = 0; m < cfg->gradient_accumulation_steps; m++)
-        ZT_TRY(zt_train_micro_step(t, m, &loss_sum, timers));
+        ZT_TRY(zt_train_micro_step(t, m, &sums[0], timers));
     t->profiling = NULL;
-    ZT_TRY(zt_train_sum_f64(t->world->comm, &loss_sum, 1));
-    double loss = loss_sum / (double)cfg->train_batch_size;
+    sig_atomic_t req = t->opt.stop_request ? *t->opt.stop_request : 0;
+    sums[1] = (req & 1) ? 1.0 : 0.0;
+    sums[2] = (req & 2) ? 1.0 : 0.0;
+    ZT_TRY(zt_train_sum_f64(t->world->comm, sums, 3));
+    double loss = sums[0] / (double)cfg->train_batch_size;
+    if (sums[1] > 0.0 || sums[2] > 0.0) {
+        t->stop_agreed = true;
+        t->stop_ranks[0] = (int64_t)sums[1];
+        t->stop_ranks[1] = (int64_t)sums[2];
+    }
 
     double ts = zt_train_now();
     double scale = t->scaler.scale;
@@ -399,6 +409,7 @@ static zt_status trainer_step(zt_trainer *t)
             t->timed_steps > 0
                 ? (double)cfg->train_batch_size * (double)t->timed_steps / t->timed_seconds
                 : 0.0,
+        .seconds = dt,
         .mem_allocated = t->mem.total_current[ZT_MEM_DEVICE],
         .max_mem_allocated = t->mem.total_peak[ZT_MEM_DEVICE],
     };
@@ -431,9 +442,10 @@ zt_status zt_trainer_train(zt_trainer *t, int64_t until_step)
 {
     const zt_trainer_options *o = &t->opt;
     zt_status st = ZT_OK;
-    while (st == ZT_OK && t->global_steps < until_step) {
+    t->stop_agreed = false;
+    while (st == ZT_OK && t->global_steps < until_step && !t->stop_agreed) {
         st = trainer_step(t);
-        bool due = o->eval_data && o->eval_interval > 0 &&
+        bool due = o->eval_data && o->eval_interval > 0 && !t->stop_agreed &&
                    (t->global_steps % o->eval_interval == 0 || t->global_steps == until_step);
         if (st == ZT_OK && due)
             st = trainer_eval_point(t);
@@ -441,6 +453,13 @@ zt_status zt_trainer_train(zt_trainer *t, int64_t until_step)
             st = o->after_step(t, o->after_step_ctx);
     }
     return st;
+}
+
+bool zt_trainer_stopped(const zt_trainer *t, int64_t ranks_per_reason[2])
+{
+    ranks_per_reason[0] = t->stop_agreed ? t->stop_ranks[0] : 0;
+    ranks_per_reason[1] = t->stop_agreed ? t->stop_ranks[1] : 0;
+    return t->stop_agreed;
 }
 
 void zt_trainer_stats_get(const zt_trainer *t, zt_trainer_stats *s)

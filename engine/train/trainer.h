@@ -82,6 +82,7 @@
 #ifndef ZT_TRAINER_H
 #define ZT_TRAINER_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -118,6 +119,7 @@ typedef struct {
     double beta1, beta2;      /* Adam betas, or SGD momentum in beta1 */
     bool is_sgd;
     double curr_samples_per_sec, running_samples_per_sec; /* <= 0: not timed yet */
+    double seconds;                                       /* this step's wall time */
     size_t mem_allocated, max_mem_allocated;              /* device bytes */
     double timers_ms[ZT_TIMER_N];                         /* summed over micro-steps */
 } zt_step_info;
@@ -168,6 +170,12 @@ typedef struct {
      * saves checkpoints here.) */
     zt_status (*after_step)(zt_trainer *t, void *ctx);
     void *after_step_ctx;
+    /* A request to stop (cmd sets it from SIGTERM/SIGUSR1; NULL: none): bit
+     * 0 and bit 1 are two reasons. The ranks agree on it once per step inside
+     * the step's loss all-reduce, so a request that reached any rank stops
+     * every rank after that same step (its evaluation is left out; after_step
+     * still runs). */
+    const volatile sig_atomic_t *stop_request;
 } zt_trainer_options;
 
 /* Plans (allocates nothing) every buffer one rank of a `world_size`-rank run
@@ -185,8 +193,13 @@ zt_status zt_trainer_stage_shape(const zt_config *cfg, const zt_model *m, int wo
 zt_status zt_trainer_init(zt_trainer **out, const zt_trainer_options *opt);
 void zt_trainer_free(zt_trainer *t);
 
-/* Trains until the step counter reaches until_step. */
+/* Trains until the step counter reaches until_step, or until the ranks agree
+ * to stop (zt_trainer_stopped). */
 zt_status zt_trainer_train(zt_trainer *t, int64_t until_step);
+
+/* Whether the last zt_trainer_train stopped on a stop request, and on how
+ * many ranks each of its two reasons arrived (the same on every rank). */
+bool zt_trainer_stopped(const zt_trainer *t, int64_t ranks_per_reason[2]);
 
 /* Rank 0 writes all parameters, unpadded, in model order as little-endian
  * float32 to `path`: the fp32 master weights under mixed precision. */

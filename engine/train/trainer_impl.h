@@ -114,6 +114,8 @@ struct zt_trainer {
     int64_t prof_step;
     zt_unit_profile *prof, *profiling;
     bool recomputing; /* recompute.c is re-running forwards (backward time) */
+    bool stop_agreed;             /* a stop request reached some rank */
+    int64_t stop_ranks[2];        /* ranks per reason (zt_trainer_stopped) */
 };
 
 /* ---- trainer.c ---- */

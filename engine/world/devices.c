@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 zt_status zt_device_choose(const zt_device_request *req, zt_device_choice *out)
 {
@@ -37,9 +38,10 @@ zt_status zt_device_choose(const zt_device_request *req, zt_device_choice *out)
                            strcmp(req->device, "auto") ? "" : req->no_gpu_why);
         out->device = ZT_DEVICE_CPU;
         out->comm = ZT_COMM_USE_MPI;
-        if (!strcmp(req->device, "auto"))
+        if (!strcmp(req->device, "auto") && req->cuda_built && req->gpu_driver)
             snprintf(out->notice, sizeof out->notice,
-                     "zerotrain: --device auto: no GPU (%s): running on the CPU backend",
+                     "zerotrain: --device auto: an NVIDIA driver is loaded but no GPU answers "
+                     "(%s): training on the CPU",
                      req->no_gpu_why);
         return ZT_OK;
     }
@@ -166,6 +168,7 @@ zt_status zt_world_devices(const zt_world *w, const zt_device_flags *f, zt_dtype
                              .gpu_count = fewest,
                              .shared = shared,
                              .no_gpu_why = why,
+                             .gpu_driver = access("/proc/driver/nvidia/version", F_OK) == 0,
                              .local_rank = w->local_rank,
                              .local_size = w->local_size};
     zt_device_choice ch;

@@ -31,6 +31,7 @@ typedef struct {
     int gpu_count;          /* GPUs per node (the minimum over all ranks) */
     bool shared;            /* another rank of this host uses the same GPU (by its id) */
     const char *no_gpu_why; /* why gpu_count is 0 */
+    bool gpu_driver;        /* an NVIDIA driver is loaded on this host (/proc/driver/nvidia) */
     int local_rank, local_size;
 } zt_device_request;
 
@@ -41,8 +42,11 @@ typedef struct {
     char notice[200];   /* one line for the user when auto chose for them ("" if none) */
 } zt_device_choice;
 
-/* auto picks CUDA when the binary has it and a GPU answers, else the CPU with a
- * notice; comm auto picks NCCL on CUDA when it is built and every rank of the
+/* auto picks CUDA when the binary has it and a GPU answers, else the CPU,
+ * with a notice only where a GPU was to be expected: a CUDA build on a host
+ * whose NVIDIA driver is loaded (a CPU-only build, or a host without the
+ * driver, runs on the CPU as a matter of course: the summary line says so);
+ * comm auto picks NCCL on CUDA when it is built and every rank of the
  * node has a GPU of its own, else the staged MPI comm (with a notice). An
  * explicit request that cannot be met is an error naming what is missing. */
 zt_status zt_device_choose(const zt_device_request *req, zt_device_choice *out);

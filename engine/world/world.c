@@ -74,7 +74,7 @@ zt_status zt_world_init(zt_world *w, int *argc, char ***argv)
     w->node = node;
     ZT_TRY(zt_world_mpi(MPI_Allreduce(&is_leader, &w->n_nodes, 1, MPI_INT, MPI_SUM, w->comm),
                         "MPI_Allreduce"));
-    return ZT_OK;
+    return zt_world_threads_init(w->host_comm, &w->threads);
 }
 
 void zt_world_free(zt_world *w)

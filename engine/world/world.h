@@ -8,7 +8,8 @@
  * several nodes on one machine). Running the binary without mpirun is a world
  * of one rank (Open MPI singleton).
  *
- * Which device and communicator each rank uses: engine/world/devices.h.
+ * Which device and communicator each rank uses: engine/world/devices.h; how
+ * many threads: engine/world/threads.h (decided here).
  *
  * Memory: the communicators are owned by the world and freed by zt_world_free.
  * Collective: zt_world_init, zt_world_free, zt_world_agree,
@@ -22,6 +23,7 @@
 
 #include "engine/fingerprint.h"
 #include "engine/status.h"
+#include "engine/world/threads.h"
 
 typedef struct {
     int rank, size;
@@ -32,6 +34,7 @@ typedef struct {
     MPI_Comm node_comm; /* ranks of this node group */
     MPI_Comm host_comm; /* ranks on this physical host (shared memory), whatever
                          * ZT_RANKS_PER_NODE simulates: who can share a device */
+    zt_threads threads; /* this rank's OpenMP threads (engine/world/threads.h) */
 } zt_world;
 
 zt_status zt_world_init(zt_world *w, int *argc, char ***argv);

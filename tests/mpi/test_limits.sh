@@ -146,7 +146,7 @@ wait $job || rc=$?
 echo "ok: a killed rank ended the job in $((SECONDS - t0)) s (exit $rc)"
 tag=$(cat "$tmp/kill/latest")
 step=${tag#global_step}
-expect 0 "zerotrain: done: $((step + 5)) steps" -- $ZT_MPIRUN -np 2 ./zerotrain --config \
+expect 0 "zerotrain: done: 5 steps in .* (resumed at step $step, now at step $((step + 5)))" -- $ZT_MPIRUN -np 2 ./zerotrain --config \
     "$tmp/c.json" --model mlp --width 256 --layers 4 --steps $((step + 5)) --save-dir \
     "$tmp/kill" --resume
 echo "ok: limits and failures"

@@ -22,11 +22,12 @@ static zt_device_request req(const char *device, const char *comm, int gpus, int
                                .gpu_count = gpus,
                                .shared = ranks > gpus,
                                .no_gpu_why = gpus ? "" : "no CUDA driver",
+                               .gpu_driver = true,
                                .local_rank = ranks - 1,
                                .local_size = ranks};
 }
 
-static void test_auto_without_gpu_falls_back_with_notice(void **state)
+static void test_auto_without_gpu_notice_only_with_a_driver(void **state)
 {
     (void)state;
     zt_device_request r = req("auto", "auto", 0, 2);
@@ -34,13 +35,21 @@ static void test_auto_without_gpu_falls_back_with_notice(void **state)
     assert_int_equal(zt_device_choose(&r, &c), ZT_OK);
     assert_int_equal(c.device, ZT_DEVICE_CPU);
     assert_int_equal(c.comm, ZT_COMM_USE_MPI);
-    assert_non_null(strstr(c.notice, "no GPU (no CUDA driver)"));
-    assert_non_null(strstr(c.notice, "CPU backend"));
+    assert_non_null(strstr(c.notice, "no GPU answers (no CUDA driver)"));
+    assert_non_null(strstr(c.notice, "training on the CPU"));
 
+    /* No NVIDIA driver on the host: the CPU is expected, nothing to say. */
+    r.gpu_driver = false;
+    assert_int_equal(zt_device_choose(&r, &c), ZT_OK);
+    assert_int_equal(c.device, ZT_DEVICE_CPU);
+    assert_string_equal(c.notice, "");
+
+    /* A CPU-only build has no choice to tell about, driver or not. */
+    r.gpu_driver = true;
     r.cuda_built = r.nccl_built = false;
     assert_int_equal(zt_device_choose(&r, &c), ZT_OK);
     assert_int_equal(c.device, ZT_DEVICE_CPU);
-    assert_true(c.notice[0] != '\0');
+    assert_string_equal(c.notice, "");
 }
 
 static void test_explicit_cpu_is_silent(void **state)
@@ -172,7 +181,7 @@ static void test_same_gpu_by_id(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_auto_without_gpu_falls_back_with_notice),
+        cmocka_unit_test(test_auto_without_gpu_notice_only_with_a_driver),
         cmocka_unit_test(test_own_gpu_each_behind_visible_devices),
         cmocka_unit_test(test_same_gpu_by_id),
         cmocka_unit_test(test_explicit_cpu_is_silent),
