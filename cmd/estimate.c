@@ -25,11 +25,14 @@ int cmd_estimate(zt_world *w, const cmd_train_flags *f)
                        "%d GPU(s) per node x %d node(s) is more than %d ranks", num_gpus,
                        num_nodes, ZT_ESTIMATE_MAX_WORLD));
     /* Without a config: DeepSpeed's defaults with an Adam optimizer; the
-     * batch and lr flags fill the "auto" values as for any config. */
+     * batch and lr flags fill the "auto" values as for any config. A config
+     * written for another world size is rescaled to this one (noted). */
     zt_config cfg;
+    zt_config_overrides ov = f->ov;
+    ov.rescale_batch = true;
     zt_status st = f->config_path
-                       ? zt_config_parse_file(f->config_path, &f->ov, num_gpus * num_nodes, &cfg)
-                       : zt_config_parse_default(&f->ov, num_gpus * num_nodes, &cfg);
+                       ? zt_config_parse_file(f->config_path, &ov, num_gpus * num_nodes, &cfg)
+                       : zt_config_parse_default(&ov, num_gpus * num_nodes, &cfg);
     if ((rc = cmd_agreed_failure(w, st)) != 0)
         return rc;
 

@@ -54,15 +54,19 @@ zt_status zt_memory_reserve(zt_memory *mem)
             if (bytes == 0 || a->base)
                 continue;
             void *p = NULL;
-            if (l == ZT_MEM_DEVICE) {
-                ZT_TRY(mem->be->alloc(mem->be, bytes, &p));
-            } else if (mem->be->host_alloc) {
-                ZT_TRY(mem->be->host_alloc(mem->be, bytes, &p));
-            } else if (posix_memalign(&p, ZT_ARENA_ALIGN, bytes) != 0) {
-                return zt_fail(ZT_ERR_OOM, "reduce the model or batch size, or add host memory",
-                               "cannot reserve %zu bytes of host memory for the %s arena",
-                               bytes, zt_mem_class_name((zt_mem_class)c));
-            }
+            zt_status st = ZT_OK;
+            mem->failed = a;
+            if (l == ZT_MEM_DEVICE)
+                st = mem->be->alloc(mem->be, bytes, &p);
+            else if (mem->be->host_alloc)
+                st = mem->be->host_alloc(mem->be, bytes, &p);
+            else if (posix_memalign(&p, ZT_ARENA_ALIGN, bytes) != 0)
+                st = zt_fail(ZT_ERR_OOM, "reduce the model or batch size, or add host memory",
+                             "cannot reserve %zu bytes of host memory for the %s arena",
+                             bytes, zt_mem_class_name((zt_mem_class)c));
+            if (st != ZT_OK)
+                return st;
+            mem->failed = NULL;
             a->base = p;
             a->reserved_bytes = bytes;
         }

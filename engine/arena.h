@@ -66,6 +66,7 @@ struct zt_memory {
     size_t planned_bytes[ZT_MEM_NLOC][ZT_MEM_NCLASS];
     size_t total_current[ZT_MEM_NLOC], total_peak[ZT_MEM_NLOC];
     double t_start;
+    const zt_arena *failed; /* the arena zt_memory_reserve could not reserve; NULL: none */
 };
 
 typedef struct {

@@ -244,6 +244,11 @@ typedef struct {
     /* --strict: sections zerotrain ignores with a warning (wandb, comet,
      * trackio, checkpoint) are refused instead. */
     bool strict;
+    /* --estimate-memory plans for a world the config was not written for: a
+     * batch triple that does not work out there keeps the micro batch (what
+     * the plan depends on) and rescales train_batch_size, with a note,
+     * instead of failing. */
+    bool rescale_batch;
 } zt_config_overrides;
 
 void zt_config_overrides_init(zt_config_overrides *ov); /* all "not given" */

@@ -99,6 +99,7 @@ void zt_config_overrides_init(zt_config_overrides *ov)
     ov->lr = -1.0;
     ov->activation_checkpoint_interval = -1;
     ov->fp16 = ov->bf16 = ov->strict = false;
+    ov->rescale_batch = false;
 }
 
 /* ------------------------------------------------------------------ zero_optimization */

@@ -48,6 +48,32 @@ static zt_status zt_batch_fail(const zt_ctx *c, const char *hint, const char *fm
     return zt_config_err(c, ZT_ERR_CONFIG, NULL, hint, fmt, a);
 }
 
+/* ov.rescale_batch: a triple that does not work out for world_size keeps
+ * the micro batch (the given one, else train_batch_size spread over the
+ * ranks and accumulation steps, at least 1) and the accumulation steps (the
+ * given ones, else 1), and makes train_batch_size their product with the
+ * world size. */
+static zt_status zt_config_rescale_batch(const zt_ctx *c, int64_t *tb, int64_t *mb,
+                                         int64_t *gas, bool mb_given, bool gas_given)
+{
+    int64_t was = *tb, ws = c->world_size;
+    if (!gas_given || *gas <= 0)
+        *gas = 1;
+    if (!mb_given || *mb <= 0)
+        *mb = *tb / *gas / ws > 0 ? *tb / *gas / ws : 1;
+    if (__builtin_mul_overflow(*mb, *gas, tb) || __builtin_mul_overflow(*tb, ws, tb))
+        return zt_config_err(c, ZT_ERR_CONFIG, NULL, "use smaller batch values",
+                             "train_batch_size = %lld * %lld * %lld overflows", (long long)*mb,
+                             (long long)*gas, (long long)ws);
+    zt_config_note(c->cfg,
+                   "train_batch_size %lld does not work out over %lld ranks: estimated with "
+                   "%lld = micro %lld x gas %lld x %lld ranks (the plan depends on the micro "
+                   "batch only)",
+                   (long long)was, (long long)ws, (long long)*tb, (long long)*mb,
+                   (long long)*gas, (long long)ws);
+    return ZT_OK;
+}
+
 /* DeepSpeed's _set_batch_related_parameters + _batch_assertion, with the real
  * world size, after command-line values filled missing or "auto" fields. */
 zt_status zt_config_resolve_batch(const zt_ctx *c, json_t *root)
@@ -127,6 +153,12 @@ zt_status zt_config_resolve_batch(const zt_ctx *c, json_t *root)
                              "train_batch_size = %lld * %lld * %lld overflows", (long long)mb.v,
                              (long long)gas.v, (long long)ws);
 
+    int64_t product;
+    bool fits = mb.v > 0 && gas.v > 0 && !__builtin_mul_overflow(mb.v, gas.v, &product) &&
+                !__builtin_mul_overflow(product, ws, &product) && product == tb.v;
+    if (!fits && ov->rescale_batch)
+        ZT_TRY(zt_config_rescale_batch(c, &tb.v, &mb.v, &gas.v, mb.given, gas.given));
+
     char hint[512];
     snprintf(hint, sizeof hint, "%s%strain_batch_size must equal train_micro_batch_size_per_gpu "
              "* gradient_accumulation_steps * world size (%lld ranks)",
@@ -135,7 +167,6 @@ zt_status zt_config_resolve_batch(const zt_ctx *c, json_t *root)
         return zt_batch_fail(c, hint, mb_msg, (long long)mb.v);
     if (gas.v <= 0)
         return zt_batch_fail(c, hint, gas_msg, (long long)gas.v);
-    int64_t product;
     if (__builtin_mul_overflow(mb.v, gas.v, &product) ||
         __builtin_mul_overflow(product, ws, &product) || product != tb.v)
         return zt_config_err(c, ZT_ERR_CONFIG, NULL, hint,

@@ -55,9 +55,12 @@ zt_status cuda_alloc(const zt_backend *be, size_t bytes, void **out)
         return zt_fail(ZT_ERR_DEVICE, "the GPU is in an error state; earlier messages say why",
                        "cuda backend: cannot allocate %zu bytes on device %d: %s", bytes,
                        impl->device, cudaGetErrorString(rc));
+    /* The trainer restates this with the arena's class and its remedies
+     * (zt_train_reserve_failed); what is left to say is what no class
+     * explains. */
     return zt_fail(ZT_ERR_OOM,
-                   "lower the micro-batch size, use a higher ZeRO stage, offload the "
-                   "optimizer, or use fewer ranks per GPU",
+                   "other processes on this GPU (nvidia-smi) or more ranks per GPU leave less "
+                   "than the memory check saw",
                    "cuda backend: cannot allocate %zu bytes on device %d (%zu of %zu bytes "
                    "free): %s",
                    bytes, impl->device, free_b, total_b, cudaGetErrorString(rc));

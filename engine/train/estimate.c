@@ -145,25 +145,38 @@ static size_t estimate_row_value(const zt_estimate_variant *v, zt_mem_loc loc, i
     return v->bytes[loc][classes[row]];
 }
 
-/* One location's class table; variants beyond the line limit wrap into
- * further blocks so large byte counts never make a line too long. */
+/* One location's class table in GiB (MiB when every value is under 0.1 GiB,
+ * so a small model does not print zeros; --report has the exact bytes);
+ * variants beyond the line limit wrap into further blocks. */
 static void estimate_class_table(const zt_estimate *e, zt_mem_loc loc, FILE *out)
 {
     const int label_w = 14;
+    size_t largest = 0;
+    for (int i = 0; i < e->n_variants; i++)
+        for (int r = 0; r < ESTIMATE_ROWS; r++) {
+            size_t v = estimate_row_value(&e->variants[i], loc, r);
+            largest = v > largest ? v : largest;
+        }
+    bool gib = (double)largest >= 0.1 * 1024.0 * 1024.0 * 1024.0;
+    double unit = gib ? 1024.0 * 1024.0 * 1024.0 : 1024.0 * 1024.0;
+    const char *fmt = gib ? "%*.3f" : "%*.2f";
     char labels[ZT_ESTIMATE_NVARIANTS][16];
     int width[ZT_ESTIMATE_NVARIANTS];
     for (int i = 0; i < e->n_variants; i++) {
         estimate_label(&e->variants[i], labels[i], sizeof labels[i]);
         int w = (int)strlen(labels[i]);
         for (int r = 0; r < ESTIMATE_ROWS; r++) {
-            char num[32];
-            int len = snprintf(num, sizeof num, "%zu", estimate_row_value(&e->variants[i], loc, r));
+            char num[64];
+            int len = snprintf(num, sizeof num, fmt, 0,
+                               (double)estimate_row_value(&e->variants[i], loc, r) / unit);
             if (len > w)
                 w = len;
         }
         width[i] = w + 2;
     }
-    const char *title = loc == ZT_MEM_DEVICE ? "device bytes" : "host bytes";
+    char title[32];
+    snprintf(title, sizeof title, "%s %s", loc == ZT_MEM_DEVICE ? "device" : "host",
+             gib ? "GiB" : "MiB");
     for (int start = 0; start < e->n_variants;) {
         int end = start, line = label_w;
         while (end < e->n_variants && (end == start || line + width[end] <= ZT_ESTIMATE_LINE_MAX))
@@ -175,7 +188,8 @@ static void estimate_class_table(const zt_estimate *e, zt_mem_loc loc, FILE *out
         for (int r = 0; r < ESTIMATE_ROWS; r++) {
             fprintf(out, "  %-*s", label_w - 2, estimate_row_names[r]);
             for (int i = start; i < end; i++)
-                fprintf(out, "%*zu", width[i], estimate_row_value(&e->variants[i], loc, r));
+                fprintf(out, fmt, width[i],
+                        (double)estimate_row_value(&e->variants[i], loc, r) / unit);
             fputc('\n', out);
         }
         start = end;
@@ -222,11 +236,11 @@ void zt_estimate_print(const zt_estimate *e, FILE *out)
                  "multiple of %d).\n",
             e->model_name, (long long)e->params, (long long)e->padded_params, e->world_size,
             e->world_size * ZT_ZERO_ALIGN);
-    fprintf(out, "Bytes per rank by class, micro batch %lld. Every rank holds the same: the layout "
-                 "gives every\n"
-                 "rank an equal shard of every unit. Columns: sN = stage N, +op = "
-                 "offload_param=cpu,\n"
-                 "+oo = offload_optimizer=cpu.\n",
+    fprintf(out, "Memory per rank by class, micro batch %lld (exact bytes: --report). Every "
+                 "rank holds the\n"
+                 "same: the layout gives every rank an equal shard of every unit. Columns: sN = "
+                 "stage N,\n"
+                 "+op = offload_param=cpu, +oo = offload_optimizer=cpu.\n",
             (long long)e->micro_batch_size);
     estimate_class_table(e, ZT_MEM_DEVICE, out);
     estimate_class_table(e, ZT_MEM_HOST, out);

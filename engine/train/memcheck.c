@@ -16,7 +16,9 @@
  * cuBLAS's own allocations, NCCL connections made on first use of another
  * algorithm, and fragmentation.
  * A plan that does not fit fails on every rank with the planner's per-class
- * breakdown and the remedy for the largest class.
+ * breakdown and the remedies that shrink the largest class at this run's
+ * stage and settings (memcheck_remedy); an arena the backend then fails to
+ * reserve anyway gets the same for its own class (zt_train_reserve_failed).
  */
 #include <omp.h>
 #include <stdio.h>
@@ -30,27 +32,98 @@
 
 static double memcheck_gib(uint64_t b) { return (double)b / (1024.0 * 1024.0 * 1024.0); }
 
-/* What shrinks a class's share of a rank's memory. */
-static const char *memcheck_remedy(zt_mem_class c)
+/* What shrinks class c's share of one rank's memory at `loc`, for this run's
+ * stage and settings: only what helps that class. A higher stage shards
+ * model states, never activations or buffers; offloading moves a class to
+ * the host, so it is no remedy where the host is what is short. `device_is_host`:
+ * the backend's device memory is host memory (the CPU). */
+static void memcheck_remedy(const zt_trainer *t, zt_mem_class c, zt_mem_loc loc,
+                            bool device_is_host, char *buf, size_t n)
 {
+    const zt_stage_policy *pol = t->policy;
+    const zt_config *cfg = t->cfg;
+    /* Offloading helps only a device that is not host memory. */
+    bool on_device = loc == ZT_MEM_DEVICE && !device_is_host;
+    bool offloaded = loc == ZT_MEM_HOST && !device_is_host;
+    const char *more_ranks = "more ranks (each holds 1/N of it)";
     switch (c) {
     case ZT_MEM_PARAMS:
+        if (!pol->params_sharded)
+            snprintf(buf, n, "parameters are the largest part: ZeRO stage 3 shards them over "
+                             "the ranks%s",
+                     on_device ? " (and offload_param cpu moves the shards to the host)" : "");
+        else if (t->layout.persistent_numel > t->layout.padded_numel / 4)
+            snprintf(buf, n, "parameters are the largest part and %lld of %lld are in units kept "
+                             "whole on every rank: lower stage3_param_persistence_threshold",
+                     (long long)t->layout.persistent_numel, (long long)t->layout.padded_numel);
+        else
+            snprintf(buf, n, "parameters are the largest part: %s%s%s", more_ranks,
+                     on_device && !t->offload_param ? ", or offload_param cpu" : "",
+                     cfg->zero.zero_hpz_partition_size > 1
+                         ? ", or a smaller zero_hpz_partition_size (its secondary copy)"
+                         : "");
+        return;
     case ZT_MEM_GRADS:
+        if (!pol->grads_sharded)
+            snprintf(buf, n, "gradients are the largest part: ZeRO stage 2 or 3 keeps only each "
+                             "rank's partition");
+        else
+            snprintf(buf, n, "gradients are the largest part: %s%s", more_ranks,
+                     on_device && !t->offload_opt ? ", or offload_optimizer cpu" : "");
+        return;
     case ZT_MEM_MASTER:
-    case ZT_MEM_OPTIM:
-        return "model states are the largest part: a higher ZeRO stage or more ranks shard "
-               "them (stage 3 shards all of them)";
-    case ZT_MEM_ACTS:
-        return "activations are the largest part: a smaller train_micro_batch_size_per_gpu "
-               "(with more gradient_accumulation_steps) or --activation-checkpoint-interval";
-    case ZT_MEM_COMM:
-        return "communication buffers are the largest part: smaller reduce_bucket_size and "
-               "allgather_bucket_size, or stage3_max_live_parameters at stage 3";
-    case ZT_MEM_WORK:
-        return "scratch is the largest part: a smaller train_micro_batch_size_per_gpu";
-    default:
-        return "";
+    case ZT_MEM_OPTIM: {
+        const char *what = c == ZT_MEM_MASTER ? "fp32 master weights" : "optimizer states";
+        if (!pol->optimizer_sharded)
+            snprintf(buf, n, "%s are the largest part: ZeRO stage 1 or higher shards them over "
+                             "the ranks%s",
+                     what, on_device ? " (and offload_optimizer cpu moves them to the host)" : "");
+        else if (offloaded)
+            snprintf(buf, n, "%s, offloaded to the host, are the largest part: %s or nodes, or "
+                             "offload_optimizer none where the device has room",
+                     what, more_ranks);
+        else
+            snprintf(buf, n, "%s are the largest part: %s%s", what, more_ranks,
+                     on_device ? ", or offload_optimizer cpu" : "");
+        return;
     }
+    case ZT_MEM_ACTS:
+        snprintf(buf, n, "activations are the largest part, which no ZeRO stage shards: a "
+                         "smaller train_micro_batch_size_per_gpu (more "
+                         "gradient_accumulation_steps keep the batch), shorter sequences%s%s",
+                 t->ckpt_interval == 0 ? ", or --activation-checkpoint-interval K" : "",
+                 t->ckpt_interval > 0 && on_device && !t->ckpt_host
+                     ? ", or activation_checkpointing.cpu_checkpointing"
+                     : "");
+        return;
+    case ZT_MEM_COMM:
+        snprintf(buf, n, "communication buffers are the largest part: smaller "
+                         "reduce_bucket_size%s",
+                 pol->params_sharded ? ", stage3_max_live_parameters and "
+                                       "stage3_prefetch_bucket_size"
+                                     : " and allgather_bucket_size");
+        return;
+    case ZT_MEM_WORK:
+        snprintf(buf, n, "scratch is the largest part: a smaller "
+                         "train_micro_batch_size_per_gpu (one unit's scratch grows with it)");
+        return;
+    default:
+        snprintf(buf, n, "%s", "");
+    }
+}
+
+zt_status zt_train_reserve_failed(const zt_trainer *t, zt_status st)
+{
+    const zt_arena *a = t->mem.failed;
+    if (st != ZT_ERR_OOM || !a)
+        return st;
+    char cause[512], remedy[512];
+    snprintf(cause, sizeof cause, "%s", zt_status_message());
+    memcheck_remedy(t, a->cls, a->loc, t->be->host_alloc == NULL, remedy, sizeof remedy);
+    return zt_fail(ZT_ERR_OOM, remedy, "the %s %s arena (%.2f GiB) did not fit: %s",
+                   zt_mem_loc_name(a->loc), zt_mem_class_name(a->cls),
+                   (double)t->mem.planned_bytes[a->loc][a->cls] / (1024.0 * 1024.0 * 1024.0),
+                   cause);
 }
 
 static uint64_t memcheck_add(uint64_t a, uint64_t b) { return b > UINT64_MAX - a ? UINT64_MAX : a + b; }
@@ -184,15 +257,21 @@ zt_status zt_train_check_memory(zt_trainer *t)
                   t->world->node_comm);
     char where[1024] = "";
     memcheck_host(&h, all, local, &mine, where, sizeof where);
-    if (where[0])
-        st = zt_fail(ZT_ERR_OOM, memcheck_remedy(host_largest),
+    char remedy[512];
+    if (where[0]) {
+        memcheck_remedy(t, host_largest, ZT_MEM_HOST, device_is_host, remedy, sizeof remedy);
+        st = zt_fail(ZT_ERR_OOM, remedy,
                      "not enough host memory: this rank plans %.2f GiB (%s GiB) + %.2f GiB "
                      "outside the arenas, but %s",
                      memcheck_gib(host_plan), host_text, memcheck_gib(host_margin), where);
+    }
     if (st == ZT_OK && t->be->mem_info) {
         memcheck_device(all, local, &mine, &dm, where, sizeof where);
         if (where[0])
-            st = zt_fail(ZT_ERR_OOM, memcheck_remedy(dev_largest),
+            memcheck_remedy(t, dev_largest, ZT_MEM_DEVICE, device_is_host, remedy,
+                            sizeof remedy);
+        if (where[0])
+            st = zt_fail(ZT_ERR_OOM, remedy,
                          "not enough device memory: this rank plans %.2f GiB (%s GiB) + %.2f "
                          "GiB outside the arenas (kernels loaded on first use, cuBLAS, NCCL), "
                          "but %s",

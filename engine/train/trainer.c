@@ -185,7 +185,9 @@ static zt_status trainer_init(zt_trainer *t, const zt_trainer_options *o)
     zt_memory_init(&t->mem, be);
     ZT_TRY(zt_train_buffers(t, &t->mem, false));
     ZT_TRY(zt_train_check_memory(t));
-    ZT_TRY(zt_memory_reserve(&t->mem));
+    zt_status reserved = zt_memory_reserve(&t->mem);
+    if (reserved != ZT_OK)
+        return zt_train_reserve_failed(t, reserved);
     ZT_TRY(zt_train_buffers(t, &t->mem, true));
     if (t->be_workspace)
         be->set_workspace(be, t->be_workspace, be->workspace_bytes);

@@ -154,6 +154,9 @@ static inline size_t zt_train_bytes(int64_t numel, zt_dtype dt)
  * the device's free memory (backend mem_info); every rank fails alike.
  * Collective. */
 zt_status zt_train_check_memory(zt_trainer *t);
+/* st from zt_memory_reserve: an out-of-memory failure restated with the arena
+ * that did not fit and the remedies for its class; anything else unchanged. */
+zt_status zt_train_reserve_failed(const zt_trainer *t, zt_status st);
 
 /* ---- micro.c ---- */
 /* One micro-step m of the current step: forward, loss, backward, reduction.

@@ -4,7 +4,8 @@
 # small MLP, and with none), the estimate's model-state device bytes (PARAMS +
 # GRADS + MASTER + OPTIM) match each rank's measured peaks within 1%, every
 # class's estimate equals the run's reservation, and model-state classes match
-# their peaks. Bad --num-gpus/--num-nodes use exits 2 with a message.
+# their peaks. Bad --num-gpus/--num-nodes use exits 2 with a message; a batch
+# that does not divide the estimated world is rescaled with a note.
 set -eu
 cd "$(dirname "$0")/../.."
 source tests/env.sh
@@ -113,6 +114,15 @@ expect 2 "more than 1048576 ranks" -- ./zerotrain --estimate-memory --num-gpus 2
 expect 2 "cannot write memory estimate" -- ./zerotrain --estimate-memory "${model[@]}" --report /nonexistent/dir/e.json
 expect 2 "--estimate-memory takes no value" -- ./zerotrain --estimate-memory=yes "${model[@]}"
 expect 2 "did you mean" -- ./zerotrain --estimate-memory --config <(echo '{"zero_optimization": {"stgae": 1}}') "${model[@]}"
+# A config written for another world size is rescaled, with a note, keeping
+# its micro batch (what the plan depends on); the tables are in GiB or MiB.
+expect 0 "note: train_batch_size 32 does not work out over 3 ranks: estimated with 48 = micro 16 x gas 1 x 3 ranks" -- \
+    ./zerotrain --estimate-memory --num-gpus 3 --config <(echo '{"train_batch_size": 32, "train_micro_batch_size_per_gpu": 16}') "${model[@]}"
+grep -q "micro batch 16" "$tmp/out" || { cat "$tmp/out"; fail "the rescaled estimate did not keep micro batch 16"; }
+grep -q "^device MiB" "$tmp/out" || { cat "$tmp/out"; fail "no device table in MiB for a small model"; }
+expect 0 "^device GiB" -- ./zerotrain --estimate-memory --model mlp --width 8192 --layers 8
+expect 0 "estimated with 64 = micro 1 x gas 1 x 64 ranks" -- \
+    ./zerotrain --estimate-memory --num-gpus 64 --config <(echo '{"train_batch_size": 8}') "${model[@]}"
 # Features this build cannot train yet are estimated, not refused.
 expect 0 "offload_optimizer=cpu" -- ./zerotrain --estimate-memory --config <(echo '{"train_batch_size": 8, "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}}}') "${model[@]}"
 

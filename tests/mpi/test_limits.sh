@@ -7,8 +7,9 @@
 #    crash, a wrapped size or "memory-planning bug";
 #  - a plan larger than the address-space limit, the memory cgroup or the
 #    machine's available memory stops before anything is reserved, naming the
-#    classes (a real cgroup when this machine lets us make one, else the
-#    ZT_CGROUP_ROOT testing aid);
+#    classes and the remedies for the largest (optimizer states: a ZeRO stage;
+#    activations: the micro batch or checkpointing) (a real cgroup when this
+#    machine lets us make one, else the ZT_CGROUP_ROOT testing aid);
 #  - ranks started with different settings (mpirun's MPMD form) agree that
 #    they differ and name the first difference instead of hanging or crashing;
 #  - fp32 divergence stops the run (exit 1) before anything is saved, unless
@@ -58,8 +59,14 @@ big=(./zerotrain --config "$tmp/c.json" --model mlp --width 8192 --layers 8 --st
 expect 1 "but the address-space limit (ulimit -v) leaves" -- bash -c 'ulimit -v 3000000; exec "$@"' _ "${big[@]}"
 grep -q "this rank plans 8.00 GiB (PARAMS 2.00, GRADS 2.00, OPTIM 4.00" "$tmp/out" ||
     { cat "$tmp/out"; fail "the memory error does not break the plan down by class"; }
-grep -q "hint: model states are the largest part" "$tmp/out" ||
+grep -q "hint: optimizer states are the largest part: ZeRO stage 1 or higher shards them" "$tmp/out" ||
     { cat "$tmp/out"; fail "the memory error gives no remedy for the largest class"; }
+# Activations: the remedy is a smaller micro batch or checkpointing, never a ZeRO stage.
+expect 1 "ACTS 2.14" -- bash -c 'ulimit -v 3000000; exec "$@"' _ "${gpt[@]}" --block-size 4096 --steps 1
+grep -q "hint: activations are the largest part, which no ZeRO stage shards: a smaller train_micro_batch_size_per_gpu" "$tmp/out" ||
+    { cat "$tmp/out"; fail "the activations remedy is not the micro batch"; }
+grep -q -- "--activation-checkpoint-interval K" "$tmp/out" ||
+    { cat "$tmp/out"; fail "the activations remedy does not offer checkpointing"; }
 expect 1 "the machine has .* GiB available (MemAvailable)" -- \
     ./zerotrain --config "$tmp/c.json" --model mlp --width 16384 --layers 64 --steps 1
 cg=/sys/fs/cgroup/memory/zt-test-$$
