@@ -5,10 +5,11 @@
 # sanitizers) and LLVM's OpenMP for the fuzz harnesses (`make fuzz`; gcc's
 # ASan/UBSan runtimes come with gcc). CUDA is not a Debian package here: the
 # Makefile finds it at /usr/local/cuda (or CUDA_HOME) when present, and then
-# nvcc needs g++ as its host compiler.
+# nvcc needs g++ as its host compiler. curl and ca-certificates let
+# scripts/get-data.sh fetch the data sets where ../shared/data is absent.
 set -eu
 pkgs=(make gcc openmpi-bin libopenmpi-dev libjansson-dev libopenblas-openmp-dev libcmocka-dev
-      python3-torch python3-numpy clang libclang-rt-dev libomp-dev)
+      python3-torch python3-numpy clang libclang-rt-dev libomp-dev curl ca-certificates)
 if [ -x "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" ] || command -v nvcc >/dev/null; then
     pkgs+=(g++)
 fi
