@@ -297,13 +297,15 @@ static zt_status cmd_resolve_run(const cmd_train_flags *f, zt_config *cfg, const
  * without it). */
 static zt_status cmd_check_outputs(const cmd_train_flags *f, const char *log_path)
 {
-    if (log_path)
-        ZT_TRY(zt_path_check_output(log_path, "log",
-                                    "give --log-file a path in an existing directory you can "
-                                    "write to"));
+    /* The report first: a log path derived from it fails for the same reason,
+     * and the user named the report. */
     if (f->report_path)
         ZT_TRY(zt_path_check_output(f->report_path, "report",
                                     "give --report a path in an existing directory you can "
+                                    "write to"));
+    if (log_path)
+        ZT_TRY(zt_path_check_output(log_path, "log",
+                                    "give --log-file a path in an existing directory you can "
                                     "write to"));
     if (f->dump_path)
         ZT_TRY(zt_path_check_output(f->dump_path, "dump",
