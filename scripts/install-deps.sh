@@ -3,13 +3,14 @@
 # Build: Open MPI, jansson, OpenBLAS, cmocka (tests), python3-torch (reference
 # tests and the PyTorch peer benchmark); clang with its compiler-rt (libFuzzer,
 # sanitizers) and LLVM's OpenMP for the fuzz harnesses (`make fuzz`; gcc's
-# ASan/UBSan runtimes come with gcc). CUDA is not a Debian package here: the
+# ASan/UBSan runtimes come with gcc); iproute2 for scripts/netns-cluster.sh
+# (the multi-node tests' hosts as network namespaces). CUDA is not a Debian package here: the
 # Makefile finds it at /usr/local/cuda (or CUDA_HOME) when present, and then
 # nvcc needs g++ as its host compiler. curl and ca-certificates let
 # scripts/get-data.sh fetch the data sets where ../shared/data is absent.
 set -eu
 pkgs=(make gcc openmpi-bin libopenmpi-dev libjansson-dev libopenblas-openmp-dev libcmocka-dev
-      python3-torch python3-numpy clang libclang-rt-dev libomp-dev curl ca-certificates)
+      python3-torch python3-numpy clang libclang-rt-dev libomp-dev curl ca-certificates iproute2)
 if [ -x "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" ] || command -v nvcc >/dev/null; then
     pkgs+=(g++)
 fi
