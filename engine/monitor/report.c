@@ -22,9 +22,27 @@ typedef struct {
     uint64_t comm_bytes[ZT_STAGE_GROUP_N][ZT_COMM_NKINDS];
     uint64_t comm_calls[ZT_STAGE_GROUP_N][ZT_COMM_NKINDS];
     int has_group[ZT_STAGE_GROUP_N];
+    int group_hosts[ZT_STAGE_GROUP_N]; /* hosts the group's ranks run on */
     uint64_t total[ZT_MEM_NLOC][2]; /* all classes at once: current, peak */
     int64_t gather_peak_live;
 } report_rank_stats;
+
+/* How many hosts the ranks of c run on: their host indices gathered over c.
+ * A group on one host moved none of its bytes between hosts. Collective over
+ * c; 0 when they cannot be gathered. */
+static int report_group_hosts(const zt_comm *c, int host_index)
+{
+    int *all = calloc((size_t)c->size, sizeof *all), n = 0;
+    if (all && MPI_Allgather(&host_index, 1, MPI_INT, all, 1, MPI_INT, c->side) == MPI_SUCCESS)
+        for (int i = 0; i < c->size; i++) {
+            int seen = 0;
+            for (int j = 0; j < i && !seen; j++)
+                seen = all[j] == all[i];
+            n += !seen;
+        }
+    free(all);
+    return n;
+}
 
 static json_t *report_kinds(const uint64_t *v)
 {
@@ -62,8 +80,9 @@ static json_t *report_rank_json(int rank, const report_rank_stats *r)
     for (int gi = 0; gi < ZT_STAGE_GROUP_N; gi++)
         if (r->has_group[gi])
             json_object_set_new(groups, report_group_names[gi],
-                            json_pack("{s:o, s:o}", "bytes", report_kinds(r->comm_bytes[gi]),
-                                      "calls", report_kinds(r->comm_calls[gi])));
+                            json_pack("{s:o, s:o, s:i}", "bytes", report_kinds(r->comm_bytes[gi]),
+                                      "calls", report_kinds(r->comm_calls[gi]), "hosts",
+                                      r->group_hosts[gi]));
     return json_pack("{s:i, s:s, s:o, s:o, s:o, s:o, s:I}", "rank", rank, "host", r->host,
                      "memory_bytes", mem, "memory_total_bytes", mem_total, "comm_bytes",
                      report_kinds(total), "comm", groups,
@@ -130,6 +149,7 @@ zt_status zt_report_write(const char *path, const zt_trainer *t, double param_no
             mine.has_group[gi] = 1;
             memcpy(mine.comm_bytes[gi], groups[gi]->bytes, sizeof groups[gi]->bytes);
             memcpy(mine.comm_calls[gi], groups[gi]->calls, sizeof groups[gi]->calls);
+            mine.group_hosts[gi] = report_group_hosts(groups[gi], w->host_index);
         }
     mine.gather_peak_live = s->gather_peak_live_params;
     report_rank_stats *all = NULL;

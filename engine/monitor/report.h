@@ -24,7 +24,9 @@
  *            memory_bytes {device|host {CLASS {current, peak, avg, reserved}}},
  *            memory_total_bytes {device|host {current, peak}},  (all classes at once)
  *            comm_bytes {KIND: bytes summed over communicators},
- *            comm {GROUP {bytes {KIND}, calls {KIND}}},
+ *            comm {GROUP {bytes {KIND}, calls {KIND}, hosts}},
+ *                  (hosts: how many hosts the group's ranks run on; a group
+ *                  on 1 host sent none of its bytes between hosts)
  *            gather_peak_live_params} ]   (stage 3's largest gathered window)
  * GROUP: world, and with hpZ hpz, with MiCS mics_shard and mics_replica.
  * CLASS: PARAMS GRADS MASTER OPTIM ACTS COMM WORK; KIND: all_reduce

@@ -1,5 +1,7 @@
 #include "engine/world/world.h"
 
+#include "engine/comm/peers.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +16,27 @@ static zt_status zt_world_mpi(int rc, const char *what)
     MPI_Error_string(rc, msg, &len);
     return zt_fail(ZT_ERR_COMM, "check the MPI installation and the mpirun command line",
                    "%s failed: %s", what, msg);
+}
+
+/* The index of this rank's group (a split of the world into `group`s) =
+ * how many group leaders (local rank 0) have a lower world rank, and the
+ * number of groups. */
+static zt_status world_index_groups(const zt_world *w, MPI_Comm group, int *index, int *count)
+{
+    int local = 0;
+    MPI_Comm_rank(group, &local);
+    int is_leader = local == 0, leaders_before = 0;
+    ZT_TRY(zt_world_mpi(MPI_Exscan(&is_leader, &leaders_before, 1, MPI_INT, MPI_SUM, w->comm),
+                        "MPI_Exscan"));
+    /* MPI_Exscan leaves rank 0's result undefined; every member takes its
+     * leader's count. */
+    if (w->rank == 0)
+        leaders_before = 0;
+    int mine = leaders_before;
+    ZT_TRY(zt_world_mpi(MPI_Bcast(&mine, 1, MPI_INT, 0, group), "MPI_Bcast"));
+    *index = mine;
+    return zt_world_mpi(MPI_Allreduce(&is_leader, count, 1, MPI_INT, MPI_SUM, w->comm),
+                        "MPI_Allreduce");
 }
 
 zt_status zt_world_init(zt_world *w, int *argc, char ***argv)
@@ -39,46 +62,42 @@ zt_status zt_world_init(zt_world *w, int *argc, char ***argv)
     if (gethostname(w->host, sizeof w->host - 1) != 0)
         snprintf(w->host, sizeof w->host, "unknown");
 
+    ZT_TRY(zt_comm_peers_init(w->comm));
+
     ZT_TRY(zt_world_mpi(MPI_Comm_split_type(w->comm, MPI_COMM_TYPE_SHARED, w->rank,
                                             MPI_INFO_NULL, &w->host_comm),
                         "MPI_Comm_split_type"));
-    /* Node groups: the shared-memory split, unless the user simulates nodes. */
+    int host_rank = 0, host_size = 1;
+    MPI_Comm_rank(w->host_comm, &host_rank);
+    MPI_Comm_size(w->host_comm, &host_size);
+    ZT_TRY(world_index_groups(w, w->host_comm, &w->host_index, &w->n_hosts));
+    /* Node groups: the hosts, or simulated nodes of n ranks inside each host. */
     const char *rpn = getenv("ZT_RANKS_PER_NODE");
+    long n = host_size;
     if (rpn && *rpn) {
         char *end = NULL;
-        long n = strtol(rpn, &end, 10);
-        if (*end != '\0' || n <= 0 || w->size % n != 0)
-            return zt_fail(ZT_ERR_USAGE, "set ZT_RANKS_PER_NODE to a divisor of the world size",
-                           "ZT_RANKS_PER_NODE=%s does not divide the world size %d", rpn,
-                           w->size);
-        ZT_TRY(zt_world_mpi(MPI_Comm_split(w->comm, w->rank / (int)n, w->rank, &w->node_comm),
-                            "MPI_Comm_split"));
-    } else {
-        ZT_TRY(zt_world_mpi(MPI_Comm_split_type(w->comm, MPI_COMM_TYPE_SHARED, w->rank,
-                                                MPI_INFO_NULL, &w->node_comm),
-                            "MPI_Comm_split_type"));
+        n = strtol(rpn, &end, 10);
+        int bad = *end != '\0' || n <= 0 || host_size % n != 0, any_bad = 0;
+        ZT_TRY(zt_world_mpi(MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, w->comm),
+                            "MPI_Allreduce"));
+        if (any_bad)
+            return zt_fail(ZT_ERR_USAGE,
+                           "set ZT_RANKS_PER_NODE to a divisor of the ranks on each host",
+                           "ZT_RANKS_PER_NODE=%s does not divide the ranks of every host "
+                           "(host %s has %d)",
+                           rpn, w->host, host_size);
     }
+    ZT_TRY(zt_world_mpi(MPI_Comm_split(w->host_comm, host_rank / (int)n, w->rank, &w->node_comm),
+                        "MPI_Comm_split"));
     MPI_Comm_rank(w->node_comm, &w->local_rank);
     MPI_Comm_size(w->node_comm, &w->local_size);
-
-    /* Node index = how many node leaders come before ours. */
-    int is_leader = w->local_rank == 0;
-    int leaders_before = 0;
-    ZT_TRY(zt_world_mpi(MPI_Exscan(&is_leader, &leaders_before, 1, MPI_INT, MPI_SUM, w->comm),
-                        "MPI_Exscan"));
-    if (w->rank == 0)
-        leaders_before = 0;
-    /* Every member takes its leader's count (MPI_Exscan leaves rank 0 undefined). */
-    int node = leaders_before;
-    MPI_Bcast(&node, 1, MPI_INT, 0, w->node_comm);
-    w->node = node;
-    ZT_TRY(zt_world_mpi(MPI_Allreduce(&is_leader, &w->n_nodes, 1, MPI_INT, MPI_SUM, w->comm),
-                        "MPI_Allreduce"));
+    ZT_TRY(world_index_groups(w, w->node_comm, &w->node, &w->n_nodes));
     return zt_world_threads_init(w->host_comm, &w->threads);
 }
 
 void zt_world_free(zt_world *w)
 {
+    zt_comm_peers_free();
     if (w->host_comm != MPI_COMM_NULL && w->host_comm)
         MPI_Comm_free(&w->host_comm);
     if (w->node_comm != MPI_COMM_NULL && w->node_comm)

@@ -3,10 +3,13 @@
  * MPI_THREAD_MULTIPLE (the main thread and the comm thread of engine/comm/
  * worker.h call MPI; OpenMP threads only compute; with FUNNELED only, the
  * collectives run on the main thread, see worker.h), finds
- * the rank, the world size, the local rank and node groups (shared-memory split
- * of MPI_COMM_WORLD, overridable with ZT_RANKS_PER_NODE so tests can simulate
- * several nodes on one machine). Running the binary without mpirun is a world
- * of one rank (Open MPI singleton).
+ * the rank, the world size, the hosts (the shared-memory split of
+ * MPI_COMM_WORLD: the ranks mpirun started on one machine), the local rank and
+ * node groups. A node group is a host, unless ZT_RANKS_PER_NODE=n splits each
+ * host's ranks into simulated nodes of n (so tests can simulate several nodes
+ * on one machine); a node group never spans two real hosts. Every rank's
+ * hostname is gathered for messages (engine/comm/peers.h). Running the binary
+ * without mpirun is a world of one rank (Open MPI singleton).
  *
  * Which device and communicator each rank uses: engine/world/devices.h; how
  * many threads: engine/world/threads.h (decided here).
@@ -29,6 +32,7 @@ typedef struct {
     int rank, size;
     int local_rank, local_size; /* within the node group */
     int node, n_nodes;
+    int host_index, n_hosts; /* the physical host, numbered by its lowest rank */
     char host[64];
     MPI_Comm comm;      /* duplicate of MPI_COMM_WORLD */
     MPI_Comm node_comm; /* ranks of this node group */
