@@ -21,6 +21,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/comm/peers.h"
+
 /* MPI counts are int: larger buffers are split into parts that each fit. */
 #define ZT_COMM_MAX_COUNT ((int64_t)1 << 30)
 
@@ -525,32 +527,82 @@ zt_status zt_comm_timeout_parse(const char *text, double *seconds)
     return ZT_OK;
 }
 
-zt_status zt_comm_timeout_fail(const zt_comm *c, zt_comm_kind kind, uint64_t seq, int64_t numel,
-                               zt_dtype dt, double waited_s)
+/* The watchdog's failure for `what` ("MPI all_reduce #17 (4096 elements,
+ * fp16)") on c after waited_s, with which peers answer a probe. */
+static zt_status comm_watchdog_fail(const zt_comm *c, const char *what, double waited_s)
 {
-    /* "MPI", "NCCL": which library the collective is stuck in. */
-    char lib[16] = "comm";
-    if (c->name) {
-        size_t i = 0;
-        for (; c->name[i] && i + 1 < sizeof lib; i++)
-            lib[i] = (char)toupper((unsigned char)c->name[i]);
-        lib[i] = '\0';
-    }
     char world[32] = "";
     int world_rank = zt_status_rank();
     if (world_rank >= 0 && world_rank != c->rank)
         snprintf(world, sizeof world, " (world rank %d)", world_rank);
+    /* Which peers are missing: the ranks that answer are waiting too. Half
+     * the limit lets a peer whose watchdog fires a little later answer. */
+    double window = c->timeout_s / 2 < 1 ? 1 : c->timeout_s / 2 > 10 ? 10 : c->timeout_s / 2;
+    char who[1024] = "";
+    if (zt_comm_peers_probe(window, who + 2, sizeof who - 2) >= 0)
+        memcpy(who, "; ", 2);
     char hint[320];
     snprintf(hint, sizeof hint,
              "a peer rank is stuck or dead (see the other ranks' output: a crash, a hang, or a "
              "rank that skipped this collective); ZT_COMM_TIMEOUT=%g s is the limit, 0 turns "
              "the watchdog off",
              c->timeout_s);
-    return zt_fail(ZT_ERR_COMM, hint,
-                   "%s %s #%llu (%lld elements, %s) did not complete within %.1f s on rank %d of "
-                   "%d%s",
-                   lib, zt_comm_kind_name(kind), (unsigned long long)seq, (long long)numel,
-                   zt_dtype_name(dt), waited_s, c->rank, c->size, world);
+    return zt_fail(ZT_ERR_COMM, hint, "%s did not complete within %.1f s on rank %d of %d%s%s",
+                   what, waited_s, c->rank, c->size, world, who);
+}
+
+/* "MPI", "NCCL": which library c's collectives are stuck in. */
+static void comm_lib_name(const zt_comm *c, char *lib, size_t n)
+{
+    snprintf(lib, n, "comm");
+    if (c->name) {
+        size_t i = 0;
+        for (; c->name[i] && i + 1 < n; i++)
+            lib[i] = (char)toupper((unsigned char)c->name[i]);
+        lib[i] = '\0';
+    }
+}
+
+zt_status zt_comm_timeout_fail(const zt_comm *c, zt_comm_kind kind, uint64_t seq, int64_t numel,
+                               zt_dtype dt, double waited_s)
+{
+    char lib[16], what[160];
+    comm_lib_name(c, lib, sizeof lib);
+    snprintf(what, sizeof what, "%s %s #%llu (%lld elements, %s)", lib, zt_comm_kind_name(kind),
+             (unsigned long long)seq, (long long)numel, zt_dtype_name(dt));
+    return comm_watchdog_fail(c, what, waited_s);
+}
+
+zt_status zt_comm_side_all_reduce(const zt_comm *c, MPI_Comm mpi, void *buf, int count,
+                                  MPI_Datatype type, MPI_Op op, const char *what)
+{
+    MPI_Request r;
+    double t0 = MPI_Wtime();
+    int rc = MPI_Iallreduce(MPI_IN_PLACE, buf, count, type, op, mpi, &r);
+    /* As comm_arrive: spin 50 us, then sleep 1 us doubling to 1 ms. */
+    long sleep_ns = 1000;
+    while (rc == MPI_SUCCESS) {
+        int done = 0;
+        rc = MPI_Test(&r, &done, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS || done)
+            break;
+        double waited = MPI_Wtime() - t0;
+        if (c->timeout_s > 0 && waited > c->timeout_s) {
+            char text[160];
+            snprintf(text, sizeof text, "MPI all_reduce of %s (%d value%s)", what, count,
+                     count == 1 ? "" : "s");
+            return comm_watchdog_fail(c, text, waited);
+        }
+        if (waited < 50e-6)
+            continue;
+        struct timespec ts = {0, sleep_ns};
+        nanosleep(&ts, NULL);
+        if (sleep_ns < 1000000)
+            sleep_ns *= 2;
+    }
+    char text[160];
+    snprintf(text, sizeof text, "all-reduce of %s", what);
+    return comm_check(rc, text, count);
 }
 
 const char *zt_comm_kind_name(zt_comm_kind k)

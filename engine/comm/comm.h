@@ -38,7 +38,8 @@
  * passes, so waiting costs no CPU of its own; NCCL has a thread that watches
  * the comm stream, aborts the NCCL communicator and then the job, because the
  * host may be blocked in a device synchronisation where no status can be
- * returned.
+ * returned. Before it fails, the watchdog asks the other ranks which of them
+ * still answer (engine/comm/peers.h) and names the ranks and hosts that do not.
  *
  * Counters: every call adds the bytes (elements times the dtype's size) of the
  * whole logical buffer it covers to its kind: all_reduce and broadcast the
@@ -188,9 +189,18 @@ void zt_comm_req_describe(zt_comm_req *req, zt_comm_kind kind, uint64_t seq, int
 /* ZT_COMM_TIMEOUT's value: NULL or "" gives the default 600 s; otherwise a
  * number of seconds >= 0 (0: no watchdog). Anything else is ZT_ERR_USAGE. */
 zt_status zt_comm_timeout_parse(const char *text, double *seconds);
-/* Records the watchdog's failure for collective `seq` of c (ZT_ERR_COMM). */
+/* Records the watchdog's failure for collective `seq` of c (ZT_ERR_COMM),
+ * after the peers' probe (which waits up to half the limit, 1 to 10 s). */
 zt_status zt_comm_timeout_fail(const zt_comm *c, zt_comm_kind kind, uint64_t seq, int64_t numel,
                                zt_dtype dt, double waited_s);
+
+/* The caller's own small all-reduce (count elements of an MPI type: the
+ * loss, a norm, a flag) on an MPI communicator beside c's collectives (c->side,
+ * or the world's), under c's watchdog: issued non-blocking and polled, so a
+ * peer that never joins fails it after c->timeout_s with the watchdog's
+ * message, naming `what` ("the loss"). Not counted. Collective over mpi. */
+zt_status zt_comm_side_all_reduce(const zt_comm *c, MPI_Comm mpi, void *buf, int count,
+                                  MPI_Datatype type, MPI_Op op, const char *what);
 
 const char *zt_comm_kind_name(zt_comm_kind k);
 

@@ -49,7 +49,7 @@ zt_status zt_trainer_eval(zt_trainer *t, const zt_dataset *ds, int64_t iters, do
         }
     }
     ZT_TRY(t->policy->flush(&t->stage));
-    ZT_TRY(zt_train_sum_f64(t->world->comm, acc, 3));
+    ZT_TRY(zt_train_sum_f64(t->comm, t->world->comm, acc, 3, "the evaluation sums"));
     *loss = acc[1] > 0 ? acc[0] / acc[1] : NAN;
     *accuracy = classify && acc[1] > 0 ? acc[2] / acc[1] : NAN;
     return ZT_OK;

@@ -160,11 +160,8 @@ zt_status zt_train_first_overflow(zt_trainer *t, int *first)
     for (int u = 0; u < n && *first == n; u++)
         if (placement_opt_bad(t, t->own_g[u], t->ogdt, t->layout.units[u].shard_numel))
             *first = u;
-    int rc = MPI_Allreduce(MPI_IN_PLACE, first, 1, MPI_INT, MPI_MIN, t->world->comm);
-    if (rc != MPI_SUCCESS)
-        return zt_fail(ZT_ERR_COMM, "a peer rank may have died; check the other ranks' output",
-                       "all-reduce of the overflow flag failed (MPI error %d)", rc);
-    return ZT_OK;
+    return zt_comm_side_all_reduce(t->comm, t->world->comm, first, 1, MPI_INT, MPI_MIN,
+                                   "the overflow flag");
 }
 
 /* Per-unit pointers to optimizer-side memory, summed over the partition group
@@ -175,7 +172,7 @@ zt_status zt_train_slices_sumsq(zt_trainer *t, void *const *slices, zt_dtype dt,
     *sq = 0.0;
     for (int u = 0; u < t->layout.n_units; u++)
         *sq += placement_opt_sumsq(t, slices[u], dt, t->layout.units[u].shard_numel);
-    return zt_train_sum_f64(t->zcomm->side, sq, 1);
+    return zt_train_sum_f64(t->zcomm, t->zcomm->side, sq, 1, "the gradient norm");
 }
 
 /* The piece of the optimizer's span that unit u is: the whole unit when the

@@ -19,13 +19,9 @@ double zt_train_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-zt_status zt_train_sum_f64(MPI_Comm comm, double *v, int n)
+zt_status zt_train_sum_f64(const zt_comm *c, MPI_Comm comm, double *v, int n, const char *what)
 {
-    int rc = MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_SUM, comm);
-    if (rc != MPI_SUCCESS)
-        return zt_fail(ZT_ERR_COMM, "a peer rank may have died; check the other ranks' output",
-                       "all-reduce of %d scalars failed (MPI error %d)", n, rc);
-    return ZT_OK;
+    return zt_comm_side_all_reduce(c, comm, v, n, MPI_DOUBLE, MPI_SUM, what);
 }
 
 void zt_train_resolve(zt_trainer *t)
@@ -304,7 +300,7 @@ static zt_status trainer_step(zt_trainer *t)
     sig_atomic_t req = t->opt.stop_request ? *t->opt.stop_request : 0;
     sums[1] = (req & 1) ? 1.0 : 0.0;
     sums[2] = (req & 2) ? 1.0 : 0.0;
-    ZT_TRY(zt_train_sum_f64(t->world->comm, sums, 3));
+    ZT_TRY(zt_train_sum_f64(t->comm, t->world->comm, sums, 3, "the loss"));
     double loss = sums[0] / (double)cfg->train_batch_size;
     if (sums[1] > 0.0 || sums[2] > 0.0) {
         t->stop_agreed = true;

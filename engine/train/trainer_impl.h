@@ -120,9 +120,10 @@ struct zt_trainer {
 
 /* ---- trainer.c ---- */
 double zt_train_now(void);
-/* Host scalars (loss sums, norms) over MPI directly: they are not the tensor
- * traffic the comm counters account for. */
-zt_status zt_train_sum_f64(MPI_Comm comm, double *v, int n);
+/* Host scalars (loss sums, norms) over MPI directly on `comm` (beside c's
+ * collectives), under c's watchdog: they are not the tensor traffic the comm
+ * counters account for. `what` names them in a timeout's message. */
+zt_status zt_train_sum_f64(const zt_comm *c, MPI_Comm comm, double *v, int n, const char *what);
 /* Precision, placement and checkpointing from the config. */
 void zt_train_resolve(zt_trainer *t);
 

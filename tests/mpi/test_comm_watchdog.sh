@@ -4,7 +4,8 @@
 # 15 s before an all_reduce the others enter at once. Through the MPI comm
 # (blocking and non-blocking) and the staged comm: the job fails (non-zero
 # exit), a waiting rank's message names the collective and its sequence number
-# ("all_reduce #3"), its rank and ZT_COMM_TIMEOUT, and the job ends well before
+# ("all_reduce #3"), its rank, ZT_COMM_TIMEOUT and the sleeper, the one rank
+# that did not answer the peers' probe, with its host; and the job ends well before
 # the sleeper wakes (the others print and MPI_Abort, as zerotrain does). Also:
 # ZT_COMM_TIMEOUT=abc is refused with a message naming the variable.
 set -eu
@@ -34,7 +35,8 @@ stall() { # np, comm-check stall arguments...
     [ "$rc" != 0 ] || { cat "$tmp/out"; fail "stall $*: the job succeeded: no watchdog"; }
     [ "$rc" != 124 ] || { cat "$tmp/out"; fail "stall $*: the job hung until timeout(1)"; }
     for pattern in 'error: MPI all_reduce #3 (4096 elements, fp16) did not complete within 2' \
-                   'on rank 0 of' 'ZT_COMM_TIMEOUT=2 s is the limit'; do
+                   'on rank 0 of' 'ZT_COMM_TIMEOUT=2 s is the limit' \
+                   "; rank $((np - 1)) (host $(hostname)) did not answer a probe within 1.0 s"; do
         grep -qF -- "$pattern" "$tmp/out" ||
             { cat "$tmp/out"; fail "stall $*: no '$pattern' in the output"; }
     done

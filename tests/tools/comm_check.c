@@ -19,8 +19,10 @@
  * - stall [staged] [nonblocking]: run with ZT_COMM_TIMEOUT=2: after two
  *   all_reduces that complete, the last rank sleeps STALL_SLEEP_S seconds
  *   before entering the third while the others enter it at once. The
- *   watchdog must fail it on the others; they print the error the way
- *   zerotrain's cmd does and MPI_Abort, so the job ends well before the sleep.
+ *   watchdog must fail it on the others, after the peers' probe (which the
+ *   sleeper does not answer; engine/comm/peers.h); they print the error the
+ *   way zerotrain's cmd does and MPI_Abort, so the job ends well before the
+ *   sleep.
  *
  * Checks of the collective modes, for every dtype, blocking and not:
  * - all_reduce SUM of positive values against the float64 sum, within
@@ -51,6 +53,7 @@
 
 #include "engine/backend.h"
 #include "engine/comm/comm.h"
+#include "engine/comm/peers.h"
 #include "engine/cpu/cpu.h"
 #include "engine/dtype.h"
 
@@ -673,6 +676,8 @@ int main(int argc, char **argv)
     zt_status st = staged ? zt_comm_staged_init(&c, MPI_COMM_WORLD, &be)
                           : zt_comm_mpi_init(&c, MPI_COMM_WORLD);
     if (st != ZT_OK)
+        fatal();
+    if (!strcmp(mode, "stall") && zt_comm_peers_init(MPI_COMM_WORLD) != ZT_OK)
         fatal();
     if (!strcmp(mode, "stall"))
         stall(&c, nonblocking);
