@@ -1,7 +1,7 @@
 /*
  * cmd: the commands main dispatches to, one file each: train.c (the training
  * run), estimate.c (--estimate-memory), checkpoint.c (consolidate, generate,
- * eval). Each parses its flags (cmd/flags.h), runs, and returns the process's
+ * eval), check.c (the preflight). Each parses its flags (cmd/flags.h), runs, and returns the process's
  * exit code (cmd/exit.h).
  *
  * Memory: each command frees what it made before returning. Collective: the
@@ -22,6 +22,15 @@ int cmd_train(int argc, char **argv);
 
 /* --estimate-memory with the parsed flags, in a started world. */
 int cmd_estimate(zt_world *w, const cmd_train_flags *f);
+
+/* zerotrain check <the job's flags>: the preflight (cmd/check.c). */
+int cmd_check(int argc, char **argv);
+
+/* Every rank runs what rank 0 runs (engine/world/world.h): the build, the
+ * resolved config, the model, the run's length and seed, the data and
+ * tokenizer files, and every flag that decides which collectives run.
+ * Collective. */
+zt_status cmd_same_run(const zt_world *w, const cmd_train_flags *f, const zt_config *cfg);
 
 /* zerotrain consolidate DIR ...: one process, no MPI. */
 int cmd_consolidate(int argc, char **argv);

@@ -363,6 +363,7 @@ static const cmd_flag_table train_table = {
     "       zerotrain --estimate-memory --model NAME [--config FILE] [--num-gpus G]\n"
     "                 [--num-nodes N] [--report FILE]\n"
     "       zerotrain consolidate|generate|eval ... (zerotrain generate --help)\n"
+    "       zerotrain check [--max-bytes N] <a job's flags>  (preflight: zerotrain check --help)\n"
     "\n"
     "Trains a built-in model with DeepSpeed-style ZeRO data parallelism. Start it with\n"
     "mpirun (one rank per device); without mpirun it is a world of one rank.\n",

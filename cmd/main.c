@@ -8,6 +8,8 @@
 
 int main(int argc, char **argv)
 {
+    if (argc > 1 && !strcmp(argv[1], "check"))
+        return cmd_check(argc, argv);
     if (argc > 1 && !strcmp(argv[1], "consolidate"))
         return cmd_consolidate(argc, argv);
     if (argc > 1 && (!strcmp(argv[1], "generate") || !strcmp(argv[1], "eval")))

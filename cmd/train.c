@@ -205,10 +205,7 @@ static bool cmd_same_dir(const char *a, const char *b)
 
 static const char *cmd_given(const void *p) { return p ? "given" : NULL; }
 
-/* Every rank runs what rank 0 runs (engine/world/world.h): the build, the
- * resolved config, the model, the run's length and seed, the data and
- * tokenizer files, and every flag that decides which collectives run. */
-static zt_status cmd_same_run(const zt_world *w, const cmd_train_flags *f, const zt_config *cfg)
+zt_status cmd_same_run(const zt_world *w, const cmd_train_flags *f, const zt_config *cfg)
 {
     zt_fingerprint fp;
     zt_fingerprint_init(&fp);

@@ -21,7 +21,8 @@
 # hostfiles/netns-N holds "ztn<i> slots=SLOTS" lines (Open MPI's hostfile
 # format, which DeepSpeed's hostfiles use too). hostfiles/netns-N.env sets the
 # OMPI_MCA_* variables the launch needs: the agent, no tree spawn, daemons and
-# ranks on the bridge's subnet only, and the byte transports self,vader,tcp.
+# ranks on the bridge's subnet only, the byte transports self,vader,tcp, and
+# waiting ranks that yield their core (the hosts share this machine's).
 # vader (shared memory) joins only ranks that Open MPI places on the same
 # host, so ranks on different hosts always talk TCP over the bridge. The file
 # overrides the OMPI_MCA_btl=self,vader of tests/env.sh.
@@ -141,6 +142,9 @@ export OMPI_MCA_btl=self,vader,tcp
 export OMPI_MCA_btl_tcp_if_include=$subnet.0/24
 export OMPI_MCA_hwloc_base_binding_policy=none
 export OMPI_MCA_rmaps_base_oversubscribe=1
+# The hosts share this machine's cores, which each orted sees as all its own:
+# waiting ranks yield instead of spinning a core the others need.
+export OMPI_MCA_mpi_yield_when_idle=1
 ENV
     for ((i = 0; i < n; i++)); do
         getent hosts "ztn$i" >/dev/null || { echo "netns-cluster: ztn$i does not resolve" >&2; exit 1; }

@@ -38,6 +38,10 @@ zt_status zt_device_choose(const zt_device_request *req, zt_device_choice *out)
                            strcmp(req->device, "auto") ? "" : req->no_gpu_why);
         out->device = ZT_DEVICE_CPU;
         out->comm = ZT_COMM_USE_MPI;
+        snprintf(out->why, sizeof out->why,
+                 "device cpu (%s%s); comm mpi: the CPU backend's buffers are host memory",
+                 strcmp(req->device, "auto") ? "--device cpu" : "--device auto: no GPU: ",
+                 strcmp(req->device, "auto") ? "" : req->no_gpu_why);
         if (!strcmp(req->device, "auto") && req->cuda_built && req->gpu_driver)
             snprintf(out->notice, sizeof out->notice,
                      "zerotrain: --device auto: an NVIDIA driver is loaded but no GPU answers "
@@ -67,9 +71,22 @@ zt_status zt_device_choose(const zt_device_request *req, zt_device_choice *out)
                        out->ordinal);
     if (want_nccl || (!strcmp(req->comm, "auto") && req->nccl_built && !shared)) {
         out->comm = ZT_COMM_USE_NCCL;
+        snprintf(out->why, sizeof out->why,
+                 "device cuda:%d (local rank %d of %d GPU(s)); comm nccl: %s", out->ordinal,
+                 req->local_rank, req->gpu_count,
+                 want_nccl ? "--comm nccl"
+                           : "--comm auto, this build has NCCL and every rank has a GPU of its "
+                             "own");
         return ZT_OK;
     }
     out->comm = ZT_COMM_USE_STAGED;
+    snprintf(out->why, sizeof out->why,
+             "device cuda:%d (local rank %d of %d GPU(s)); comm mpi staged through host "
+             "memory: %s",
+             out->ordinal, req->local_rank, req->gpu_count,
+             strcmp(req->comm, "auto") ? "--comm mpi"
+             : !req->nccl_built        ? "this build has no NCCL"
+                                       : "several ranks share a GPU (NCCL needs one GPU per rank)");
     if (!strcmp(req->comm, "auto"))
         snprintf(out->notice, sizeof out->notice,
                  "zerotrain: --comm auto: %s: collectives use MPI through host memory",
@@ -149,6 +166,13 @@ static zt_status devices_shared(const zt_world *w, const zt_backend_entry *cuda,
 zt_status zt_world_devices(const zt_world *w, const zt_device_flags *f, zt_dtype gemm_dtype,
                            zt_backend *be, zt_comm *comm, FILE *notice_to)
 {
+    return zt_world_devices_chosen(w, f, gemm_dtype, be, comm, notice_to, NULL);
+}
+
+zt_status zt_world_devices_chosen(const zt_world *w, const zt_device_flags *f,
+                                  zt_dtype gemm_dtype, zt_backend *be, zt_comm *comm,
+                                  FILE *notice_to, zt_device_choice *chosen)
+{
     const zt_backend_entry *cuda = zt_backend_find(ZT_DEVICE_CUDA);
     const char *why = "";
     /* --device cpu never touches the CUDA driver (its start-up costs time). */
@@ -173,6 +197,8 @@ zt_status zt_world_devices(const zt_world *w, const zt_device_flags *f, zt_dtype
                              .local_size = w->local_size};
     zt_device_choice ch;
     ZT_TRY(zt_device_choose(&req, &ch));
+    if (chosen)
+        *chosen = ch;
     if (f->tf32 && ch.device != ZT_DEVICE_CUDA)
         return zt_fail(ZT_ERR_USAGE, "leave --tf32 out on the CPU",
                        "--tf32: the device is the CPU (%s)", ch.notice);

@@ -40,6 +40,7 @@ typedef struct {
     zt_comm_use comm;   /* MPI on the CPU; staged MPI or NCCL on CUDA */
     int ordinal;        /* CUDA device of this rank */
     char notice[200];   /* one line for the user when auto chose for them ("" if none) */
+    char why[200];      /* why this device and comm, always (zerotrain check prints it) */
 } zt_device_choice;
 
 /* auto picks CUDA when the binary has it and a GPU answers, else the CPU,
@@ -72,5 +73,9 @@ typedef struct {
  * GPU). Rank 0 prints an auto choice's notice to notice_to. */
 zt_status zt_world_devices(const zt_world *w, const zt_device_flags *f, zt_dtype gemm_dtype,
                            zt_backend *be, zt_comm *comm, FILE *notice_to);
+/* The same, also handing back the choice (with its `why`) in *chosen. */
+zt_status zt_world_devices_chosen(const zt_world *w, const zt_device_flags *f,
+                                  zt_dtype gemm_dtype, zt_backend *be, zt_comm *comm,
+                                  FILE *notice_to, zt_device_choice *chosen);
 
 #endif

@@ -178,10 +178,32 @@ static void test_same_gpu_by_id(void **state)
     assert_non_null(strstr(zt_status_message(), "another rank on this host uses the same GPU"));
 }
 
+/* Every choice says why (zerotrain check prints it), auto or not. */
+static void test_every_choice_says_why(void **state)
+{
+    (void)state;
+    zt_device_choice c;
+    zt_device_request r = req("auto", "auto", 0, 2);
+    assert_int_equal(zt_device_choose(&r, &c), ZT_OK);
+    assert_non_null(strstr(c.why, "device cpu (--device auto: no GPU: no CUDA driver)"));
+    assert_non_null(strstr(c.why, "comm mpi"));
+    r = req("auto", "auto", 4, 4);
+    assert_int_equal(zt_device_choose(&r, &c), ZT_OK);
+    assert_non_null(strstr(c.why, "device cuda:3 (local rank 3 of 4 GPU(s)); comm nccl: --comm "
+                                  "auto, this build has NCCL and every rank has a GPU"));
+    r = req("cuda", "auto", 1, 2);
+    assert_int_equal(zt_device_choose(&r, &c), ZT_OK);
+    assert_non_null(strstr(c.why, "comm mpi staged through host memory: several ranks share"));
+    r = req("cuda", "mpi", 2, 2);
+    assert_int_equal(zt_device_choose(&r, &c), ZT_OK);
+    assert_non_null(strstr(c.why, "staged through host memory: --comm mpi"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_auto_without_gpu_notice_only_with_a_driver),
+        cmocka_unit_test(test_every_choice_says_why),
         cmocka_unit_test(test_own_gpu_each_behind_visible_devices),
         cmocka_unit_test(test_same_gpu_by_id),
         cmocka_unit_test(test_explicit_cpu_is_silent),
