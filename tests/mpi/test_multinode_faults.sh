@@ -63,7 +63,7 @@ loads() { # tag
         --layers 4 --device cpu --steps $((step + 2)) --load-dir "$tmp/$tag" --resume \
         >"$tmp/$tag-resume.log" 2>&1 || { cat "$tmp/$tag-resume.log"; fail "$tag: latest does not load"; }
     grep -q "resumed from $tmp/$tag/global_step$step" "$tmp/$tag-resume.log" &&
-        grep -q "zerotrain: done: $((step + 2)) steps" "$tmp/$tag-resume.log" ||
+        grep -q "now at step $((step + 2))" "$tmp/$tag-resume.log" ||
         { cat "$tmp/$tag-resume.log"; fail "$tag: no resume from global_step$step"; }
     echo "ok: $tag: global_step$step, the last checkpoint, loads and trains on"
 }
