@@ -73,7 +73,7 @@ UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 TOOLS      := $(BUILD)/tests/comm-check $(if $(NVCC),$(BUILD)/tests/op-check)
 
-.PHONY: all deps test unit-test run clean toolkit bench sanitize sanitize-build fuzz fuzz-build
+.PHONY: all deps test unit-test run clean toolkit bench bench-check sanitize sanitize-build fuzz fuzz-build
 all: toolkit $(BIN)
 
 toolkit:
@@ -180,6 +180,12 @@ fuzz-build:
 
 $(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/common.c tests/fuzz/common.h $(BUILD)/libzt.a
 	$(CC) $(CFLAGS) -fsanitize=fuzzer -o $@ $< tests/fuzz/common.c $(BUILD)/libzt.a $(LDLIBS)
+
+# The short bench (MLP and small transformers, np 1 and 2, ZeRO stages at np 2),
+# 3 rounds: fails when a zerotrain/PyTorch or stage k/stage 0 ratio falls more
+# than 20% below scripts/bench-baseline.json. Not part of `make test`.
+bench-check: $(BIN) $(BUILD)/bench-sgemm
+	@bash scripts/bench-cpu.sh check
 
 clean:
 	rm -rf $(BUILD) zerotrain
