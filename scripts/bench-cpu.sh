@@ -184,6 +184,13 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 : > "$TMP/specs.tsv"
 : > "$TMP/commands.txt"
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
+# Other work on the machine moves single runs by 2x and more (a rank's OpenMP
+# threads wait for a descheduled one at every parallel region): say so.
+if awk -v l="${LOAD_START%% *}" -v c="$CORES" 'BEGIN { exit !(l > c / 2) }'; then
+    echo "bench-cpu: warning: load average ${LOAD_START%% *} on $CORES cores before the runs:" \
+         "other work is running, so the numbers will be noisy$([ "$MODE" = check ] &&
+         echo "; rerun a failed check on a quiet machine before believing it")" >&2
+fi
 
 # Machine peak: sgemm on every core; the best of the measured shapes.
 OMP_NUM_THREADS=$CORES OPENBLAS_NUM_THREADS=$CORES build/bench-sgemm > "$TMP/sgemm.txt" \
@@ -386,6 +393,7 @@ cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.start
            platform.processor() or "unknown CPU")
 torch_version = next((v[1]["torch"] for k, r in runs.items() if k[3] == "torch"
                       for v in r.values()), "?")
+load_now = open("/proc/loadavg").read().split()[0]
 frac = lambda s, m: 100.0 * s * specs[m]["flops"] / (peak * 1e9)
 rounds = f"median of {repeat} rounds" if repeat > 1 else "one round"
 
@@ -395,7 +403,8 @@ if mode == "all":
           f"no gradient clipping, zerotrain at ZeRO stage {stage}; threads per rank = cores / ranks; "
           f"{rounds}.")
     print(f"Machine: {cpu}, {cores} cores; sgemm peak {peak:g} GFLOP/s on {cores} threads "
-          f"(build/bench-sgemm).")
+          f"(build/bench-sgemm); load average {load_start.split()[0]} before the runs, "
+          f"{load_now} after.")
     print()
     print("| model | shape | batch | steps | ranks | threads/rank | zerotrain samples/s | zerotrain tokens/s "
           "| PyTorch samples/s | zerotrain / PyTorch | zerotrain % of sgemm peak | PyTorch % of sgemm peak |")
@@ -494,7 +503,9 @@ recorded = {k: v["median"] for k, v in base.get("ratios", {}).items()}
 print()
 print(f"bench-check: ratios now ({rounds}) against {baseline} (recorded {base.get('recorded')} "
       f"on {base.get('machine', {}).get('cpu')}, {base.get('machine', {}).get('cores')} cores, "
-      f"commit {base.get('commit')}); a ratio fails when now / recorded < {1 - tol:.2f}.")
+      f"commit {base.get('commit')}); a ratio fails when now / recorded < {1 - tol:.2f}. "
+      f"Load average {load_start.split()[0]} before the runs, {load_now} after "
+      f"({base.get('machine', {}).get('loadavg_before', '?').split()[0]} when recorded).")
 print()
 print("| ratio | recorded | now | rounds | now / recorded | |")
 print("|---|---:|---:|---|---:|---|")
@@ -515,10 +526,15 @@ print()
 if missing:
     print(f"not measured this time (MODELS, NP or STAGES): {', '.join(missing)}")
 if fell:
-    print(f"bench-check: FAILED: {len(fell)} of {len(now)} ratios fell more than {tol:.0%} below "
+    print(f"bench-check: FAILED: {len(fell)} of {sum(k in recorded for k in now)} ratios fell more than {tol:.0%} below "
           f"the baseline: {', '.join(fell)}")
     sys.exit(1)
-print(f"bench-check: ok: {len(now)} ratios within {tol:.0%} of the baseline (or above it)")
+compared = [k for k in now if k in recorded]
+if not compared:
+    print(f"bench-cpu: error: none of the measured ratios is in {baseline}", file=sys.stderr)
+    sys.exit(1)
+print(f"bench-check: ok: {len(compared)} ratios within {tol:.0%} of the baseline (or above it)"
+      + (f"; {len(now) - len(compared)} not in it" if len(compared) < len(now) else ""))
 PYEOF
 if [ "$MODE" = check ]; then  # before any run: a baseline of other settings is no use
     $PY "$TMP/report.py" precheck "$TMP" "$PEAK" "$CORES" "$STAGE" "$STAGE_NP" "$STAGES" "$REPEAT" \
