@@ -4,8 +4,6 @@
 #include <string.h>
 #include <time.h>
 
-#define ZT_ARENA_ALIGN 64
-
 /* Rounded up to the alignment; SIZE_MAX when that does not fit (a plan that
  * large fails at the memory check, never wraps to a small one). */
 static size_t arena_round(size_t bytes)

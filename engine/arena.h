@@ -29,6 +29,10 @@
 #include "engine/backend.h"
 #include "engine/status.h"
 
+/* Every buffer an arena hands out starts on this many bytes and takes a
+ * multiple of it (cache lines, and vector loads). */
+#define ZT_ARENA_ALIGN 64
+
 typedef enum {
     ZT_MEM_PARAMS = 0,
     ZT_MEM_GRADS,
