@@ -98,6 +98,17 @@ awk 'length($0) >= 120 { bad = 1 } END { exit bad }' "$tmp/default.log" ||
     { cat "$tmp/default.log"; fail "estimate lines of 120 characters or more"; }
 echo "ok: estimator without --config, world of 1, 8 rows, lines < 120 characters"
 
+# 16-bit stage-3 shards of an odd number of 16-element blocks: each is rounded
+# up to the arena's 64 bytes in the plan, which the stage's formula does not
+# count (it once refused this shape as a planning bug).
+./zerotrain --estimate-memory --model gptlite --n-layer 24 --n-embd 2048 --n-head 16 \
+    --block-size 2048 --vocab-size 50304 --num-gpus 8 --num-nodes 2 \
+    --config scripts/configs/zero3-offload-bf16.json >"$tmp/bf16.log" 2>&1 ||
+    { cat "$tmp/bf16.log"; fail "bf16 stage-3 estimate of a 1.4B GPT-lite over 16 ranks failed"; }
+grep -q "stage=3, offload_param=cpu , offload_optimizer=cpu" "$tmp/bf16.log" ||
+    { cat "$tmp/bf16.log"; fail "bf16 estimate: no stage-3 offload row"; }
+echo "ok: bf16 stage-3 shards rounded to the arena alignment are within the plan's slack"
+
 # Under mpirun it prints once, and --num-gpus defaults to the ranks per node.
 $ZT_MPIRUN -np 2 ./zerotrain --estimate-memory "${model[@]}" >"$tmp/np2.log" 2>&1 ||
     { cat "$tmp/np2.log"; fail "estimator at np 2 failed"; }
