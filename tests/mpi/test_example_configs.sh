@@ -9,6 +9,7 @@ cd "$(dirname "$0")/../.."
 source tests/env.sh
 zt_scratch
 
+root=$(pwd)
 data="$ZT_SHARED/data/tinyshakespeare/input.txt"
 gpt=(--model gptlite --data "$data" --n-layer 2 --n-embd 32 --n-head 2 --block-size 32
      --dropout 0 --steps 3)
@@ -16,7 +17,9 @@ n=0
 for c in scripts/configs/*.json; do
     extra=()
     grep -q '"train_batch_size": *"auto"' "$c" && extra=(--train-batch-size 16)
-    $ZT_MPIRUN -np 2 ./zerotrain --config "$c" "${gpt[@]}" "${extra[@]}" >"$tmp/run.log" 2>&1 ||
+    # From the scratch directory: configs that log write relative paths.
+    (cd "$tmp" && $ZT_MPIRUN -np 2 "$root/zerotrain" --config "$root/$c" "${gpt[@]}" "${extra[@]}") \
+        >"$tmp/run.log" 2>&1 ||
         { cat "$tmp/run.log"; fail "$c does not train"; }
     grep -q "zerotrain: done: 3 steps" "$tmp/run.log" || { cat "$tmp/run.log"; fail "$c: no done line"; }
     if grep -i "warning" "$tmp/run.log" | grep -v "ignored\|wandb\|comet\|checkpoint" >/dev/null; then
