@@ -17,7 +17,8 @@ ifneq ($(OPENBLAS_DIR),)
 CFLAGS   += -I$(subst /lib/,/include/,$(OPENBLAS_DIR))
 LDLIBS   += -L$(OPENBLAS_DIR) -Wl,-rpath,$(OPENBLAS_DIR)
 endif
-LDLIBS   += -ljansson -lopenblas -lm
+# liburing: the nvme offload's asynchronous swap I/O (engine/nvme/aio.c).
+LDLIBS   += -ljansson -lopenblas -luring -lm
 VERSION  := 0.1.0
 CFLAGS   += -DZT_VERSION=\"$(VERSION)\"
 

@@ -104,9 +104,19 @@ static void cmd_print_summary(const zt_world *w, const zt_config *cfg, const zt_
                zt_dtype_name(s.comm_dtype),
                cfg->fp16.enabled ? (s.dynamic_loss_scale ? "dynamic" : "static") : "none");
     if (s.offload_optimizer || s.offload_param)
-        printf("  offload: optimizer %s (master, moments and gradient partition on the host, "
+        printf("  offload: optimizer %s (master, moments %s, gradient partition on the host, "
                "CPU Adam), parameters %s\n",
-               s.offload_optimizer ? "cpu" : "none", s.offload_param ? "cpu" : "none");
+               s.nvme_optimizer ? "nvme" : s.offload_optimizer ? "cpu" : "none",
+               s.nvme_optimizer ? "in swap files" : "on the host",
+               s.nvme_param ? "nvme" : s.offload_param ? "cpu" : "none");
+    zt_trainer_nvme_stats nv;
+    zt_trainer_nvme_stats_get(t, &nv);
+    if (nv.engine)
+        printf("  nvme: %s%s, %.1f MiB of swap buffers, %.3f GiB of swap files per rank in %s\n",
+               nv.engine, nv.direct ? " (O_DIRECT)" : " (buffered: no O_DIRECT here)",
+               (double)nv.swap_bytes / (1024.0 * 1024.0),
+               (double)nv.disk_bytes / (1024.0 * 1024.0 * 1024.0),
+               nv.opt_dir ? nv.opt_dir : nv.param_dir);
     if (s.checkpoint_interval > 0)
         printf("  activation checkpointing: every %lld unit(s) of %d, checkpoints on the %s\n",
                (long long)s.checkpoint_interval, m->n_units,

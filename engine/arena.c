@@ -165,7 +165,7 @@ zt_mem_stats zt_arena_stats(const zt_arena *a)
 const char *zt_mem_class_name(zt_mem_class c)
 {
     static const char *names[ZT_MEM_NCLASS] = {"PARAMS", "GRADS", "MASTER", "OPTIM",
-                                               "ACTS",   "COMM",  "WORK"};
+                                               "ACTS",   "COMM",  "WORK",  "SWAP"};
     return c < ZT_MEM_NCLASS ? names[c] : "UNKNOWN";
 }
 

@@ -3,8 +3,9 @@
  *
  * Classes: PARAMS (compute-precision weights), GRADS, MASTER (fp32 master
  * weights under mixed precision), OPTIM (optimizer moments), ACTS (activations
- * and checkpoints), COMM (bucket and gather buffers), WORK (scratch); each on
- * the device or the host. An arena is one reservation made once at set-up
+ * and checkpoints), COMM (bucket and gather buffers), WORK (scratch), SWAP
+ * (the nvme offload's swap buffers, host only); each on the device or the
+ * host. An arena is one reservation made once at set-up
  * (one backend allocation: no allocation in the step loop) and sub-allocated
  * first-fit, so blocks can be freed in any order (stage-3 gather windows).
  *
@@ -41,6 +42,7 @@ typedef enum {
     ZT_MEM_ACTS,
     ZT_MEM_COMM,
     ZT_MEM_WORK,
+    ZT_MEM_SWAP,
     ZT_MEM_NCLASS
 } zt_mem_class;
 

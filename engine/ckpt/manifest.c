@@ -236,8 +236,9 @@ zt_status zt_ckpt_manifest_text(const zt_ckpt_src *t, const zt_ckpt_meta *meta,
                        zt_dtype_name(t->s.comm_dtype), "shards", "fp32"),
              &bad);
     ckpt_put(root, "offload",
-             json_pack("{ssss}", "optimizer", t->s.offload_optimizer ? "cpu" : "none", "param",
-                       t->s.offload_param ? "cpu" : "none"),
+             json_pack("{ssss}", "optimizer",
+                       t->s.nvme_optimizer ? "nvme" : t->s.offload_optimizer ? "cpu" : "none",
+                       "param", t->s.nvme_param ? "nvme" : t->s.offload_param ? "cpu" : "none"),
              &bad);
     ckpt_put(root, "optimizer", ckpt_optimizer_json(t, &bad), &bad);
     ckpt_put(root, "scheduler",

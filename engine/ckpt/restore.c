@@ -340,12 +340,11 @@ static zt_status ckpt_load_spans(const zt_ckpt *c, zt_trainer *t, const zt_ckpt_
                                  int sections)
 {
     const zt_layout *lay = v->s.layout;
-    int64_t max_span = 0;
     zt_trainer_span sp;
-    for (int u = 0; u < lay->n_units; u++) {
-        zt_trainer_unit_span(t, u, &sp);
-        max_span = sp.numel > max_span ? sp.numel : max_span;
-    }
+    /* A span is a unit's shard, or the whole unit when the optimizer is not
+     * sharded (zt_trainer_unit_span). */
+    int64_t max_span = v->s.policy->optimizer_sharded ? lay->max_unit_numel / lay->world_size
+                                                      : lay->max_unit_numel;
     zt_ckpt_reader rd;
     float *buf = malloc((size_t)max_span * sizeof *buf);
     zt_status st = zt_ckpt_reader_init(&rd, c);
@@ -353,7 +352,7 @@ static zt_status ckpt_load_spans(const zt_ckpt *c, zt_trainer *t, const zt_ckpt_
         st = zt_fail(ZT_ERR_OOM, "", "cannot allocate %lld floats to stage the checkpoint",
                      (long long)max_span);
     for (int u = 0; st == ZT_OK && u < lay->n_units; u++) {
-        zt_trainer_unit_span(t, u, &sp);
+        st = zt_trainer_unit_span(t, u, &sp);
         for (int k = 0; st == ZT_OK && k < sections; k++) {
             st = zt_ckpt_read_range(&rd, u, k, sp.lo, sp.lo + sp.numel, buf);
             float *dst = k == 0 ? sp.values : sp.state[k - 1];
@@ -363,6 +362,8 @@ static zt_status ckpt_load_spans(const zt_ckpt *c, zt_trainer *t, const zt_ckpt_
             else if (st == ZT_OK)
                 v->s.be->copy_h2d(v->s.be, dst, buf, bytes);
         }
+        if (st == ZT_OK)
+            zt_trainer_span_written(t);
     }
     zt_ckpt_reader_free(&rd);
     free(buf);

@@ -23,7 +23,7 @@ static zt_status ckpt_write_shard(zt_trainer *t, const zt_ckpt_src *v, const cha
     const zt_layout *lay = v->s.layout;
     zt_trainer_span sp;
     *o = (zt_ckpt_out){.fd = -1, .path = path, .hint = zt_ckpt_hint_write};
-    zt_trainer_unit_span(t, 0, &sp);
+    ZT_TRY(zt_trainer_unit_span(t, 0, &sp));
     uint32_t n_sections = 1 + (uint32_t)sp.n_states;
     zt_ckpt_unit *units = calloc((size_t)lay->n_units, sizeof *units);
     uint8_t *head = malloc(zt_ckpt_header_bytes((uint32_t)lay->n_units));
@@ -51,7 +51,9 @@ static zt_status ckpt_write_shard(zt_trainer *t, const zt_ckpt_src *v, const cha
     for (uint32_t k = 0; k < n_sections && st == ZT_OK; k++)
         for (int u = 0; u < lay->n_units && st == ZT_OK; u++) {
             const zt_unit_layout *ul = &lay->units[u];
-            zt_trainer_unit_span(t, u, &sp);
+            st = zt_trainer_unit_span(t, u, &sp);
+            if (st != ZT_OK)
+                break;
             const float *src = (k == 0 ? sp.values : sp.state[k - 1]) +
                                ((int64_t)lay->rank * ul->shard_numel - sp.lo);
             size_t bytes = (size_t)ul->shard_numel * sizeof(float);

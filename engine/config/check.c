@@ -83,6 +83,7 @@ zt_status zt_config_cross_checks(const zt_ctx *c)
                              "also set \"bf16_master_weights_and_grads\": true",
                              "bf16_optimizer_states requires bf16_master_weights_and_grads to be "
                              "enabled.");
+    ZT_TRY(zt_config_check_nvme(c));
     return zt_check_grad_accum_dtype(c);
 }
 
@@ -126,15 +127,6 @@ static zt_status zt_check_comm_dtype(const zt_config *cfg)
 static zt_status zt_check_offload_supported(const zt_zero_config *z)
 {
     /* Parsing refused offload at stages without the partitioning it needs. */
-    const char *cpu_hint = "use \"device\": \"cpu\"";
-    if (z->offload_optimizer.device == ZT_OFFLOAD_NVME)
-        return zt_fail(ZT_ERR_UNSUPPORTED, cpu_hint,
-                       "zero_optimization.offload_optimizer.device \"nvme\": offloading to nvme "
-                       "is not supported yet");
-    if (z->offload_param.device == ZT_OFFLOAD_NVME)
-        return zt_fail(ZT_ERR_UNSUPPORTED, cpu_hint,
-                       "zero_optimization.offload_param.device \"nvme\": offloading to nvme is "
-                       "not supported yet");
     if (z->offload_optimizer.device != ZT_OFFLOAD_NONE && z->offload_optimizer.ratio < 1.0)
         return zt_fail(ZT_ERR_UNSUPPORTED,
                        "use ratio 1.0 to offload the whole optimizer, or remove the offload",
@@ -148,6 +140,16 @@ static zt_status zt_check_offload_supported(const zt_zero_config *z)
                        "secondary parameter copy with the parameter shards on the host is not "
                        "implemented yet",
                        (long long)z->zero_hpz_partition_size);
+    return ZT_OK;
+}
+
+/* GPUDirect Storage reads swap files straight into device memory. */
+static zt_status zt_check_aio_supported(const zt_config *cfg)
+{
+    if (cfg->aio.use_gds)
+        return zt_fail(ZT_ERR_UNSUPPORTED, "remove aio.use_gds",
+                       "aio.use_gds: GPUDirect Storage is not implemented yet (nvme swaps go "
+                       "through host buffers)");
     return ZT_OK;
 }
 
@@ -213,6 +215,7 @@ void zt_config_refusals(const zt_config *cfg, zt_config_errors *errs, bool value
     if (values_clean) {
         zt_config_errors_take(errs, zt_check_master_supported(cfg), errs->n);
         zt_config_errors_take(errs, zt_check_offload_supported(&cfg->zero), errs->n);
+        zt_config_errors_take(errs, zt_check_aio_supported(cfg), errs->n);
         zt_config_errors_take(errs, zt_check_zeropp_supported(&cfg->zero), errs->n);
         zt_config_errors_take(errs, zt_check_comm_dtype(cfg), errs->n);
     }
@@ -259,6 +262,13 @@ zt_dtype zt_config_comm_dtype(const zt_config *cfg)
     if (cfg->communication_data_type[0])
         return zt_dtype_of(cfg->communication_data_type);
     return zt_config_compute_dtype(cfg);
+}
+
+int zt_config_optim_state_floats(const zt_optim_config *o)
+{
+    if (o->type == ZT_OPTIM_SGD)
+        return o->momentum != 0.0 ? 1 : 0;
+    return 2;
 }
 
 int64_t zt_config_checkpoint_interval(const zt_config *cfg, int n_units)

@@ -12,8 +12,8 @@
  * resolve as HuggingFace's integration resolves them: from command-line values
  * (batch sizes, lr, --fp16/--bf16), from the model and the run length
  * (zt_config_resolve_run), else from defaults; each choice is recorded in
- * `notes`. Features that are parsed but not built yet (nvme offload, 16-bit
- * master weights, ...) are a ZT_ERR_UNSUPPORTED "not implemented yet" error
+ * `notes`. Features that are parsed but not built yet (16-bit master
+ * weights, ...) are a ZT_ERR_UNSUPPORTED "not implemented yet" error
  * when enabled; settings DeepSpeed would silently ignore (offload at a stage
  * without the partitioning it needs) are ZT_ERR_CONFIG. Sections zerotrain
  * reads but does not act on (wandb, comet, trackio, checkpoint) are a warning
@@ -94,6 +94,18 @@ typedef struct {
     bool pipeline_read, pipeline_write, fast_init;
     double ratio;
 } zt_offload_config;
+
+/* The top-level `aio` section (DeepSpeed runtime/swap_tensor/constants.py):
+ * how the nvme offload reads and writes its swap files (engine/nvme/aio.h). */
+#define ZT_AIO_MAX_THREADS 32
+typedef struct {
+    int64_t block_size;   /* bytes per I/O request, a multiple of 4096 */
+    int64_t queue_depth;  /* requests in flight per I/O thread */
+    int64_t thread_count; /* intra_op_parallelism: I/O threads an operation is spread over */
+    bool single_submit;   /* submit requests one at a time rather than in batches */
+    bool overlap_events;  /* refill the queue as requests complete, not batch by batch */
+    bool use_gds;         /* GPUDirect Storage (refused: not built) */
+} zt_aio_config;
 
 typedef struct {
     int stage;
@@ -198,6 +210,8 @@ typedef struct {
     zt_optim_config optimizer;
     zt_sched_config scheduler;
     zt_zero_config zero;
+    zt_aio_config aio;
+    bool aio_present; /* the config has an aio section */
     zt_fp16_config fp16;
     zt_bf16_config bf16;
     bool activation_checkpointing_present;
@@ -315,8 +329,8 @@ zt_status zt_config_parse_default(const zt_config_overrides *ov, int world_size,
 zt_status zt_config_load_inference(int64_t micro_batch, int world_size, zt_config *out);
 
 /* ZT_ERR_UNSUPPORTED "... is not implemented yet" for valid settings this build
- * cannot run (the one place later features remove their refusal from): nvme
- * offload, partial optimizer offload, offload_param with hpZ, fp16/bf16 master
+ * cannot run (the one place later features remove their refusal from): aio
+ * use_gds, partial optimizer offload, offload_param with hpZ, fp16/bf16 master
  * weights and bf16 optimizer states, ZeRO++ quantization, MiCS/hpZ below
  * stage 3, communication_data_type other than fp32 or the training dtype (at
  * stage 0: other than zt_config_grad_dtype), the DeepSpeed sections in
@@ -353,6 +367,10 @@ zt_dtype zt_config_comm_dtype(const zt_config *cfg);
  * The caller refuses cpu_checkpointing with a result of 0 (only it knows
  * n_units). */
 int64_t zt_config_checkpoint_interval(const zt_config *cfg, int n_units);
+
+/* Optimizer state floats per parameter: Adam/AdamW 2 (exp_avg, exp_avg_sq),
+ * SGD 1 with momentum (momentum_buffer), else 0. */
+int zt_config_optim_state_floats(const zt_optim_config *o);
 
 const char *zt_optim_type_name(zt_optim_type t);
 const char *zt_sched_type_name(zt_sched_type t);

@@ -16,6 +16,7 @@
  *                  flops_profiler, comms_logger, and the sections read only to
  *                  be ignored with a warning (wandb, comet, trackio, checkpoint)
  *   parse_optim.c  the optimizer and scheduler sections
+ *   parse_nvme.c   the aio section and the nvme offload rules
  *   resolve.c      the batch triple: command line, "auto", DeepSpeed's derivation;
  *                  the "auto" values that need the model or the run length
  *   check.c        cross checks, "not implemented yet" checks, dtype queries
@@ -171,6 +172,8 @@ extern const zt_key zt_config_offload_optimizer_keys[];
 extern const size_t zt_config_n_offload_optimizer_keys;
 extern const zt_key zt_config_offload_param_keys[];
 extern const size_t zt_config_n_offload_param_keys;
+extern const zt_key zt_config_aio_keys[];
+extern const size_t zt_config_n_aio_keys;
 extern const zt_key zt_config_fp16_keys[];
 extern const size_t zt_config_n_fp16_keys;
 extern const zt_key zt_config_bf16_keys[];
@@ -298,6 +301,14 @@ zt_status zt_config_parse_monitors(const zt_ctx *c, json_t *root); /* parse_moni
 zt_status zt_config_parse_top_strings(const zt_ctx *c, json_t *root);
 zt_status zt_config_parse_optimizer(const zt_ctx *c, json_t *root);
 zt_status zt_config_parse_scheduler(const zt_ctx *c, json_t *root);
+
+/* ------------------------------------------------------------------ parse_nvme.c */
+
+/* The aio section (defaults in zt_config_defaults). */
+zt_status zt_config_parse_aio(const zt_ctx *c, json_t *root);
+/* nvme offload against the rest of the config: nvme_path given, buffers
+ * enough for what the optimizer swaps; notes for settings without effect. */
+zt_status zt_config_check_nvme(const zt_ctx *c);
 
 /* ------------------------------------------------------------------ resolve.c and check.c */
 

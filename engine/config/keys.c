@@ -68,7 +68,7 @@ const zt_key zt_config_top_keys[] = {
     {ZT_K("quantize_training", ZT_FEATURE, ZT_NONE)},
     {ZT_K("checkpoint", ZT_CUSTOM, ZT_NONE)},
     {ZT_K("data_types", ZT_CUSTOM, ZT_NONE)},
-    {ZT_K("aio", ZT_FEATURE, ZT_NONE)},
+    {ZT_K("aio", ZT_CUSTOM, ZT_NONE)},
     {ZT_K("nebula", ZT_FEATURE, ZT_NONE)},
     {ZT_K("hybrid_engine", ZT_FEATURE, ZT_NONE)},
     {ZT_K("comms_logger", ZT_CUSTOM, ZT_NONE)},
@@ -189,6 +189,23 @@ const zt_key zt_config_offload_param_keys[] = {
     {ZT_K("pin_memory", ZT_BOOL, ZO(pin_memory))},
 };
 const size_t zt_config_n_offload_param_keys = ZT_LEN(zt_config_offload_param_keys);
+
+/* DeepSpeed reads intra_op_parallelism (since 0.16.4) and silently ignores
+ * thread_count, its old name, which its config docs still list: here both
+ * spell the same setting. */
+#define ZIO(f) ZT_OFF(zt_aio_config, f)
+const zt_key zt_config_aio_keys[] = {
+    {ZT_K("block_size", ZT_I64, ZIO(block_size)), .lo = 4096, .hi = 1073741824},
+    {ZT_K("queue_depth", ZT_I64, ZIO(queue_depth)), .lo = 1, .hi = 65536},
+    {ZT_K("intra_op_parallelism", ZT_I64, ZIO(thread_count)), .lo = 1, .hi = ZT_AIO_MAX_THREADS,
+     .alias = "thread_count"},
+    {ZT_K("thread_count", ZT_I64, ZIO(thread_count)), .lo = 1, .hi = ZT_AIO_MAX_THREADS,
+     .alias = "intra_op_parallelism"},
+    {ZT_K("single_submit", ZT_BOOL, ZIO(single_submit))},
+    {ZT_K("overlap_events", ZT_BOOL, ZIO(overlap_events))},
+    {ZT_K("use_gds", ZT_BOOL, ZIO(use_gds))},
+};
+const size_t zt_config_n_aio_keys = ZT_LEN(zt_config_aio_keys);
 
 #define ZF(f) ZT_OFF(zt_fp16_config, f)
 const zt_key zt_config_fp16_keys[] = {
@@ -477,6 +494,7 @@ const zt_section_ref zt_config_sections[] = {
      ZT_LEN(zt_config_offload_optimizer_keys)},
     {"zero_optimization.offload_param", zt_config_offload_param_keys,
      ZT_LEN(zt_config_offload_param_keys)},
+    {"aio", zt_config_aio_keys, ZT_LEN(zt_config_aio_keys)},
     {"fp16", zt_config_fp16_keys, ZT_LEN(zt_config_fp16_keys)},
     {"bf16", zt_config_bf16_keys, ZT_LEN(zt_config_bf16_keys)},
     {"optimizer", zt_config_optimizer_keys, ZT_LEN(zt_config_optimizer_keys)},

@@ -72,6 +72,8 @@ void zt_config_defaults(zt_config *cfg)
     zt_offload_defaults(&z->offload_param, 5);
     z->offload_param.buffer_size = 100000000;
     z->offload_param.max_in_cpu = 1000000000;
+    cfg->aio = (zt_aio_config){.block_size = 1048576, .queue_depth = 8, .thread_count = 1,
+                               .overlap_events = true};
 
     zt_fp16_config *f = &cfg->fp16;
     f->initial_scale_power = 16;
@@ -457,7 +459,8 @@ zt_status zt_config_parse_misc_sections(const zt_ctx *c, json_t *root)
 {
     zt_status a = zt_parse_act_ckpt(c, root);
     zt_status b = zt_parse_data_types_timers(c, root);
-    return a != ZT_OK ? a : b;
+    zt_status d = zt_config_parse_aio(c, root);
+    return a != ZT_OK ? a : b != ZT_OK ? b : d;
 }
 
 static void zt_lower_copy(char *dst, size_t size, const char *src)

@@ -25,6 +25,8 @@ typedef struct {
     int group_hosts[ZT_STAGE_GROUP_N]; /* hosts the group's ranks run on */
     uint64_t total[ZT_MEM_NLOC][2]; /* all classes at once: current, peak */
     int64_t gather_peak_live;
+    int has_nvme;
+    zt_swap_stats nvme_io[2]; /* optimizer, parameters */
 } report_rank_stats;
 
 /* How many hosts the ranks of c run on: their host indices gathered over c.
@@ -42,6 +44,30 @@ static int report_group_hosts(const zt_comm *c, int host_index)
         }
     free(all);
     return n;
+}
+
+static json_t *report_swap_json(const zt_swap_stats *io)
+{
+    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}", "bytes_read",
+                     (json_int_t)io->bytes_read, "bytes_written", (json_int_t)io->bytes_written,
+                     "reads", (json_int_t)io->reads, "writes", (json_int_t)io->writes, "gets",
+                     (json_int_t)io->gets, "hits", (json_int_t)io->hits, "prefetches",
+                     (json_int_t)io->prefetches, "wait_seconds", report_real(io->wait_seconds));
+}
+
+/* The run's nvme plan (rank 0's; every rank plans alike), or null. */
+static json_t *report_nvme_json(const zt_trainer *t)
+{
+    zt_trainer_nvme_stats n;
+    zt_trainer_nvme_stats_get(t, &n);
+    if (!n.optimizer && !n.param)
+        return json_null();
+    return json_pack("{s:s?, s:b, s:i, s:i, s:i, s:i, s:I, s:I, s:I}", "engine", n.engine,
+                     "direct", n.direct, "sub_groups", n.n_groups, "sub_groups_in_memory",
+                     n.opt_slots, "swapped_param_units", n.n_param_swapped, "param_buffers",
+                     n.param_buffers, "param_in_cpu_params", (json_int_t)n.param_in_cpu_numel,
+                     "swap_buffer_bytes", (json_int_t)n.swap_bytes, "swap_file_bytes",
+                     (json_int_t)n.disk_bytes);
 }
 
 static json_t *report_kinds(const uint64_t *v)
@@ -83,10 +109,14 @@ static json_t *report_rank_json(int rank, const report_rank_stats *r)
                             json_pack("{s:o, s:o, s:i}", "bytes", report_kinds(r->comm_bytes[gi]),
                                       "calls", report_kinds(r->comm_calls[gi]), "hosts",
                                       r->group_hosts[gi]));
-    return json_pack("{s:i, s:s, s:o, s:o, s:o, s:o, s:I}", "rank", rank, "host", r->host,
+    json_t *nvme = r->has_nvme ? json_pack("{s:o, s:o}", "optimizer",
+                                           report_swap_json(&r->nvme_io[0]), "param",
+                                           report_swap_json(&r->nvme_io[1]))
+                               : json_null();
+    return json_pack("{s:i, s:s, s:o, s:o, s:o, s:o, s:I, s:o}", "rank", rank, "host", r->host,
                      "memory_bytes", mem, "memory_total_bytes", mem_total, "comm_bytes",
                      report_kinds(total), "comm", groups,
-                     "gather_peak_live_params", (json_int_t)r->gather_peak_live);
+                     "gather_peak_live_params", (json_int_t)r->gather_peak_live, "nvme", nvme);
 }
 
 /* The stage policy's properties and its statement of this run's memory and
@@ -152,6 +182,11 @@ zt_status zt_report_write(const char *path, const zt_trainer *t, double param_no
             mine.group_hosts[gi] = report_group_hosts(groups[gi], w->host_index);
         }
     mine.gather_peak_live = s->gather_peak_live_params;
+    zt_trainer_nvme_stats nv;
+    zt_trainer_nvme_stats_get(t, &nv);
+    mine.has_nvme = nv.optimizer || nv.param;
+    mine.nvme_io[0] = nv.opt_io;
+    mine.nvme_io[1] = nv.param_io;
     report_rank_stats *all = NULL;
     if (w->rank == 0) {
         all = calloc((size_t)w->size, sizeof *all);
@@ -206,7 +241,8 @@ zt_status zt_report_write(const char *path, const zt_trainer *t, double param_no
             "{s:o, s:{s:s, s:s}, s:{s:s, s:s}, s:{s:I, s:b}}", "loss_scale_history", scales,
             "mixed_precision", "grad_dtype", zt_dtype_name(s->grad_dtype), "comm_dtype",
             zt_dtype_name(s->comm_dtype), "offload", "optimizer",
-            s->offload_optimizer ? "cpu" : "none", "param", s->offload_param ? "cpu" : "none",
+            s->nvme_optimizer ? "nvme" : s->offload_optimizer ? "cpu" : "none", "param",
+            s->nvme_param ? "nvme" : s->offload_param ? "cpu" : "none",
             "activation_checkpointing", "interval", (json_int_t)s->checkpoint_interval,
             "cpu_checkpointing", s->cpu_checkpointing);
         json_t *evals = json_array();
@@ -216,6 +252,7 @@ zt_status zt_report_write(const char *path, const zt_trainer *t, double param_no
                                                    report_real(s->evals[i].loss), "accuracy",
                                                    report_real(s->evals[i].accuracy)));
         if (doc && extra) {
+            json_object_set_new(doc, "nvme", report_nvme_json(t));
             json_object_set_new(doc, "zero", zero);
             json_object_set_new(doc, "eval", evals);
             json_object_update(doc, extra);

@@ -9,7 +9,11 @@
  *   steps, skipped_steps, loss_history [..], loss_scale_history [..] (fp16;
  *   null otherwise), final_loss, samples_per_sec, param_norm, train_seconds,
  *   eval [ {step, loss, accuracy} ] (accuracy null for language models),
- *   mixed_precision {grad_dtype, comm_dtype}, offload {optimizer, param},
+ *   mixed_precision {grad_dtype, comm_dtype}, offload {optimizer, param}
+ *   ("none" | "cpu" | "nvme"),
+ *   nvme {engine, direct, sub_groups, sub_groups_in_memory, swapped_param_units,
+ *         param_buffers, param_in_cpu_params, swap_buffer_bytes, swap_file_bytes}
+ *   (null without an nvme offload; docs/nvme.md),
  *   activation_checkpointing {interval, cpu_checkpointing},
  *   zero {stage, padded_params, partition_params, persistent_params,
  *         hpz_partition_size, mics_shard_size (0: off), overlap_comm, reduce_bucket_size,
@@ -27,9 +31,11 @@
  *            comm {GROUP {bytes {KIND}, calls {KIND}, hosts}},
  *                  (hosts: how many hosts the group's ranks run on; a group
  *                  on 1 host sent none of its bytes between hosts)
- *            gather_peak_live_params} ]   (stage 3's largest gathered window)
+ *            gather_peak_live_params,   (stage 3's largest gathered window)
+ *            nvme {optimizer|param {bytes_read, bytes_written, reads, writes, gets,
+ *                  hits, prefetches, wait_seconds}} (or null) } ]
  * GROUP: world, and with hpZ hpz, with MiCS mics_shard and mics_replica.
- * CLASS: PARAMS GRADS MASTER OPTIM ACTS COMM WORK; KIND: all_reduce
+ * CLASS: PARAMS GRADS MASTER OPTIM ACTS COMM WORK SWAP; KIND: all_reduce
  * reduce_scatter all_gather broadcast. Bytes are whole logical buffers (see
  * comm.h). Non-finite numbers are written as null.
  *

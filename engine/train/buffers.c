@@ -68,6 +68,11 @@ static zt_status buffers_model_states(zt_trainer *t, zt_memory *mem, bool reserv
     } else {
         for (int u = 0; u < lay->n_units; u++) {
             const zt_unit_layout *ul = &lay->units[u];
+            /* Swapped to nvme: the shard is in a file (and a SWAP buffer). */
+            if (t->nvme_plan.param_swapped && t->nvme_plan.param_swapped[u]) {
+                t->unit_store[u] = NULL;
+                continue;
+            }
             ZT_TRY(zt_train_buf(mem, reserved, ul->persistent ? ZT_MEM_DEVICE : shard_loc,
                                 ZT_MEM_PARAMS,
                                 zt_train_plan_bytes(t, ul->persistent ? ul->padded_numel
@@ -94,6 +99,9 @@ static zt_status buffers_model_states(zt_trainer *t, zt_memory *mem, bool reserv
         ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_HOST, ZT_MEM_GRADS,
                             zt_train_plan_bytes(t, lay->partition_numel, 1, sizeof(float)), &t->host_grads));
     int64_t span = zt_stage_optim_numel(pol, lay);
+    /* Offloaded to nvme, master and states are in files and SWAP buffers. */
+    if (t->nvme_opt)
+        return ZT_OK;
     if (t->has_master)
         ZT_TRY(zt_train_buf(mem, reserved, opt_loc, ZT_MEM_MASTER, zt_train_plan_bytes(t, span, 1, sizeof(float)),
                             &t->master));
@@ -234,6 +242,13 @@ zt_status zt_train_buffers(zt_trainer *t, zt_memory *mem, bool reserved)
                             zt_train_plan_bytes(t, t->layout.max_unit_numel / t->layout.world_size, 1,
                                                 zt_dtype_size(t->cdt)),
                             &t->param_stage));
+    const zt_nvme_plan *np = &t->nvme_plan;
+    if (np->opt_swap_bytes > 0)
+        ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_HOST, ZT_MEM_SWAP, np->opt_swap_bytes,
+                            &t->swap_opt_mem));
+    if (np->param_swap_bytes > 0)
+        ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_HOST, ZT_MEM_SWAP, np->param_swap_bytes,
+                            &t->swap_param_mem));
     ZT_TRY(buffers_batch(t, mem, reserved));
     ZT_TRY(zt_train_activation_buffers(t, mem, reserved));
     ZT_TRY(buffers_work(t, mem, reserved));
@@ -291,7 +306,14 @@ static zt_status buffers_plan_trainer(zt_trainer *t, const zt_config *cfg, const
     int part = t->policy->params_sharded && cfg->zero.mics_shard_size > 0
                    ? (int)cfg->zero.mics_shard_size
                    : world_size;
-    return zt_layout_init(&t->layout, m, &cfg->zero, part, 0);
+    ZT_TRY(zt_layout_init(&t->layout, m, &cfg->zero, part, 0));
+    return zt_train_nvme_plan(t);
+}
+
+static void buffers_plan_free(zt_trainer *t)
+{
+    zt_nvme_plan_free(&t->nvme_plan);
+    zt_layout_free(&t->layout);
 }
 
 zt_status zt_trainer_plan(const zt_config *cfg, const zt_model *m, int world_size,
@@ -304,7 +326,18 @@ zt_status zt_trainer_plan(const zt_config *cfg, const zt_model *m, int world_siz
     if (st == ZT_OK)
         st = zt_train_buffers(&t, mem, false);
     zt_train_tables_free(&t);
-    zt_layout_free(&t.layout);
+    buffers_plan_free(&t);
+    return st;
+}
+
+zt_status zt_trainer_nvme_plan(const zt_config *cfg, const zt_model *m, int world_size,
+                               int64_t *disk_bytes, size_t *swap_bytes)
+{
+    zt_trainer t;
+    zt_status st = buffers_plan_trainer(&t, cfg, m, world_size);
+    *disk_bytes = t.nvme_plan.disk_bytes;
+    *swap_bytes = t.nvme_plan.opt_swap_bytes + t.nvme_plan.param_swap_bytes;
+    buffers_plan_free(&t);
     return st;
 }
 
@@ -332,8 +365,10 @@ zt_status zt_trainer_stage_shape(const zt_config *cfg, const zt_model *m, int wo
             .master = t.has_master,
             .offload_optimizer = t.offload_opt,
             .offload_param = t.offload_param,
+            .optimizer_swapped = t.nvme_opt,
+            .param_swapped = t.nvme_plan.param_swapped_numel,
         };
     }
-    zt_layout_free(&t.layout);
+    buffers_plan_free(&t);
     return st;
 }

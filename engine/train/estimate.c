@@ -15,9 +15,11 @@ static const struct {
     zt_offload_device opt, param;
 } estimate_variants[ZT_ESTIMATE_NVARIANTS] = {
     {0, ZT_OFFLOAD_NONE, ZT_OFFLOAD_NONE}, {1, ZT_OFFLOAD_NONE, ZT_OFFLOAD_NONE},
-    {1, ZT_OFFLOAD_CPU, ZT_OFFLOAD_NONE},  {2, ZT_OFFLOAD_NONE, ZT_OFFLOAD_NONE},
-    {2, ZT_OFFLOAD_CPU, ZT_OFFLOAD_NONE},  {3, ZT_OFFLOAD_NONE, ZT_OFFLOAD_NONE},
-    {3, ZT_OFFLOAD_CPU, ZT_OFFLOAD_NONE},  {3, ZT_OFFLOAD_CPU, ZT_OFFLOAD_CPU},
+    {1, ZT_OFFLOAD_CPU, ZT_OFFLOAD_NONE},  {1, ZT_OFFLOAD_NVME, ZT_OFFLOAD_NONE},
+    {2, ZT_OFFLOAD_NONE, ZT_OFFLOAD_NONE}, {2, ZT_OFFLOAD_CPU, ZT_OFFLOAD_NONE},
+    {2, ZT_OFFLOAD_NVME, ZT_OFFLOAD_NONE}, {3, ZT_OFFLOAD_NONE, ZT_OFFLOAD_NONE},
+    {3, ZT_OFFLOAD_CPU, ZT_OFFLOAD_NONE},  {3, ZT_OFFLOAD_NVME, ZT_OFFLOAD_NONE},
+    {3, ZT_OFFLOAD_CPU, ZT_OFFLOAD_CPU},   {3, ZT_OFFLOAD_NVME, ZT_OFFLOAD_NVME},
 };
 
 static const char *estimate_offload_name(zt_offload_device d)
@@ -81,6 +83,7 @@ zt_status zt_estimate_run(zt_estimate *e, const zt_config *cfg, const zt_model *
     zt_layout l;
     ZT_TRY(zt_layout_init(&l, m, &cfg->zero, ws, 0));
     e->padded_params = l.padded_numel;
+    const int64_t largest_shard = l.max_unit_numel / l.world_size;
     for (int u = 0; u < l.n_units; u++)
         if (l.units[u].numel > e->largest_unit_params)
             e->largest_unit_params = l.units[u].numel;
@@ -98,6 +101,13 @@ zt_status zt_estimate_run(zt_estimate *e, const zt_config *cfg, const zt_model *
             z->overlap_comm = pol->params_sharded;
         z->offload_optimizer.device = estimate_variants[i].opt;
         z->offload_param.device = estimate_variants[i].param;
+        /* A run needs a parameter buffer as large as the largest swapped
+         * shard (DeepSpeed's "More elements than buffer size"): the nvme
+         * row plans with one, and says so. */
+        if (z->offload_param.device == ZT_OFFLOAD_NVME && z->offload_param.buffer_size < largest_shard) {
+            z->offload_param.buffer_size = largest_shard;
+            e->nvme_buffer_size = largest_shard;
+        }
         /* As the config parser does for an offloaded optimizer (DeepSpeed). */
         if (z->offload_optimizer.device != ZT_OFFLOAD_NONE)
             z->contiguous_gradients = true;
@@ -110,6 +120,8 @@ zt_status zt_estimate_run(zt_estimate *e, const zt_config *cfg, const zt_model *
         zt_memory_init(&mem, NULL);
         ZT_TRY(zt_trainer_plan(&c, m, ws, &mem));
         memcpy(v->bytes, mem.planned_bytes, sizeof v->bytes);
+        size_t swap;
+        ZT_TRY(zt_trainer_nvme_plan(&c, m, ws, &v->nvme_bytes, &swap));
         zt_stage_shape shape;
         ZT_TRY(zt_trainer_stage_shape(&c, m, ws, &shape));
         pol->memory(pol, &shape, &v->policy);
@@ -126,23 +138,32 @@ static double estimate_gib(size_t bytes) { return (double)bytes / (1024.0 * 1024
 /* Short column label of a variant for the class table. */
 static void estimate_label(const zt_estimate_variant *v, char *buf, size_t n)
 {
-    snprintf(buf, n, "s%d%s%s", v->stage, v->offload_param != ZT_OFFLOAD_NONE ? "+op" : "",
-             v->offload_optimizer != ZT_OFFLOAD_NONE ? "+oo" : "");
+    const char *op = v->offload_param == ZT_OFFLOAD_NVME ? "+opn"
+                     : v->offload_param == ZT_OFFLOAD_CPU ? "+op"
+                                                          : "";
+    const char *oo = v->offload_optimizer == ZT_OFFLOAD_NVME ? "+oon"
+                     : v->offload_optimizer == ZT_OFFLOAD_CPU ? "+oo"
+                                                              : "";
+    snprintf(buf, n, "s%d%s%s", v->stage, op, oo);
 }
 
-enum { ESTIMATE_ROWS = 9 };
+/* The class rows, the total, and (host table) the nvme swap files. */
+enum { ESTIMATE_ROWS = 11, ESTIMATE_TOTAL = 9, ESTIMATE_NVME = 10 };
 
 static const char *const estimate_row_names[ESTIMATE_ROWS] = {
-    "PARAMS", "GRADS", "MASTER", "OPTIM", "model states", "ACTS", "COMM", "WORK", "total"};
+    "PARAMS", "GRADS", "MASTER", "OPTIM", "model states", "ACTS",
+    "COMM",   "WORK",  "SWAP",   "total", "nvme files"};
 
 static size_t estimate_row_value(const zt_estimate_variant *v, zt_mem_loc loc, int row)
 {
     static const zt_mem_class classes[ESTIMATE_ROWS] = {
-        ZT_MEM_PARAMS, ZT_MEM_GRADS, ZT_MEM_MASTER, ZT_MEM_OPTIM, ZT_MEM_NCLASS,
-        ZT_MEM_ACTS,   ZT_MEM_COMM,  ZT_MEM_WORK,   ZT_MEM_NCLASS};
+        ZT_MEM_PARAMS, ZT_MEM_GRADS, ZT_MEM_MASTER, ZT_MEM_OPTIM,  ZT_MEM_NCLASS, ZT_MEM_ACTS,
+        ZT_MEM_COMM,   ZT_MEM_WORK,  ZT_MEM_SWAP,   ZT_MEM_NCLASS, ZT_MEM_NCLASS};
     if (row == 4)
         return zt_estimate_model_state_bytes(v, loc);
-    if (row == ESTIMATE_ROWS - 1) {
+    if (row == ESTIMATE_NVME)
+        return (size_t)v->nvme_bytes;
+    if (row == ESTIMATE_TOTAL) {
         size_t t = 0;
         for (int c = 0; c < ZT_MEM_NCLASS; c++)
             t += v->bytes[loc][c];
@@ -183,6 +204,7 @@ static void estimate_class_table(const zt_estimate *e, zt_mem_loc loc, FILE *out
     char title[32];
     snprintf(title, sizeof title, "%s %s", loc == ZT_MEM_DEVICE ? "device" : "host",
              gib ? "GiB" : "MiB");
+    const int rows = loc == ZT_MEM_HOST ? ESTIMATE_ROWS : ESTIMATE_NVME;
     for (int start = 0; start < e->n_variants;) {
         int end = start, line = label_w;
         while (end < e->n_variants && (end == start || line + width[end] <= ZT_ESTIMATE_LINE_MAX))
@@ -191,7 +213,7 @@ static void estimate_class_table(const zt_estimate *e, zt_mem_loc loc, FILE *out
         for (int i = start; i < end; i++)
             fprintf(out, "%*s", width[i], labels[i]);
         fputc('\n', out);
-        for (int r = 0; r < ESTIMATE_ROWS; r++) {
+        for (int r = 0; r < rows; r++) {
             fprintf(out, "  %-*s", label_w - 2, estimate_row_names[r]);
             for (int i = start; i < end; i++)
                 fprintf(out, fmt, width[i],
@@ -221,7 +243,8 @@ void zt_estimate_print(const zt_estimate *e, FILE *out)
     fprintf(out, "  per CPU  |  per GPU |   Options\n");
     for (int i = 0; i < e->n_variants; i++) {
         const zt_estimate_variant *v = &e->variants[i];
-        size_t cpu = estimate_policy_states(v, ZT_MEM_HOST) * (size_t)e->num_gpus;
+        size_t cpu = (estimate_policy_states(v, ZT_MEM_HOST) + v->bytes[ZT_MEM_HOST][ZT_MEM_SWAP]) *
+                     (size_t)e->num_gpus;
         size_t gpu = estimate_policy_states(v, ZT_MEM_DEVICE);
         fprintf(out, " %7.2fGB | %6.2fGB | stage=%d, offload_param=%-4s, offload_optimizer=%s\n",
                 estimate_gib(cpu), estimate_gib(gpu), v->stage,
@@ -234,8 +257,10 @@ void zt_estimate_print(const zt_estimate *e, FILE *out)
                  "checked against the plan.\n"
                  "per GPU: one rank's params, grads, master weights and optimizer states on the "
                  "device;\n"
-                 "per CPU: the same on the host x %d rank(s) per node. Activations and buffers: "
-                 "table below.\n",
+                 "per CPU: the same on the host x %d rank(s) per node (nvme: plus the swap "
+                 "buffers; the swap\n"
+                 "files are the \"nvme files\" row below). Activations and buffers: table "
+                 "below.\n",
             zt_dtype_name(e->precision), e->num_gpus);
 
     fprintf(out, "\nModel %s: %lld parameters, padded to %lld for %d rank(s) (each unit to a "
@@ -246,10 +271,15 @@ void zt_estimate_print(const zt_estimate *e, FILE *out)
                  "rank holds the\n"
                  "same: the layout gives every rank an equal shard of every unit. Columns: sN = "
                  "stage N,\n"
-                 "+op = offload_param=cpu, +oo = offload_optimizer=cpu.\n",
+                 "+op = offload_param=cpu, +oo = offload_optimizer=cpu, +opn / +oon = the "
+                 "same to nvme.\n",
             (long long)e->micro_batch_size);
     estimate_class_table(e, ZT_MEM_DEVICE, out);
     estimate_class_table(e, ZT_MEM_HOST, out);
+    if (e->nvme_buffer_size > 0)
+        fprintf(out, "nvme rows: zero_optimization.offload_param.buffer_size raised to %lld, the "
+                     "largest shard (a run with less fails)\n",
+                (long long)e->nvme_buffer_size);
     fflush(out);
 }
 
@@ -271,14 +301,15 @@ zt_status zt_estimate_write_json(const zt_estimate *e, const char *path)
         const zt_estimate_variant *v = &e->variants[i];
         json_array_append_new(
             variants,
-            json_pack("{s:i, s:s, s:s, s:o, s:o, s:I, s:I}", "stage", v->stage,
+            json_pack("{s:i, s:s, s:s, s:o, s:o, s:I, s:I, s:I}", "stage", v->stage,
                       "offload_optimizer", estimate_offload_name(v->offload_optimizer),
                       "offload_param", estimate_offload_name(v->offload_param), "device_bytes",
                       estimate_classes_json(v, ZT_MEM_DEVICE), "host_bytes",
                       estimate_classes_json(v, ZT_MEM_HOST), "model_state_device_bytes",
                       (json_int_t)zt_estimate_model_state_bytes(v, ZT_MEM_DEVICE),
                       "model_state_host_bytes",
-                      (json_int_t)zt_estimate_model_state_bytes(v, ZT_MEM_HOST)));
+                      (json_int_t)zt_estimate_model_state_bytes(v, ZT_MEM_HOST), "nvme_bytes",
+                      (json_int_t)v->nvme_bytes));
     }
     json_t *doc = json_pack(
         "{s:s, s:s, s:I, s:I, s:I, s:i, s:i, s:i, s:I, s:o}", "model", e->model_name,

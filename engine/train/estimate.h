@@ -12,9 +12,13 @@
  * those, and the plan must equal them class by class (a difference is a
  * planning bug, reported as an internal error rather than printed).
  *
- * Variants, in order: stage 0; stage 1; stage 1 + offload_optimizer cpu;
- * stage 2; stage 2 + offload_optimizer cpu; stage 3; stage 3 +
- * offload_optimizer cpu; stage 3 + offload_param cpu + offload_optimizer cpu.
+ * Variants, in order: stage 0; stage 1; stage 1 + offload_optimizer cpu,
+ * then nvme; stage 2; stage 2 + offload_optimizer cpu, then nvme; stage 3;
+ * stage 3 + offload_optimizer cpu, then nvme; stage 3 + offload_param cpu +
+ * offload_optimizer cpu; the same with both on nvme (ZeRO-Infinity:
+ * docs/nvme.md). An nvme variant holds swap buffers (host SWAP) and writes
+ * swap files (nvme_bytes), both from the nvme plan a run would make
+ * (engine/nvme/plan.h) with the config's buffer settings.
  * The config's own stage and offload settings are replaced by each variant's;
  * everything else in it (bucket sizes, stage-3 thresholds, hpZ, optimizer,
  * micro batch) is kept.
@@ -37,7 +41,7 @@
 #include "engine/status.h"
 #include "engine/zero/stage.h"
 
-#define ZT_ESTIMATE_NVARIANTS 8
+#define ZT_ESTIMATE_NVARIANTS 12
 
 /* Largest world (G x N) estimated: padding grows with it, and beyond this a
  * typo in --num-gpus/--num-nodes is far likelier than a real cluster. */
@@ -47,6 +51,7 @@ typedef struct {
     int stage;
     zt_offload_device offload_optimizer, offload_param;
     size_t bytes[ZT_MEM_NLOC][ZT_MEM_NCLASS]; /* one rank's planned bytes */
+    int64_t nvme_bytes;                       /* one rank's swap files */
     zt_stage_memory policy;                   /* the stage's formulas, model states */
 } zt_estimate_variant;
 
@@ -58,6 +63,7 @@ typedef struct {
     int num_gpus, num_nodes, world_size;
     int64_t micro_batch_size;
     zt_dtype precision;             /* the config's compute dtype */
+    int64_t nvme_buffer_size;       /* > 0: offload_param.buffer_size raised to it for nvme */
     int n_variants;
     zt_estimate_variant variants[ZT_ESTIMATE_NVARIANTS];
 } zt_estimate;
@@ -80,7 +86,7 @@ void zt_estimate_print(const zt_estimate *e, FILE *out);
 /* JSON: {params, padded_params, largest_layer_params, model, world_size,
  * num_gpus, num_nodes, micro_batch_size, variants: [{stage, offload_optimizer,
  * offload_param, device_bytes {CLASS}, host_bytes {CLASS},
- * model_state_device_bytes, model_state_host_bytes}]}. ZT_ERR_IO when the
+ * model_state_device_bytes, model_state_host_bytes, nvme_bytes}]}. ZT_ERR_IO when the
  * file cannot be written. */
 zt_status zt_estimate_write_json(const zt_estimate *e, const char *path);
 

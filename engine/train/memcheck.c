@@ -107,6 +107,11 @@ static void memcheck_remedy(const zt_trainer *t, zt_mem_class c, zt_mem_loc loc,
         snprintf(buf, n, "scratch is the largest part: a smaller "
                          "train_micro_batch_size_per_gpu (one unit's scratch grows with it)");
         return;
+    case ZT_MEM_SWAP:
+        snprintf(buf, n, "nvme swap buffers are the largest part: a smaller sub_group_size or "
+                         "offload_optimizer.buffer_count, or offload_param buffer_count / "
+                         "buffer_size");
+        return;
     default:
         snprintf(buf, n, "%s", "");
     }

@@ -14,9 +14,7 @@
 
 int64_t zt_optim_state_numel(const zt_optim_config *cfg, int64_t numel)
 {
-    if (cfg->type == ZT_OPTIM_SGD)
-        return cfg->momentum != 0.0 ? numel : 0;
-    return 2 * numel;
+    return zt_config_optim_state_floats(cfg) * numel;
 }
 
 void zt_optim_init(zt_optim *opt, const zt_optim_config *cfg, const zt_backend *be, bool host,
@@ -29,9 +27,9 @@ void zt_optim_init(zt_optim *opt, const zt_optim_config *cfg, const zt_backend *
     opt->state = state;
     opt->steps = 0;
     size_t state_bytes = (size_t)zt_optim_state_numel(cfg, numel) * sizeof(float);
-    if (state_bytes > 0 && host)
+    if (state_bytes > 0 && host && state)
         memset(state, 0, state_bytes);
-    else if (state_bytes > 0)
+    else if (state_bytes > 0 && state)
         be->memset_zero(be, state, state_bytes);
 }
 
@@ -54,7 +52,7 @@ void zt_optim_step_seg(zt_optim *opt, const zt_optim_seg *seg, double lr, double
             .nesterov = c->nesterov,
             .first_step = opt->steps == 1,
         };
-        float *buf = opt->state ? opt->state + seg->offset : NULL;
+        float *buf = seg->state[0] ? seg->state[0] : opt->state ? opt->state + seg->offset : NULL;
         if (opt->host)
             zt_sgd_cpu(seg->params, seg->grads, buf, seg->numel, &hp);
         else
@@ -71,7 +69,11 @@ void zt_optim_step_seg(zt_optim *opt, const zt_optim_seg *seg, double lr, double
         .bias_correction = c->bias_correction,
         .step = opt->steps,
     };
-    float *m = opt->state + seg->offset, *v = opt->state + opt->numel + seg->offset;
+    float *m = seg->state[0], *v = seg->state[1];
+    if (!m) {
+        m = opt->state + seg->offset;
+        v = opt->state + opt->numel + seg->offset;
+    }
     if (opt->host)
         zt_adam_cpu(seg->params, seg->grads, m, v, seg->numel, &hp);
     else
@@ -89,6 +91,6 @@ void zt_optim_step_segs(zt_optim *opt, const zt_optim_seg *segs, int n_segs, dou
 void zt_optim_step(zt_optim *opt, float *params, const float *grads, double lr, double beta1,
                    double beta2)
 {
-    zt_optim_seg all = {params, grads, 0, opt->numel};
+    zt_optim_seg all = {.params = params, .grads = grads, .numel = opt->numel};
     zt_optim_step_segs(opt, &all, 1, lr, beta1, beta2);
 }

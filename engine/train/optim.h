@@ -12,7 +12,8 @@
  * float array provided by the caller (an OPTIM arena, on the host when
  * offloaded), zeroed before the first step; zt_optim_state_numel says how
  * large. Layout: Adam [m(numel) | v(numel)], SGD [buf(numel)] (empty when
- * momentum == 0).
+ * momentum == 0). Offloaded to nvme there is no such array (state NULL): the
+ * segments bring their state (zt_optim_seg.state).
  * Collective: none.
  */
 #ifndef ZT_OPTIM_H
@@ -46,11 +47,14 @@ void zt_optim_step(zt_optim *opt, float *params, const float *grads, double lr, 
                    double beta2);
 
 /* A piece of the optimizer's span: `numel` parameters at `params` with their
- * gradients, whose state starts at element `offset` of the span's state. */
+ * gradients, whose state starts at element `offset` of the span's state, or,
+ * when state[0] is set, is state[0] (and state[1] for Adam's second moment):
+ * the nvme offload steps state swapped into its buffers. */
 typedef struct {
     float *params;
     const float *grads;
     int64_t offset, numel;
+    float *state[2];
 } zt_optim_seg;
 
 /* One applied step over the span given as segments (the rank's slices of each

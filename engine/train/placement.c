@@ -77,7 +77,8 @@ zt_status zt_train_init_params(zt_trainer *t)
         return zt_fail(ZT_ERR_OOM, "", "cannot allocate %lld floats to initialise parameters",
                        (long long)lay->max_unit_numel);
     }
-    for (int u = 0; u < lay->n_units; u++) {
+    zt_status st = ZT_OK;
+    for (int u = 0; u < lay->n_units && st == ZT_OK; u++) {
         const zt_unit_layout *ul = &lay->units[u];
         bool whole = !pol->params_sharded || ul->persistent;
         int64_t lo = whole ? 0 : (int64_t)lay->rank * ul->shard_numel;
@@ -90,8 +91,17 @@ zt_status zt_train_init_params(zt_trainer *t)
             zt_convert_host(cast, t->cdt, host, ZT_F32, hi - lo, 1.0f, false);
         void *dst = pol->params_sharded ? t->unit_store[u]
                                         : zt_zero_at(t->params, ul->offset, t->cdt);
-        placement_put(t, dst, placement_param_loc(t, u), cast, zt_train_bytes(hi - lo, t->cdt));
-        if (!t->has_master)
+        size_t pbytes = zt_train_bytes(hi - lo, t->cdt);
+        if (zt_train_nvme_param_swapped(t, u)) {
+            st = zt_train_nvme_param_begin(t, u, &dst);
+            if (st == ZT_OK)
+                memcpy(dst, cast, pbytes);
+            if (st == ZT_OK)
+                st = zt_train_nvme_param_end(t, u);
+        } else {
+            placement_put(t, dst, placement_param_loc(t, u), cast, pbytes);
+        }
+        if (!t->has_master || st != ZT_OK)
             continue;
         /* The master holds the whole unit unless the optimizer is sharded. */
         bool full = !pol->optimizer_sharded;
@@ -99,12 +109,22 @@ zt_status zt_train_init_params(zt_trainer *t)
                                 : host + (whole ? (int64_t)lay->rank * ul->shard_numel : 0);
         int64_t n = full ? ul->padded_numel : ul->shard_numel;
         float *m = full ? t->master + ul->offset : t->own_m[u];
-        placement_put(t, m, placement_opt_loc(t), own, zt_train_floats(n));
+        if (t->nvme_opt) { /* swapped: the states start at zero too */
+            float *states[ZT_TRAINER_MAX_STATES];
+            st = zt_train_nvme_piece(t, u, true, &m, states);
+            for (int k = 0; st == ZT_OK && k + 1 < t->nvme_plan.opt_tensors; k++)
+                memset(states[k], 0, zt_train_floats(n));
+            zt_train_nvme_mark_written(t);
+        }
+        if (st == ZT_OK)
+            placement_put(t, m, placement_opt_loc(t), own, zt_train_floats(n));
     }
     free(host);
     if (t->mixed)
         free(cast);
-    return ZT_OK;
+    if (st == ZT_OK)
+        st = zt_train_nvme_flush(t);
+    return st;
 }
 
 void zt_train_views(zt_trainer *t)
@@ -116,16 +136,20 @@ void zt_train_views(zt_trainer *t)
         int64_t own = ul->offset + (int64_t)lay->rank * ul->shard_numel;
         if (!pol->params_sharded)
             t->own_p[u] = zt_zero_at(t->params, own, t->cdt);
-        else
+        else if (t->unit_store[u]) /* NULL: swapped to nvme */
             t->own_p[u] = zt_zero_at(t->unit_store[u],
                                      ul->persistent ? (int64_t)lay->rank * ul->shard_numel : 0,
                                      t->cdt);
+        else
+            t->own_p[u] = NULL;
         if (t->offload_opt)
             t->own_g[u] = t->host_grads + ul->part_offset;
         else
             t->own_g[u] = zt_zero_at(t->grads, pol->grads_sharded ? ul->part_offset : own, t->gdt);
         if (!t->has_master)
             t->own_m[u] = t->own_p[u];
+        else if (t->nvme_opt) /* swapped: zt_train_nvme_piece */
+            t->own_m[u] = NULL;
         else
             t->own_m[u] = t->master + (pol->optimizer_sharded ? ul->part_offset : own);
     }
@@ -164,35 +188,66 @@ zt_status zt_train_first_overflow(zt_trainer *t, int *first)
                                    "the overflow flag");
 }
 
+/* The piece of the optimizer's span that unit u is: the whole unit when the
+ * optimizer is not sharded (every rank steps everything), the rank's slice
+ * when it is; swapped in when it lives in nvme swap files. */
+static zt_status placement_piece(zt_trainer *t, int u, void **g, zt_optim_seg *s)
+{
+    const zt_unit_layout *ul = &t->layout.units[u];
+    if (t->policy->optimizer_sharded) {
+        *g = t->own_g[u];
+        *s = (zt_optim_seg){.params = t->own_m[u], .offset = ul->part_offset,
+                            .numel = ul->shard_numel};
+        return t->nvme_opt ? zt_train_nvme_piece(t, u, false, &s->params, s->state) : ZT_OK;
+    }
+    *g = zt_zero_at(t->grads, ul->offset, t->gdt);
+    float *m = t->has_master ? t->master + ul->offset : (float *)t->params + ul->offset;
+    *s = (zt_optim_seg){.params = m, .offset = ul->offset, .numel = ul->padded_numel};
+    return ZT_OK;
+}
+
+/* The rank's slice of unit u where the optimizer works: slices[u], or with
+ * slices NULL the fp32 values (own_m, swapped in under nvme). */
+static zt_status placement_slice(zt_trainer *t, void *const *slices, int u, const void **out)
+{
+    if (slices) {
+        *out = slices[u];
+        return ZT_OK;
+    }
+    void *g;
+    zt_optim_seg s;
+    ZT_TRY(placement_piece(t, u, &g, &s));
+    *out = s.params;
+    return ZT_OK;
+}
+
 /* Per-unit pointers to optimizer-side memory, summed over the partition group
  * (MiCS replicas hold the same slices): DeepSpeed's global norm, the same
  * value on every rank. */
 zt_status zt_train_slices_sumsq(zt_trainer *t, void *const *slices, zt_dtype dt, double *sq)
 {
     *sq = 0.0;
-    for (int u = 0; u < t->layout.n_units; u++)
-        *sq += placement_opt_sumsq(t, slices[u], dt, t->layout.units[u].shard_numel);
-    return zt_train_sum_f64(t->zcomm, t->zcomm->side, sq, 1, "the gradient norm");
-}
-
-/* The piece of the optimizer's span that unit u is: the whole unit when the
- * optimizer is not sharded (every rank steps everything), the rank's slice
- * when it is. */
-static zt_optim_seg placement_piece(const zt_trainer *t, int u, void **g)
-{
-    const zt_unit_layout *ul = &t->layout.units[u];
-    if (t->policy->optimizer_sharded) {
-        *g = t->own_g[u];
-        return (zt_optim_seg){t->own_m[u], NULL, ul->part_offset, ul->shard_numel};
+    zt_status st = ZT_OK;
+    for (int u = 0; u < t->layout.n_units && st == ZT_OK; u++) {
+        const void *x = NULL;
+        st = placement_slice(t, slices, u, &x);
+        if (st == ZT_OK)
+            *sq += placement_opt_sumsq(t, x, dt, t->layout.units[u].shard_numel);
     }
-    *g = zt_zero_at(t->grads, ul->offset, t->gdt);
-    float *m = t->has_master ? t->master + ul->offset : (float *)t->params + ul->offset;
-    return (zt_optim_seg){m, NULL, ul->offset, ul->padded_numel};
+    if (slices)
+        return zt_train_sum_f64(t->zcomm, t->zcomm->side, sq, 1, "the gradient norm");
+    /* Swapped in, a rank may fail: every rank joins the sum, then the
+     * failure is agreed on. */
+    if (st == ZT_OK)
+        st = zt_train_nvme_flush(t);
+    zt_status sum = zt_train_sum_f64(t->zcomm, t->zcomm->side, sq, 1, "the gradient norm");
+    return zt_world_agree(t->world, st == ZT_OK ? sum : st, NULL);
 }
 
 /* Writes the stepped fp32 values of piece s (unit u) back into the
- * parameters, rounded to the compute dtype, across host and device. */
-static void placement_write_back(zt_trainer *t, int u, const zt_optim_seg *s)
+ * parameters, rounded to the compute dtype, across host and device (and into
+ * the unit's swap file when its shard is swapped). */
+static zt_status placement_write_back(zt_trainer *t, int u, const zt_optim_seg *s)
 {
     const zt_backend *be = t->be;
     const zt_unit_layout *ul = &t->layout.units[u];
@@ -200,6 +255,9 @@ static void placement_write_back(zt_trainer *t, int u, const zt_optim_seg *s)
                                              : zt_zero_at(t->params, ul->offset, t->cdt);
     zt_mem_loc ploc = placement_param_loc(t, u);
     size_t bytes = zt_train_bytes(s->numel, t->cdt);
+    bool swapped = zt_train_nvme_param_swapped(t, u);
+    if (swapped)
+        ZT_TRY(zt_train_nvme_param_begin(t, u, &dst));
     if (!t->offload_opt && ploc == ZT_MEM_DEVICE) {
         be->convert(be, dst, t->cdt, s->params, ZT_F32, s->numel, 1.0f, false);
     } else if (t->offload_opt && ploc == ZT_MEM_HOST) {
@@ -219,26 +277,39 @@ static void placement_write_back(zt_trainer *t, int u, const zt_optim_seg *s)
         }
         be->copy_d2h(be, dst, src, bytes);
     }
+    return swapped ? zt_train_nvme_param_end(t, u) : ZT_OK;
+}
+
+zt_status zt_train_step_piece(zt_trainer *t, int u, zt_optim_seg *s, void *g, float coef,
+                              double lr, double b1, double b2)
+{
+    const zt_backend *be = t->be;
+    /* The optimizer reads fp32: fp32 gradients are scaled in place (they
+     * are dead after the step), 16-bit ones widened into the scratch. */
+    if (t->ogdt != ZT_F32)
+        be->convert(be, t->gw, ZT_F32, g, t->ogdt, s->numel, coef, false);
+    else if (coef != 1.0f)
+        placement_opt_scale(t, g, s->numel, coef);
+    s->grads = t->ogdt != ZT_F32 ? t->gw : g;
+    zt_optim_step_seg(&t->optim, s, lr, b1, b2);
+    return t->has_master ? placement_write_back(t, u, s) : ZT_OK;
 }
 
 zt_status zt_train_apply(zt_trainer *t, float coef, double lr, double b1, double b2)
 {
-    const zt_backend *be = t->be;
-    zt_optim_begin_step(&t->optim);
-    for (int u = 0; u < t->layout.n_units; u++) {
-        void *g;
-        zt_optim_seg s = placement_piece(t, u, &g);
-        /* The optimizer reads fp32: fp32 gradients are scaled in place (they
-         * are dead after the step), 16-bit ones widened into the scratch. */
-        if (t->ogdt != ZT_F32)
-            be->convert(be, t->gw, ZT_F32, g, t->ogdt, s.numel, coef, false);
-        else if (coef != 1.0f)
-            placement_opt_scale(t, g, s.numel, coef);
-        s.grads = t->ogdt != ZT_F32 ? t->gw : g;
-        zt_optim_step_seg(&t->optim, &s, lr, b1, b2);
-        if (t->has_master)
-            placement_write_back(t, u, &s);
+    ZT_TRY(zt_train_nvme_begin_step(t));
+    if (t->nvme_opt) {
+        ZT_TRY(zt_train_nvme_apply(t, coef, lr, b1, b2));
+    } else {
+        zt_optim_begin_step(&t->optim);
+        for (int u = 0; u < t->layout.n_units; u++) {
+            void *g;
+            zt_optim_seg s;
+            ZT_TRY(placement_piece(t, u, &g, &s));
+            ZT_TRY(zt_train_step_piece(t, u, &s, g, coef, lr, b1, b2));
+        }
     }
+    ZT_TRY(zt_train_nvme_end_step(t));
     return t->policy->after_step(&t->stage);
 }
 
@@ -267,9 +338,15 @@ zt_status zt_train_dump_slices(zt_trainer *t, void *const *slices, zt_dtype dt, 
     st = zt_world_agree(t->world, st, NULL);
     for (int u = 0; u < lay->n_units && st == ZT_OK; u++) {
         const zt_unit_layout *ul = &lay->units[u];
-        placement_get(t, raw, slices[u], placement_opt_loc(t),
-                      zt_train_bytes(ul->shard_numel, dt));
-        zt_convert_host(mine, ZT_F32, raw, dt, ul->shard_numel, alpha, false);
+        const void *x = NULL;
+        st = placement_slice(t, slices, u, &x);
+        if (st == ZT_OK) {
+            placement_get(t, raw, x, placement_opt_loc(t), zt_train_bytes(ul->shard_numel, dt));
+            zt_convert_host(mine, ZT_F32, raw, dt, ul->shard_numel, alpha, false);
+        }
+        st = zt_world_agree(t->world, st, NULL);
+        if (st != ZT_OK)
+            break;
         if (MPI_Gather(mine, (int)ul->shard_numel, MPI_FLOAT, unit, (int)ul->shard_numel,
                        MPI_FLOAT, 0, t->zcomm->side) != MPI_SUCCESS)
             st = zt_fail(ZT_ERR_COMM, "a peer rank may have died", "gathering the dump failed");
@@ -280,46 +357,65 @@ zt_status zt_train_dump_slices(zt_trainer *t, void *const *slices, zt_dtype dt, 
     if (f && fclose(f) != 0 && st == ZT_OK)
         st = zt_fail(ZT_ERR_IO, "check free disk space", "closing %s failed: %s", path,
                      strerror(errno));
+    if (st == ZT_OK)
+        st = zt_train_nvme_flush(t);
     free(raw);
     free(mine);
     free(unit);
     return zt_world_agree(t->world, st, NULL);
 }
 
+/* The fp32 values: own_m, or swapped in piece by piece (NULL slices). */
+static void *const *placement_values(const zt_trainer *t)
+{
+    return t->nvme_opt ? NULL : (void *const *)t->own_m;
+}
+
 double zt_trainer_param_norm(zt_trainer *t)
 {
     double sq = 0.0;
-    return zt_train_slices_sumsq(t, (void *const *)t->own_m, ZT_F32, &sq) == ZT_OK ? sqrt(sq)
-                                                                                  : NAN;
+    return zt_train_slices_sumsq(t, placement_values(t), ZT_F32, &sq) == ZT_OK ? sqrt(sq) : NAN;
 }
 
 zt_status zt_trainer_dump_params(zt_trainer *t, const char *path)
 {
-    return zt_train_dump_slices(t, (void *const *)t->own_m, ZT_F32, 1.0f, path);
+    return zt_train_dump_slices(t, placement_values(t), ZT_F32, 1.0f, path);
 }
 
-void zt_trainer_unit_span(const zt_trainer *t, int u, zt_trainer_span *s)
+zt_status zt_trainer_unit_span(zt_trainer *t, int u, zt_trainer_span *s)
 {
     void *g;
-    zt_optim_seg seg = placement_piece(t, u, &g);
-    int64_t span = zt_stage_optim_numel(t->policy, &t->layout);
+    zt_optim_seg seg;
     memset(s, 0, sizeof *s);
+    ZT_TRY(placement_piece(t, u, &g, &seg));
+    int64_t span = zt_stage_optim_numel(t->policy, &t->layout);
     s->values = seg.params;
     s->n_states = (int)zt_optim_state_numel(&t->cfg->optimizer, 1);
     for (int k = 0; k < s->n_states; k++)
-        s->state[k] = t->optim_state + k * span + seg.offset;
+        s->state[k] = seg.state[0] ? seg.state[k] : t->optim_state + k * span + seg.offset;
     s->lo = zt_stage_optim_lo(t->policy, &t->layout, u);
     s->numel = seg.numel;
     s->loc = placement_opt_loc(t);
+    return ZT_OK;
+}
+
+void zt_trainer_span_written(zt_trainer *t)
+{
+    if (t->nvme_opt)
+        zt_train_nvme_mark_written(t);
 }
 
 zt_status zt_trainer_refresh_params(zt_trainer *t)
 {
+    ZT_TRY(zt_train_nvme_flush(t));
     for (int u = 0; t->has_master && u < t->layout.n_units; u++) {
         void *g;
-        zt_optim_seg seg = placement_piece(t, u, &g);
-        placement_write_back(t, u, &seg);
+        zt_optim_seg seg;
+        ZT_TRY(placement_piece(t, u, &g, &seg));
+        ZT_TRY(placement_write_back(t, u, &seg));
     }
+    ZT_TRY(zt_train_nvme_flush(t));
+    ZT_TRY(zt_train_nvme_end_step(t));
     ZT_TRY(t->policy->after_step(&t->stage));
     return t->be->check(t->be);
 }

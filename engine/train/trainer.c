@@ -33,8 +33,10 @@ void zt_train_resolve(zt_trainer *t)
     t->gdt = zt_config_grad_dtype(cfg);
     t->kdt = zt_config_comm_dtype(cfg);
     t->mixed = t->cdt != ZT_F32;
-    t->offload_opt = cfg->zero.offload_optimizer.device == ZT_OFFLOAD_CPU && pol->optimizer_sharded;
-    t->offload_param = cfg->zero.offload_param.device == ZT_OFFLOAD_CPU && pol->params_sharded;
+    t->offload_opt = cfg->zero.offload_optimizer.device != ZT_OFFLOAD_NONE && pol->optimizer_sharded;
+    t->offload_param = cfg->zero.offload_param.device != ZT_OFFLOAD_NONE && pol->params_sharded;
+    t->nvme_opt = t->offload_opt && cfg->zero.offload_optimizer.device == ZT_OFFLOAD_NVME;
+    t->nvme_param = t->offload_param && cfg->zero.offload_param.device == ZT_OFFLOAD_NVME;
     t->has_master = t->mixed || t->offload_opt || t->offload_param;
     t->ogdt = t->offload_opt ? ZT_F32 : t->gdt;
     t->check_overflow = cfg->fp16.enabled || (cfg->bf16.enabled && cfg->bf16.check_grad_overflow);
@@ -132,6 +134,7 @@ static zt_status trainer_stage_init(zt_trainer *t)
         .pool = zt_memory_arena(&t->mem, ZT_MEM_DEVICE, ZT_MEM_COMM),
         .unit_store = t->unit_store,
         .shard_host = t->offload_param,
+        .shard_source = zt_train_nvme_shard_source(t),
         .secondary = t->secondary,
     };
     return t->policy->init(c);
@@ -177,6 +180,7 @@ static zt_status trainer_init(zt_trainer *t, const zt_trainer_options *o)
                            cfg->micro_batch_size, w->size, w->rank, data->shuffle, o->seed));
     ZT_TRY(trainer_groups_init(t));
     ZT_TRY(zt_layout_init(&t->layout, m, &cfg->zero, t->zcomm->size, t->zcomm->rank));
+    ZT_TRY(zt_train_nvme_plan(t));
     ZT_TRY(zt_train_tables(t));
     zt_memory_init(&t->mem, be);
     ZT_TRY(zt_train_buffers(t, &t->mem, false));
@@ -188,6 +192,13 @@ static zt_status trainer_init(zt_trainer *t, const zt_trainer_options *o)
     if (t->be_workspace)
         be->set_workspace(be, t->be_workspace, be->workspace_bytes);
     zt_train_views(t);
+    /* A rank's swap folder may fail alone (a full or unwritable disk): every
+     * rank learns of it before anything collective follows. */
+    zt_status nst = zt_world_agree(w, zt_train_nvme_init(t), NULL);
+    if (nst != ZT_OK) { /* what was created is removed again */
+        zt_train_nvme_free(t);
+        return nst;
+    }
 
     ZT_TRY(zt_train_init_params(t));
     const zt_stage_policy *pol = t->policy;
@@ -221,6 +232,7 @@ void zt_trainer_free(zt_trainer *t)
         t->be->set_workspace(t->be, NULL, 0);
     if (t->policy)
         t->policy->free(&t->stage);
+    zt_train_nvme_free(t);
     trainer_comm_free(&t->hpz_comm);
     trainer_comm_free(&t->shard_comm);
     trainer_comm_free(&t->replica_comm);
@@ -477,6 +489,8 @@ void zt_trainer_stats_get(const zt_trainer *t, zt_trainer_stats *s)
     s->mixed = t->mixed;
     s->offload_optimizer = t->offload_opt;
     s->offload_param = t->offload_param;
+    s->nvme_optimizer = t->nvme_opt;
+    s->nvme_param = t->nvme_param;
     s->dynamic_loss_scale = t->scaler.dynamic;
     s->checkpoint_interval = t->ckpt_interval;
     s->cpu_checkpointing = t->ckpt_host;

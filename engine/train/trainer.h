@@ -38,7 +38,11 @@
  * (optim.h, host kernels), and the new parameters are rounded on the host and
  * copied to the device. offload_param (a stage with parameters sharded): the
  * non-persistent parameter shards live in host PARAMS; each gather copies the
- * shard into its slot of the gathered block.
+ * shard into its slot of the gathered block. Device "nvme" (nvme.c on
+ * engine/nvme, docs/nvme.md): MASTER and OPTIM live in swap files and step
+ * sub-group by sub-group through the SWAP buffers; the parameter shards past
+ * max_in_cpu live in swap files and are read into a SWAP buffer for their
+ * gather; the fp32 gradient partition stays in host GRADS.
  *
  * Activation checkpointing (interval K > 0): units form segments [sK, sK+K).
  * Forward keeps only each segment's input (ACTS on the device, or the host
@@ -92,6 +96,7 @@
 #include "engine/backend.h"
 #include "engine/comm/comm.h"
 #include "engine/config/config.h"
+#include "engine/nvme/swapper.h"
 #include "engine/train/sched.h"
 #include "engine/train/scaler.h"
 #include "engine/world/world.h"
@@ -185,6 +190,11 @@ typedef struct {
 zt_status zt_trainer_plan(const zt_config *cfg, const zt_model *m, int world_size,
                           zt_memory *mem);
 
+/* The nvme offload's share of the same plan: the swap files of one rank
+ * (disk_bytes) and its swap buffers (host SWAP), both 0 without nvme. */
+zt_status zt_trainer_nvme_plan(const zt_config *cfg, const zt_model *m, int world_size,
+                               int64_t *disk_bytes, size_t *swap_bytes);
+
 /* The stage formulas' view of a run: the model as laid out for `world_size`
  * ranks with cfg's settings. */
 zt_status zt_trainer_stage_shape(const zt_config *cfg, const zt_model *m, int world_size,
@@ -244,6 +254,7 @@ typedef struct {
     const zt_stage_policy *policy;
     zt_dtype compute_dtype, grad_dtype, comm_dtype;
     bool mixed, offload_optimizer, offload_param, dynamic_loss_scale;
+    bool nvme_optimizer, nvme_param; /* those offloads go to nvme swap files */
     int64_t checkpoint_interval; /* activation checkpointing: units per segment, 0 off */
     bool cpu_checkpointing;
     const zt_layout *layout;     /* padded, partition and persistent sizes */
@@ -265,6 +276,23 @@ typedef struct {
 } zt_trainer_stats;
 
 void zt_trainer_stats_get(const zt_trainer *t, zt_trainer_stats *s);
+
+/* The nvme offload of a run (docs/nvme.md): what is swapped, the plan's
+ * sizes and each swapper's I/O so far. Pointers are the trainer's. */
+typedef struct {
+    bool optimizer, param;        /* offloaded to nvme */
+    const char *engine;           /* "io_uring", ...; NULL when no file is swapped */
+    bool direct;                  /* every swap file is O_DIRECT */
+    const char *opt_dir, *param_dir; /* this rank's swap folders, or NULL */
+    int n_groups, opt_slots;      /* optimizer sub-groups; how many fit the buffers */
+    int n_param_swapped, param_buffers;
+    int64_t param_in_cpu_numel;   /* shard elements kept in host PARAMS (max_in_cpu) */
+    int64_t disk_bytes;           /* this rank's swap files */
+    size_t swap_bytes;            /* the buffers (host SWAP) */
+    zt_swap_stats opt_io, param_io;
+} zt_trainer_nvme_stats;
+
+void zt_trainer_nvme_stats_get(const zt_trainer *t, zt_trainer_nvme_stats *s);
 
 /* ---- For checkpoints. ---- */
 
@@ -297,7 +325,12 @@ typedef struct {
     zt_mem_loc loc;
 } zt_trainer_span;
 
-void zt_trainer_unit_span(const zt_trainer *t, int u, zt_trainer_span *s);
+/* Offloaded to nvme, the span is swapped in: its pointers are valid until
+ * the next call, and a caller that writes into them says so with
+ * zt_trainer_span_written before the next call (ZT_ERR_IO when the swap
+ * fails). */
+zt_status zt_trainer_unit_span(zt_trainer *t, int u, zt_trainer_span *s);
+void zt_trainer_span_written(zt_trainer *t);
 
 /* After spans were written: rounds every unit's values into the parameters
  * (compute dtype, wherever they live) and makes every rank's parameters

@@ -14,8 +14,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/nvme/plan.h"
 #include "engine/train/optim.h"
 #include "engine/train/trainer.h"
+
+typedef struct zt_train_nvme zt_train_nvme;
 
 struct zt_trainer {
     zt_trainer_options opt;      /* as given to init */
@@ -49,6 +52,10 @@ struct zt_trainer {
     bool has_master;         /* the optimizer steps an fp32 copy, not the parameters */
     bool offload_opt;        /* MASTER, OPTIM, the optimizer's gradients on the host */
     bool offload_param;      /* parameter shards on the host */
+    bool nvme_opt;           /* offload_opt to nvme: MASTER and OPTIM live in swap files */
+    bool nvme_param;         /* offload_param to nvme: shards past max_in_cpu in swap files */
+    zt_nvme_plan nvme_plan;  /* what is swapped (engine/nvme/plan.h) */
+    zt_train_nvme *nvme;     /* the swap files and swappers, or NULL (nvme.c) */
     bool check_overflow;     /* skip steps whose gradients hold inf or nan */
     int64_t ckpt_interval;   /* activation checkpointing: units per segment, 0 off */
     bool ckpt_host;          /* cpu_checkpointing */
@@ -90,6 +97,7 @@ struct zt_trainer {
     float *pw, *gw;       /* (max_unit_numel): parameters; gradient (also the step's) */
     float *xin, *yout, *sw; /* (micro, max in / out / saved numel) */
     void *param_stage;    /* offload: host staging of one unit's new parameters */
+    void *swap_opt_mem, *swap_param_mem; /* nvme: the swappers' buffers (SWAP) */
     /* Host staging of the micro-batch (HOST WORK). */
     float *x_host;
     int32_t *tokens_host; /* (micro, seq_len) */
@@ -197,6 +205,42 @@ zt_status zt_train_apply(zt_trainer *t, float coef, double lr, double b1, double
  * and multiplied by alpha. */
 zt_status zt_train_dump_slices(zt_trainer *t, void *const *slices, zt_dtype dt, float alpha,
                                const char *path);
+
+/* The step of unit u's piece s of the optimizer's span with its gradient g
+ * (own_g, or the full gradient), multiplied by coef, and the new values
+ * written back into the parameters. */
+zt_status zt_train_step_piece(zt_trainer *t, int u, zt_optim_seg *s, void *g, float coef,
+                              double lr, double b1, double b2);
+
+/* ---- nvme.c: the nvme offload on engine/nvme ---- */
+/* The swap plan of this trainer's placement (before its buffers). */
+zt_status zt_train_nvme_plan(zt_trainer *t);
+/* After the buffers are carved: the swap folders, files and swappers. */
+zt_status zt_train_nvme_init(zt_trainer *t);
+void zt_train_nvme_free(zt_trainer *t);
+/* Around every optimizer step: the swap files are checked before it; its
+ * writes are finished after it (and, with pipeline_read, the first
+ * sub-group of the next step is read ahead). */
+zt_status zt_train_nvme_begin_step(zt_trainer *t);
+zt_status zt_train_nvme_end_step(zt_trainer *t);
+/* The optimizer step over the swapped sub-groups (nvme_opt). */
+zt_status zt_train_nvme_apply(zt_trainer *t, float coef, double lr, double b1, double b2);
+/* Unit u's piece of the swapped optimizer state (nvme_opt): its fp32 values
+ * and states[0..k-1), valid until the next call or flush; overwrite: every
+ * element will be written (nothing is read). mark_written: the caller
+ * changed the piece it got last. flush: the changed sub-group is written. */
+zt_status zt_train_nvme_piece(zt_trainer *t, int u, bool overwrite, float **values,
+                              float **states);
+void zt_train_nvme_mark_written(zt_trainer *t);
+zt_status zt_train_nvme_flush(zt_trainer *t);
+/* Whether unit u's parameter shard is swapped (nvme_param). */
+bool zt_train_nvme_param_swapped(const zt_trainer *t, int u);
+/* A swap buffer for unit u's new shard (shard_numel of the compute dtype),
+ * then its write. */
+zt_status zt_train_nvme_param_begin(zt_trainer *t, int u, void **buf);
+zt_status zt_train_nvme_param_end(zt_trainer *t, int u);
+/* Where the stage-3 gather reads swapped shards from. */
+zt_zero_shard_source zt_train_nvme_shard_source(zt_trainer *t);
 
 /* ---- recompute.c ---- */
 /* Checkpointing: unit u starts a segment after the first (its input is kept). */

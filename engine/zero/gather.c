@@ -134,12 +134,21 @@ static zt_status gather_start(zt_zero_gather *g, int u, zt_gather_dir dir)
                                        ul->padded_numel / g->hpz, g->dt, &gu->req);
     } else {
         const void *send = g->shard[u];
+        st = ZT_OK;
         if (g->shard_host) { /* staged into its own slot, then gathered in place */
             void *slot = zt_zero_at(gu->buf, (int64_t)g->comm->rank * ul->shard_numel, g->dt);
-            g->be->copy_h2d(g->be, slot, send, (size_t)ul->shard_numel * zt_dtype_size(g->dt));
+            const void *host = send;
+            if (!host)
+                st = g->source.get(g->source.ctx, u, dir, &host);
+            if (st == ZT_OK)
+                g->be->copy_h2d(g->be, slot, host, (size_t)ul->shard_numel * zt_dtype_size(g->dt));
+            if (st == ZT_OK && !send)
+                g->source.put(g->source.ctx, u);
             send = slot;
         }
-        st = g->comm->ops->all_gather(g->comm, send, gu->buf, ul->shard_numel, g->dt, &gu->req);
+        if (st == ZT_OK)
+            st = g->comm->ops->all_gather(g->comm, send, gu->buf, ul->shard_numel, g->dt,
+                                          &gu->req);
     }
     if (st != ZT_OK) {
         zt_arena_free(g->pool, gu->buf);
@@ -278,10 +287,11 @@ zt_status zt_zero_gather_end_step(zt_zero_gather *g)
     ZT_TRY(gather_drop_idle(g));
     for (int v = 0; v < l->n_units; v++) {
         const zt_unit_layout *vl = &l->units[v];
+        if (!vl->persistent)
+            continue;
         void *own = zt_zero_at(g->shard[v], (int64_t)l->rank * vl->shard_numel, g->dt);
-        if (vl->persistent)
-            ZT_TRY(g->comm->ops->all_gather(g->comm, own, g->shard[v], vl->shard_numel, g->dt,
-                                            NULL));
+        ZT_TRY(g->comm->ops->all_gather(g->comm, own, g->shard[v], vl->shard_numel, g->dt,
+                                        NULL));
     }
     return ZT_OK;
 }

@@ -47,6 +47,16 @@ typedef struct {
     zt_comm_req req;
 } zt_gather_unit;
 
+/* Where non-persistent shards come from when they are in no memory
+ * (offload_param to nvme: their shard pointer is NULL): get returns unit
+ * u's shard in host memory, valid until put; dir is where the window goes
+ * next, so the source may read ahead. */
+typedef struct {
+    zt_status (*get)(void *ctx, int u, zt_gather_dir dir, const void **shard);
+    void (*put)(void *ctx, int u);
+    void *ctx;
+} zt_zero_shard_source;
+
 typedef struct {
     const zt_backend *be;
     zt_comm *comm;       /* world */
@@ -56,6 +66,7 @@ typedef struct {
     zt_dtype dt;         /* parameters' dtype */
     void *const *shard;  /* per unit: own shard (shard_numel) or the persistent full copy */
     bool shard_host;     /* offload_param: non-persistent shards are host memory */
+    zt_zero_shard_source source; /* shard_host: where NULL shards come from (set after init) */
     void *const *secondary; /* hpZ: per unit (padded_numel / h), else NULL */
     int hpz;
     int64_t max_live, prefetch, reuse_distance;

@@ -100,8 +100,10 @@ static zt_status stage1_reduce_unit(zt_stage_ctx *c, int u, const float *g)
 static zt_status stage3_init(zt_stage_ctx *c)
 {
     ZT_TRY(stage_init_rs(c));
-    return zt_zero_gather_init(&c->gather, c->cfg, c->be, c->part, c->hpz, c->layout, c->pool,
-                               c->param_dt, c->unit_store, c->shard_host, c->secondary);
+    ZT_TRY(zt_zero_gather_init(&c->gather, c->cfg, c->be, c->part, c->hpz, c->layout, c->pool,
+                               c->param_dt, c->unit_store, c->shard_host, c->secondary));
+    c->gather.source = c->shard_source;
+    return ZT_OK;
 }
 
 static zt_status stage3_fetch(zt_stage_ctx *c, int u, zt_gather_dir dir, void **params)
@@ -131,7 +133,7 @@ static void stage_memory(const zt_stage_policy *p, const zt_stage_shape *s, zt_s
     if (p->params_sharded) {
         b[ZT_MEM_DEVICE][ZT_MEM_PARAMS] = s->param_bytes * (size_t)pers;
         b[s->offload_param ? ZT_MEM_HOST : ZT_MEM_DEVICE][ZT_MEM_PARAMS] +=
-            s->param_bytes * (size_t)(q / N);
+            s->param_bytes * (size_t)(q / N - s->param_swapped);
         if (s->hpz > 1)
             b[ZT_MEM_DEVICE][ZT_MEM_PARAMS] += s->param_bytes * (size_t)(q / s->hpz);
     } else {
@@ -145,6 +147,8 @@ static void stage_memory(const zt_stage_policy *p, const zt_stage_shape *s, zt_s
         b[ZT_MEM_DEVICE][ZT_MEM_GRADS] = s->grad_bytes * (size_t)(P / N);
     if (s->offload_optimizer)
         b[ZT_MEM_HOST][ZT_MEM_GRADS] = sizeof(float) * (size_t)(P / N);
+    if (s->optimizer_swapped) /* in swap files: only buffers (SWAP) are memory */
+        return;
     if (s->master)
         b[opt_loc][ZT_MEM_MASTER] = sizeof(float) * (size_t)span;
     b[opt_loc][ZT_MEM_OPTIM] = sizeof(float) * (size_t)(s->optim_floats * span);

@@ -67,6 +67,7 @@ typedef struct {
     zt_arena *pool;           /* params_sharded: COMM arena for gathered units */
     void *const *unit_store;  /* params_sharded, per unit: own shard or persistent copy */
     bool shard_host;          /* offload_param: non-persistent shards on the host */
+    zt_zero_shard_source shard_source; /* offload_param to nvme: the swapped shards */
     void *const *secondary;   /* hpZ secondary partitions, per unit, or NULL */
 
     zt_zero_reducer reducer;  /* stage 0 */
@@ -92,6 +93,8 @@ typedef struct {
     bool master;              /* an fp32 master copy is kept */
     bool offload_optimizer;   /* master, moments, grad partition on the host */
     bool offload_param;       /* non-persistent shards on the host */
+    bool optimizer_swapped;   /* offload_optimizer to nvme: master and moments in files */
+    int64_t param_swapped;    /* offload_param to nvme: shard elements in files, not the host */
 } zt_stage_shape;
 
 /* Model-state bytes per rank (PARAMS, GRADS, MASTER, OPTIM) at each location;
