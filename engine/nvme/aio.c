@@ -331,10 +331,11 @@ zt_status zt_aio_file_check(const zt_aio_file *f)
     struct stat open_sb, path_sb;
     if (fstat(f->fd, &open_sb) != 0)
         return zt_fail(ZT_ERR_IO, hint, "swap file %s: %s", f->path, strerror(errno));
-    if (open_sb.st_nlink == 0)
-        return zt_fail(ZT_ERR_IO, hint, "swap file %s was deleted while training", f->path);
-    if (stat(f->path, &path_sb) != 0 || path_sb.st_dev != f->dev || path_sb.st_ino != f->ino)
+    bool named = stat(f->path, &path_sb) == 0;
+    if (named && (path_sb.st_dev != f->dev || path_sb.st_ino != f->ino))
         return zt_fail(ZT_ERR_IO, hint, "swap file %s was replaced while training", f->path);
+    if (!named || open_sb.st_nlink == 0)
+        return zt_fail(ZT_ERR_IO, hint, "swap file %s was deleted while training", f->path);
     return ZT_OK;
 }
 
