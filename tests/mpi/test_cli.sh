@@ -126,7 +126,7 @@ assert r["world_size"] == 2 and len(r["ranks"]) == 2 and r["steps"] == 40 and le
 assert r["gradient_accumulation_steps"] == 2 and r["micro_batch_size"] == 64
 for rk in r["ranks"]:
     dev = rk["memory_bytes"]["device"]
-    assert set(dev) == {"PARAMS", "GRADS", "MASTER", "OPTIM", "ACTS", "COMM", "WORK"}
+    assert set(dev) == {"PARAMS", "GRADS", "MASTER", "OPTIM", "ACTS", "COMM", "WORK", "SWAP"}
     # fp32 AdamW at stage 0: params 4, grads 4, moments 8 bytes per (padded) parameter
     p = dev["PARAMS"]["current"]
     assert p > 0 and dev["GRADS"]["current"] == p and dev["OPTIM"]["current"] == 2 * p, dev

@@ -29,7 +29,7 @@ import zlib
 import numpy as np
 
 MODEL_STATES = ["PARAMS", "GRADS", "MASTER", "OPTIM"]
-CLASSES = MODEL_STATES + ["ACTS", "COMM", "WORK"]
+CLASSES = MODEL_STATES + ["ACTS", "COMM", "WORK", "SWAP"]
 
 
 def dump_distance(ref_path, other_path):
@@ -164,8 +164,8 @@ def main():
     ap.add_argument("files", nargs="+")
     ap.add_argument("--tol", type=float, default=1e-6)
     ap.add_argument("--stage", type=int, default=0)
-    ap.add_argument("--offload-optimizer", default="none", choices=["none", "cpu"])
-    ap.add_argument("--offload-param", default="none", choices=["none", "cpu"])
+    ap.add_argument("--offload-optimizer", default="none", choices=["none", "cpu", "nvme"])
+    ap.add_argument("--offload-param", default="none", choices=["none", "cpu", "nvme"])
     ap.add_argument("--tag")
     ap.add_argument("--dump")
     args = ap.parse_args()
