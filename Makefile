@@ -115,6 +115,10 @@ $(BUILD)/bench-comm: scripts/bench_comm.c $(BUILD)/libzt.a
 $(BUILD)/bench-adam: scripts/bench_adam.c $(BUILD)/libzt.a
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libzt.a $(LDLIBS)
 
+# bash scripts/bench-nvme.sh DIR: the nvme offload's swap I/O and step time.
+$(BUILD)/bench-nvme: scripts/bench_nvme.c $(BUILD)/libzt.a
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libzt.a $(LDLIBS)
+
 $(BUILD)/tests/tokenize-tool: tests/tools/tokenize_main.c $(BUILD)/libzt.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libzt.a $(LDLIBS)
