@@ -32,7 +32,7 @@ expect 2 "did you mean" -- $ZT_MPIRUN -np 2 ./zerotrain --config "$tmp/typo.json
 [ "$(grep -c 'error:' "$tmp/out")" = 1 ] || { cat "$tmp/out"; fail "config error printed more than once"; }
 expect 2 "train_batch_size is not equal to" -- $ZT_MPIRUN -np 2 ./zerotrain --config "$tmp/good.json" "${m[@]}" --micro-batch-size 3 --gradient-accumulation-steps 1
 expect 2 "not implemented yet" -- ./zerotrain --config <(echo '{"train_batch_size": 8, "fp16": {"enabled": true, "fp16_master_weights_and_grads": true}, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}') "${m[@]}"
-expect 2 "nvme is not supported yet" -- ./zerotrain --config <(echo '{"train_batch_size": 8, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "nvme"}}}') "${m[@]}"
+expect 2 '"nvme_path" in DeepSpeed Config cannot be None if remote device is nvme' -- ./zerotrain --config <(echo '{"train_batch_size": 8, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "nvme"}}}') "${m[@]}"
 expect 2 "offload_optimizer" -- ./zerotrain --config <(echo '{"train_batch_size": 8, "zero_optimization": {"stage": 0, "offload_optimizer": {"device": "cpu"}}}') "${m[@]}"
 expect 2 "offload_param" -- ./zerotrain --config <(echo '{"train_batch_size": 8, "zero_optimization": {"stage": 2, "offload_param": {"device": "cpu"}}}') "${m[@]}"
 expect 2 "activation checkpointing is off" -- ./zerotrain --config <(echo '{"train_batch_size": 8, "activation_checkpointing": {"cpu_checkpointing": true}}') "${m[@]}"
