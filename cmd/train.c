@@ -111,12 +111,17 @@ static void cmd_print_summary(const zt_world *w, const zt_config *cfg, const zt_
                s.nvme_param ? "nvme" : s.offload_param ? "cpu" : "none");
     zt_trainer_nvme_stats nv;
     zt_trainer_nvme_stats_get(t, &nv);
-    if (nv.engine)
-        printf("  nvme: %s%s, %.1f MiB of swap buffers, %.3f GiB of swap files per rank in %s\n",
+    if (nv.engine) {
+        const double mib = 1024.0 * 1024.0;
+        printf("  nvme: %s%s; rank 0's swap files: master weights %.2f MiB, optimizer states "
+               "%.2f MiB, parameter shards %.2f MiB, in %s%s%s; swap buffers %.2f MiB of host "
+               "memory\n",
                nv.engine, nv.direct ? " (O_DIRECT)" : " (buffered: no O_DIRECT here)",
-               (double)nv.swap_bytes / (1024.0 * 1024.0),
-               (double)nv.disk_bytes / (1024.0 * 1024.0 * 1024.0),
-               nv.opt_dir ? nv.opt_dir : nv.param_dir);
+               (double)nv.master_file_bytes / mib, (double)nv.optim_file_bytes / mib,
+               (double)nv.param_file_bytes / mib, nv.opt_dir ? nv.opt_dir : nv.param_dir,
+               nv.opt_dir && nv.param_dir ? " and " : "",
+               nv.opt_dir && nv.param_dir ? nv.param_dir : "", (double)nv.swap_bytes / mib);
+    }
     if (s.checkpoint_interval > 0)
         printf("  activation checkpointing: every %lld unit(s) of %d, checkpoints on the %s\n",
                (long long)s.checkpoint_interval, m->n_units,

@@ -27,6 +27,7 @@ typedef struct {
     int64_t gather_peak_live;
     int has_nvme;
     zt_swap_stats nvme_io[2]; /* optimizer, parameters */
+    int64_t nvme_files[3];    /* swap file bytes of PARAMS, MASTER, OPTIM */
 } report_rank_stats;
 
 /* How many hosts the ranks of c run on: their host indices gathered over c.
@@ -45,6 +46,8 @@ static int report_group_hosts(const zt_comm *c, int host_index)
     free(all);
     return n;
 }
+
+static const zt_mem_class report_nvme_classes[3] = {ZT_MEM_PARAMS, ZT_MEM_MASTER, ZT_MEM_OPTIM};
 
 static json_t *report_swap_json(const zt_swap_stats *io)
 {
@@ -92,11 +95,22 @@ static json_t *report_rank_json(int rank, const report_rank_stats *r)
                                       (json_int_t)r->mem[l][c][3]));
         json_object_set_new(mem, zt_mem_loc_name((zt_mem_loc)l), loc);
     }
+    /* What the nvme offload moved out of host memory: the swap files are
+     * allocated whole when the run starts and kept until it ends. */
+    json_t *files = json_object();
+    int64_t files_total = 0;
+    for (int i = 0; i < 3; i++) {
+        json_object_set_new(files, zt_mem_class_name(report_nvme_classes[i]),
+                            json_integer((json_int_t)r->nvme_files[i]));
+        files_total += r->nvme_files[i];
+    }
+    json_object_set_new(mem, "nvme", files);
     json_t *mem_total = json_object();
     for (int l = 0; l < ZT_MEM_NLOC; l++)
         json_object_set_new(mem_total, zt_mem_loc_name((zt_mem_loc)l),
                             json_pack("{s:I, s:I}", "current", (json_int_t)r->total[l][0], "peak",
                                       (json_int_t)r->total[l][1]));
+    json_object_set_new(mem_total, "nvme", json_integer((json_int_t)files_total));
     uint64_t total[ZT_COMM_NKINDS];
     memset(total, 0, sizeof total);
     for (int gi = 0; gi < ZT_STAGE_GROUP_N; gi++)
@@ -187,6 +201,9 @@ zt_status zt_report_write(const char *path, const zt_trainer *t, double param_no
     mine.has_nvme = nv.optimizer || nv.param;
     mine.nvme_io[0] = nv.opt_io;
     mine.nvme_io[1] = nv.param_io;
+    mine.nvme_files[0] = nv.param_file_bytes;
+    mine.nvme_files[1] = nv.master_file_bytes;
+    mine.nvme_files[2] = nv.optim_file_bytes;
     report_rank_stats *all = NULL;
     if (w->rank == 0) {
         all = calloc((size_t)w->size, sizeof *all);

@@ -25,8 +25,9 @@
  *         (the policy's statement for this run, engine/zero/stage.h; each
  *         rank's measured counters below must match it)
  *   ranks [ {rank, host,
- *            memory_bytes {device|host {CLASS {current, peak, avg, reserved}}},
- *            memory_total_bytes {device|host {current, peak}},  (all classes at once)
+ *            memory_bytes {device|host {CLASS {current, peak, avg, reserved}},
+ *                          nvme {PARAMS, MASTER, OPTIM}},  (bytes in swap files, 0 without nvme)
+ *            memory_total_bytes {device|host {current, peak}, nvme},  (all classes at once)
  *            comm_bytes {KIND: bytes summed over communicators},
  *            comm {GROUP {bytes {KIND}, calls {KIND}, hosts}},
  *                  (hosts: how many hosts the group's ranks run on; a group

@@ -322,6 +322,11 @@ void zt_trainer_nvme_stats_get(const zt_trainer *t, zt_trainer_nvme_stats *s)
     s->param_buffers = p->param_buffers;
     s->param_in_cpu_numel = p->param_in_cpu_numel;
     s->disk_bytes = p->disk_bytes;
+    if (p->opt) {
+        s->master_file_bytes = p->opt_file_bytes;
+        s->optim_file_bytes = (p->opt_tensors - 1) * p->opt_file_bytes;
+    }
+    s->param_file_bytes = p->param_file_bytes;
     s->swap_bytes = p->opt_swap_bytes + p->param_swap_bytes;
     if (!n)
         return;

@@ -11,9 +11,13 @@
 #  2. Checkpoints: a GPT-lite fp16 run on nvme saved at step 4 and resumed
 #     ends bit-identical to the uninterrupted run, resumed with nvme and with
 #     cpu offload.
+#     The memory report puts the bytes the cpu offload holds in host memory
+#     in the swap files instead (memory_bytes.nvme).
 #  3. Errors name the file and lose nothing: an unwritable nvme_path, a full
 #     disk (a small tmpfs, where mount is allowed), a swap file deleted
-#     mid-run; after each, the last checkpoint still resumes.
+#     mid-run; after each, the last checkpoint still resumes. While that run
+#     runs, the swap files on disk are DeepSpeed's layout with the sizes the
+#     report states, allocated.
 #  4. --estimate-memory's nvme rows are the reservation of the nvme run.
 set -eu
 cd "$(dirname "$0")/../.."
@@ -73,10 +77,11 @@ for k in ("loss_history", "loss_scale_history", "skipped_steps", "steps"):
 PY
 }
 
-swapped() { # tag opt param: the report says nvme and shows the swap at work
-    $ZT_PYTHON - "$tmp/$1.json" "$2" "$3" <<'PY' || fail "$1: report does not show the nvme swap"
+swapped() { # tag opt param cpu-tag: the report says nvme and shows the swap at work
+    $ZT_PYTHON - "$tmp/$1.json" "$2" "$3" "$tmp/$4.json" <<'PY' || fail "$1: report does not show the nvme swap"
 import json, sys
 r, opt, param = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3]
+cpu = json.load(open(sys.argv[4]))
 assert r["offload"] == {"optimizer": opt, "param": param}, r["offload"]
 n = r["nvme"]
 assert n["engine"] in ("io_uring", "pread/pwrite threads"), n
@@ -93,6 +98,17 @@ for rk in r["ranks"]:
         assert n["swapped_param_units"] > n["param_buffers"] >= 1, n
         assert host["PARAMS"]["peak"] == 0, host
         assert io["param"]["bytes_read"] > 0 and io["param"]["prefetches"] > 0, io
+# The memory report accounts for what moved: each class the cpu offload held
+# in host memory is in this rank's swap files, padded to 4 KiB per sub-group
+# (master, states) or per unit (parameter shards), and nowhere else.
+for rk, ck in zip(r["ranks"], cpu["ranks"]):
+    files, host = rk["memory_bytes"]["nvme"], ck["memory_bytes"]["host"]
+    moved = {"MASTER": (opt, n["sub_groups"]), "OPTIM": (opt, 2 * n["sub_groups"]),
+             "PARAMS": (param, n["swapped_param_units"])}
+    for c, (dev, pads) in moved.items():
+        want = host[c]["peak"] if dev == "nvme" else 0
+        assert want <= files[c] < want + 4096 * max(pads, 1), (c, files[c], want)
+    assert rk["memory_total_bytes"]["nvme"] == sum(files.values()) == n["swap_file_bytes"], rk
 PY
 }
 
@@ -106,7 +122,7 @@ for stage in 1 2 3; do
         run $np "mlp-s$stage-cpu" "mlp-s$stage-np$np-cpu" "${mlp[@]}"
         run $np "mlp-s$stage-nvme" "mlp-s$stage-np$np-nvme" "${mlp[@]}"
         same "mlp-s$stage-np$np-cpu" "mlp-s$stage-np$np-nvme"
-        swapped "mlp-s$stage-np$np-nvme" nvme $op
+        swapped "mlp-s$stage-np$np-nvme" nvme $op "mlp-s$stage-np$np-cpu"
         echo "ok: mlp fp32 stage $stage np $np: nvme = cpu offload (cmp)"
     done
 done
@@ -115,7 +131,7 @@ write_cfg gpt-bf16-nvme 3 bf16 nvme nvme
 run 2 gpt-bf16-cpu gpt-bf16-cpu "${gpt[@]}" --steps 4
 run 2 gpt-bf16-nvme gpt-bf16-nvme "${gpt[@]}" --steps 4
 same gpt-bf16-cpu gpt-bf16-nvme
-swapped gpt-bf16-nvme nvme nvme
+swapped gpt-bf16-nvme nvme nvme gpt-bf16-cpu
 grep -q "nvme: io_uring" "$tmp/gpt-bf16-nvme.log" || grep -q "nvme: pread" "$tmp/gpt-bf16-nvme.log" ||
     fail "no nvme line in the run's summary"
 echo "ok: gptlite bf16 stage 3 np 2: both offloads on nvme = on cpu (cmp)"
@@ -189,6 +205,9 @@ for _ in $(seq 600); do
     [ -e "$tmp/ck2/global_step5" ] && break
     sleep 0.1
 done
+# The swap folders while it runs: DeepSpeed's layout, one lock per rank
+# folder, sizes and allocated blocks as the report of the same run (full) says.
+(cd "$tmp/swap" && find . -type f -printf '%P %s %b\n') >"$tmp/files.txt"
 rm -f "$victim"
 wait $pid
 got=$?
@@ -197,6 +216,30 @@ set -e
 grep -q "error: swap file $victim was deleted while training" "$tmp/del.log" ||
     { cat "$tmp/del.log"; fail "deleted swap file: no error naming it"; }
 echo "ok: a swap file deleted mid-run stops the run naming it (at step $(cat "$tmp/ck2/latest"))"
+$ZT_PYTHON - "$tmp/files.txt" "$tmp/full.json" <<'PY' || { cat "$tmp/files.txt"; fail "swap files on disk"; }
+import json, re, sys
+files = {}
+for line in open(sys.argv[1]):
+    name, size, blocks = line.split()
+    files[name] = (int(size), int(blocks) * 512)
+r = json.load(open(sys.argv[2]))
+for rk in r["ranks"]:
+    R, mem = rk["rank"], rk["memory_bytes"]["nvme"]
+    opt = f"zero_stage_3/optimizer/rank{R}/"
+    par = f"zero_stage_3/float16params/rank{R}/"
+    mine = {k: v for k, v in files.items() if k.startswith((opt, par))}
+    stems = {opt + s + ".tensor.swp" for s in ("fp32_master", "exp_avg", "exp_avg_sq")}
+    params = [k for k in mine if re.fullmatch(re.escape(par) + r"\d+_param\.tensor\.swp", k)]
+    assert set(mine) == stems | set(params) | {opt + ".zerotrain.lock", par + ".zerotrain.lock"}, mine
+    assert len(params) == r["nvme"]["swapped_param_units"], params
+    for k in stems | set(params):
+        size, alloc = mine[k]
+        assert size % 4096 == 0 and alloc >= size > 0, (k, size, alloc)
+    assert all(mine[k][0] == mem["MASTER"] for k in stems), (mine, mem)
+    assert sum(mine[k][0] for k in params) == mem["PARAMS"], (params, mem)
+    assert 2 * mem["MASTER"] == mem["OPTIM"]
+    print(f"ok: rank {R}: {len(stems) + len(params)} swap files on disk, {sum(mine[k][0] for k in stems | set(params))} B allocated, as the report says")
+PY
 at=$(cat "$tmp/ck2/latest")
 run 2 gpt16-nvme after-delete "${gpt[@]}" --steps $((${at#global_step} + 2)) --load-dir "$tmp/ck2" \
     --resume
