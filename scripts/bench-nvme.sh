@@ -15,10 +15,12 @@
 #     Columns: ms/step over the timed steps (DeepSpeed's: the first two left
 #     out), the swap bytes per step, the step's wait on swap I/O, and the
 #     bytes over the step time.
-#  3. Host memory: peak host bytes by class for two model sizes (W=WIDTH and
-#     2*WIDTH, stage 3, both offloads, max_in_cpu 0), cpu against nvme: the
-#     nvme run holds its swap buffers and the fp32 gradient partition, and no
-#     master weights, moments or parameter shards.
+#  3. Host memory: peak host bytes by class for two model sizes (L=LAYERS and
+#     4*LAYERS at W=WIDTH, stage 3, both offloads, max_in_cpu 0), cpu against
+#     nvme with the same swap settings at both sizes: the nvme run holds its
+#     swap buffers (the same at both sizes) and the fp32 gradient partition
+#     (which grows with the model, as DeepSpeed's does), and no master
+#     weights, moments or parameter shards; those are the nvme files column.
 #
 # Env: SIZE_MIB (default 512), OP_MIB (16), REPS (3), WIDTH (1024), LAYERS
 # (8), STEPS (10). DIR must be on the disk to measure (not tmpfs: that
@@ -84,14 +86,15 @@ for v in cpu nvme1 nvme3; do
         { cat "$work/$v.log"; exit 1; }
 done
 
-# ---- 3. host memory at two sizes
-for w in "$WIDTH" $((2 * WIDTH)); do
-    m=(--model mlp --width "$w" --layers "$LAYERS" --in-size "$w" --out-size "$w" --steps 3 --seed 1)
-    cfg "mem-cpu-$w" 3 ', "stage3_param_persistence_threshold": 0, "offload_optimizer": {"device": "cpu"}, "offload_param": {"device": "cpu"}'
-    cfg "mem-nvme-$w" 3 ", \"stage3_param_persistence_threshold\": 0, \"sub_group_size\": 4000000, \"offload_optimizer\": {\"device\": \"nvme\", $nv, \"buffer_count\": 6, \"pipeline_read\": true}, \"offload_param\": {\"device\": \"nvme\", $nv, \"max_in_cpu\": 0, \"buffer_count\": 4, \"buffer_size\": 4200000}"
+# ---- 3. host memory at two sizes: sub-groups of two layers, shards of one
+unit=$(( (WIDTH + 1) * WIDTH ))
+for l in "$LAYERS" $((4 * LAYERS)); do
+    m=(--model mlp --width "$WIDTH" --layers "$l" --in-size "$WIDTH" --out-size "$WIDTH" --steps 3 --seed 1)
+    cfg "mem-cpu-$l" 3 ', "stage3_param_persistence_threshold": 0, "offload_optimizer": {"device": "cpu"}, "offload_param": {"device": "cpu"}'
+    cfg "mem-nvme-$l" 3 ", \"stage3_param_persistence_threshold\": 0, \"sub_group_size\": $((2 * unit)), \"offload_optimizer\": {\"device\": \"nvme\", $nv, \"buffer_count\": 6, \"pipeline_read\": true}, \"offload_param\": {\"device\": \"nvme\", $nv, \"max_in_cpu\": 0, \"buffer_count\": 4, \"buffer_size\": $unit}"
     for v in cpu nvme; do
-        ./zerotrain --config "$work/mem-$v-$w.json" "${m[@]}" --report "$work/mem-$v-$w.rep" \
-            >"$work/mem-$v-$w.log" 2>&1 || { cat "$work/mem-$v-$w.log"; exit 1; }
+        ./zerotrain --config "$work/mem-$v-$l.json" "${m[@]}" --report "$work/mem-$v-$l.rep" \
+            >"$work/mem-$v-$l.log" 2>&1 || { cat "$work/mem-$v-$l.log"; exit 1; }
     done
 done
 
@@ -132,16 +135,19 @@ for v, label in (("cpu", "cpu"), ("nvme1", "nvme, buffer_count 3"), ("nvme3", "n
     else:
         print(f"| {label} | - | {ms:.1f} | - | - | - | 1.00 |")
 
-print(f"\n### Host memory, peak bytes by class (stage 3, both offloads, L={layers}, one rank)\n")
-print("| model | params | offload | PARAMS | GRADS | MASTER | OPTIM | SWAP | other | host total |")
-print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
-for w in (int(width), 2 * int(width)):
+print(f"\n### Host memory, peak bytes by class (stage 3, both offloads, W={width}, one rank; "
+      "nvme: sub-groups of 2 layers, 6 optimizer buffers, 4 parameter buffers of one layer)\n")
+print("| model | params | offload | PARAMS | GRADS | MASTER | OPTIM | SWAP | other | host total | nvme files |")
+print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+for l in (int(layers), 4 * int(layers)):
     for v in ("cpu", "nvme"):
-        r = json.load(open(f"{work}/mem-{v}-{w}.rep"))
-        host = r["ranks"][0]["memory_bytes"]["host"]
+        r = json.load(open(f"{work}/mem-{v}-{l}.rep"))
+        rk = r["ranks"][0]
+        host = rk["memory_bytes"]["host"]
         peak = {c: host[c]["peak"] for c in host}
         other = sum(peak[c] for c in ("ACTS", "COMM", "WORK"))
-        total = r["ranks"][0]["memory_total_bytes"]["host"]["peak"]
+        total = rk["memory_total_bytes"]["host"]["peak"]
         cols = " | ".join(f"{peak[c]:,}" for c in ("PARAMS", "GRADS", "MASTER", "OPTIM", "SWAP"))
-        print(f"| MLP W={w} | {r['model']['params']:,} | {v} | {cols} | {other:,} | {total:,} |")
+        print(f"| MLP L={l} | {r['model']['params']:,} | {v} | {cols} | {other:,} | {total:,} | "
+              f"{rk['memory_total_bytes']['nvme']:,} |")
 PY
