@@ -18,6 +18,7 @@
 #     mid-run; after each, the last checkpoint still resumes. While that run
 #     runs, the swap files on disk are DeepSpeed's layout with the sizes the
 #     report states, allocated.
+#     A bad aio block_size and a buffer_size under a shard fail naming the key.
 #  4. --estimate-memory's nvme rows are the reservation of the nvme run.
 set -eu
 cd "$(dirname "$0")/../.."
@@ -172,6 +173,16 @@ if zt_unprivileged "an nvme_path this user may not write"; then
         "${unpriv[@]}" ./zerotrain --config "$tmp/readonly.json" "${gpt[@]}" --steps 8
 fi
 resumes unwritable
+
+# Settings that cannot work fail before any file is made, naming the key.
+sed 's/"block_size": 4096/"block_size": 6000/' "$tmp/mlp-s3-nvme.json" >"$tmp/badaio.json"
+expect 2 "aio.block_size: 6000 bytes: swap files are read and written with O_DIRECT in multiples of 4096" -- \
+    ./zerotrain --config "$tmp/badaio.json" "${mlp[@]}"
+sed 's/"buffer_size": 100000/"buffer_size": 100/' "$tmp/mlp-s3-nvme.json" >"$tmp/badbuf.json"
+expect 2 "zero_optimization.offload_param: More elements 1200 than buffer size 100" -- \
+    ./zerotrain --config "$tmp/badbuf.json" "${mlp[@]}"
+[ ! -e "$tmp/swap/zero_stage_3" ] || [ -z "$(find "$tmp/swap" -type f)" ] ||
+    fail "swap files left by a refused config"
 
 mkdir -p "$tmp/small"
 if mount -t tmpfs -o size=64k tmpfs "$tmp/small" 2>/dev/null; then
