@@ -93,10 +93,10 @@ PY
     { cat "$tmp/default.log"; fail "estimator without --config failed"; }
 grep -q "^HW: Setup with 1 node, 1 GPU per node\.$" "$tmp/default.log" ||
     { cat "$tmp/default.log"; fail "default --num-gpus is not 1 without mpirun"; }
-[ "$(grep -c 'stage=' "$tmp/default.log")" = 8 ] || { cat "$tmp/default.log"; fail "expected 8 variant rows"; }
+[ "$(grep -c 'stage=' "$tmp/default.log")" = 12 ] || { cat "$tmp/default.log"; fail "expected 12 variant rows (4 of them nvme)"; }
 awk 'length($0) >= 120 { bad = 1 } END { exit bad }' "$tmp/default.log" ||
     { cat "$tmp/default.log"; fail "estimate lines of 120 characters or more"; }
-echo "ok: estimator without --config, world of 1, 8 rows, lines < 120 characters"
+echo "ok: estimator without --config, world of 1, 12 rows, lines < 120 characters"
 
 # 16-bit stage-3 shards of an odd number of 16-element blocks: each is rounded
 # up to the arena's 64 bytes in the plan, which the stage's formula does not
