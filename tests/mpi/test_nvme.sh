@@ -10,7 +10,7 @@
 #     through the files, and no MASTER or OPTIM in memory.
 #  2. Checkpoints: a GPT-lite fp16 run on nvme saved at step 4 and resumed
 #     ends bit-identical to the uninterrupted run, resumed with nvme and with
-#     cpu offload.
+#     cpu offload; a cpu-offload run's step-4 checkpoint resumed with nvme too.
 #     The memory report puts the bytes the cpu offload holds in host memory
 #     in the swap files instead (memory_bytes.nvme).
 #  3. Errors name the file and lose nothing: an unwritable nvme_path, a full
@@ -148,7 +148,12 @@ same full resumed
 run 2 gpt16-cpu resumed-cpu "${gpt[@]}" --steps 8 --inject-overflow 3 --load-dir "$tmp/ck" \
     --resume global_step4
 same full resumed-cpu
-echo "ok: gptlite fp16 stage 3 np 2: resumed at step 4 with nvme and with cpu offload = uninterrupted"
+run 2 gpt16-cpu cpu-saved "${gpt[@]}" --steps 4 --inject-overflow 3 --save-dir "$tmp/ck-cpu" \
+    --save-interval 4
+run 2 gpt16-nvme nvme-from-cpu "${gpt[@]}" --steps 8 --inject-overflow 3 --load-dir "$tmp/ck-cpu" \
+    --resume global_step4
+same full nvme-from-cpu
+echo "ok: gptlite fp16 stage 3 np 2: resumed at step 4 with nvme and with cpu offload = uninterrupted, and a cpu-offload checkpoint resumes under nvme"
 
 # 3. Errors: exit 2, the file or folder named; the checkpoint still resumes.
 resumes() { # the checkpoint of step 4 still loads and ends where the full run did
