@@ -13,6 +13,7 @@
 #include "cmd/exit.h"
 #include "data/loader.h"
 #include "engine/ckpt/ckpt.h"
+#include "engine/ckpt/safetensors.h"
 #include "engine/config/config.h"
 #include "engine/path.h"
 #include "engine/train/trainer.h"
@@ -31,10 +32,11 @@ int cmd_consolidate(int argc, char **argv)
      * them. */
     const char *hint = "give --out a path in an existing directory you can write to";
     char index_path[4200], dir[4096];
+    bool safetensors = !strcmp(f.format, "safetensors");
     snprintf(index_path, sizeof index_path, "%s.json", f.out);
     zt_path_dirname(f.out, dir, sizeof dir);
     zt_status st = zt_path_check_output(f.out, "consolidated weights", hint);
-    if (st == ZT_OK)
+    if (st == ZT_OK && !safetensors)
         st = zt_path_check_output(index_path, "tensor index", hint);
     if (st == ZT_OK)
         st = zt_path_check_output_dir(dir, f.out, "consolidated weights", hint);
@@ -44,17 +46,28 @@ int cmd_consolidate(int argc, char **argv)
     st = zt_ckpt_open(&c, NULL, f.dir, f.tag);
     if (st != ZT_OK)
         return cmd_local_failure(st);
-    st = zt_ckpt_consolidate(&c, f.out);
+    zt_model model;
+    memset(&model, 0, sizeof model);
+    zt_model_args a;
+    st = safetensors ? zt_ckpt_model_args(&c, &a) : ZT_OK;
+    if (st == ZT_OK && safetensors)
+        st = zt_model_build(&a, &model);
+    if (st == ZT_OK)
+        st = safetensors ? zt_ckpt_consolidate_safetensors(&c, &model, f.out)
+                         : zt_ckpt_consolidate(&c, f.out);
     if (st == ZT_OK) {
-        zt_model_args a;
         int64_t n = 0;
         for (int u = 0; u < c.n_units; u++)
             n += c.units[u].numel;
-        printf("zerotrain: consolidated %s/%s (step %lld, %s): %lld fp32 parameters -> %s "
-               "(tensor index %s.json)\n",
+        char side[4300] = "";
+        if (!safetensors)
+            snprintf(side, sizeof side, " (tensor index %s.json)", f.out);
+        printf("zerotrain: consolidated %s/%s (step %lld, %s): %lld fp32 parameters -> %s%s%s\n",
                c.dir, c.tag, (long long)c.global_steps,
-               zt_ckpt_model_args(&c, &a) == ZT_OK ? a.name : "?", (long long)n, f.out, f.out);
+               zt_ckpt_model_args(&c, &a) == ZT_OK ? a.name : "?", (long long)n, f.out,
+               safetensors ? " (safetensors, PyTorch names)" : "", side);
     }
+    zt_model_free(&model);
     zt_ckpt_close(&c);
     return st == ZT_OK ? 0 : cmd_local_failure(st);
 }
@@ -177,6 +190,37 @@ static int64_t cmd_eval_samples(int64_t n_samples, int64_t micro, int world, int
     return iters * per_iter < n_samples ? iters * per_iter : n_samples;
 }
 
+/* eval --dump-logits: the logits of the samples the evaluation reads (the
+ * first --eval-iters micro-batches, or all), one rank. */
+static zt_status cmd_dump_logits(const zt_world *w, zt_trainer *t, const cmd_task *k,
+                                 const cmd_sub_flags *f, int64_t micro)
+{
+    const zt_model *m = NULL;
+    zt_trainer_stats s;
+    zt_trainer_stats_get(t, &s);
+    m = s.model;
+    int64_t n = cmd_eval_samples(k->val->n_samples, micro, w->size, f->eval_iters);
+    int64_t per = (m->labels_per_token ? m->seq_len : 1) * m->n_classes;
+    ZT_TRY(zt_path_check_output(f->dump_logits, "logits dump",
+                                "give --dump-logits a path in an existing directory you can "
+                                "write to"));
+    float *out = malloc((size_t)(n * per) * sizeof *out);
+    if (!out)
+        return zt_fail(ZT_ERR_OOM, "give fewer --eval-iters", "cannot allocate %lld logits",
+                       (long long)(n * per));
+    zt_status st = zt_trainer_eval_logits(t, k->val, n, out);
+    FILE *fp = st == ZT_OK ? fopen(f->dump_logits, "wb") : NULL;
+    if (st == ZT_OK && (!fp || fwrite(out, sizeof *out, (size_t)(n * per), fp) != (size_t)(n * per)))
+        st = zt_fail(ZT_ERR_IO, "check free space", "cannot write %s", f->dump_logits);
+    if (fp && fclose(fp) != 0 && st == ZT_OK)
+        st = zt_fail(ZT_ERR_IO, "check free space", "cannot write %s", f->dump_logits);
+    if (st == ZT_OK)
+        fprintf(stderr, "zerotrain: logits of %lld samples (%lld floats each) -> %s\n",
+                (long long)n, (long long)per, f->dump_logits);
+    free(out);
+    return st;
+}
+
 /* zerotrain generate|eval --checkpoint DIR ...: a trainer built from the
  * checkpoint's model (fp32, stage 0) loads its weights; any world size. */
 int cmd_from_checkpoint(int argc, char **argv)
@@ -249,7 +293,10 @@ int cmd_from_checkpoint(int argc, char **argv)
         st = cmd_generate(&world, trainer, &k, &f);
     } else {
         double loss = NAN, acc = NAN;
-        st = zt_trainer_eval(trainer, k.val, f.eval_iters, &loss, &acc);
+        if (f.dump_logits)
+            st = cmd_dump_logits(&world, trainer, &k, &f, cfg.micro_batch_size);
+        if (st == ZT_OK)
+            st = zt_trainer_eval(trainer, k.val, f.eval_iters, &loss, &acc);
         if (st == ZT_OK && world.rank == 0) {
             printf("zerotrain: eval %s/%s (step %lld, %s): validation loss %.6f", k.ck.dir,
                    k.ck.tag, (long long)k.ck.global_steps, k.args.name, loss);

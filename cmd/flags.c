@@ -304,6 +304,10 @@ static const cmd_flag train_flags[] = {
      "or offload setting (the model flags must match)",
      FLAG_OPTIONAL, T(resume), T(resume_tag), 0, 0, NULL, NULL, FOR_ALL, NULL},
     STR("--load-dir", "DIR", T(load_dir), "where --resume reads (default: --save-dir)"),
+    STR("--init-from", "FILE", T(init_from),
+        "start from these weights: a safetensors file or a\n"
+        "zerotrain consolidate output (docs/interop.md); the\n"
+        "optimizer starts fresh"),
     {"--estimate-memory", NULL, NULL,
      "no training: print the memory one rank holds at every\n"
      "ZeRO stage and offload variant (--report: as JSON);\n"
@@ -330,6 +334,10 @@ static const cmd_flag consolidate_flags[] = {
     SUB_TAG,
     STR("--out", "FILE", S(out), "the fp32 weights (the --dump-params format); FILE.json\n"
                                  "indexes its tensors"),
+    {"--format", NULL, "zerotrain|safetensors",
+     "zerotrain (default): raw fp32 and FILE.json; safetensors:\n"
+     "one file under the PyTorch module names (docs/interop.md)",
+     FLAG_CHOICE, S(format), 0, 0, 0, "zerotrain|safetensors", NULL, FOR_ALL, NULL},
 };
 
 static const cmd_flag generate_flags[] = {
@@ -351,6 +359,9 @@ static const cmd_flag eval_flags[] = {
     INT("--eval-iters", "K", S(eval_iters), 1, "micro-batches per rank (default: all)"),
     INT("--micro-batch-size", "N", S(micro_batch), 1,
         "samples per micro-batch (default: the checkpoint's)"),
+    STR("--dump-logits", "FILE", S(dump_logits),
+        "also write the logits of the first --eval-iters\n"
+        "micro-batches as raw float32 (n, [T,] classes); one rank"),
     SUB_TOKENIZER,
     SUB_DEVICE,
 };
@@ -371,9 +382,9 @@ static const cmd_flag_table train_table = {
 
 static const cmd_flag_table sub_tables[] = {
     {"consolidate",
-     "usage: zerotrain consolidate DIR [--tag T] --out FILE\n"
+     "usage: zerotrain consolidate DIR [--tag T] --out FILE [--format zerotrain|safetensors]\n"
      "  write the checkpoint's fp32 weights as one file in the --dump-params format (FILE)\n"
-     "  and a JSON index of its tensors (FILE.json)\n",
+     "  and a JSON index of its tensors (FILE.json), or as one safetensors file\n",
      consolidate_flags, N_OF(consolidate_flags), true},
     {"generate",
      "usage: zerotrain generate --checkpoint DIR [--tag T] [--prompt TEXT] [--length N]\n"
@@ -383,6 +394,7 @@ static const cmd_flag_table sub_tables[] = {
     {"eval",
      "usage: zerotrain eval --checkpoint DIR [--tag T] --data PATH [--eval-iters K]\n"
      "                 [--micro-batch-size N] [--tokenizer DIR] [--device auto|cpu|cuda]\n"
+     "                 [--dump-logits FILE]\n"
      "  classifier or gptlite: validation loss (and accuracy) on the validation split of\n"
      "  --data (CSV or aclImdb, or a text file)\n",
      eval_flags, N_OF(eval_flags), false},
@@ -639,6 +651,10 @@ static int flags_train_check_run(const cmd_train_flags *f)
         return cmd_usage_error("--resume reads --load-dir DIR or --save-dir DIR: give one");
     if (f->load_dir && !f->resume)
         return cmd_usage_error("--load-dir is where --resume reads: add --resume");
+    if (f->init_from && (f->resume || f->estimate_memory))
+        return cmd_usage_error("--init-from starts a new run from given weights; %s",
+                               f->resume ? "--resume continues a saved one: give one of them"
+                                         : "--estimate-memory trains nothing");
     if (f->dev.tf32 && !strcmp(f->dev.device, "cpu"))
         return cmd_usage_error("--tf32 sets how CUDA GEMMs round; it has no meaning with "
                                "--device cpu");
@@ -694,6 +710,7 @@ int cmd_flags_sub(int argc, char **argv, cmd_sub_flags *f)
     f->seed = 1234;
     f->dev.device = "auto";
     f->dev.comm = "auto";
+    f->format = "zerotrain";
     if (!t)
         return cmd_usage_error("unknown command '%s'", cmd);
     int rc = flags_parse(t, argc, argv, 2, f, NULL, &f->dir, NULL, NULL);

@@ -44,6 +44,7 @@ typedef struct {
     const char *save_dir, *load_dir, *resume_tag;
     int64_t save_interval, keep_last;
     bool resume;
+    const char *init_from; /* --init-from FILE: start from these weights, or NULL */
     /* DeepSpeed/HF launchers: --deepspeed [FILE] (HF: the config; DeepSpeed:
      * a switch) and --local_rank N (ranks come from mpirun: ignored). */
     bool deepspeed;
@@ -56,6 +57,8 @@ typedef struct {
 typedef struct {
     const char *dir; /* consolidate's DIR, or --checkpoint */
     const char *tag, *out, *prompt, *data, *tokenizer;
+    const char *format;      /* consolidate --format: "zerotrain" or "safetensors" */
+    const char *dump_logits; /* eval --dump-logits FILE, or NULL */
     zt_device_flags dev;
     int64_t length, eval_iters, micro_batch;
     double temperature;

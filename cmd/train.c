@@ -14,6 +14,7 @@
 #include "cmd/preempt.h"
 #include "engine/checked.h"
 #include "engine/ckpt/ckpt.h"
+#include "engine/ckpt/safetensors.h"
 #include "engine/config/config.h"
 #include "engine/monitor/monitor.h"
 #include "engine/monitor/progress.h"
@@ -258,6 +259,7 @@ zt_status cmd_same_run(const zt_world *w, const cmd_train_flags *f, const zt_con
         zt_fingerprint_str(&fp, "--save-dir", cmd_given(f->save_dir));
         zt_fingerprint_i64(&fp, "--save-interval", f->save_interval);
         zt_fingerprint_i64(&fp, "--keep-last", f->keep_last);
+        zt_fingerprint_str(&fp, "--init-from", f->init_from);
         zt_fingerprint_str(&fp, "--resume", f->resume ? (f->resume_tag ? f->resume_tag : "latest")
                                                       : NULL);
         zt_fingerprint_bytes(&fp, "--inject-overflow", NULL, f->inject_steps,
@@ -499,6 +501,11 @@ int cmd_train(int argc, char **argv)
         if (flags.save_dir && cmd_same_dir(flags.save_dir, resume.dir))
             saver.last_saved = cmd_steps_done(trainer);
     }
+    if (flags.init_from) {
+        st = zt_ckpt_init_from(trainer, &model, flags.init_from);
+        if ((rc = cmd_agreed_failure(&world, st)) != 0)
+            return rc;
+    }
 
     if (world.rank == 0)
         cmd_print_summary(&world, &cfg, &model, trainer, &data, steps);
@@ -507,6 +514,10 @@ int cmd_train(int argc, char **argv)
                "%d)\n",
                resume.dir, resume.tag, (long long)cmd_steps_done(trainer), resume.world_size,
                resume.stage);
+        fflush(stdout);
+    }
+    if (world.rank == 0 && flags.init_from) {
+        printf("zerotrain: initialised from %s\n", flags.init_from);
         fflush(stdout);
     }
     zt_ckpt_close(&resume);

@@ -5,8 +5,9 @@
  *   files.c        file I/O: checksummed output files, whole-file writes,
  *                  pread, directory fsync, mkdir -p, rm -rf, paths (files are
  *                  opened for reading through engine/path, never blocking)
- *   manifest.c     the JSON manifest, built and read: the only file here that
- *                  includes jansson.h
+ *   manifest.c     the JSON manifest, built and read (jansson here, and in
+ *                  safetensors.c for the safetensors header and the
+ *                  consolidated index)
  *   save.c         the collective save: shards, manifest, publish, latest,
  *                  keep_last
  *   lock.c         one job per save directory: flock on DIR/.zerotrain.lock
@@ -15,6 +16,9 @@
  *   restore.c      open, tokenizer, the resume checks, loading spans, the
  *                  carried-over state
  *   consolidate.c  the full fp32 weights in one file
+ *   safetensors.c  the safetensors format: header, parsing, consolidate's
+ *                  safetensors output (engine/ckpt/safetensors.h)
+ *   init_from.c    --init-from: a run started from given weights
  *
  * Memory: as each function says; nothing here outlives the call that made it
  * except what a zt_ckpt owns and the save directory's lock (ckpt.h). Collective: zt_ckpt_agree with a
@@ -156,6 +160,14 @@ zt_status zt_ckpt_manifest_vocabulary(const zt_ckpt *c, const char **text, size_
 zt_status zt_ckpt_manifest_state(const zt_ckpt *c, zt_ckpt_state *s);
 /* The tensor index of a consolidated file (ckpt.h): malloc'd JSON text. */
 zt_status zt_ckpt_manifest_tensor_index(const zt_ckpt *c, char **out);
+
+/* ---- consolidate.c ---- */
+
+/* Verifies every shard, then writes out_path: prefix (may be NULL), then the
+ * full fp32 weights in model order; and when index is not NULL, out_path.json
+ * holding it. Temporaries renamed into place; errors hint at --out. */
+zt_status zt_ckpt_write_weights(const zt_ckpt *c, const char *out_path, const void *prefix,
+                                size_t prefix_bytes, const char *index);
 
 /* ---- shards.c ---- */
 

@@ -55,6 +55,33 @@ zt_status zt_trainer_eval(zt_trainer *t, const zt_dataset *ds, int64_t iters, do
     return ZT_OK;
 }
 
+zt_status zt_trainer_eval_logits(zt_trainer *t, const zt_dataset *ds, int64_t n, float *out)
+{
+    const zt_model *model = t->model;
+    if (t->world->size != 1)
+        return zt_fail(ZT_ERR_USAGE, "run it without mpirun, or with -np 1",
+                       "the logits dump is written by a world of one rank (this one has %d)",
+                       t->world->size);
+    int64_t mb = t->cfg->micro_batch_size;
+    int64_t per_sample = (model->labels_per_token ? model->seq_len : 1) * model->n_classes;
+    for (int64_t first = 0; first < n; first += mb) {
+        int64_t k_max = n - first < mb ? n - first : mb;
+        for (int64_t k = 0; k < mb; k++) {
+            t->index_host[k] = k < k_max ? first + k : -1;
+            t->row_keys_host[k] = (uint64_t)(first + k);
+        }
+        zt_batch b;
+        zt_train_load(t, ds, mb, &b);
+        if (model->labels_per_token && b.t != model->seq_len)
+            return zt_fail(ZT_ERR_USAGE, "", "sample %lld holds %lld tokens, not %lld",
+                           (long long)first, (long long)b.t, (long long)model->seq_len);
+        ZT_TRY(zt_train_forward(t, &b, true));
+        t->be->copy_d2h(t->be, out + first * per_sample, zt_train_logits(t, mb),
+                        zt_train_floats(k_max * per_sample));
+    }
+    return t->policy->flush(&t->stage);
+}
+
 zt_status zt_trainer_generate(zt_trainer *t, int32_t start, int64_t n_new, uint64_t seed,
                               int32_t *out)
 {

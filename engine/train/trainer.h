@@ -225,6 +225,11 @@ double zt_trainer_param_norm(zt_trainer *t);
 zt_status zt_trainer_eval(zt_trainer *t, const zt_dataset *ds, int64_t iters, double *loss,
                           double *accuracy);
 
+/* The logits of samples [0, n) of ds, forward-only with dropout off, into
+ * out: (n, seq_len, n_classes) for a language model, (n, n_classes)
+ * otherwise. A world of one rank only (ZT_ERR_USAGE otherwise). */
+zt_status zt_trainer_eval_logits(zt_trainer *t, const zt_dataset *ds, int64_t n, float *out);
+
 /* Language models: appends n_new tokens to out[0] = start (out has n_new + 1
  * entries), sampling token i from the softmax of the last position's logits
  * (over the training data's vocabulary: a model vocabulary padded past it
