@@ -13,7 +13,7 @@
 static void torch_name(const zt_unit *u, const zt_param_spec *p, char *out, size_t n)
 {
     bool module_unit = strcmp(u->name, "embed") != 0 && strcmp(u->name, "head") != 0;
-    bool bare = strchr(p->name, '.') == NULL;
+    bool bare = !module_unit && strchr(p->name, '.') == NULL;
     snprintf(out, n, "%s%s%s%s", module_unit ? u->name : "", module_unit ? "." : "", p->name,
              bare ? ".weight" : "");
 }

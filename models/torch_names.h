@@ -7,7 +7,8 @@
  * implies; docs/interop.md lists them:
  *   - the units "embed" and "head" are not modules: their prefix is dropped
  *     ("head.lm_head.weight" -> "lm_head.weight");
- *   - a bare tensor is an nn.Embedding's weight ("embed.wte" -> "wte.weight");
+ *   - a bare tensor of those units is an nn.Embedding's weight
+ *     ("embed.wte" -> "wte.weight");
  *   - GPT-lite's stacked "attn.qkv.weight" (3C, C) and "attn.qkv.bias" (3C)
  *     are models.md's three Linear(C, C): "attn.query.weight",
  *     "attn.key.weight", "attn.value.weight" (rows [0, C), [C, 2C), [2C, 3C)),

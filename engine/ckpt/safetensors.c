@@ -65,7 +65,7 @@ zt_status zt_st_header(const zt_torch_tensor *ts, int n, const char *const *keys
         for (int d = 0; shape && d < ts[i].ndim; d++)
             bad |= json_array_append_new(shape, json_integer((json_int_t)ts[i].shape[d])) != 0;
         uint64_t end = at + (uint64_t)ts[i].numel * sizeof(float);
-        json_t *t = json_pack("{sssosI,I]}", "dtype", "F32", "shape", shape, "data_offsets",
+        json_t *t = json_pack("{sssos[II]}", "dtype", "F32", "shape", shape, "data_offsets",
                               (json_int_t)at, (json_int_t)end);
         bad |= !t || json_object_set_new(root, ts[i].name, t) != 0;
         at = end;
