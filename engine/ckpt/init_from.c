@@ -87,11 +87,13 @@ static zt_status init_match(zt_st_file *f, const char *model, const zt_torch_ten
             shape = t->zt_shape;
             out[i] = (init_source){.src = s, .src_elem = t->zt_offset};
         }
+        char also[96] = "";
+        if (strcmp(t->name, t->zt_name) != 0)
+            snprintf(also, sizeof also, " (or zerotrain's '%s')", t->zt_name);
         if (!s)
             return zt_fail(ZT_ERR_DATA, hint,
-                           "--init-from %s: no tensor '%s' (zerotrain's '%s'), which model %s "
-                           "needs",
-                           f->path, t->name, t->zt_name, model);
+                           "--init-from %s: no tensor '%s'%s, which model %s needs", f->path,
+                           t->name, also, model);
         if (!init_same_shape(s, t->ndim, shape)) {
             init_shape_text(t->ndim, shape, want, sizeof want);
             init_shape_text(s->ndim, s->shape, got, sizeof got);

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# --init-from under bad input (engine/ckpt/safetensors.h). Each case exits
+# non-zero with a message naming the file and the tensor at fault, before any
+# step: a missing tensor, a tensor the model does not have, a wrong shape
+# (the hint quotes the model arguments the file's metadata records), an
+# integer dtype, a nan, a truncated file, a header length past the end, a
+# header that is not JSON, data offsets that do not span the shape, a
+# consolidated file whose index is broken, a missing file, and --init-from
+# with --resume. The good files (safetensors and consolidated) load at 2
+# ranks, stage 2, bit for bit (--dump-params), and a run trains on from them.
+set -eu
+cd "$(dirname "$0")/../.."
+source tests/env.sh
+zt_scratch
+t0=$SECONDS
+
+mlp=(--model mlp --width 16 --layers 3 --in-size 8 --out-size 4 --seed 3 --device cpu)
+cat >"$tmp/cfg.json" <<'JSON'
+{"train_batch_size": 8, "train_micro_batch_size_per_gpu": 2,
+ "optimizer": {"type": "AdamW", "params": {"lr": 1e-2}},
+ "zero_optimization": {"stage": 2}}
+JSON
+z=(timeout 60 $ZT_MPIRUN -np 2 ./zerotrain --config "$tmp/cfg.json" "${mlp[@]}")
+expect 0 "saved checkpoint" -- "${z[@]}" --steps 2 --save-dir "$tmp/ck"
+expect 0 "safetensors, PyTorch names" -- ./zerotrain consolidate "$tmp/ck" --out "$tmp/w.st" \
+    --format safetensors
+expect 0 "tensor index" -- ./zerotrain consolidate "$tmp/ck" --out "$tmp/w.bin"
+
+# The good files load at 2 ranks, stage 2, bit for bit; a run then trains on.
+for f in w.st w.bin; do
+    expect 0 "initialised from $tmp/$f" -- "${z[@]}" --steps 0 --init-from "$tmp/$f" \
+        --dump-params "$tmp/$f.dump"
+    cmp "$tmp/$f.dump" "$tmp/w.bin" || fail "--init-from $f: weights differ from the checkpoint's"
+    echo "ok: --init-from $f reproduces the checkpoint's weights"
+done
+expect 0 "done: 2 steps" -- "${z[@]}" --steps 2 --init-from "$tmp/w.st"
+
+# Bad files, made from the good one with scripts/zt_safetensors.py.
+"$ZT_PYTHON" - "$tmp" <<'PY'
+import json, struct, sys
+sys.path.insert(0, "scripts")
+import numpy as np
+import zt_safetensors as st
+d = sys.argv[1]
+t, meta = st.read(f"{d}/w.st")
+def w(name, tensors, m=meta):
+    st.write(f"{d}/{name}", tensors, m)
+w("missing.st", {k: v for k, v in t.items() if k != "layers.1.bias"})
+w("extra.st", {**t, "layers.3.weight": np.zeros((2, 2), np.float32)})
+w("shape.st", {**t, "layers.0.weight": np.zeros((16, 9), np.float32)})
+w("dtype.st", {**t, "layers.2.bias": np.zeros(4, np.int64)})
+nan = dict(t); nan["layers.1.weight"] = t["layers.1.weight"].copy(); nan["layers.1.weight"][3, 5] = np.nan
+w("nan.st", nan)
+raw = open(f"{d}/w.st", "rb").read()
+open(f"{d}/trunc.st", "wb").write(raw[:-100])
+open(f"{d}/hlen.st", "wb").write(struct.pack("<Q", len(raw)) + raw[8:])
+(n,) = struct.unpack("<Q", raw[:8])
+open(f"{d}/json.st", "wb").write(raw[:8] + b"[" + raw[9:])
+hdr = json.loads(raw[8:8 + n]); hdr["layers.0.bias"]["data_offsets"][1] += 4
+text = json.dumps(hdr).encode(); text += b" " * (-len(text) % 8)
+open(f"{d}/offsets.st", "wb").write(struct.pack("<Q", len(text)) + text + raw[8 + n:])
+import shutil
+shutil.copy(f"{d}/w.bin", f"{d}/bad.bin")
+open(f"{d}/bad.bin.json", "w").write('[{"name": "layers.0.weight"}]')
+PY
+
+i=(timeout 60 $ZT_MPIRUN -np 2 ./zerotrain --config "$tmp/cfg.json" "${mlp[@]}" --steps 1 --init-from)
+expect 2 "no tensor 'layers.1.bias'" -- "${i[@]}" "$tmp/missing.st"
+expect 2 "tensor 'layers.3.weight' is not a tensor of model mlp" -- "${i[@]}" "$tmp/extra.st"
+expect 2 "tensor 'layers.0.weight' has shape \[16, 9\]; this run's mlp needs \[16, 8\]" -- \
+    "${i[@]}" "$tmp/shape.st"
+grep -q 'written for model mlp {"width":16' "$tmp/out" || fail "the shape hint quotes no metadata"
+expect 2 "tensor 'layers.2.bias' is I64; --init-from reads F32, F64, F16 and BF16" -- \
+    "${i[@]}" "$tmp/dtype.st"
+expect 2 "tensor 'layers.1.weight' element 53 is nan" -- "${i[@]}" "$tmp/nan.st"
+expect 2 "trunc.st is not a valid safetensors file: an entry's data lies past the end" -- \
+    "${i[@]}" "$tmp/trunc.st"
+expect 2 "hlen.st is not a valid safetensors file: header length" -- "${i[@]}" "$tmp/hlen.st"
+expect 2 "json.st is not a valid safetensors file: the header is not a JSON object" -- \
+    "${i[@]}" "$tmp/json.st"
+expect 2 "offsets.st is not a valid safetensors file: an entry's data_offsets do not span" -- \
+    "${i[@]}" "$tmp/offsets.st"
+expect 2 "bad.bin is not a valid consolidated checkpoint" -- "${i[@]}" "$tmp/bad.bin"
+expect 2 "weights file $tmp/none.st" -- "${i[@]}" "$tmp/none.st"
+expect 2 "--init-from starts a new run" -- "${i[@]}" "$tmp/w.st" --resume --save-dir "$tmp/ck"
+echo "test_init_from: all cases passed in $((SECONDS - t0)) s"
