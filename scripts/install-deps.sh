@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs the Debian packages zerotrain needs (idempotent: only what is missing).
 # Build: Open MPI, jansson, OpenBLAS, cmocka (tests), python3-torch (reference
-# tests and the PyTorch peer benchmark); liburing (the nvme offload's asynchronous
-# swap I/O); clang with its compiler-rt (libFuzzer,
+# tests and the PyTorch peer benchmark), python3-matplotlib (scripts/plot.py:
+# loss curves and sweep bar charts, tests/mpi/test_plots.sh); liburing (the
+# nvme offload's asynchronous swap I/O); clang with its compiler-rt (libFuzzer,
 # sanitizers) and LLVM's OpenMP for the fuzz harnesses (`make fuzz`; gcc's
 # ASan/UBSan runtimes come with gcc); iproute2 for scripts/netns-cluster.sh
 # (the multi-node tests' hosts as network namespaces). CUDA is not a Debian package here: the
@@ -11,7 +12,8 @@
 # scripts/get-data.sh fetch the data sets where ../shared/data is absent.
 set -eu
 pkgs=(make gcc openmpi-bin libopenmpi-dev libjansson-dev libopenblas-openmp-dev libcmocka-dev
-      liburing-dev python3-torch python3-numpy clang libclang-rt-dev libomp-dev curl ca-certificates iproute2)
+      liburing-dev python3-torch python3-numpy python3-matplotlib clang libclang-rt-dev libomp-dev
+      curl ca-certificates iproute2)
 if [ -x "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" ] || command -v nvcc >/dev/null; then
     pkgs+=(g++)
 fi

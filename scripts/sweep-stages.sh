@@ -4,6 +4,11 @@
 #   scripts/sweep-stages.sh "MODEL_FLAGS" NP [extra zerotrain flags...]
 #   scripts/sweep-stages.sh "--model mlp --width 1024 --layers 8" 4
 #   scripts/sweep-stages.sh "--model mlp --width 1024 --layers 8" 4 --steps 50 --train-batch-size 128
+#   scripts/sweep-stages.sh --plot plots/ "--model mlp --width 1024 --layers 8" 4
+#
+# --plot DIR (anywhere on the line) also draws DIR/throughput.png (samples/s
+# per variant) and DIR/memory.png (rank 0's peak memory per class per
+# variant) as bar charts with scripts/plot.py (matplotlib; docs/plots.md).
 #
 # Runs ./zerotrain once per variant with scripts/configs/sweep-VARIANT.json and
 # --report, then prints a Markdown table from the reports: throughput, rank 0's
@@ -25,6 +30,19 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 die() { echo "sweep-stages: error: $*" >&2; exit 2; }
 
+plot_dir=""
+args=()
+while [ $# -gt 0 ]; do
+    if [ "$1" = --plot ]; then
+        [ $# -ge 2 ] || die "--plot needs a directory"
+        plot_dir=$2
+        shift 2
+    else
+        args+=("$1")
+        shift
+    fi
+done
+set -- "${args[@]}"
 [ $# -ge 2 ] || die "usage: scripts/sweep-stages.sh \"MODEL_FLAGS\" NP [extra flags]  (e.g. \"--model mlp --width 1024 --layers 8\" 4)"
 read -r -a model_flags <<<"$1"
 np=$2
@@ -51,6 +69,10 @@ if [ ! -x ./zerotrain ]; then
 fi
 command -v "${MPIRUN%% *}" >/dev/null || die "${MPIRUN%% *} not found"
 "$PY" -c 'import json' 2>/dev/null || die "$PY does not run"
+if [ -n "$plot_dir" ]; then
+    "$PY" -c 'import matplotlib' 2>/dev/null ||
+        die "--plot needs matplotlib for $PY (scripts/install-deps.sh installs python3-matplotlib)"
+fi
 
 [ "$(id -u)" = 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 cores=$(nproc)
@@ -153,3 +175,8 @@ print("model states = PARAMS + GRADS + MASTER + OPTIM peaks (MASTER is 0 in fp32
 for n in sorted(set(notes)):
     print(n)
 EOF
+
+if [ -n "$plot_dir" ]; then
+    "$PY" scripts/plot.py sweep --out "$plot_dir" "${reports[@]}" >&2 ||
+        die "plotting into $plot_dir failed"
+fi

@@ -52,6 +52,9 @@ zt_status zt_monitor_init(zt_monitor *mon, const zt_config *cfg, int rank)
     monitor_dir(&cfg->csv_monitor, dir, sizeof dir);
     ZT_TRY(zt_path_mkdirs(dir, "csv_monitor", "check csv_monitor.output_path"));
     ZT_TRY(monitor_open_csv(dir, "Train/Samples/lr", &mon->csv_lr));
+    ZT_TRY(monitor_open_csv(dir, "Train/Samples/train_loss", &mon->csv_train_loss));
+    ZT_TRY(monitor_open_csv(dir, "Train/Samples/eval_loss", &mon->csv_eval_loss));
+    snprintf(mon->csv_dir, sizeof mon->csv_dir, "%s", dir);
     if (cfg->fp16.enabled)
         ZT_TRY(monitor_open_csv(dir, "Train/Samples/loss_scale", &mon->csv_loss_scale));
     if (cfg->wall_clock_breakdown)
@@ -88,6 +91,10 @@ void zt_monitor_free(zt_monitor *mon)
         fclose(mon->csv_lr);
     if (mon->csv_loss_scale)
         fclose(mon->csv_loss_scale);
+    FILE *own[] = {mon->csv_train_loss, mon->csv_eval_loss, mon->csv_eval_accuracy};
+    for (size_t i = 0; i < sizeof own / sizeof *own; i++)
+        if (own[i])
+            fclose(own[i]);
     for (int k = 0; k < ZT_TIMER_N; k++)
         if (mon->csv_timers[k])
             fclose(mon->csv_timers[k]);
@@ -130,6 +137,9 @@ void zt_monitor_step(zt_monitor *mon, const zt_step_info *s)
             if (mon->csv_timers[k])
                 fprintf(mon->csv_timers[k], "%lld,%.4f\n", (long long)s->global_samples,
                         s->timers_ms[k]);
+        /* Flushed each step, so that a killed run keeps its curve. */
+        fprintf(mon->csv_train_loss, "%lld,%.10g\n", (long long)s->global_samples, s->loss);
+        fflush(mon->csv_train_loss);
     }
     bool print = cfg->steps_per_print > 0 && s->global_steps % cfg->steps_per_print == 0;
     if (print) {
@@ -170,6 +180,25 @@ void zt_monitor_overflow(const zt_monitor *mon, const zt_scaler_event *ev, bool 
     fflush(stdout);
 }
 
+static void monitor_csv_eval(zt_monitor *mon, const zt_eval_point *e)
+{
+    if (!mon->csv_eval_loss)
+        return;
+    int64_t x = e->step * mon->cfg->train_batch_size;
+    fprintf(mon->csv_eval_loss, "%lld,%.10g\n", (long long)x, e->loss);
+    fflush(mon->csv_eval_loss);
+    if (isfinite(e->accuracy) && !mon->csv_eval_accuracy &&
+        monitor_open_csv(mon->csv_dir, "Train/Samples/eval_accuracy", &mon->csv_eval_accuracy) !=
+            ZT_OK) {
+        fprintf(stderr, "zerotrain: warning: %s (no accuracy CSV)\n", zt_status_message());
+        return;
+    }
+    if (isfinite(e->accuracy)) {
+        fprintf(mon->csv_eval_accuracy, "%lld,%.10g\n", (long long)x, e->accuracy);
+        fflush(mon->csv_eval_accuracy);
+    }
+}
+
 void zt_monitor_eval(zt_monitor *mon, const zt_eval_point *e)
 {
     if (mon->rank != 0)
@@ -181,6 +210,7 @@ void zt_monitor_eval(zt_monitor *mon, const zt_eval_point *e)
             zt_tb_scalar(&mon->tb, "Train/Samples/eval_accuracy", e->accuracy, x);
         zt_tb_flush(&mon->tb);
     }
+    monitor_csv_eval(mon, e);
     if (isfinite(e->accuracy))
         printf("[Rank 0] eval: step=%lld, val_loss=%.6f, val_accuracy=%.4f (%.2f s)\n",
                (long long)e->step, e->loss, e->accuracy, e->seconds);

@@ -15,6 +15,11 @@
  * Train/Samples/elapsed_time_ms_{forward,backward,backward_inner,
  * backward_allreduce,step} (wall_clock_breakdown), and at each evaluation
  * Train/Samples/eval_loss (and eval_accuracy for classifiers, our own).
+ * The csv_monitor writes the same loss tags as CSV files (our extension:
+ * DeepSpeed's CSV monitor writes lr, loss_scale and the timers):
+ * Train_Samples_train_loss.csv, Train_Samples_eval_loss.csv and
+ * Train_Samples_eval_accuracy.csv, "step,<name>" rows at x = global samples
+ * (docs/plots.md).
  *
  * Memory: the monitor owns its open CSV and event files and the profiler's
  * table. Collective: none.
@@ -40,6 +45,11 @@ typedef struct {
     FILE *csv_lr;
     FILE *csv_loss_scale;     /* fp16 only, as DeepSpeed */
     FILE *csv_timers[ZT_TIMER_N];
+    /* Our extension of DeepSpeed's CSV monitor: the TensorBoard loss tags as
+     * CSV files too (train_loss each step, eval_loss and eval_accuracy at each
+     * evaluation; accuracy opened at the first evaluation that has one). */
+    FILE *csv_train_loss, *csv_eval_loss, *csv_eval_accuracy;
+    char csv_dir[1024];
     zt_tb_writer tb;          /* tb.f NULL: no tensorboard */
     zt_comms_log comms;
     zt_flops_prof flops;
