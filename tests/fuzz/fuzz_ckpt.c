@@ -13,7 +13,10 @@
  * every manifest reader runs: the model arguments, seed, micro batch, the
  * recorded char or byte tokenizer and its check, the carried-over training
  * state, and consolidation (tensor index, shard verification against size,
- * header and CRC-32, range reads). BPE tokenizers are not loaded: the
+ * header and CRC-32, range reads), also as safetensors under the PyTorch
+ * names of the model the arguments build. The shard part is parsed as a
+ * safetensors file too (zt_st_parse: every accepted tensor lies within the
+ * file). BPE tokenizers are not loaded: the
  * manifest names their directory, which would read arbitrary paths.
  */
 #include <stdio.h>
@@ -22,6 +25,7 @@
 #include <sys/stat.h>
 
 #include "engine/ckpt/ckpt_impl.h"
+#include "engine/ckpt/safetensors.h"
 #include "tests/fuzz/common.h"
 
 #define ZT_FUZZ_MAX_UNITS 64
@@ -63,6 +67,19 @@ static void fuzz_header(const uint8_t *buf, size_t len)
     free(enc);
 }
 
+/* The bytes as a safetensors file of exactly that length. */
+static void fuzz_safetensors(const uint8_t *buf, size_t len)
+{
+    zt_st_file f;
+    if (zt_st_parse(buf, len, len, "fuzz safetensors", &f) != ZT_OK)
+        return;
+    zt_fuzz_check(f.data_start >= 10 && f.data_start + f.data_bytes == len);
+    for (int i = 0; i < f.n; i++)
+        zt_fuzz_check(f.tensors[i].begin <= f.tensors[i].end &&
+                      f.tensors[i].end <= f.data_bytes);
+    zt_st_free(&f);
+}
+
 static void fuzz_tokenizer(const zt_ckpt *c)
 {
     const char *kind = zt_ckpt_tokenizer_kind(c, NULL);
@@ -99,6 +116,12 @@ static void fuzz_manifest(void)
     char out[1100];
     snprintf(out, sizeof out, "%s/consolidated.bin", zt_ck_dir);
     (void)zt_ckpt_consolidate(&c, out);
+    zt_model model;
+    if (zt_ckpt_model_args(&c, &args) == ZT_OK && zt_model_build(&args, &model) == ZT_OK) {
+        snprintf(out, sizeof out, "%s/consolidated.safetensors", zt_ck_dir);
+        (void)zt_ckpt_consolidate_safetensors(&c, &model, out);
+        zt_model_free(&model);
+    }
     zt_ckpt_close(&c);
 }
 
@@ -109,6 +132,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     zt_fuzz_part parts[3] = {{0}};
     int n = zt_fuzz_split(data, size, parts, 3);
     fuzz_header(parts[1].data, parts[1].size);
+    fuzz_safetensors(parts[1].data, parts[1].size);
 
     char path[1400], shard[96];
     zt_ckpt_shard_name(shard, sizeof shard, 0);

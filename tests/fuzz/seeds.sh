@@ -122,4 +122,7 @@ done
     >"$out/ckpt/header-only"
 { cat "$tmp/mlp-np1/global_step5/zt_manifest.json"; printf '%s%s../etc\n' "$sep" "$sep"; } \
     >"$out/ckpt/bad-latest"
+# A safetensors file in the shard's place (the harness parses that part as one too).
+./zerotrain consolidate "$tmp/mlp-np1" --out "$tmp/mlp.safetensors" --format safetensors >/dev/null
+{ printf '{}%s' "$sep"; cat "$tmp/mlp.safetensors"; } >"$out/ckpt/safetensors-mlp"
 du -sh "$out"/*

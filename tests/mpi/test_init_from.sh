@@ -7,7 +7,8 @@
 # header that is not JSON, data offsets that do not span the shape, a
 # consolidated file whose index is broken, a missing file, and --init-from
 # with --resume. The good files (safetensors and consolidated) load at 2
-# ranks, stage 2, bit for bit (--dump-params), and a run trains on from them.
+# ranks, stage 2, bit for bit (--dump-params), and a run trains on from them;
+# so does bf16 at stage 3 with the optimizer offloaded (the master copy).
 set -eu
 cd "$(dirname "$0")/../.."
 source tests/env.sh
@@ -34,6 +35,14 @@ for f in w.st w.bin; do
     echo "ok: --init-from $f reproduces the checkpoint's weights"
 done
 expect 0 "done: 2 steps" -- "${z[@]}" --steps 2 --init-from "$tmp/w.st"
+# bf16 at stage 3 with the optimizer offloaded: the fp32 master copy on the
+# host takes the file's values exactly.
+sed 's/"stage": 2}/"stage": 3, "offload_optimizer": {"device": "cpu"}}, "bf16": {"enabled": true}/' \
+    "$tmp/cfg.json" >"$tmp/bf16.json"
+expect 0 "initialised from" -- timeout 60 $ZT_MPIRUN -np 2 ./zerotrain --config "$tmp/bf16.json" \
+    "${mlp[@]}" --steps 0 --init-from "$tmp/w.st" --dump-params "$tmp/bf16.dump"
+cmp "$tmp/bf16.dump" "$tmp/w.bin" || fail "--init-from under bf16 + offload: weights differ"
+echo "ok: --init-from under bf16, stage 3, optimizer offload reproduces the weights"
 
 # Bad files, made from the good one with scripts/zt_safetensors.py.
 "$ZT_PYTHON" - "$tmp" <<'PY'
