@@ -5,7 +5,8 @@
 # relative, the CSV's %.10g) and Train_Samples_eval_loss.csv (one row per
 # evaluation, the report's eval losses); a classifier run adds
 # Train_Samples_eval_accuracy.csv. scripts/plot.py draws loss.png and eval.png
-# from the report, from a JSON-lines history and from the CSV directory, and
+# from the report, from the run's JSON-lines history (REPORT.jsonl), from a
+# history cut short by a kill, and from the CSV directory, and
 # scripts/sweep-stages.sh --plot draws throughput.png and memory.png: each a
 # PNG (signature) of at least 10 kB. Bad input to plot.py exits 2 naming the
 # file. Skips (exit 0, saying so) only when matplotlib is missing.
@@ -83,6 +84,9 @@ expect 0 "wrote $tmp/a/eval.png" -- "${p[@]}" curves --out "$tmp/a" "$tmp/gpt.js
 png "$tmp/a/loss.png"; png "$tmp/a/eval.png"
 expect 0 "wrote $tmp/b/eval.png" -- "${p[@]}" curves --out "$tmp/b" history="$tmp/hist.jsonl"
 png "$tmp/b/loss.png"; png "$tmp/b/eval.png"
+[ -f "$tmp/gpt.jsonl" ] || fail "the run wrote no history $tmp/gpt.jsonl beside its report"
+expect 0 "wrote $tmp/h/eval.png" -- "${p[@]}" curves --out "$tmp/h" "$tmp/gpt.jsonl"
+png "$tmp/h/loss.png"; png "$tmp/h/eval.png"
 expect 0 "wrote $tmp/c/eval.png" -- "${p[@]}" curves --out "$tmp/c" "$tmp/csv/gpt" "$tmp/csv/cls"
 png "$tmp/c/loss.png"; png "$tmp/c/eval.png"
 echo '{"not": "a report"}' >"$tmp/bad.json"
