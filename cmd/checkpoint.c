@@ -195,28 +195,33 @@ static int64_t cmd_eval_samples(int64_t n_samples, int64_t micro, int world, int
 static zt_status cmd_dump_logits(const zt_world *w, zt_trainer *t, const cmd_task *k,
                                  const cmd_sub_flags *f, int64_t micro)
 {
-    const zt_model *m = NULL;
+    if (w->size != 1)
+        return zt_fail(ZT_ERR_USAGE, "run eval --dump-logits without mpirun, or with -np 1",
+                       "--dump-logits is written by a world of one rank (this one has %d)",
+                       w->size);
     zt_trainer_stats s;
     zt_trainer_stats_get(t, &s);
-    m = s.model;
+    const zt_model *m = s.model;
     int64_t n = cmd_eval_samples(k->val->n_samples, micro, w->size, f->eval_iters);
-    int64_t per = (m->labels_per_token ? m->seq_len : 1) * m->n_classes;
+    size_t count = (size_t)(n * (m->labels_per_token ? m->seq_len : 1) * m->n_classes);
     ZT_TRY(zt_path_check_output(f->dump_logits, "logits dump",
                                 "give --dump-logits a path in an existing directory you can "
                                 "write to"));
-    float *out = malloc((size_t)(n * per) * sizeof *out);
+    float *out = malloc(count * sizeof *out);
     if (!out)
-        return zt_fail(ZT_ERR_OOM, "give fewer --eval-iters", "cannot allocate %lld logits",
-                       (long long)(n * per));
+        return zt_fail(ZT_ERR_OOM, "give fewer --eval-iters", "cannot allocate %zu logits",
+                       count);
     zt_status st = zt_trainer_eval_logits(t, k->val, n, out);
     FILE *fp = st == ZT_OK ? fopen(f->dump_logits, "wb") : NULL;
-    if (st == ZT_OK && (!fp || fwrite(out, sizeof *out, (size_t)(n * per), fp) != (size_t)(n * per)))
-        st = zt_fail(ZT_ERR_IO, "check free space", "cannot write %s", f->dump_logits);
-    if (fp && fclose(fp) != 0 && st == ZT_OK)
-        st = zt_fail(ZT_ERR_IO, "check free space", "cannot write %s", f->dump_logits);
+    bool ok = fp && fwrite(out, sizeof *out, count, fp) == count;
+    if (fp && fclose(fp) != 0)
+        ok = false;
+    if (st == ZT_OK && !ok)
+        st = zt_fail(ZT_ERR_IO, "check free space and permissions", "cannot write %s",
+                     f->dump_logits);
     if (st == ZT_OK)
-        fprintf(stderr, "zerotrain: logits of %lld samples (%lld floats each) -> %s\n",
-                (long long)n, (long long)per, f->dump_logits);
+        fprintf(stderr, "zerotrain: logits of %lld samples (%zu floats) -> %s\n", (long long)n,
+                count, f->dump_logits);
     free(out);
     return st;
 }
