@@ -6,7 +6,9 @@
 #   - GPT-lite at stage 3 with offload_optimizer + offload_param, in fp16
 #     with an injected overflow, in bf16, with activation checkpointing;
 #   - a checkpoint save at np 2, resumed at np 2 (another stage), then
-#     consolidated and sampled from (generate) in one process;
+#     consolidated (also as safetensors), sampled from (generate) and
+#     evaluated with --dump-logits in one process, and --init-from the
+#     safetensors file at np 2, stage 3;
 #   - the classifier on a small CSV (labelled loader, padded batches), and
 #     --estimate-memory;
 #   - comm-check's collectives (MPI and staged comm) and bootstrap at np 2,
@@ -92,6 +94,11 @@ run ckpt-resume-s1 "${np2[@]}" --config "$tmp/s1.json" "${gpt[@]}" --steps 4 --s
     --resume
 run ckpt-consolidate "$bin" consolidate "$tmp/ck" --out "$tmp/cons.bin"
 run ckpt-generate "$bin" generate --checkpoint "$tmp/ck" --prompt "ROMEO:" --length 20 --device cpu
+run ckpt-safetensors "$bin" consolidate "$tmp/ck" --out "$tmp/cons.st" --format safetensors
+run init-from-s3 "${np2[@]}" --config "$tmp/s3.json" "${gpt[@]}" --steps 1 --init-from "$tmp/cons.st"
+run eval-dump-logits "$bin" eval --checkpoint "$tmp/ck" \
+    --data "$ZT_SHARED/data/tinyshakespeare/input.txt" --eval-iters 1 \
+    --dump-logits "$tmp/logits.bin" --device cpu
 
 printf 'review,sentiment\n' >"$tmp/reviews.csv"
 for i in $(seq 24); do
