@@ -318,7 +318,8 @@ static char *st_args_json(const zt_model_args *a)
                                                    : json_string(zt_model_arg_choice(r, a));
         bad |= json_object_set_new(o, r->key, v) != 0;
     }
-    char *text = bad ? NULL : json_dumps(o, JSON_COMPACT);
+    /* 15 digits: a dropout of 0.1 reads "0.1", not 0.10000000000000001. */
+    char *text = bad ? NULL : json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(15));
     json_decref(o);
     return text;
 }
