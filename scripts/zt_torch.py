@@ -8,6 +8,7 @@ below and the model's arguments in the file's metadata. Then:
     import zt_torch                       # scripts/ on sys.path
     model, meta = zt_torch.load("model.safetensors")   # float32, eval mode
     logits = model(tokens)                # gptlite: (n, t) ids -> (n, t, vocab)
+    ids = zt_torch.encode("ROMEO:", meta)    # gptlite's characters: decode(ids, meta)
 
 and back: zt_torch.save(model, "tuned.safetensors") writes a file that
 `zerotrain --init-from tuned.safetensors` starts training from.
@@ -185,7 +186,29 @@ def load(path, dtype=torch.float32, model=None, args=None):
     m = build(model, args)
     state = {k: torch.from_numpy(np.array(v, dtype=np.float32)) for k, v in tensors.items()}
     m.load_state_dict(state, strict=True)
+    m.zt_meta = meta
     return m.to(dtype).eval(), meta
+
+
+def char_vocab(meta):
+    """The character vocabulary of a gptlite file (id i is the i-th
+    character), or None for other tokenizers."""
+    chars = meta.get("zerotrain.chars")
+    return list(chars) if chars else None
+
+
+def encode(text, meta):
+    """Token ids of text under the file's character vocabulary."""
+    stoi = {c: i for i, c in enumerate(char_vocab(meta) or [])}
+    missing = sorted(set(text) - set(stoi))
+    if missing:
+        raise ValueError(f"characters outside the vocabulary: {missing}")
+    return [stoi[c] for c in text]
+
+
+def decode(ids, meta):
+    chars = char_vocab(meta)
+    return "".join(chars[int(i)] for i in ids)
 
 
 def save(model, path, step=None, dtype=np.float32, bf16=False):
@@ -193,6 +216,9 @@ def save(model, path, step=None, dtype=np.float32, bf16=False):
     (model.zt_model / model.zt_args, as load and build set them)."""
     meta = {"format": "pt", "zerotrain.model": model.zt_model,
             "zerotrain.model_args": json.dumps(model.zt_args)}
+    for key in ("zerotrain.tokenizer", "zerotrain.chars"):  # carried over from load
+        if key in getattr(model, "zt_meta", {}):
+            meta[key] = model.zt_meta[key]
     if step is not None:
         meta["zerotrain.step"] = str(step)
     state = {k: v.detach().cpu().double().numpy().astype(dtype)

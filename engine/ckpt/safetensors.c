@@ -324,6 +324,23 @@ static char *st_args_json(const zt_model_args *a)
     return text;
 }
 
+/* A character vocabulary as one UTF-8 string, id i the i-th character. */
+static zt_status st_char_vocab(const zt_ckpt *c, char **out)
+{
+    zt_tokenizer tok;
+    ZT_TRY(zt_ckpt_tokenizer(c, NULL, &tok));
+    int32_t *ids = malloc((size_t)tok.vocab_size * sizeof *ids);
+    size_t len = 0;
+    zt_status st = ids ? ZT_OK : zt_fail(ZT_ERR_OOM, "", "cannot allocate the vocabulary");
+    for (int64_t i = 0; st == ZT_OK && i < tok.vocab_size; i++)
+        ids[i] = (int32_t)i;
+    if (st == ZT_OK)
+        st = zt_tokenizer_decode(&tok, ids, tok.vocab_size, out, &len);
+    free(ids);
+    zt_tokenizer_free(&tok);
+    return st;
+}
+
 zt_status zt_ckpt_consolidate_safetensors(const zt_ckpt *c, const zt_model *m,
                                           const char *out_path)
 {
@@ -339,17 +356,23 @@ zt_status zt_ckpt_consolidate_safetensors(const zt_ckpt *c, const zt_model *m,
     zt_torch_tensor *ts = NULL;
     int n = 0;
     ZT_TRY(zt_torch_tensors_get(m, &ts, &n));
-    char *args = st_args_json(&a), step[32], *header = NULL;
+    char *args = st_args_json(&a), step[32], *header = NULL, *chars = NULL;
     snprintf(step, sizeof step, "%lld", (long long)c->global_steps);
-    const char *keys[] = {"format", "zerotrain.model", "zerotrain.model_args", "zerotrain.step",
-                          "zerotrain.version"};
-    const char *values[] = {"pt", a.name, args ? args : "{}", step, ZT_VERSION};
+    const char *kind = zt_ckpt_tokenizer_kind(c, NULL);
+    zt_status st = args ? ZT_OK : zt_fail(ZT_ERR_OOM, "", "cannot encode the model arguments");
+    if (st == ZT_OK && !strcmp(kind, "char"))
+        st = st_char_vocab(c, &chars);
+    const char *keys[] = {"format",         "zerotrain.model",   "zerotrain.model_args",
+                          "zerotrain.step", "zerotrain.version", "zerotrain.tokenizer",
+                          "zerotrain.chars"};
+    const char *values[] = {"pt", a.name, args, step, ZT_VERSION, kind, chars};
     size_t len = 0;
-    zt_status st = args ? zt_st_header(ts, n, keys, values, 5, &header, &len)
-                        : zt_fail(ZT_ERR_OOM, "", "cannot encode the model arguments");
+    if (st == ZT_OK)
+        st = zt_st_header(ts, n, keys, values, chars ? 7 : 6, &header, &len);
     if (st == ZT_OK)
         st = zt_ckpt_write_weights(c, out_path, header, len, NULL);
     free(header);
+    free(chars);
     free(args);
     free(ts);
     return st;

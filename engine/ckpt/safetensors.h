@@ -11,8 +11,11 @@
  * here holds F32 tensors in the model's flat order (its data section is
  * byte for byte the consolidated file) and metadata: format "pt",
  * zerotrain.model, zerotrain.model_args (a JSON object of the resolved
- * model arguments, the checkpoint manifest's keys), zerotrain.step and
- * zerotrain.version. scripts/zt_torch.py builds the nn.Module from them.
+ * model arguments, the checkpoint manifest's keys), zerotrain.step,
+ * zerotrain.version, zerotrain.tokenizer ("char", "byte", "bpe" or "" for
+ * the MLP) and, for a character vocabulary, zerotrain.chars (the characters
+ * in id order, one UTF-8 string). scripts/zt_torch.py builds the nn.Module
+ * from them.
  *
  * --init-from reads, per model tensor, the tensor of its PyTorch name, or the
  * one of its zerotrain name ("h.0.attn.qkv.weight" stacked; the consolidated

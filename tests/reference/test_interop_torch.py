@@ -101,6 +101,11 @@ def gpt_logits(exe, d, model):
     run_zerotrain(exe, 1, ["eval", "--checkpoint", d / "ck", "--data", TEXT, "--eval-iters", 2,
                            "--micro-batch-size", 2, "--dump-logits", d / "logits.bin"], d)
     text = TEXT.read_bytes().decode("utf-8")
+    meta = zt_safetensors.read(d / "w.safetensors")[1]
+    report(zt_torch.char_vocab(meta) == sorted(set(text)) and
+           zt_torch.decode(zt_torch.encode("ROMEO:", meta), meta) == "ROMEO:",
+           "gptlite vocabulary", f"zerotrain.chars holds the {len(set(text))} sorted characters "
+           "of the text; encode/decode round-trip")
     stoi = {c: i for i, c in enumerate(sorted(set(text)))}
     ids = np.fromiter((stoi[c] for c in text), dtype=np.int64, count=len(text))
     n_train = ids.size - ids.size // 10  # data/text.h: the last tenth validates
