@@ -13,7 +13,7 @@ below and the model's arguments in the file's metadata. Then:
 and back: zt_torch.save(model, "tuned.safetensors") writes a file that
 `zerotrain --init-from tuned.safetensors` starts training from.
 
-The modules follow ../shared/reference/models.md (docs/interop.md has the
+The modules follow docs/models.md (docs/interop.md has the
 names):
   MLP         layers.{l} = Linear; ReLU after every layer, the last too.
   GPTLite     wte, wpe (Embedding); h.{i}: ln_1, attn.{query,key,value,proj},
