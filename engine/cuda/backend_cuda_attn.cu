@@ -84,8 +84,8 @@ static void cuda_attn_softmax_forward(const zt_backend *be, float *att, int64_t 
     unsigned grid = nn_grid(impl, rows, ZT_NN_WARPS);
     row_dispatch(vec, t, [&](auto shape) {
         constexpr int W = decltype(shape)::w, U = decltype(shape)::u;
-        attn_softmax_forward_kernel<W, U>
-            <<<grid, ZT_NN_THREADS, 0, impl->stream>>>(att, rows, h, t, scale, causal, lengths);
+        ZT_LAUNCH(grid, ZT_NN_THREADS, 0, impl->stream, attn_softmax_forward_kernel<W, U>)
+        (att, rows, h, t, scale, causal, lengths);
     });
     nn_record(be, "attn_softmax_forward");
 }
@@ -137,8 +137,8 @@ static void cuda_attn_softmax_backward(const zt_backend *be, float *datt, const 
     unsigned grid = nn_grid(impl, rows, ZT_NN_WARPS);
     row_dispatch(vec, t, [&](auto shape) {
         constexpr int W = decltype(shape)::w, U = decltype(shape)::u;
-        attn_softmax_backward_kernel<W, U>
-            <<<grid, ZT_NN_THREADS, 0, impl->stream>>>(datt, p, rows, t, scale);
+        ZT_LAUNCH(grid, ZT_NN_THREADS, 0, impl->stream, attn_softmax_backward_kernel<W, U>)
+        (datt, p, rows, t, scale);
     });
     nn_record(be, "attn_softmax_backward");
 }

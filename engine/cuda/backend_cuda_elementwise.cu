@@ -265,12 +265,12 @@ void cuda_bias_grad(const zt_backend *be, float *dbias, const float *dy, int64_t
         zt_launch_bias_grad(rows, cols, (int64_t)(impl->scratch_bytes / sizeof(float)));
     float *part = static_cast<float *>(impl->scratch);
     dim3 grid(p.grid_x, (unsigned)p.segs);
-    bias_grad_seg_kernel<<<grid, p.block, 0, impl->stream>>>(p.segs == 1 ? dbias : part, dbias,
-                                                             dy, rows, cols, p.seg_rows,
-                                                             accumulate);
+    ZT_LAUNCH(grid, p.block, 0, impl->stream, bias_grad_seg_kernel)
+    (p.segs == 1 ? dbias : part, dbias, dy, rows, cols, p.seg_rows, accumulate);
     launched(impl, "bias_grad");
     if (p.segs > 1) {
-        bias_grad_join_kernel<<<p.grid_x, p.block, 0, impl->stream>>>(dbias, part, p.segs, cols);
+        ZT_LAUNCH(p.grid_x, p.block, 0, impl->stream, bias_grad_join_kernel)
+        (dbias, part, p.segs, cols);
         launched(impl, "bias_grad");
     }
 }
@@ -316,12 +316,14 @@ double cuda_sum_squares(const zt_backend *be, const void *x, zt_dtype dt, int64_
         const void *xs = static_cast<const char *>(x) + lo * (int64_t)esz;
         zt_launch_dims d = zt_launch_sum_squares_pass(nc);
         if (dt == ZT_F16)
-            sum_squares_kernel<ZT_F16><<<d.grid, d.block, 0, impl->stream>>>(xs, n - lo, nc, part);
+            ZT_LAUNCH(d.grid, d.block, 0, impl->stream, sum_squares_kernel<ZT_F16>)
+            (xs, n - lo, nc, part);
         else if (dt == ZT_BF16)
-            sum_squares_kernel<ZT_BF16><<<d.grid, d.block, 0, impl->stream>>>(xs, n - lo, nc,
-                                                                               part);
+            ZT_LAUNCH(d.grid, d.block, 0, impl->stream, sum_squares_kernel<ZT_BF16>)
+            (xs, n - lo, nc, part);
         else
-            sum_squares_kernel<ZT_F32><<<d.grid, d.block, 0, impl->stream>>>(xs, n - lo, nc, part);
+            ZT_LAUNCH(d.grid, d.block, 0, impl->stream, sum_squares_kernel<ZT_F32>)
+            (xs, n - lo, nc, part);
         launched(impl, "sum_squares");
         zt_cuda_record(impl,
                        cudaMemcpyAsync(impl->host_result, part, (size_t)nc * sizeof(double),

@@ -80,8 +80,8 @@ void gemm_scale_only(zt_cuda_impl *impl, const gemm_args &g, const char *what)
         return;
     dim3 grid, block;
     rows_dims(impl, g.batch * g.m, g.n, &grid, &block);
-    scale_matrix_kernel<<<grid, block, 0, impl->stream>>>(g.c, g.batch, g.m, g.n, g.ldc, g.sc,
-                                                          g.beta);
+    ZT_LAUNCH(grid, block, 0, impl->stream, scale_matrix_kernel)
+    (g.c, g.batch, g.m, g.n, g.ldc, g.sc, g.beta);
     launched(impl, what);
 }
 
@@ -113,11 +113,11 @@ void cast_operand(zt_cuda_impl *impl, void *dst, const float *src, int64_t rows,
     rows_dims(impl, batch * rows, cols, &grid, &block);
     uint16_t *d = static_cast<uint16_t *>(dst);
     if (impl->opt.gemm_dtype == ZT_BF16)
-        cast_kernel<ZT_BF16><<<grid, block, 0, impl->stream>>>(d, src, batch, rows, cols, ld,
-                                                                stride);
+        ZT_LAUNCH(grid, block, 0, impl->stream, cast_kernel<ZT_BF16>)
+        (d, src, batch, rows, cols, ld, stride);
     else
-        cast_kernel<ZT_F16><<<grid, block, 0, impl->stream>>>(d, src, batch, rows, cols, ld,
-                                                               stride);
+        ZT_LAUNCH(grid, block, 0, impl->stream, cast_kernel<ZT_F16>)
+        (d, src, batch, rows, cols, ld, stride);
     launched(impl, what);
 }
 

@@ -167,19 +167,19 @@ static double cuda_xent_forward_backward(const zt_backend *be, const float *logi
     dim3 grid((unsigned)nparts);
     cudaStream_t st = impl->stream;
     if (block && vec)
-        xent_kernel<true, 4><<<grid, ZT_NN_THREADS, 0, st>>>(
-            parts, logits, labels, rows, classes, ignore_index, dscale, dlogits, part_rows);
+        ZT_LAUNCH(grid, ZT_NN_THREADS, 0, st, xent_kernel<true, 4>)
+        (parts, logits, labels, rows, classes, ignore_index, dscale, dlogits, part_rows);
     else if (block)
-        xent_kernel<true, 1><<<grid, ZT_NN_THREADS, 0, st>>>(
-            parts, logits, labels, rows, classes, ignore_index, dscale, dlogits, part_rows);
+        ZT_LAUNCH(grid, ZT_NN_THREADS, 0, st, xent_kernel<true, 1>)
+        (parts, logits, labels, rows, classes, ignore_index, dscale, dlogits, part_rows);
     else if (vec)
-        xent_kernel<false, 4><<<grid, ZT_NN_THREADS, 0, st>>>(
-            parts, logits, labels, rows, classes, ignore_index, dscale, dlogits, part_rows);
+        ZT_LAUNCH(grid, ZT_NN_THREADS, 0, st, xent_kernel<false, 4>)
+        (parts, logits, labels, rows, classes, ignore_index, dscale, dlogits, part_rows);
     else
-        xent_kernel<false, 1><<<grid, ZT_NN_THREADS, 0, st>>>(
-            parts, logits, labels, rows, classes, ignore_index, dscale, dlogits, part_rows);
+        ZT_LAUNCH(grid, ZT_NN_THREADS, 0, st, xent_kernel<false, 1>)
+        (parts, logits, labels, rows, classes, ignore_index, dscale, dlogits, part_rows);
     nn_record(be, "xent_forward_backward");
-    sum_parts_kernel<<<1, ZT_NN_THREADS, 0, st>>>(total, parts, nparts);
+    ZT_LAUNCH(1, ZT_NN_THREADS, 0, st, sum_parts_kernel)(total, parts, nparts);
     nn_record(be, "xent_forward_backward (sum)");
     if (!zt_cuda_record(impl,
                         cudaMemcpyAsync(impl->host_result, total, sizeof(double),
@@ -232,13 +232,13 @@ static void cuda_mean_pool_forward(const zt_backend *be, float *y, const float *
     bool vec = cols % 4 == 0 && aligned16(y) && aligned16(x) &&
                n * cols / 4 >= (int64_t)impl->sm_count * ZT_NN_THREADS * ZT_NN_BLOCKS_PER_SM;
     if (vec)
-        mean_pool_forward_kernel<4>
-            <<<nn_grid(impl, n * cols / 4, ZT_NN_THREADS), ZT_NN_THREADS, 0, impl->stream>>>(
-                y, x, lengths, n, t, cols);
+        ZT_LAUNCH(nn_grid(impl, n * cols / 4, ZT_NN_THREADS), ZT_NN_THREADS, 0, impl->stream,
+                  mean_pool_forward_kernel<4>)
+        (y, x, lengths, n, t, cols);
     else
-        mean_pool_forward_kernel<1>
-            <<<nn_grid(impl, n * cols, ZT_NN_THREADS), ZT_NN_THREADS, 0, impl->stream>>>(
-                y, x, lengths, n, t, cols);
+        ZT_LAUNCH(nn_grid(impl, n * cols, ZT_NN_THREADS), ZT_NN_THREADS, 0, impl->stream,
+                  mean_pool_forward_kernel<1>)
+        (y, x, lengths, n, t, cols);
     nn_record(be, "mean_pool_forward");
 }
 
@@ -278,11 +278,11 @@ static void cuda_mean_pool_backward(const zt_backend *be, float *dx, const float
     dim3 block = row_block(vec ? cols / 4 : cols);
     unsigned grid = nn_grid(impl, n * t, block.y);
     if (vec)
-        mean_pool_backward_kernel<4>
-            <<<grid, block, 0, impl->stream>>>(dx, dy, lengths, n, t, cols);
+        ZT_LAUNCH(grid, block, 0, impl->stream, mean_pool_backward_kernel<4>)
+        (dx, dy, lengths, n, t, cols);
     else
-        mean_pool_backward_kernel<1>
-            <<<grid, block, 0, impl->stream>>>(dx, dy, lengths, n, t, cols);
+        ZT_LAUNCH(grid, block, 0, impl->stream, mean_pool_backward_kernel<1>)
+        (dx, dy, lengths, n, t, cols);
     nn_record(be, "mean_pool_backward");
 }
 

@@ -69,11 +69,11 @@ static void cuda_embedding_forward(const zt_backend *be, float *y, const int32_t
     dim3 block = row_block(vec ? cols / 4 : cols);
     unsigned grid = nn_grid(impl, rows, block.y);
     if (vec)
-        embedding_forward_kernel<4>
-            <<<grid, block, 0, impl->stream>>>(y, ids, table, rows, cols, accumulate);
+        ZT_LAUNCH(grid, block, 0, impl->stream, embedding_forward_kernel<4>)
+        (y, ids, table, rows, cols, accumulate);
     else
-        embedding_forward_kernel<1>
-            <<<grid, block, 0, impl->stream>>>(y, ids, table, rows, cols, accumulate);
+        ZT_LAUNCH(grid, block, 0, impl->stream, embedding_forward_kernel<1>)
+        (y, ids, table, rows, cols, accumulate);
     nn_record(be, "embedding_forward");
 }
 
@@ -181,11 +181,11 @@ static void cuda_embedding_backward(const zt_backend *be, float *dtable, const i
         unsigned grid = (unsigned)min_i64(cap, (nr * tiles + ZT_EMB_THREADS / 32 - 1) /
                                                    (ZT_EMB_THREADS / 32));
         if (vec)
-            embedding_backward_kernel<4>
-                <<<grid, ZT_EMB_THREADS, 0, impl->stream>>>(dtable, ids, dy, r0, nr, cols);
+            ZT_LAUNCH(grid, ZT_EMB_THREADS, 0, impl->stream, embedding_backward_kernel<4>)
+            (dtable, ids, dy, r0, nr, cols);
         else
-            embedding_backward_kernel<1>
-                <<<grid, ZT_EMB_THREADS, 0, impl->stream>>>(dtable, ids, dy, r0, nr, cols);
+            ZT_LAUNCH(grid, ZT_EMB_THREADS, 0, impl->stream, embedding_backward_kernel<1>)
+            (dtable, ids, dy, r0, nr, cols);
         nn_record(be, "embedding_backward");
     }
 }
@@ -213,8 +213,9 @@ static void cuda_sinusoid_add(const zt_backend *be, float *y, int64_t n, int64_t
     if (n <= 0 || t <= 0 || cols <= 0)
         return;
     /* The host's log, so the frequencies start from the CPU's exact value. */
-    sinusoid_add_kernel<<<nn_grid(impl, t * cols, ZT_NN_THREADS), ZT_NN_THREADS, 0,
-                          impl->stream>>>(y, n, t, cols, log(10000.0));
+    ZT_LAUNCH(nn_grid(impl, t * cols, ZT_NN_THREADS), ZT_NN_THREADS, 0, impl->stream,
+              sinusoid_add_kernel)
+    (y, n, t, cols, log(10000.0));
     nn_record(be, "sinusoid_add");
 }
 
@@ -294,8 +295,8 @@ static void cuda_layernorm_forward(const zt_backend *be, float *y, float *mean, 
     unsigned grid = nn_grid(impl, rows, ZT_NN_WARPS);
     row_dispatch(vec, cols, [&](auto shape) {
         constexpr int W = decltype(shape)::w, U = decltype(shape)::u;
-        layernorm_forward_kernel<W, U>
-            <<<grid, ZT_NN_THREADS, 0, impl->stream>>>(y, mean, rstd, x, w, b, rows, cols, eps);
+        ZT_LAUNCH(grid, ZT_NN_THREADS, 0, impl->stream, layernorm_forward_kernel<W, U>)
+        (y, mean, rstd, x, w, b, rows, cols, eps);
     });
     nn_record(be, "layernorm_forward");
 }
@@ -427,8 +428,8 @@ static void cuda_layernorm_backward(const zt_backend *be, float *dx, float *dw, 
     /* Parameter gradients first: they read dy, which dx may overwrite. With no
      * rows they still assign 0 (or keep the accumulated value). */
     unsigned pgrid = (unsigned)((cols + ZT_LNP_COLS - 1) / ZT_LNP_COLS);
-    layernorm_param_grads_kernel<<<pgrid, ZT_NN_THREADS, 0, impl->stream>>>(
-        dw, db, dy, x, mean, rstd, rows, cols, accumulate_params);
+    ZT_LAUNCH(pgrid, ZT_NN_THREADS, 0, impl->stream, layernorm_param_grads_kernel)
+    (dw, db, dy, x, mean, rstd, rows, cols, accumulate_params);
     nn_record(be, "layernorm_backward (dw, db)");
     if (rows <= 0)
         return;
@@ -436,8 +437,8 @@ static void cuda_layernorm_backward(const zt_backend *be, float *dx, float *dw, 
     unsigned grid = nn_grid(impl, rows, ZT_NN_WARPS);
     row_dispatch(vec, cols, [&](auto shape) {
         constexpr int W = decltype(shape)::w, U = decltype(shape)::u;
-        layernorm_dx_kernel<W, U><<<grid, ZT_NN_THREADS, 0, impl->stream>>>(
-            dx, dy, x, mean, rstd, w, rows, cols, accumulate_dx);
+        ZT_LAUNCH(grid, ZT_NN_THREADS, 0, impl->stream, layernorm_dx_kernel<W, U>)
+        (dx, dy, x, mean, rstd, w, rows, cols, accumulate_dx);
     });
     nn_record(be, "layernorm_backward (dx)");
 }
@@ -506,11 +507,13 @@ static void cuda_gelu_forward(const zt_backend *be, float *y, const float *x, in
     if (n <= 0)
         return;
     if (aligned16(y) && aligned16(x))
-        gelu_forward_kernel<4>
-            <<<nn_grid(impl, n / 4 + 1, ZT_NN_THREADS), ZT_NN_THREADS, 0, impl->stream>>>(y, x, n);
+        ZT_LAUNCH(nn_grid(impl, n / 4 + 1, ZT_NN_THREADS), ZT_NN_THREADS, 0, impl->stream,
+                  gelu_forward_kernel<4>)
+        (y, x, n);
     else
-        gelu_forward_kernel<1>
-            <<<nn_grid(impl, n, ZT_NN_THREADS), ZT_NN_THREADS, 0, impl->stream>>>(y, x, n);
+        ZT_LAUNCH(nn_grid(impl, n, ZT_NN_THREADS), ZT_NN_THREADS, 0, impl->stream,
+                  gelu_forward_kernel<1>)
+        (y, x, n);
     nn_record(be, "gelu_forward");
 }
 
@@ -521,11 +524,13 @@ static void cuda_gelu_backward(const zt_backend *be, float *dx, const float *dy,
     if (n <= 0)
         return;
     if (aligned16(dx) && aligned16(dy) && aligned16(x))
-        gelu_backward_kernel<4><<<nn_grid(impl, n / 4 + 1, ZT_NN_THREADS), ZT_NN_THREADS, 0,
-                                  impl->stream>>>(dx, dy, x, n);
+        ZT_LAUNCH(nn_grid(impl, n / 4 + 1, ZT_NN_THREADS), ZT_NN_THREADS, 0, impl->stream,
+                  gelu_backward_kernel<4>)
+        (dx, dy, x, n);
     else
-        gelu_backward_kernel<1><<<nn_grid(impl, n, ZT_NN_THREADS), ZT_NN_THREADS, 0,
-                                  impl->stream>>>(dx, dy, x, n);
+        ZT_LAUNCH(nn_grid(impl, n, ZT_NN_THREADS), ZT_NN_THREADS, 0, impl->stream,
+                  gelu_backward_kernel<1>)
+        (dx, dy, x, n);
     nn_record(be, "gelu_backward");
 }
 
@@ -581,13 +586,13 @@ static void cuda_dropout(const zt_backend *be, float *y, const float *x, const z
     const float scale = 1.0f / (1.0f - d->p);
     unsigned grid = nn_grid(impl, rows, ZT_NN_WARPS);
     if (d->c % 4 == 0 && aligned16(y) && aligned16(x))
-        dropout_kernel<4><<<grid, ZT_NN_THREADS, 0, impl->stream>>>(
-            y, x, d->row_keys, d->seed, d->site, d->step, rows, d->a, d->b, d->c, d->key_b,
-            d->key_c, d->p, scale);
+        ZT_LAUNCH(grid, ZT_NN_THREADS, 0, impl->stream, dropout_kernel<4>)
+        (y, x, d->row_keys, d->seed, d->site, d->step, rows, d->a, d->b, d->c, d->key_b, d->key_c,
+         d->p, scale);
     else
-        dropout_kernel<1><<<grid, ZT_NN_THREADS, 0, impl->stream>>>(
-            y, x, d->row_keys, d->seed, d->site, d->step, rows, d->a, d->b, d->c, d->key_b,
-            d->key_c, d->p, scale);
+        ZT_LAUNCH(grid, ZT_NN_THREADS, 0, impl->stream, dropout_kernel<1>)
+        (y, x, d->row_keys, d->seed, d->site, d->step, rows, d->a, d->b, d->c, d->key_b, d->key_c,
+         d->p, scale);
     nn_record(be, "dropout");
 }
 

@@ -26,6 +26,7 @@ extern "C" {
 #include "engine/status.h"
 }
 #include "engine/cuda/cuda_impl.h"
+#include "engine/cuda/kernel_launch.cuh"
 #include "engine/cuda/launch.h"
 
 namespace {
@@ -191,7 +192,7 @@ void launch_map(zt_cuda_impl *impl, const Op &op, int64_t n, const char *what)
     if (n <= 0)
         return;
     zt_launch_dims d = zt_launch_1d(n, V, impl->sm_count);
-    map_kernel<V><<<d.grid, d.block, 0, impl->stream>>>(op, n);
+    ZT_LAUNCH(d.grid, d.block, 0, impl->stream, map_kernel<V>)(op, n);
     launched(impl, what);
 }
 

@@ -50,6 +50,7 @@ extern "C" {
 #include "engine/backend.h"
 }
 #include "engine/cuda/cuda_impl.h"
+#include "engine/cuda/kernel_launch.cuh"
 
 /* Block size of most kernels: eight warps. */
 #define ZT_NN_THREADS 256
