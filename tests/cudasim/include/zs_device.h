@@ -1,0 +1,260 @@
+/*
+ * zs_device.h (zerotrain's CUDA simulator, tests/cudasim): CUDA C++'s
+ * device-side language as host C++: the function and memory-space keywords,
+ * the built-in index variables, vector types, the correctly rounded
+ * intrinsics, block and warp synchronisation (__syncthreads, __syncwarp,
+ * shuffles, votes) and atomics. Included by cuda_runtime.h, cuda_fp16.h and
+ * cuda_bf16.h.
+ *
+ * How a kernel runs (tests/cudasim/sim/fiber.cc): one block at a time on the
+ * simulator's device thread, each CUDA thread a fiber with its own stack.
+ * __syncthreads and the warp operations switch fibers; a thread that reaches
+ * none of them runs from start to end without a switch. So:
+ *  - __shared__ is `static`: one instance, used by one block at a time (its
+ *    contents are not cleared between blocks, as on a GPU they are undefined);
+ *  - the built-in variables are plain globals the fiber scheduler sets before
+ *    it resumes a thread (one device thread runs every kernel);
+ *  - atomics are plain read-modify-writes: no two threads run at once.
+ * Misuse a GPU would hang or corrupt on is reported: a thread that calls a
+ * warp operation whose mask includes an exited lane, or a barrier some
+ * threads can never reach.
+ *
+ * Memory: none of its own (the fiber stacks are the simulator's). Thread
+ * safety: only kernels, on the device thread, call the synchronisation
+ * functions.
+ */
+#ifndef ZS_DEVICE_H
+#define ZS_DEVICE_H
+
+#ifndef __cplusplus
+#error "zs_device.h is CUDA C++ (the simulator compiles .cu files as C++17)"
+#endif
+
+#include <stdint.h>
+#include <string.h>
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline __attribute__((always_inline))
+#define __launch_bounds__(...)
+#define __shared__ static
+
+struct uint3 {
+    unsigned int x, y, z;
+};
+
+struct dim3 {
+    unsigned int x, y, z;
+    constexpr dim3(unsigned int vx = 1, unsigned int vy = 1, unsigned int vz = 1)
+        : x(vx), y(vy), z(vz)
+    {
+    }
+    constexpr dim3(uint3 v) : x(v.x), y(v.y), z(v.z) {}
+};
+
+/* Set by the fiber scheduler (plain globals: see the top of the file). */
+extern uint3 threadIdx;
+extern uint3 blockIdx;
+extern uint3 blockDim;
+extern uint3 gridDim;
+constexpr int warpSize = 32;
+
+struct alignas(8) float2 {
+    float x, y;
+};
+struct alignas(16) float4 {
+    float x, y, z, w;
+};
+struct alignas(8) ushort4 {
+    unsigned short x, y, z, w;
+};
+struct alignas(8) uint2 {
+    unsigned int x, y;
+};
+struct alignas(16) uint4 {
+    unsigned int x, y, z, w;
+};
+struct alignas(16) int4 {
+    int x, y, z, w;
+};
+
+__host__ __device__ inline float2 make_float2(float x, float y) { return float2{x, y}; }
+__host__ __device__ inline float4 make_float4(float x, float y, float z, float w)
+{
+    return float4{x, y, z, w};
+}
+__host__ __device__ inline ushort4 make_ushort4(unsigned short x, unsigned short y,
+                                                unsigned short z, unsigned short w)
+{
+    return ushort4{x, y, z, w};
+}
+__host__ __device__ inline uint4 make_uint4(unsigned int x, unsigned int y, unsigned int z,
+                                            unsigned int w)
+{
+    return uint4{x, y, z, w};
+}
+
+/* ---- correctly rounded arithmetic: the host's IEEE operations (the
+ * simulator's build turns FP contraction off, so none becomes an FMA) ---- */
+
+__device__ inline float __fadd_rn(float a, float b) { return a + b; }
+__device__ inline float __fsub_rn(float a, float b) { return a - b; }
+__device__ inline float __fmul_rn(float a, float b) { return a * b; }
+__device__ inline float __fdiv_rn(float a, float b) { return a / b; }
+__device__ inline float __fsqrt_rn(float a) { return __builtin_sqrtf(a); }
+__device__ inline double __dadd_rn(double a, double b) { return a + b; }
+__device__ inline double __dsub_rn(double a, double b) { return a - b; }
+__device__ inline double __dmul_rn(double a, double b) { return a * b; }
+__device__ inline double __ddiv_rn(double a, double b) { return a / b; }
+
+__host__ __device__ inline unsigned int __float_as_uint(float x)
+{
+    unsigned int u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+__host__ __device__ inline float __uint_as_float(unsigned int u)
+{
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+__host__ __device__ inline int __float_as_int(float x) { return (int)__float_as_uint(x); }
+__host__ __device__ inline float __int_as_float(int i) { return __uint_as_float((unsigned)i); }
+__host__ __device__ inline long long __double_as_longlong(double x)
+{
+    long long u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+__host__ __device__ inline double __longlong_as_double(long long u)
+{
+    double x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+/* ---- synchronisation (tests/cudasim/sim/fiber.cc) ---- */
+
+void __syncthreads(void);
+void __syncwarp(unsigned int mask = 0xffffffffu);
+
+enum zs_shfl_mode { ZS_SHFL_IDX, ZS_SHFL_UP, ZS_SHFL_DOWN, ZS_SHFL_XOR };
+enum zs_vote_mode { ZS_VOTE_ALL, ZS_VOTE_ANY, ZS_VOTE_BALLOT };
+
+/* The warp exchange behind every shuffle: waits for the lanes of `mask`,
+ * returns the 8 bytes the source lane handed in (its own when the source is
+ * outside its width segment). */
+uint64_t zs_shfl(unsigned int mask, uint64_t bits, zs_shfl_mode mode, int arg, int width,
+                 const char *what);
+unsigned int zs_vote(unsigned int mask, int pred, zs_vote_mode mode, const char *what);
+
+template <class T> inline T zs_shfl_as(unsigned int mask, T v, zs_shfl_mode mode, int arg,
+                                       int width, const char *what)
+{
+    static_assert(sizeof(T) <= 8, "shuffles move at most 8 bytes");
+    uint64_t bits = 0;
+    memcpy(&bits, &v, sizeof v);
+    bits = zs_shfl(mask, bits, mode, arg, width, what);
+    memcpy(&v, &bits, sizeof v);
+    return v;
+}
+
+template <class T> inline T __shfl_sync(unsigned int mask, T v, int src, int width = warpSize)
+{
+    return zs_shfl_as(mask, v, ZS_SHFL_IDX, src, width, "__shfl_sync");
+}
+template <class T>
+inline T __shfl_up_sync(unsigned int mask, T v, unsigned int delta, int width = warpSize)
+{
+    return zs_shfl_as(mask, v, ZS_SHFL_UP, (int)delta, width, "__shfl_up_sync");
+}
+template <class T>
+inline T __shfl_down_sync(unsigned int mask, T v, unsigned int delta, int width = warpSize)
+{
+    return zs_shfl_as(mask, v, ZS_SHFL_DOWN, (int)delta, width, "__shfl_down_sync");
+}
+template <class T>
+inline T __shfl_xor_sync(unsigned int mask, T v, int lane_mask, int width = warpSize)
+{
+    return zs_shfl_as(mask, v, ZS_SHFL_XOR, lane_mask, width, "__shfl_xor_sync");
+}
+
+inline int __all_sync(unsigned int mask, int pred)
+{
+    return (int)zs_vote(mask, pred, ZS_VOTE_ALL, "__all_sync");
+}
+inline int __any_sync(unsigned int mask, int pred)
+{
+    return (int)zs_vote(mask, pred, ZS_VOTE_ANY, "__any_sync");
+}
+inline unsigned int __ballot_sync(unsigned int mask, int pred)
+{
+    return zs_vote(mask, pred, ZS_VOTE_BALLOT, "__ballot_sync");
+}
+
+/* ---- atomics: the old value, as CUDA's (see the top of the file) ---- */
+
+template <class T> inline T zs_atomic_add(T *p, T v)
+{
+    T old = *p;
+    *p = old + v;
+    return old;
+}
+inline int atomicAdd(int *p, int v) { return zs_atomic_add(p, v); }
+inline unsigned int atomicAdd(unsigned int *p, unsigned int v) { return zs_atomic_add(p, v); }
+inline unsigned long long atomicAdd(unsigned long long *p, unsigned long long v)
+{
+    return zs_atomic_add(p, v);
+}
+inline float atomicAdd(float *p, float v) { return zs_atomic_add(p, v); }
+inline double atomicAdd(double *p, double v) { return zs_atomic_add(p, v); }
+
+template <class T> inline T zs_atomic_max(T *p, T v)
+{
+    T old = *p;
+    *p = old < v ? v : old;
+    return old;
+}
+inline int atomicMax(int *p, int v) { return zs_atomic_max(p, v); }
+inline unsigned int atomicMax(unsigned int *p, unsigned int v) { return zs_atomic_max(p, v); }
+
+template <class T> inline T zs_atomic_min(T *p, T v)
+{
+    T old = *p;
+    *p = v < old ? v : old;
+    return old;
+}
+inline int atomicMin(int *p, int v) { return zs_atomic_min(p, v); }
+inline unsigned int atomicMin(unsigned int *p, unsigned int v) { return zs_atomic_min(p, v); }
+
+template <class T> inline T zs_atomic_cas(T *p, T compare, T v)
+{
+    T old = *p;
+    if (old == compare)
+        *p = v;
+    return old;
+}
+inline int atomicCAS(int *p, int c, int v) { return zs_atomic_cas(p, c, v); }
+inline unsigned int atomicCAS(unsigned int *p, unsigned int c, unsigned int v)
+{
+    return zs_atomic_cas(p, c, v);
+}
+inline unsigned long long atomicCAS(unsigned long long *p, unsigned long long c,
+                                    unsigned long long v)
+{
+    return zs_atomic_cas(p, c, v);
+}
+
+template <class T> inline T zs_atomic_exch(T *p, T v)
+{
+    T old = *p;
+    *p = v;
+    return old;
+}
+inline int atomicExch(int *p, int v) { return zs_atomic_exch(p, v); }
+inline unsigned int atomicExch(unsigned int *p, unsigned int v) { return zs_atomic_exch(p, v); }
+inline float atomicExch(float *p, float v) { return zs_atomic_exch(p, v); }
+
+#endif
