@@ -74,7 +74,7 @@ UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 TOOLS      := $(BUILD)/tests/comm-check $(if $(NVCC),$(BUILD)/tests/op-check)
 
-.PHONY: all deps test unit-test run clean toolkit bench bench-check sanitize sanitize-build fuzz fuzz-build
+.PHONY: all deps test unit-test run clean toolkit bench bench-check sanitize sanitize-build fuzz fuzz-build sim
 all: toolkit $(BIN)
 
 toolkit:
@@ -139,7 +139,7 @@ unit-test: $(UNIT_BIN) $(TOOLS)
 deps:
 	@bash scripts/install-deps.sh
 
-test: all unit-test
+test: all unit-test sim
 	@bash tests/run.sh
 
 run: deps
@@ -195,4 +195,71 @@ bench-check: $(BIN) $(BUILD)/bench-sgemm
 clean:
 	rm -rf $(BUILD) zerotrain
 
--include $(ENGINE_OBJ:.o=.d) $(CMD_OBJ:.o=.d)
+# ---- make sim: the CUDA backend (engine/cuda) and the NCCL comm built against
+# the CPU simulator of tests/cudasim (README: "The CUDA simulator"): no GPU, no
+# CUDA toolkit. Everything else is the same source, compiled apart in
+# $(SIM). The .cu files are host C++17: FP contraction off (their
+# __fmul_rn/__fadd_rn must round like CUDA's), #pragma unroll is nvcc's, GCC
+# calls constexpr locals that only a nested lambda's template arguments use
+# (ZT_LAUNCH inside row_dispatch) set but unused, and it cannot follow the
+# row caches' fill-then-get under one condition (cuda_nn.cuh) through device
+# code it never saw before (maybe-uninitialized). GCC's -fsanitize=thread
+# instrumentation lets the simulator see every memory
+# access of a kernel (tests/cudasim/sim/racecheck.cc defines its calls; the
+# ThreadSanitizer runtime is not linked).
+SIM          := $(BUILD)/sim
+SIM_CXX      ?= mpicxx
+SIM_DEFS     := -DZT_HAVE_CUDA -DZT_HAVE_NCCL -DZT_CUDASIM -Itests/cudasim/include \
+                $(if $(OPENBLAS_DIR),-I$(subst /lib/,/include/,$(OPENBLAS_DIR))) \
+                -DZT_VERSION=\"$(VERSION)\"
+SIM_CFLAGS   := $(CSTD) $(WARN) $(OPT) -g -fopenmp -iquote . $(SIM_DEFS)
+SIM_CXXFLAGS := -std=c++17 $(WARN) $(OPT) -g -ffp-contract=off -iquote . $(SIM_DEFS)
+SIM_CUFLAGS  := -x c++ $(SIM_CXXFLAGS) -Wno-unknown-pragmas -Wno-unused-but-set-variable \
+                -Wno-maybe-uninitialized \
+                -fsanitize=thread \
+                --param tsan-instrument-func-entry-exit=0
+comma        := ,
+SIM_LDLIBS   := $(if $(OPENBLAS_DIR),-L$(OPENBLAS_DIR) -Wl$(comma)-rpath$(comma)$(OPENBLAS_DIR)) \
+                -ljansson -lopenblas -lm -lstdc++
+SIM_SRC      := $(filter-out engine/comm/nccl_absent.c engine/cuda/cuda_absent.c,\
+                  $(wildcard engine/*.c engine/*/*.c models/*.c data/*.c))
+SIM_OBJ      := $(SIM_SRC:%.c=$(SIM)/%.o) $(patsubst %.cu,$(SIM)/%.o,$(wildcard engine/cuda/*.cu))
+SIM_CMD_OBJ  := $(patsubst %.c,$(SIM)/%.o,$(wildcard cmd/*.c))
+SIM_LIB_OBJ  := $(patsubst %.cc,$(SIM)/%.o,$(wildcard tests/cudasim/sim/*.cc))
+SIM_LIBS     := $(SIM)/libzt.a $(SIM)/libzs.a
+
+sim: $(SIM)/zerotrain $(SIM)/op-check $(SIM)/sim-test
+
+$(SIM)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(SIM_CFLAGS) -MMD -MP -c $< -o $@
+
+$(SIM)/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(SIM_CXX) $(SIM_CUFLAGS) -MMD -MP -c $< -o $@
+
+$(SIM)/%.o: %.cc
+	@mkdir -p $(dir $@)
+	$(SIM_CXX) $(SIM_CXXFLAGS) -MMD -MP -c $< -o $@
+
+$(SIM)/libzt.a: $(SIM_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(SIM)/libzs.a: $(SIM_LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(SIM)/zerotrain: $(SIM_CMD_OBJ) $(SIM_LIBS)
+	$(CC) $(SIM_CFLAGS) -o $@ $^ $(SIM_LDLIBS)
+
+$(SIM)/op-check: $(OP_CHECK_SRC) tests/tools/op_check/op_check.h $(SIM_LIBS)
+	$(CC) $(SIM_CFLAGS) -o $@ $(OP_CHECK_SRC) $(SIM_LIBS) $(SIM_LDLIBS)
+
+# The simulator's own tests (tests/cudasim/test_sim.sh runs its cases).
+SIM_TEST_OBJ := $(patsubst %.cu,$(SIM)/%.o,$(wildcard tests/cudasim/*.cu))
+$(SIM)/sim-test: $(SIM_TEST_OBJ) $(SIM)/libzs.a
+	$(SIM_CXX) $(SIM_CXXFLAGS) -o $@ $^ $(SIM_LDLIBS)
+
+-include $(ENGINE_OBJ:.o=.d) $(CMD_OBJ:.o=.d) $(SIM_OBJ:.o=.d) $(SIM_CMD_OBJ:.o=.d) \
+         $(SIM_LIB_OBJ:.o=.d) $(SIM_TEST_OBJ:.o=.d)
