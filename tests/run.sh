@@ -39,6 +39,9 @@ done
 for t in tests/mpi/test_*.sh; do
     run_one "mpi/$(basename "$t" .sh)" bash "$t"
 done
+for t in tests/cudasim/test_*.sh; do
+    run_one "cudasim/$(basename "$t" .sh)" bash "$t"
+done
 for t in tests/reference/test_*.py; do
     run_one "reference/$(basename "$t" .py)" "$ZT_PYTHON" "$t" --zerotrain ./zerotrain
 done

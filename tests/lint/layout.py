@@ -26,7 +26,7 @@ STAGE_CMP = re.compile(r"stage *(==|<|>|>=|<=|!=) *[0-3]")
 
 def sources():
     out = subprocess.check_output(["git", "ls-files"], cwd=ROOT, text=True).split()
-    return [f for f in out if re.search(r"\.(c|h|cu)$", f) and os.path.isfile(os.path.join(ROOT, f))]
+    return [f for f in out if re.search(r"\.(c|h|cu|cuh|cc)$", f) and os.path.isfile(os.path.join(ROOT, f))]
 
 
 def main():

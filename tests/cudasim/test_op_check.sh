@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The CUDA backend's ops (engine/cuda, compiled unchanged but for ZT_LAUNCH)
+# on the CUDA simulator against the CPU backend: build/sim/op-check --quick
+# runs every op of the backend contract in every dtype and every GEMM setting
+# (fp32, tf32, bf16, fp16) with op-check's stated tolerances (main.c), less
+# its largest shapes (4096^3 GEMMs take minutes on one core). Any op the
+# simulator reports (a race, a bad pointer, an illegal access) fails its case.
+set -eu
+cd "$(dirname "$0")/../.."
+source tests/env.sh
+bin=build/sim/op-check
+[ -x "$bin" ] || fail "$bin is not built (run make sim)"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+"$bin" --quick >"$tmp/out" 2>&1 || { cat "$tmp/out"; fail "op-check failed on the simulator"; }
+grep -q "zt-sim" "$tmp/out" && { cat "$tmp/out"; fail "the simulator reported an error"; }
+tail -n 1 "$tmp/out"
+for op in $("$bin" --list | awk '/^[a-z]/ {print $1}'); do
+    [ "$op" = "(every" ] && continue
+    grep -q "^$op" "$tmp/out" || fail "op-check printed no case of $op"
+done
+for set in fp32 tf32 bf16 fp16; do
+    grep -q "^gemm\[$set\]" "$tmp/out" && grep -q "^gemm_batched\[$set\]" "$tmp/out" ||
+        fail "no GEMM cases in the $set setting"
+done
+echo "op-check: every op and GEMM setting passes on the simulator"
