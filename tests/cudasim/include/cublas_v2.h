@@ -17,8 +17,8 @@
 
 #include <stdint.h>
 
-#include "cuda_runtime_api.h"
-#include "library_types.h"
+#include <cuda_runtime_api.h>
+#include <library_types.h>
 
 #ifdef __cplusplus
 extern "C" {

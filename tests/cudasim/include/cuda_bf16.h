@@ -11,7 +11,7 @@
 
 #include <stdint.h>
 
-#include "zs_device.h"
+#include <zs_device.h>
 
 struct __nv_bfloat16 {
     unsigned short __x;

@@ -12,7 +12,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "zs_device.h"
+#include <zs_device.h>
 
 struct __half {
     unsigned short __x;

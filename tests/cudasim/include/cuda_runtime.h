@@ -9,11 +9,11 @@
 #ifndef ZS_CUDA_RUNTIME_H
 #define ZS_CUDA_RUNTIME_H
 
-#include "cuda_runtime_api.h"
+#include <cuda_runtime_api.h>
 
 #ifdef __cplusplus
-#include "zs_device.h"
-#include "zs_launch.h"
+#include <zs_device.h>
+#include <zs_launch.h>
 
 template <class T> inline cudaError_t cudaMalloc(T **dev_ptr, size_t size)
 {

@@ -28,7 +28,7 @@
 
 #include <stddef.h>
 
-#include "cuda_runtime_api.h"
+#include <cuda_runtime_api.h>
 
 #ifdef __cplusplus
 extern "C" {

@@ -38,8 +38,8 @@
 #include <type_traits>
 #include <utility>
 
-#include "cuda_runtime_api.h"
-#include "zs_device.h"
+#include <cuda_runtime_api.h>
+#include <zs_device.h>
 
 enum zs_arg_kind { ZS_ARG_SCALAR, ZS_ARG_POINTER, ZS_ARG_CLASS };
 
