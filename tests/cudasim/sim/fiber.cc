@@ -345,8 +345,6 @@ bool run_block(block_run &r)
         fiber_thread &t = r.threads[(size_t)i];
         t.state = i < n ? T_NEW : T_DONE; /* lanes past the block are exited lanes */
         t.stack = NULL;
-        t.idx = uint3{(unsigned)i % blockDim.x, (unsigned)i / blockDim.x % blockDim.y,
-                      (unsigned)i / (blockDim.x * blockDim.y)};
     }
     for (int w = 0; w < nw; w++)
         r.warps[(size_t)w].gen = 0;
@@ -539,6 +537,9 @@ bool zs_run_grid(zs_kernel_job &job, dim3 grid, dim3 block, const char *name)
     r->warps.resize((size_t)(r->nthreads + 31) / 32);
     r->aborted = false;
     r->cur = NULL;
+    for (size_t i = 0; i < r->threads.size(); i++)
+        r->threads[i].idx = uint3{(unsigned)i % block.x, (unsigned)i / block.x % block.y,
+                                  (unsigned)i / (block.x * block.y)};
     blockDim = uint3{block.x, block.y, block.z};
     gridDim = uint3{grid.x, grid.y, grid.z};
     g_run = r;

@@ -88,7 +88,7 @@ void report_race(zs_exec *x, uint64_t other, uintptr_t a, bool write, bool other
 /* The slow half of a cell check: this op has not touched the cell yet. */
 void check_cell(zs_exec *x, shadow_cell *c, uintptr_t a, bool write)
 {
-    const uint64_t me = x->op->stamp;
+    const uint64_t me = x->stamp;
     const zs_vc &vc = x->op->vc;
     if (c->w && c->w != me && !happens_before(c->w, vc))
         report_race(x, c->w, a, write, true);
@@ -114,7 +114,7 @@ void check_cell(zs_exec *x, shadow_cell *c, uintptr_t a, bool write)
 void check_shadow(zs_exec *x, uintptr_t a, size_t n, bool write)
 {
     shadow_cell *c = cell_of(a), *last = cell_of(a + n - 1);
-    const uint64_t me = x->op->stamp;
+    const uint64_t me = x->stamp;
     for (; c <= last; c++) {
         if (write ? c->w == me : (c->r0 == me || c->r1 == me || c->w == me))
             continue;
@@ -150,21 +150,35 @@ void check_shadow(zs_exec *x, uintptr_t a, size_t n, bool write)
     zs_kernel_abort();
 }
 
-void bounds(zs_exec *x, uintptr_t a, size_t n, bool write)
+/* The bounds check past the most recent allocation: the other cached ones,
+ * then the table; a hit moves to the front. */
+void bounds_slow(zs_exec *x, uintptr_t a, size_t n, bool write)
 {
-    for (int i = 0; i < 4; i++)
-        if (a - x->cache_lo[i] < x->cache_len[i] && n <= x->cache_len[i] - (a - x->cache_lo[i]))
-            return;
     uintptr_t base;
     size_t size;
-    int dev;
-    if (!zs_find_alloc(a, &base, &size, &dev) || dev != x->device || a + n > base + size)
-        illegal_access(x, a, n, write);
-    unsigned i = x->cache_next++ % 4;
-    x->cache_lo[i] = base;
-    x->cache_len[i] = size;
+    int i = 1;
+    while (i < 4 && !(a - x->cache_lo[i] < x->cache_len[i] && n <= x->cache_len[i] - (a - x->cache_lo[i])))
+        i++;
+    if (i < 4) {
+        base = x->cache_lo[i];
+        size = x->cache_len[i];
+    } else {
+        int dev;
+        if (!zs_find_alloc(a, &base, &size, &dev) || dev != x->device || a + n > base + size)
+            illegal_access(x, a, n, write);
+        i = 3;
+    }
+    for (; i > 0; i--) {
+        x->cache_lo[i] = x->cache_lo[i - 1];
+        x->cache_len[i] = x->cache_len[i - 1];
+    }
+    x->cache_lo[0] = base;
+    x->cache_len[0] = size;
 }
 
+/* Every instrumented access. Outside the device window: one compare. In a
+ * kernel: bounds, then the shadow, whose common case (this op already
+ * touched the cell the same way) is decided here. */
 inline void access(const void *p, size_t n, bool write)
 {
     uintptr_t a = (uintptr_t)p;
@@ -175,9 +189,16 @@ inline void access(const void *p, size_t n, bool write)
         host_touch(a, n, write);
     if (!x->kernel)
         return;
-    bounds(x, a, n, write);
-    if (zs_cfg().racecheck && n)
-        check_shadow(x, a, n, write);
+    if (!(a - x->cache_lo[0] < x->cache_len[0] && n <= x->cache_len[0] - (a - x->cache_lo[0])))
+        bounds_slow(x, a, n, write);
+    if (!x->race || n == 0)
+        return;
+    if (((a ^ (a + n - 1)) >> kGranuleShift) == 0) {
+        const shadow_cell *c = cell_of(a);
+        if (write ? c->w == x->stamp : (c->w == x->stamp || c->r0 == x->stamp || c->r1 == x->stamp))
+            return;
+    }
+    check_shadow(x, a, n, write);
 }
 
 } // namespace
@@ -209,8 +230,10 @@ void zs_exec_begin(zs_exec *x, const zs_op *op, bool kernel)
 {
     memset(x, 0, sizeof *x);
     x->op = op;
+    x->stamp = op->stamp;
     x->device = op->device;
     x->kernel = kernel;
+    x->race = zs_cfg().racecheck;
     t_exec = x;
 }
 
@@ -221,7 +244,7 @@ zs_exec *zs_exec_current() { return t_exec; }
 void zs_race_range(const void *p, size_t n, bool write)
 {
     zs_exec *x = t_exec;
-    if (!zs_cfg().racecheck || !x || n == 0)
+    if (!x || !x->race || n == 0)
         return;
     check_shadow(x, (uintptr_t)p, n, write);
 }

@@ -187,14 +187,16 @@ std::string zs_op_history(uint32_t stream, uint64_t seq);
 /* What the device thread is running, read by the access hooks. */
 typedef struct {
     const zs_op *op;
+    uint64_t stamp;    /* op->stamp, read on every access */
     int device;
     bool kernel;       /* accesses come from instrumented kernel code */
+    bool race;         /* ZT_SIM_RACECHECK */
     bool reported;     /* a race of this op was reported already */
     bool faulted;      /* an access failed: the kernel stops */
-    /* Allocations this op touched lately (base, size), for the bounds check. */
+    /* Allocations this op touched lately (base, size), most recent first,
+     * for the bounds check. */
     uintptr_t cache_lo[4];
     size_t cache_len[4];
-    unsigned cache_next;
 } zs_exec;
 
 void zs_exec_begin(zs_exec *x, const zs_op *op, bool kernel);
