@@ -196,7 +196,7 @@ clean:
 	rm -rf $(BUILD) zerotrain
 
 # ---- make sim: the CUDA backend (engine/cuda) and the NCCL comm built against
-# the CPU simulator of tests/cudasim (README: "The CUDA simulator"): no GPU, no
+# the CPU simulator of tests/cudasim (docs/simulator.md): no GPU, no
 # CUDA toolkit. Everything else is the same source, compiled apart in
 # $(SIM). The .cu files are host C++17: FP contraction off (their
 # __fmul_rn/__fadd_rn must round like CUDA's), #pragma unroll is nvcc's, GCC
