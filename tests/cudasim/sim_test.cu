@@ -433,10 +433,12 @@ int main(int argc, char **argv)
         rc = st_nccl();
     else if (!strcmp(c, "nccl-hang"))
         rc = st_nccl_hang();
+    else if (!strcmp(c, "nccl-dup"))
+        rc = st_nccl_dup();
     else {
         fprintf(stderr, "usage: sim-test limits | pointer plain|pinned|functor|freed|ok | shared "
                         "| events | race raw|war|waw|copy | illegal | warp exited|divergent | "
-                        "memory | uuid | cublas | nccl | nccl-hang\n");
+                        "memory | uuid | cublas | nccl | nccl-hang | nccl-dup\n");
         return 2;
     }
     printf("%s %s: %s\n", c, arg, rc ? "FAIL" : "ok");

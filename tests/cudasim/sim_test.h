@@ -41,5 +41,6 @@ extern int st_failed;
 int st_cublas(void);
 int st_nccl(void);
 int st_nccl_hang(void);
+int st_nccl_dup(void);
 
 #endif

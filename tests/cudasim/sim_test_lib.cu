@@ -315,3 +315,21 @@ int st_nccl_hang(void)
     MPI_Finalize();
     return st_failed;
 }
+
+/* Two ranks on one GPU (ZT_SIM_DEVICES=1): NCCL refuses the communicator. */
+int st_nccl_dup(void)
+{
+    int rank, size;
+    start_mpi(&rank, &size);
+    ncclUniqueId id;
+    if (rank == 0)
+        ST_CHECK(ncclGetUniqueId(&id) == ncclSuccess, "ncclGetUniqueId");
+    MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+    ncclComm_t c = NULL;
+    ncclResult_t rc = ncclCommInitRank(&c, size, id, rank);
+    ST_CHECK(rc == ncclInvalidUsage && !c, "ncclCommInitRank on a shared GPU: %s",
+             ncclGetErrorString(rc));
+    printf("rank %d: %s\n", rank, ncclGetLastError(NULL));
+    MPI_Finalize();
+    return st_failed;
+}

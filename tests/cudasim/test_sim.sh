@@ -6,9 +6,10 @@
 # missing stream wait (read-after-write, write-after-read, write-after-write,
 # a copy) reported as a race on every one of several seeds, whichever stream
 # the device thread happened to run first; illegal addresses and warp misuse;
-# copies and memory; device UUIDs per node and ordinal; cuBLAS; NCCL
-# collectives at np 2 and collectives issued in different orders on two
-# communicators, reported instead of hanging.
+# copies and memory; device UUIDs per node and ordinal, and the visible list;
+# cuBLAS; NCCL collectives at np 2, collectives issued in different orders on
+# two communicators, reported instead of hanging, and two ranks on one GPU
+# refused as NCCL does.
 set -eu
 cd "$(dirname "$0")/../.."
 source tests/env.sh
@@ -94,6 +95,12 @@ d0=$(uuid 0 OMPI_COMM_WORLD_RANK=0 ZT_RANKS_PER_NODE=1)
 [ "$a0" != "$a1" ] || fail "ordinals 0 and 1 share a UUID"
 [ "$a0" = "$b0" ] || fail "ranks of one node see different UUIDs for ordinal 0"
 [ "$c0" != "$d0" ] || fail "ZT_RANKS_PER_NODE=1: two nodes share a UUID"
+# ZT_SIM_VISIBLE_DEVICES (the node's CUDA_VISIBLE_DEVICES): visible ordinal 0
+# is the node's GPU 1, and a bad entry ends the list.
+[ "$(uuid 0 OMPI_COMM_WORLD_RANK=0 ZT_SIM_DEVICES=2 ZT_SIM_VISIBLE_DEVICES=1,0)" = "$a1" ] ||
+    fail "ZT_SIM_VISIBLE_DEVICES=1,0: ordinal 0 is not the node's GPU 1"
+args=uuid case_is 0 "^uuid 0 $a1" -- ZT_SIM_DEVICES=2 ZT_SIM_VISIBLE_DEVICES=1,x OMPI_COMM_WORLD_RANK=0
+! grep -q "^uuid 1" "$tmp/out" || fail "ZT_SIM_VISIBLE_DEVICES=1,x shows two GPUs"
 echo "ok: UUIDs per ordinal and node"
 
 mpi=($ZT_MPIRUN -np 2 -x ZT_SIM_DEVICES=2)
@@ -107,4 +114,6 @@ args=nccl-hang case_is 0 \
     "communicator 'comm 0.0' \(rank 1 of 2\): ncclBroadcast #1 .*queued" \
     "rank 0: async error: unhandled system error" -- "${mpi[@]}" -x ZT_SIM_NCCL_TIMEOUT=2
 [ $((SECONDS - t0)) -lt 30 ] || fail "the hang took $((SECONDS - t0)) s to be reported"
+args=nccl-dup case_is 0 "rank 1: Duplicate GPU detected : rank 1 and rank 0 both on CUDA device" \
+    -- $ZT_MPIRUN -np 2 -x ZT_SIM_DEVICES=1
 echo "cudasim: all simulator checks passed"

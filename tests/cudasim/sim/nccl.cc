@@ -13,6 +13,9 @@
  * device thread) and one for split and destroy (the host), since MPI forbids
  * two threads' collectives on one communicator at once.
  *
+ * Like NCCL, init fails (ncclInvalidUsage, "Duplicate GPU detected") when two
+ * ranks are on one GPU, told by the devices' UUIDs.
+ *
  * Memory: a communicator is freed by ncclCommDestroy (which first waits for
  * its queued collectives) or ncclCommAbort (which does not; MPI
  * communicators with a collective still pending are then left to the
@@ -242,6 +245,20 @@ extern "C" ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqu
     MPI_Group_free(&wg);
     if (mrc != MPI_SUCCESS || mpi == MPI_COMM_NULL)
         return fail(ncclSystemError, "ncclCommInitRank: MPI_Comm_create_group failed");
+    /* NCCL refuses two ranks of one communicator on one GPU. */
+    cudaDeviceProp prop;
+    cudaGetDeviceProperties(&prop, zs_current_device());
+    std::vector<cudaUUID_t> uuids((size_t)nranks);
+    MPI_Allgather(&prop.uuid, (int)sizeof prop.uuid, MPI_BYTE, uuids.data(),
+                  (int)sizeof prop.uuid, MPI_BYTE, mpi);
+    for (int r = 0; r < nranks; r++)
+        if (r != rank && memcmp(&uuids[(size_t)r], &prop.uuid, sizeof prop.uuid) == 0) {
+            MPI_Comm_free(&mpi);
+            return fail(ncclInvalidUsage,
+                        zs_format("Duplicate GPU detected : rank %d and rank %d both on CUDA "
+                                  "device %x000",
+                                  rank, r, prop.pciBusID));
+        }
     *comm = make_comm(mpi, zs_current_device(),
                       zs_format("comm %d.%llu", id.creator, (unsigned long long)id.counter));
     return ncclSuccess;

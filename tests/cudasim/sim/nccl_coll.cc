@@ -27,6 +27,11 @@
  * collectives fail at once without touching MPI, where they could meet a
  * peer's abandoned one), so nothing waits forever.
  *
+ * ZT_SIM_NCCL_STALL=R:N makes world rank R's N-th collective start and then
+ * never call MPI, as a peer stuck inside NCCL: its peers wait, and a
+ * watchdog of the code under test must end the job (the hang detector above
+ * fires only after ZT_SIM_NCCL_TIMEOUT).
+ *
  * Memory: a collective's staging buffers live until it completes.
  * Thread safety: the API is called by host threads; start and poll run on the
  * device thread.
@@ -128,6 +133,10 @@ public:
             return finish();
         t0 = zs_now();
         note_started();
+        if (stalls()) {
+            stalled = true;
+            return false;
+        }
         const size_t es = type_size(type), n = comm->nranks, me = comm->rank;
         const size_t in_bytes = (kind == REDUCE_SCATTER ? count * n : count) * es;
         const size_t out_bytes = (kind == ALL_GATHER ? count * n : count) * es;
@@ -180,6 +189,8 @@ public:
 
     bool poll() override
     {
+        if (stalled) /* never joins its peers, until the communicator breaks */
+            return comm->broken ? finish() : false;
         int done = 0;
         if (MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
             return fail_comm(ncclSystemError, zs_format("%s: MPI failed", what.c_str()));
@@ -206,11 +217,25 @@ public:
 
 private:
     MPI_Request req = MPI_REQUEST_NULL;
+    bool stalled = false;
     int phase = 0;
     double t0 = 0;
     size_t mine = 0;
     std::vector<unsigned char> staged, gathered, reduced;
     std::vector<int> counts, displs, rcounts, rdispls;
+
+    /* ZT_SIM_NCCL_STALL: this process's collectives are counted as they
+     * start, on the device thread. */
+    static bool stalls()
+    {
+        static uint64_t started = 0;
+        static int world = -2;
+        if (zs_cfg().stall_rank < 0)
+            return false;
+        if (world == -2)
+            MPI_Comm_rank(MPI_COMM_WORLD, &world);
+        return ++started == zs_cfg().stall_n && world == zs_cfg().stall_rank;
+    }
 
     void note_started()
     {

@@ -62,6 +62,44 @@ zs_config load_config()
     c.nccl_timeout_s = (double)env_uint("ZT_SIM_NCCL_TIMEOUT", 120, 1, 86400,
                                         "seconds a collective waits for its peers, 1 to 86400");
     c.abort_on_error = env_uint("ZT_SIM_ABORT", 0, 0, 1, "1 (abort at the first error) or 0");
+    for (int i = 0; i < ZS_MAX_DEVICES; i++)
+        c.physical[i] = i;
+    /* ZT_SIM_VISIBLE_DEVICES is the simulated node's CUDA_VISIBLE_DEVICES
+     * (the real variable is left to the real GPUs of the machine running the
+     * tests), with CUDA's rule: the listed ordinals in order, up to the first
+     * entry that is not one (UUIDs and MIG names are not simulated); unset:
+     * all. */
+    const char *vis = getenv("ZT_SIM_VISIBLE_DEVICES");
+    if (vis) {
+        int n = 0;
+        const char *p = vis;
+        while (*p && n < c.devices) {
+            char *end = NULL;
+            long k = strtol(p, &end, 10);
+            if (end == p || k < 0 || k >= c.devices || (*end && *end != ','))
+                break;
+            bool dup = false;
+            for (int i = 0; i < n; i++)
+                dup = dup || c.physical[i] == (int)k;
+            if (dup)
+                break;
+            c.physical[n++] = (int)k;
+            p = *end ? end + 1 : end;
+        }
+        c.devices = n;
+    }
+    c.stall_rank = -1;
+    c.stall_n = 0;
+    if (const char *st = getenv("ZT_SIM_NCCL_STALL"); st && *st) {
+        int r = -1;
+        unsigned long long n = 0;
+        char extra = 0;
+        if (sscanf(st, "%d:%llu%c", &r, &n, &extra) != 2 || r < 0 || n < 1)
+            bad_setting("ZT_SIM_NCCL_STALL", st,
+                        "RANK:N, the world rank whose N-th collective (from 1) stalls");
+        c.stall_rank = r;
+        c.stall_n = n;
+    }
     return c;
 }
 
@@ -291,7 +329,7 @@ extern "C" cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int 
         return zs_fail(zs_cfg().devices ? cudaErrorInvalidDevice : cudaErrorNoDevice);
     memset(prop, 0, sizeof *prop);
     snprintf(prop->name, sizeof prop->name, "NVIDIA H100 80GB HBM3 (zerotrain simulator)");
-    device_uuid(device, &prop->uuid);
+    device_uuid(zs_cfg().physical[device], &prop->uuid);
     prop->totalGlobalMem = zs_cfg().device_bytes;
     prop->sharedMemPerBlock = kSharedPerBlock;
     prop->regsPerBlock = 65536;
@@ -311,7 +349,7 @@ extern "C" cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int 
     prop->maxThreadsPerMultiProcessor = 2048;
     prop->sharedMemPerMultiprocessor = 228 * 1024;
     prop->sharedMemPerBlockOptin = kSharedOptin;
-    prop->pciBusID = 0x18 + device;
+    prop->pciBusID = 0x18 + zs_cfg().physical[device];
     prop->unifiedAddressing = 1;
     prop->memoryBusWidth = 5120;
     return cudaSuccess;

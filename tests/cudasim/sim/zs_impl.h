@@ -46,12 +46,18 @@
 /* ---- settings and messages (runtime.cc) ---- */
 
 typedef struct {
-    int devices;           /* ZT_SIM_DEVICES, default 1 */
+    int devices;           /* visible GPUs: ZT_SIM_DEVICES (default 1), cut by ZT_SIM_VISIBLE_DEVICES */
+    int physical[ZS_MAX_DEVICES]; /* visible ordinal -> the node's GPU (its UUID and bus id) */
     size_t device_bytes;   /* ZT_SIM_DEVICE_MEMORY_MB, default 80 GiB */
     uint64_t seed;         /* ZT_SIM_SEED: the device thread's picks, default 1 */
     bool racecheck;        /* ZT_SIM_RACECHECK, default 1 */
     double nccl_timeout_s; /* ZT_SIM_NCCL_TIMEOUT, default 120 s */
     bool abort_on_error;   /* ZT_SIM_ABORT: abort() at the first reported error */
+    /* ZT_SIM_NCCL_STALL=R:N: on world rank R the N-th collective (1-based,
+     * counted over all communicators) starts and never progresses, as a
+     * stuck peer; stall_rank -1 when unset. */
+    int stall_rank;
+    uint64_t stall_n;
 } zs_config;
 
 const zs_config &zs_cfg();
