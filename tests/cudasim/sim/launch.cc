@@ -25,6 +25,8 @@
 
 #include <set>
 
+#include <time.h>
+
 namespace {
 
 class kernel_op final : public zs_op {
@@ -35,6 +37,11 @@ public:
 
     bool start() override
     {
+        if (zs_cfg().kernel_delay_us) {
+            const uint64_t us = zs_cfg().kernel_delay_us;
+            struct timespec ts = {(time_t)(us / 1000000), (long)(us % 1000000) * 1000};
+            nanosleep(&ts, NULL);
+        }
         zs_exec *x = zs_exec_current();
         x->kernel = true;
         zs_run_grid(*job, grid, block, name);

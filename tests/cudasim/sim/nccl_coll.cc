@@ -42,10 +42,14 @@
 #include <cuda_fp16.h>
 
 #include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <math.h>
 #include <string.h>
 
 namespace {
+
+double g_longest_queued; /* ZT_SIM_STATS */
 
 enum coll_kind { ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER, BROADCAST };
 
@@ -115,6 +119,7 @@ public:
     ncclRedOp_t red;
     int root;
     uint64_t issue;
+    double issued_at; /* zs_now() at the host's call */
 
     bool is_collective() const override { return true; }
 
@@ -132,6 +137,7 @@ public:
         if (comm->broken)
             return finish();
         t0 = zs_now();
+        note_queued(t0 - issued_at);
         note_started();
         if (stalls()) {
             stalled = true;
@@ -235,6 +241,27 @@ private:
         if (world == -2)
             MPI_Comm_rank(MPI_COMM_WORLD, &world);
         return ++started == zs_cfg().stall_n && world == zs_cfg().stall_rank;
+    }
+
+    /* ZT_SIM_STATS: the longest a collective waited from its call to its
+     * start, printed at exit. */
+    static void note_queued(double waited)
+    {
+        static std::atomic<bool> hooked{false};
+        static double longest = 0;
+        static std::mutex lock;
+        if (!zs_cfg().stats)
+            return;
+        std::lock_guard<std::mutex> l(lock);
+        if (waited > longest)
+            longest = waited;
+        g_longest_queued = longest;
+        if (!hooked.exchange(true))
+            atexit([] {
+                fprintf(stderr, "zt-sim: stats: a collective waited up to %.3f s from its call "
+                                "to its start on the device\n",
+                        g_longest_queued);
+            });
     }
 
     void note_started()
@@ -366,6 +393,7 @@ ncclResult_t issue(coll_kind kind, const void *send, void *recv, size_t count,
     op->red = red;
     op->root = root;
     op->issue = ++comm->issued;
+    op->issued_at = zs_now();
     op->what = zs_format("%s #%llu (%zu x %s%s)", call, (unsigned long long)op->issue, count,
                          type_name(type),
                          kind == ALL_GATHER || kind == BROADCAST ? ""

@@ -58,6 +58,12 @@ typedef struct {
      * stuck peer; stall_rank -1 when unset. */
     int stall_rank;
     uint64_t stall_n;
+    /* ZT_SIM_KERNEL_DELAY_US: every kernel first sleeps this long, a device
+     * far slower than its host (default 0). */
+    uint64_t kernel_delay_us;
+    /* ZT_SIM_STATS=1: at exit, a "zt-sim: stats:" line on stderr (the
+     * longest a collective was queued behind its stream's earlier work). */
+    bool stats;
 } zs_config;
 
 const zs_config &zs_cfg();
