@@ -81,7 +81,7 @@ args="warp divergent" case_is 0 "48 threads wait at __syncthreads, 16 in a warp 
 args=memory case_is 0 "memory : ok" "the ranges overlap" "freed twice" -- ZT_SIM_DEVICE_MEMORY_MB=256
 args=cublas case_is 0 "cublas : ok" "cublasGemmEx: A of batch entry 0 .* is not a range of device 0's memory" -- X=1
 args=limits case_is 2 "ZT_SIM_DEVICES=many" -- ZT_SIM_DEVICES=many
-args=limits case_is 2 "ZT_SIM_NCCL_STALL=1: RANK:N" -- ZT_SIM_NCCL_STALL=1:
+args=limits case_is 2 "ZT_SIM_NCCL_STALL=1:0: RANK:N" -- ZT_SIM_NCCL_STALL=1:0
 
 # UUIDs: one per ordinal; the same for ranks of one node, another per node.
 uuid() { # ORDINAL ENV...: that device's UUID
