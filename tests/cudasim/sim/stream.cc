@@ -33,8 +33,10 @@
 #include "tests/cudasim/sim/zs_impl.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 
+#include <atomic>
 #include <thread>
 
 struct zs_stream {
@@ -77,6 +79,9 @@ struct sched {
     uint32_t legacy[ZS_MAX_DEVICES];
     uint64_t rng;
     bool started = false;
+    /* ZT_SIM_STATS: the real choices made (more than one stream ready) and a
+     * hash of what was picked, printed at exit, to tell seeds' orders apart. */
+    std::atomic<uint64_t> choices{0}, order{0};
 };
 
 sched *g_sched;
@@ -88,6 +93,12 @@ sched &S()
     std::call_once(once, [] {
         g_sched = new sched();
         g_sched->rng = zs_cfg().seed ^ 0x2545f4914f6cdd1dull;
+        if (zs_cfg().stats)
+            atexit([] {
+                fprintf(stderr, "zt-sim: stats: device thread order %016llx over %llu choices\n",
+                        (unsigned long long)g_sched->order.load(),
+                        (unsigned long long)g_sched->choices.load());
+            });
         for (int d = 0; d < zs_cfg().devices; d++) {
             zs_stream *s = new zs_stream();
             s->index = (uint32_t)g_sched->streams.size();
@@ -137,7 +148,17 @@ zs_stream *pick(sched &g)
                 ready[j] = s;
         }
     }
-    return n ? ready[next_random(g.rng) % n] : NULL;
+    if (n == 0)
+        return NULL;
+    zs_stream *s = ready[next_random(g.rng) % n];
+    if (n > 1 && zs_cfg().stats) {
+        uint64_t h = g.order.load(std::memory_order_relaxed);
+        uint64_t x = h ^ ((uint64_t)s->index << 32 ^ s->queue.front()->seq);
+        h = next_random(x);
+        g.order.store(h, std::memory_order_relaxed);
+        g.choices.fetch_add(1, std::memory_order_relaxed);
+    }
+    return s;
 }
 
 void complete(sched &g, zs_stream *s, const zs_op &op)
