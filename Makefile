@@ -74,7 +74,8 @@ UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 TOOLS      := $(BUILD)/tests/comm-check $(if $(NVCC),$(BUILD)/tests/op-check)
 
-.PHONY: all deps test unit-test run clean toolkit bench bench-check sanitize sanitize-build fuzz fuzz-build sim
+.PHONY: all deps test unit-test run clean toolkit bench bench-check sanitize sanitize-build fuzz fuzz-build sim \
+        sim-sanitize
 all: toolkit $(BIN)
 
 toolkit:
@@ -212,12 +213,13 @@ SIM_CXX      ?= mpicxx
 SIM_DEFS     := -DZT_HAVE_CUDA -DZT_HAVE_NCCL -DZT_CUDASIM -Itests/cudasim/include \
                 $(if $(OPENBLAS_DIR),-I$(subst /lib/,/include/,$(OPENBLAS_DIR))) \
                 -DZT_VERSION=\"$(VERSION)\"
-SIM_CFLAGS   := $(CSTD) $(WARN) $(OPT) -g -fopenmp -iquote . $(SIM_DEFS)
-SIM_CXXFLAGS := -std=c++17 $(WARN) $(OPT) -g -ffp-contract=off -iquote . $(SIM_DEFS)
+# SIM_HOOKS: the kernels' access hooks; SIM_SAN: sanitizers (make sim-sanitize).
+SIM_HOOKS    ?= -fsanitize=thread --param tsan-instrument-func-entry-exit=0
+SIM_SAN      ?=
+SIM_CFLAGS   := $(CSTD) $(WARN) $(OPT) -g -fopenmp -iquote . $(SIM_DEFS) $(SIM_SAN)
+SIM_CXXFLAGS := -std=c++17 $(WARN) $(OPT) -g -ffp-contract=off -iquote . $(SIM_DEFS) $(SIM_SAN)
 SIM_CUFLAGS  := -x c++ $(SIM_CXXFLAGS) -Wno-unknown-pragmas -Wno-unused-but-set-variable \
-                -Wno-maybe-uninitialized \
-                -fsanitize=thread \
-                --param tsan-instrument-func-entry-exit=0
+                -Wno-maybe-uninitialized $(SIM_HOOKS)
 comma        := ,
 SIM_LDLIBS   := $(if $(OPENBLAS_DIR),-L$(OPENBLAS_DIR) -Wl$(comma)-rpath$(comma)$(OPENBLAS_DIR)) \
                 -ljansson -lopenblas -lm -lstdc++
@@ -255,6 +257,17 @@ $(SIM)/zerotrain: $(SIM_CMD_OBJ) $(SIM_LIBS)
 
 $(SIM)/op-check: $(OP_CHECK_SRC) tests/tools/op_check/op_check.h $(SIM_LIBS)
 	$(CC) $(SIM_CFLAGS) -o $@ $(OP_CHECK_SRC) $(SIM_LIBS) $(SIM_LDLIBS)
+
+# make sim-sanitize: the simulator build with ASan + UBSan in build/sim-asan
+# (kernels included), then tests/cudasim/asan.sh runs op-check and training
+# on it. GCC cannot combine ASan with the ThreadSanitizer instrumentation the
+# race checker's access hooks come from, so this build has no hooks: ASan
+# checks the kernels' host-memory accesses (shared memory, locals, argument
+# copies) and the simulator itself, the normal sim build the device memory.
+sim-sanitize:
+	@$(MAKE) --no-print-directory SIM=build/sim-asan SIM_HOOKS= OPT="$(SAN_OPT)" \
+	    SIM_SAN="$(ASAN_FLAGS)" build/sim-asan/zerotrain build/sim-asan/op-check
+	@bash tests/cudasim/asan.sh
 
 # The simulator's own tests (tests/cudasim/test_sim.sh runs its cases).
 SIM_TEST_OBJ := $(patsubst %.cu,$(SIM)/%.o,$(wildcard tests/cudasim/*.cu))

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test: the source-tree rules (tests/lint), cmocka unit tests,
-# multi-rank MPI tests, PyTorch reference tests, then the sanitizer stage
-# (`make sanitize`) and short fuzz runs (`make fuzz`, ZT_FUZZ_SECONDS per
+# multi-rank MPI tests, the CUDA simulator's tests (tests/cudasim/test_*.sh on
+# `make sim`'s build), PyTorch reference tests, then the sanitizer stages
+# (`make sanitize`, `make sim-sanitize`) and short fuzz runs (`make fuzz`, ZT_FUZZ_SECONDS per
 # harness, default 45), each in its own build dir. Each is one executable or
 # script; its exit status decides. Prints a final "N passed, N failed" line
 # and exits non-zero on any failure.
@@ -48,6 +49,7 @@ done
 # Their own builds, with both cores (MAKEFLAGS cleared: `make test`'s job
 # server does not reach this script).
 run_one "sanitize" env MAKEFLAGS= make --no-print-directory -j"$(nproc)" sanitize
+run_one "cudasim/asan" env MAKEFLAGS= make --no-print-directory -j"$(nproc)" sim-sanitize
 run_one "fuzz" env MAKEFLAGS= make --no-print-directory -j"$(nproc)" fuzz \
     FUZZ_SECONDS="${ZT_FUZZ_SECONDS:-45}"
 

@@ -120,6 +120,22 @@ zs_fiber_trampoline:
 #include <ucontext.h>
 #endif
 
+/* Under AddressSanitizer (make sim-sanitize) every switch is announced, so
+ * that ASan knows which stack is current, and a stack's shadow is cleared
+ * when it is recycled (an aborted thread leaves its frames' redzones
+ * poisoned). */
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#define ZS_ASAN_SWITCH(save, bottom, size) __sanitizer_start_switch_fiber(save, bottom, size)
+#define ZS_ASAN_SWITCHED(fake, bottom, size) __sanitizer_finish_switch_fiber(fake, bottom, size)
+#define ZS_ASAN_CLEAR(p, n) __asan_unpoison_memory_region(p, n)
+#else
+#define ZS_ASAN_SWITCH(save, bottom, size) ((void)0)
+#define ZS_ASAN_SWITCHED(fake, bottom, size) ((void)0)
+#define ZS_ASAN_CLEAR(p, n) ((void)0)
+#endif
+
 namespace {
 
 const size_t kStackBytes = 128 * 1024;
@@ -133,6 +149,7 @@ struct fiber_thread {
     ucontext_t uc;
 #endif
     char *stack;
+    void *asan_fake; /* ASan's fake stack while switched away */
     uint3 idx;
     thread_state state;
     unsigned wait_mask;
@@ -152,6 +169,10 @@ struct block_run {
     int nthreads;
     fiber_thread *cur;
     bool aborted;
+    /* The device thread's stack, for ASan's switch announcements. */
+    const void *sched_bottom;
+    size_t sched_size;
+    void *sched_fake;
 #ifdef ZS_FIBER_ASM
     void *sched_sp;
 #else
@@ -191,6 +212,7 @@ char *take_stack()
 
 void give_stack(char *s)
 {
+    ZS_ASAN_CLEAR(s, kStackBytes);
     if (!g_spare)
         g_spare = s;
     else
@@ -202,9 +224,11 @@ void give_stack(char *s)
 extern "C" [[noreturn]] void zs_fiber_main(void *arg)
 {
     block_run *r = static_cast<block_run *>(arg);
+    ZS_ASAN_SWITCHED(NULL, &r->sched_bottom, &r->sched_size);
     r->job->run_thread();
     fiber_thread *t = r->cur;
     t->state = T_DONE;
+    ZS_ASAN_SWITCH(NULL, r->sched_bottom, r->sched_size); /* this fiber ends */
 #ifdef ZS_FIBER_ASM
     zs_fiber_switch(&t->sp, r->sched_sp);
 #else
@@ -257,11 +281,13 @@ void resume(block_run &r, fiber_thread &t)
     t.state = T_READY;
     threadIdx = t.idx;
     r.cur = &t;
+    ZS_ASAN_SWITCH(&r.sched_fake, t.stack, kStackBytes);
 #ifdef ZS_FIBER_ASM
     zs_fiber_switch(&r.sched_sp, t.sp);
 #else
     swapcontext(&r.sched_uc, &t.uc);
 #endif
+    ZS_ASAN_SWITCHED(r.sched_fake, NULL, NULL);
     if (t.state == T_DONE && t.stack) {
         give_stack(t.stack);
         t.stack = NULL;
@@ -271,11 +297,13 @@ void resume(block_run &r, fiber_thread &t)
 /* Back to the block scheduler from a thread; returns when it is resumed. */
 void park(fiber_thread *t)
 {
+    ZS_ASAN_SWITCH(&t->asan_fake, g_run->sched_bottom, g_run->sched_size);
 #ifdef ZS_FIBER_ASM
     zs_fiber_switch(&t->sp, g_run->sched_sp);
 #else
     swapcontext(&t->uc, &g_run->sched_uc);
 #endif
+    ZS_ASAN_SWITCHED(t->asan_fake, &g_run->sched_bottom, &g_run->sched_size);
 }
 
 /* A misuse found by the scheduler: the kernel fails. */

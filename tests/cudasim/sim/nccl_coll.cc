@@ -95,6 +95,8 @@ void reduce(unsigned char *dst, const unsigned char *in, size_t n, int nranks, n
             ncclRedOp_t op)
 {
     const size_t es = type_size(t);
+    if (n == 0) /* a rank with no slice; its buffers may be empty vectors' nulls */
+        return;
     memcpy(dst, in, n * es);
     for (int r = 1; r < nranks; r++) {
         const unsigned char *src = in + (size_t)r * n * es;

@@ -347,10 +347,25 @@ void zs_vc_join(zs_vc &into, const zs_vc &from)
 
 std::unique_lock<std::mutex> zs_sched_lock() { return std::unique_lock<std::mutex>(S().lock); }
 
+/* A host thread's observations, freed when the thread ends (a watchdog
+ * thread that queries events is joined long before the process exits). The
+ * pointer itself is trivially destructible, so a call after the free (a
+ * destructor at exit) makes a new one instead of touching a dead object. */
+struct host_vc_free {
+    ~host_vc_free()
+    {
+        delete t_host_vc;
+        t_host_vc = NULL;
+    }
+};
+
 zs_vc &zs_host_vc()
 {
-    if (!t_host_vc)
-        t_host_vc = new zs_vc(); /* a host thread's observations: kept for the process */
+    if (!t_host_vc) {
+        static thread_local host_vc_free at_exit;
+        (void)at_exit;
+        t_host_vc = new zs_vc();
+    }
     return *t_host_vc;
 }
 
