@@ -2,8 +2,8 @@
 # Runs every test: the source-tree rules (tests/lint), cmocka unit tests,
 # multi-rank MPI tests, the CUDA simulator's tests (tests/cudasim/test_*.sh on
 # `make sim`'s build), PyTorch reference tests, then the sanitizer stages
-# (`make sanitize`, `make sim-sanitize`) and short fuzz runs (`make fuzz`, ZT_FUZZ_SECONDS per
-# harness, default 45), each in its own build dir. Each is one executable or
+# (`make sanitize`, `make sim-sanitize`) and short fuzz runs (`make fuzz`,
+# ZT_FUZZ_SECONDS per harness, default 45), each in its own build dir. Each is one executable or
 # script; its exit status decides. Prints a final "N passed, N failed" line
 # and exits non-zero on any failure.
 set -u
