@@ -17,6 +17,11 @@
 #    through the visible-devices list (ZT_SIM_VISIBLE_DEVICES, as Slurm's
 #    --gpus-per-task sets CUDA_VISIBLE_DEVICES) sees one GPU each and gets
 #    NCCL; two simulated nodes of one GPU each (ZT_RANKS_PER_NODE=1) too.
+#  - Device memory headroom (engine/train/memcheck.c through cudaMemGetInfo):
+#    the MLP's 0.03 GiB plan and the 0.5 GiB margin fit a 560 MiB GPU at
+#    np 1, and not a 520 MiB one, nor 560 MiB shared by 2 ranks (the plans
+#    are summed over the ranks sharing it), each refused with the planner's
+#    breakdown.
 set -eu
 cd "$(dirname "$0")/../.."
 export ZT_SIM=1
@@ -91,4 +96,13 @@ expect 0 "device cuda, comm nccl" -- \
     $ZT_MPIRUN -np 2 -x ZT_SIM_DEVICES=2 "$tmp/own-gpu.sh" "$ZT_BIN" "${m[@]}" --device cuda --comm auto
 expect 0 "2 rank(s) on 2 node(s), device cuda, comm nccl" -- \
     $ZT_MPIRUN -np 2 -x ZT_SIM_DEVICES=1 -x ZT_RANKS_PER_NODE=1 "$ZT_BIN" "${m[@]}" --device cuda --comm nccl
-echo "cudasim: hpZ and MiCS on split NCCL communicators match the CPU; GPU sharing told by UUIDs"
+
+# ---- device memory headroom
+expect 0 "device cuda, comm nccl" -- env ZT_SIM_DEVICES=1 ZT_SIM_DEVICE_MEMORY_MB=560 \
+    "$ZT_BIN" "${m[@]}" --device cuda --comm nccl
+expect 1 "error: not enough device memory: this rank plans 0.03 GiB (PARAMS" -- \
+    env ZT_SIM_DEVICES=1 ZT_SIM_DEVICE_MEMORY_MB=520 "$ZT_BIN" "${m[@]}" --device cuda --comm nccl
+grep -q "+ 0.50 GiB outside the arenas" "$tmp/out" || { cat "$tmp/out"; fail "no margin in the message"; }
+expect 1 "the 2 ranks of this host on device [0-9a-f]* need 1.06 GiB" -- \
+    $ZT_MPIRUN -np 2 -x ZT_SIM_DEVICES=1 -x ZT_SIM_DEVICE_MEMORY_MB=560 "$ZT_BIN" "${m[@]}" --device cuda --comm auto
+echo "cudasim: hpZ and MiCS on split NCCL communicators match the CPU; GPU sharing told by UUIDs; memory headroom checked"
