@@ -11,8 +11,8 @@ export ZT_PYTHON=${ZT_PYTHON:-/usr/bin/python3}
 export ZT_SHARED=${ZT_SHARED:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/shared}
 ZT_MPIRUN="mpirun --oversubscribe --bind-to none"
 # The binary a multi-rank test runs and the device flags it adds. ZT_SIM=1
-# points them at the CUDA simulator's build (make sim; README "The CUDA
-# simulator"): the CUDA backend and NCCL on simulated GPUs, one per local rank.
+# points them at the CUDA simulator's build (make sim; docs/simulator.md): the
+# CUDA backend and NCCL on simulated GPUs, one per local rank.
 if [ "${ZT_SIM:-0}" = 1 ]; then
     ZT_BIN=${ZT_BIN:-build/sim/zerotrain}
     ZT_DEVICE_FLAGS=${ZT_DEVICE_FLAGS:---device cuda --comm nccl}

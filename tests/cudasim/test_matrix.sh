@@ -19,7 +19,7 @@
 # Tolerances (losses: max relative difference per step; weights: relative L2
 # of the fp32 master after 3 steps, tests/tools/ztcheck.py). No whole run is
 # bit-identical to the CPU: GEMMs sum in another order, softmax,
-# cross-entropy and layernorm's dx round differently (README, "CUDA"), and
+# cross-entropy and layernorm's dx round differently (docs/gpu.md), and
 # under fp16/bf16 the CUDA GEMMs multiply 16-bit-rounded operands where the
 # CPU multiplies fp32 ones. Op-level bit identity is op-check's
 # (test_op_check.sh).

@@ -7,7 +7,7 @@
  * toolkit; the real headers must never be mixed in (ZS_CUDASIM_HEADERS marks
  * these, and the simulator refuses to build without it).
  *
- * Semantics worth knowing (the README's "CUDA simulator" section has the rest):
+ * Semantics worth knowing (docs/simulator.md has the rest):
  * device memory lives in a reserved address range, so a pointer is device
  * memory exactly when it lies in a live cudaMalloc block; every stream
  * operation runs later, on the simulator's device thread; an error of a
