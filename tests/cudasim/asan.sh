@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # AddressSanitizer + UndefinedBehaviorSanitizer on the simulated kernels
 # (`make sim-sanitize` builds build/sim-asan/ first, the simulator and the
-# .cu files included, and runs this): op-check --quick (every backend op in
-# every dtype and GEMM setting, against the CPU backend), then training with
+# .cu files included, and runs this): op-check --quick without its GEMM
+# cases (every other backend op in every dtype against the CPU backend; the
+# GEMMs are OpenBLAS under the simulator, and their 16-bit operand casts run
+# in the bf16 and fp16 trainings below), then training with
 # --device cuda --comm nccl: GPT-lite at np 2, stage 3 bf16 with activation
 # checkpointing, prefetch and optimizer offload; the classifier at np 2,
 # stage 2 fp16 with an injected overflow. Options and leak suppressions are
@@ -23,7 +25,7 @@ check() { # name log: exit status was 0; no report
         { cat "$2"; fail "$1: a sanitizer or the simulator reported an error"; }
     echo "ok: $1 under ASan+UBSan ($(tail -n 1 "$2"))"
 }
-timeout 600 build/sim-asan/op-check --quick >"$tmp/op.log" 2>&1 || { cat "$tmp/op.log"; fail "op-check"; }
+timeout 600 build/sim-asan/op-check --quick --skip gemm,gemm_batched >"$tmp/op.log" 2>&1 || { cat "$tmp/op.log"; fail "op-check"; }
 check op-check "$tmp/op.log"
 
 $ZT_PYTHON - "$ZT_SHARED/data/imdb/imdb-2500.csv" "$tmp/reviews.csv" <<'PY'
