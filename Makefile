@@ -222,7 +222,7 @@ SIM_CUFLAGS  := -x c++ $(SIM_CXXFLAGS) -Wno-unknown-pragmas -Wno-unused-but-set-
                 -Wno-maybe-uninitialized $(SIM_HOOKS)
 comma        := ,
 SIM_LDLIBS   := $(if $(OPENBLAS_DIR),-L$(OPENBLAS_DIR) -Wl$(comma)-rpath$(comma)$(OPENBLAS_DIR)) \
-                -ljansson -lopenblas -lm -lstdc++
+                -ljansson -lopenblas -luring -lm -lstdc++
 SIM_SRC      := $(filter-out engine/comm/nccl_absent.c engine/cuda/cuda_absent.c,\
                   $(wildcard engine/*.c engine/*/*.c models/*.c data/*.c))
 SIM_OBJ      := $(SIM_SRC:%.c=$(SIM)/%.o) $(patsubst %.cu,$(SIM)/%.o,$(wildcard engine/cuda/*.cu))
