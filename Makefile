@@ -72,7 +72,7 @@ ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/%.o) $(CUDA_SRC:%.cu=$(BUILD)/%.o)
 CMD_OBJ    := $(patsubst %.c,$(BUILD)/%.o,$(wildcard cmd/*.c))
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
-TOOLS      := $(BUILD)/tests/comm-check $(if $(NVCC),$(BUILD)/tests/op-check)
+TOOLS      := $(BUILD)/tests/comm-check $(BUILD)/tests/quant-dump $(if $(NVCC),$(BUILD)/tests/op-check)
 
 .PHONY: all deps test unit-test run clean toolkit bench bench-check sanitize sanitize-build fuzz fuzz-build sim \
         sim-sanitize
@@ -93,6 +93,8 @@ $(BUILD)/libzt.a: $(ENGINE_OBJ)
 # path they are compiled for: no multiply-add fused into an FMA, whatever
 # CSTD (gnu11 would default to contraction) or OPT (-march with FMA) says.
 $(BUILD)/engine/cpu/optim_cpu.o: CFLAGS += -ffp-contract=off
+# Likewise the dequantize's product and sum (engine/cpu/quant_cpu.h).
+$(BUILD)/engine/cpu/quant_cpu.o: CFLAGS += -ffp-contract=off
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -126,6 +128,11 @@ $(BUILD)/tests/tokenize-tool: tests/tools/tokenize_main.c $(BUILD)/libzt.a
 
 # Run by tests/mpi/test_comm_dtypes.sh under mpirun.
 $(BUILD)/tests/comm-check: tests/tools/comm_check.c $(BUILD)/libzt.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libzt.a $(LDLIBS)
+
+# The CPU quantization ops' outputs for tests/reference/test_quant_numpy.py.
+$(BUILD)/tests/quant-dump: tests/tools/quant_dump.c $(BUILD)/libzt.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libzt.a $(LDLIBS)
 

@@ -221,6 +221,29 @@ struct zt_backend {
     void (*mean_pool_backward)(const zt_backend *be, float *dx, const float *dy,
                                const int32_t *lengths, int64_t n, int64_t t, int64_t cols);
 
+    /* ---- Block quantization (ZeRO++ qwZ and qgZ, engine/zero/quant.h). ----
+     * x(n), read as fp32, in blocks of `block` elements (the last block may be
+     * shorter). Per block, with a = max |x| over it, DeepSpeed's symmetric
+     * format (csrc/includes/quantization_utils.h):
+     *   mult = 2^(bits-1) / a in fp32 (1 when a == 0),
+     *   q = clamp(rint(x * mult), -2^(bits-1), 2^(bits-1) - 1) (ties to even),
+     *   scales[b] = 1 / mult in fp32,
+     * so |x - q * scale| <= scale / 2, and <= scale for the clamped +a side.
+     * A block holding an inf or a NaN gets the scale NaN and q = 0: it
+     * dequantizes to NaN, so an fp16 overflow is never quantized away. A block
+     * so small that mult overflows (a < 2^(bits-1) / FLT_MAX) gets q = 0 and
+     * the scale 0.
+     * bits 8: q is int8_t[n]. bits 4: element i is the two's-complement nibble
+     * of byte i / 2, the low nibble for even i (the odd tail's high nibble 0);
+     * block must be even so no byte spans two blocks. */
+    void (*quantize)(const zt_backend *be, void *q, float *scales, const void *x, zt_dtype dt,
+                     int64_t n, int64_t block, int bits);
+    /* y(n) = (accumulate ? y : 0) + q_i * scales[i / block], the product and
+     * the sum each rounded in fp32 (two roundings, as `convert`), the result
+     * rounded once to dt. */
+    void (*dequantize)(const zt_backend *be, void *y, zt_dtype dt, const void *q,
+                       const float *scales, int64_t n, int64_t block, int bits, bool accumulate);
+
     /* One Adam/AdamW step on a flat shard, in place on p, m, v. */
     void (*adam)(const zt_backend *be, float *p, const float *g, float *m, float *v,
                  int64_t n, const zt_adam_hparams *hp);

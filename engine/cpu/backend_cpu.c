@@ -12,6 +12,7 @@
 #include "engine/backend.h"
 #include "engine/cpu/backend_cpu_nn.h"
 #include "engine/cpu/cpu.h"
+#include "engine/cpu/quant_cpu.h"
 #include "engine/dtype.h"
 
 #include <cblas.h>
@@ -284,6 +285,7 @@ zt_status zt_backend_cpu_init(zt_backend *be)
         .sgd = cpu_sgd,
     };
     zt_backend_cpu_nn_ops(be);
+    zt_backend_cpu_quant_ops(be);
     return ZT_OK;
 }
 

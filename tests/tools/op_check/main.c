@@ -43,7 +43,8 @@
  *                 fixes the bits: copies, memset_zero, relu, bias_add, scale,
  *                 embedding_forward, convert (every dtype pair; `dst + alpha * src`
  *                 with two roundings, as dtype.h defines it), dropout (keyed
- *                 masks), mean_pool_backward (one division), has_inf_nan
+ *                 masks), mean_pool_backward (one division), has_inf_nan,
+ *                 quantize and dequantize (the same fp32 operations per element)
  *   ulp    1e-6   one rounding the contract leaves open: axpy (FMA contraction),
  *                 sinusoid_add (float64 sin/cos of another libm, rounded, added)
  *   fp32   1e-5   float32 with another summation order or another libm: gemm and
@@ -129,6 +130,7 @@ static const op_entry ops[] = {
     {"mean_pool", op_mean_pool, false, "mean_pool_forward, mean_pool_backward"},
     {"adam", op_adam, false, NULL},
     {"sgd", op_sgd, false, NULL},
+    {"quantize", op_quantize, false, "quantize, dequantize"},
     {"alloc_failure", op_alloc_failure, false, "alloc of an impossible size"},
 };
 #define N_OPS (int)(sizeof ops / sizeof ops[0])

@@ -154,6 +154,8 @@ void op_mean_pool(void);
 /* ops_optim.c */
 void op_adam(void);
 void op_sgd(void);
+/* ops_quant.c */
+void op_quantize(void);
 
 /* --gemm-peak: cuBLAS alone, no backend (gemm_peak.c). */
 int oc_gemm_peak(int device);
