@@ -293,6 +293,15 @@ static int task_broadcast(zt_comm_task *t)
     return MPI_SUCCESS;
 }
 
+static int task_all_to_all(zt_comm_task *t)
+{
+    int arrived = comm_arrive(t->comm);
+    if (arrived != MPI_SUCCESS)
+        return arrived;
+    return MPI_Alltoall(t->send, (int)t->count, t->type, t->recv, (int)t->count, t->type,
+                        t->comm);
+}
+
 static int task_barrier(zt_comm_task *t) { return comm_arrive(t->comm); }
 
 /* Issues task t of kind k on c into the caller's request, or into the comm's
@@ -348,6 +357,16 @@ static zt_status mpi_broadcast(zt_comm *c, void *buf, int64_t numel, zt_dtype dt
                       .elem = zt_dtype_size(dt)};
     ZT_TRY(comm_type(dt, &t.type));
     return comm_issue(c, req, ZT_COMM_BROADCAST, numel, dt, &t);
+}
+
+static zt_status mpi_all_to_all(zt_comm *c, const void *send, void *recv, int64_t numel,
+                                zt_dtype dt, zt_comm_req *req)
+{
+    zt_comm_task t = {.run = task_all_to_all, .send = send, .recv = recv, .count = numel,
+                      .elem = zt_dtype_size(dt)};
+    ZT_TRY(comm_type(dt, &t.type));
+    ZT_TRY(comm_parts_check(numel, 1, "all_to_all"));
+    return comm_issue(c, req, ZT_COMM_ALL_TO_ALL, numel * c->size, dt, &t);
 }
 
 /* Through the comm thread too: a barrier on `mpi` must not run beside a
@@ -413,6 +432,7 @@ static const zt_comm_ops zt_comm_mpi_ops = {
     .reduce_scatter = mpi_reduce_scatter,
     .all_gather = mpi_all_gather,
     .broadcast = mpi_broadcast,
+    .all_to_all = mpi_all_to_all,
     .barrier = mpi_barrier,
     .test = mpi_test,
     .wait = mpi_wait,
@@ -608,6 +628,6 @@ zt_status zt_comm_side_all_reduce(const zt_comm *c, MPI_Comm mpi, void *buf, int
 const char *zt_comm_kind_name(zt_comm_kind k)
 {
     static const char *names[ZT_COMM_NKINDS] = {"all_reduce", "reduce_scatter", "all_gather",
-                                                "broadcast"};
+                                                "broadcast", "all_to_all"};
     return k < ZT_COMM_NKINDS ? names[k] : "unknown";
 }

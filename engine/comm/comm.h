@@ -1,6 +1,6 @@
 /*
  * comm: the collective interface (all_reduce, reduce_scatter, all_gather,
- * broadcast, barrier, abort), a struct of function pointers with one instance
+ * broadcast, all_to_all, barrier, abort), a struct of function pointers with one instance
  * per backend. Each collective takes an optional request: NULL blocks; a request
  * makes it non-blocking and the caller later calls `wait` (and may call `test`
  * in between to drive progress, which MPI needs to overlap with compute).
@@ -44,7 +44,8 @@
  * Counters: every call adds the bytes (elements times the dtype's size) of the
  * whole logical buffer it covers to its kind: all_reduce and broadcast the
  * buffer; reduce_scatter the full input (recv_numel * size); all_gather the
- * full output (send_numel * size). So a
+ * full output (send_numel * size); all_to_all the full send buffer (numel *
+ * size, this rank's own block included). So a
  * reduce-scatter plus an all-gather of Psi elements count Psi each, exactly the
  * ZeRO paper's volume terms. A communicator of one rank counts nothing.
  *
@@ -73,6 +74,7 @@ typedef enum {
     ZT_COMM_REDUCE_SCATTER,
     ZT_COMM_ALL_GATHER,
     ZT_COMM_BROADCAST,
+    ZT_COMM_ALL_TO_ALL,
     ZT_COMM_NKINDS
 } zt_comm_kind;
 
@@ -111,6 +113,12 @@ typedef struct {
                             zt_dtype dt, zt_comm_req *req);
     zt_status (*broadcast)(zt_comm *c, void *buf, int64_t numel, zt_dtype dt, int root,
                            zt_comm_req *req);
+    /* send and recv (numel * size each): block q of send (numel elements)
+     * goes to rank q and lands at recv[rank * numel] there. Moves bits only
+     * (no arithmetic), so any payload can travel as fp32 words. Not in place
+     * (send and recv must not overlap). NCCL: grouped ncclSend/ncclRecv. */
+    zt_status (*all_to_all)(zt_comm *c, const void *send, void *recv, int64_t numel,
+                            zt_dtype dt, zt_comm_req *req);
     zt_status (*barrier)(zt_comm *c);
     /* true when the request has completed (then it needs no wait) */
     bool (*test)(zt_comm *c, zt_comm_req *req);

@@ -298,6 +298,30 @@ static zt_status nccl_broadcast(zt_comm *c, void *buf, int64_t numel, zt_dtype d
     return nccl_post(c, rc, "ncclBroadcast", ZT_COMM_BROADCAST, numel, dt, req);
 }
 
+/* Grouped point-to-point: one send and one receive per peer (itself
+ * included), which NCCL runs as one all-to-all. */
+static zt_status nccl_all_to_all(zt_comm *c, const void *send, void *recv, int64_t numel,
+                                 zt_dtype dt, zt_comm_req *req)
+{
+    nccl_impl *n = nccl_of(c);
+    ncclDataType_t type;
+    int64_t total = numel * c->size;
+    ZT_TRY(nccl_pre(c, ZT_COMM_ALL_TO_ALL, total, dt, &type));
+    size_t block = (size_t)numel * zt_dtype_size(dt);
+    ncclResult_t rc = ncclGroupStart();
+    for (int q = 0; q < c->size && rc == ncclSuccess; q++) {
+        rc = ncclSend((const char *)send + q * block, (size_t)numel, type, q, n->nccl,
+                      n->stream);
+        if (rc == ncclSuccess)
+            rc = ncclRecv((char *)recv + q * block, (size_t)numel, type, q, n->nccl, n->stream);
+    }
+    ncclResult_t ended = ncclGroupEnd();
+    if (rc == ncclSuccess)
+        rc = ended;
+    return nccl_post(c, rc, "ncclSend/ncclRecv (all_to_all)", ZT_COMM_ALL_TO_ALL, total, dt,
+                     req);
+}
+
 static zt_status nccl_barrier(zt_comm *c)
 {
     nccl_impl *n = nccl_of(c);
@@ -453,7 +477,7 @@ static zt_status nccl_warm_up(zt_comm *c)
 {
     nccl_impl *n = nccl_of(c);
     float *buf = NULL;
-    size_t numel = (size_t)c->size + 1;
+    size_t numel = 2 * (size_t)c->size + 1;
     ZT_TRY(nccl_cuda(cudaMalloc((void **)&buf, numel * sizeof *buf),
                      "allocating the NCCL warm-up buffer"));
     zt_status st = nccl_cuda(cudaMemsetAsync(buf, 0, numel * sizeof *buf, n->compute),
@@ -466,6 +490,9 @@ static zt_status nccl_warm_up(zt_comm *c)
         st = nccl_reduce_scatter(c, buf, buf + c->size, 1, ZT_F32, ZT_RED_SUM, NULL);
     if (st == ZT_OK)
         st = nccl_broadcast(c, buf, 1, ZT_F32, 0, NULL);
+    /* Connects every peer pair point to point (its buffers too). */
+    if (st == ZT_OK)
+        st = nccl_all_to_all(c, buf, buf + c->size, 1, ZT_F32, NULL);
     if (st == ZT_OK)
         st = nccl_cuda(cudaStreamSynchronize(n->compute), "the NCCL warm-up");
     if (st == ZT_OK)
@@ -555,6 +582,7 @@ static const zt_comm_ops zt_comm_nccl_ops = {
     .reduce_scatter = nccl_reduce_scatter,
     .all_gather = nccl_all_gather,
     .broadcast = nccl_broadcast,
+    .all_to_all = nccl_all_to_all,
     .barrier = nccl_barrier,
     .test = nccl_test,
     .wait = nccl_wait,

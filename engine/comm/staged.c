@@ -191,6 +191,27 @@ static zt_status staged_broadcast(zt_comm *c, void *buf, int64_t numel, zt_dtype
     return staged_after(c, &m, st, ZT_COMM_BROADCAST, numel, dt, req);
 }
 
+/* One buffer: the full input, then the full output after it. */
+static zt_status staged_all_to_all(zt_comm *c, const void *send, void *recv, int64_t numel,
+                                   zt_dtype dt, zt_comm_req *req)
+{
+    staged_impl *s = staged_of(c);
+    staged_mark m = staged_before(c);
+    size_t total = (size_t)numel * zt_dtype_size(dt) * (size_t)c->size;
+    zt_status st = ZT_OK;
+    if (staged_alone(c)) {
+        s->be->copy_d2d(s->be, recv, send, total);
+    } else {
+        char *h = NULL;
+        ZT_TRY(staged_reserve(s, 2 * total, (void **)&h));
+        s->be->copy_d2h(s->be, h, send, total);
+        st = s->inner.ops->all_to_all(&s->inner, h, h + total, numel, dt, NULL);
+        if (st == ZT_OK)
+            s->be->copy_h2d(s->be, recv, h + total, total);
+    }
+    return staged_after(c, &m, st, ZT_COMM_ALL_TO_ALL, numel * c->size, dt, req);
+}
+
 static zt_status staged_barrier(zt_comm *c)
 {
     staged_impl *s = staged_of(c);
@@ -235,6 +256,7 @@ static const zt_comm_ops zt_comm_staged_ops = {
     .reduce_scatter = staged_reduce_scatter,
     .all_gather = staged_all_gather,
     .broadcast = staged_broadcast,
+    .all_to_all = staged_all_to_all,
     .barrier = staged_barrier,
     .test = staged_test,
     .wait = staged_wait,

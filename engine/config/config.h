@@ -179,6 +179,7 @@ enum {
     ZT_COMMS_OP_REDUCE_SCATTER = 1u << 1,
     ZT_COMMS_OP_ALL_GATHER = 1u << 2,
     ZT_COMMS_OP_BROADCAST = 1u << 3,
+    ZT_COMMS_OP_ALL_TO_ALL = 1u << 4, /* ZeRO++ qgZ */
 };
 
 typedef struct {

@@ -125,8 +125,8 @@ static const struct {
     {"all_gather_base", ZT_COMMS_OP_ALL_GATHER},
     {"all_gather_coalesced", ZT_COMMS_OP_ALL_GATHER},
     {"broadcast", ZT_COMMS_OP_BROADCAST},
-    {"all_to_all_single", 0},
-    {"all_to_all", 0},
+    {"all_to_all_single", ZT_COMMS_OP_ALL_TO_ALL},
+    {"all_to_all", ZT_COMMS_OP_ALL_TO_ALL},
     {"send", 0},
     {"recv", 0},
     {"isend", 0},
@@ -168,7 +168,8 @@ static zt_status zt_parse_prof_ops(const zt_ctx *c, json_t *v, unsigned *ops)
         }
         if (!zt_comm_op_names[k].op)
             zt_config_note(c->cfg, "%s: \"%s\" never runs in zerotrain (its collectives are "
-                                   "all-reduce, reduce-scatter, all-gather and broadcast)",
+                                   "all-reduce, reduce-scatter, all-gather, broadcast and qgZ's "
+                                   "all-to-all)",
                            path, s);
         *ops |= zt_comm_op_names[k].op;
     }

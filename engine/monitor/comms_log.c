@@ -10,7 +10,8 @@
 _Static_assert(ZT_COMMS_OP_ALL_REDUCE == 1u << ZT_COMM_ALL_REDUCE &&
                    ZT_COMMS_OP_REDUCE_SCATTER == 1u << ZT_COMM_REDUCE_SCATTER &&
                    ZT_COMMS_OP_ALL_GATHER == 1u << ZT_COMM_ALL_GATHER &&
-                   ZT_COMMS_OP_BROADCAST == 1u << ZT_COMM_BROADCAST,
+                   ZT_COMMS_OP_BROADCAST == 1u << ZT_COMM_BROADCAST &&
+                   ZT_COMMS_OP_ALL_TO_ALL == 1u << ZT_COMM_ALL_TO_ALL,
                "the config's prof_ops bits follow zt_comm_kind");
 
 const char *zt_comms_log_op_name(zt_comm_kind k)
@@ -20,6 +21,7 @@ const char *zt_comms_log_op_name(zt_comm_kind k)
     case ZT_COMM_REDUCE_SCATTER: return "reduce_scatter_tensor";
     case ZT_COMM_ALL_GATHER: return "all_gather_into_tensor";
     case ZT_COMM_BROADCAST: return "broadcast";
+    case ZT_COMM_ALL_TO_ALL: return "all_to_all_single";
     case ZT_COMM_NKINDS: break;
     }
     return "unknown";

@@ -1,12 +1,13 @@
 /*
  * comms_log: the `comms_logger` section. From the comm counters (calls and
  * bytes per collective, engine/comm/comm.h) of every communicator the
- * trainer runs (the world, hpZ and MiCS groups), rank 0 prints DeepSpeed's
+ * trainer runs (the world, hpZ, MiCS and qgZ groups), rank 0 prints DeepSpeed's
  * summary table after training and, with `verbose`, one line per collective
  * after each step.
  *
  * The names are deepspeed.comm's: all_reduce, reduce_scatter_tensor,
- * all_gather_into_tensor, broadcast. What differs from DeepSpeed's
+ * all_gather_into_tensor, broadcast, all_to_all_single (ZeRO++'s qgZ, as
+ * DeepSpeed's all_to_all_quant_reduce calls it). What differs from DeepSpeed's
  * log_summary(): one row per operation with the mean message size (the
  * counters keep calls and bytes, not a histogram of sizes), and no latency
  * or bandwidth columns (DeepSpeed synchronises every logged operation to time

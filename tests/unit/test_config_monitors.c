@@ -53,11 +53,11 @@ static void test_sections_read(void **state)
     /* DeepSpeed's names of one collective all select it */
     assert_int_equal(parse("{" MB1 ", \"comms_logger\": {\"enabled\": true, \"prof_all\": false, "
                            "\"prof_ops\": [\"reduce_scatter_fn\", \"allgather_fn\", "
-                           "\"broadcast\"]}}"),
+                           "\"broadcast\", \"all_to_all_single\"]}}"),
                      ZT_OK);
-    assert_int_equal(cfg.comms_logger.prof_ops, ZT_COMMS_OP_REDUCE_SCATTER |
-                                                    ZT_COMMS_OP_ALL_GATHER |
-                                                    ZT_COMMS_OP_BROADCAST);
+    assert_int_equal(cfg.comms_logger.prof_ops,
+                     ZT_COMMS_OP_REDUCE_SCATTER | ZT_COMMS_OP_ALL_GATHER | ZT_COMMS_OP_BROADCAST |
+                         ZT_COMMS_OP_ALL_TO_ALL);
     /* DeepSpeed logs whenever the section is present; enabled: false is honoured */
     assert_int_equal(parse("{" MB1 ", \"comms_logger\": {\"enabled\": false}}"), ZT_OK);
     assert_false(cfg.comms_logger.enabled);
