@@ -35,8 +35,8 @@
  * - all_reduce MAX of mixed-sign values bit for bit (a comparison of the raw
  *   16-bit patterns would pick the negatives), and a NaN on one rank wins;
  * - reduce_scatter SUM (tolerance and exact) and MAX;
- * - all_gather (also in place) and broadcast from the last rank carry any bit
- *   pattern, NaNs included, unchanged;
+ * - all_gather (also in place), broadcast from the last rank and all_to_all
+ *   carry any bit pattern, NaNs included, unchanged;
  * - the byte counters: elements times the dtype's size, one call each (zero
  *   in a world of one rank); each call takes the next sequence number, and a
  *   request carries it.
@@ -452,6 +452,34 @@ static void check_all_gather(zt_comm *c, zt_dtype dt, bool nb, int64_t m, bool i
     free(recv);
 }
 
+/* Block q of rank r's send holds pattern(r, q * m + j): rank q's recv block r
+ * must hold exactly those bits. */
+static void check_all_to_all(zt_comm *c, zt_dtype dt, bool nb, int64_t m)
+{
+    char what[96];
+    snprintf(what, sizeof what, "all_to_all %s m=%lld%s", zt_dtype_name(dt), (long long)m,
+             nb ? " (non-blocking)" : "");
+    void *send = xcalloc((size_t)(m * c->size), 4), *recv = xcalloc((size_t)(m * c->size), 4);
+    for (int64_t i = 0; i < m * c->size; i++)
+        set_bits(send, dt, i, pattern(c->rank, i, dt));
+    call_ctx x;
+    begin(&x, c, ZT_COMM_ALL_TO_ALL, nb);
+    finish(&x, c->ops->all_to_all(c, send, recv, m, dt, req_of(&x)),
+           (uint64_t)(m * c->size) * zt_dtype_size(dt), what);
+    int bad = 0;
+    for (int r = 0; r < c->size; r++)
+        for (int64_t j = 0; j < m && bad < 5; j++) {
+            uint32_t got = bits_at(recv, dt, r * m + j), want = pattern(r, c->rank * m + j, dt);
+            if (got != want) {
+                CHECK(false, "%s: from rank %d, element %lld: got 0x%x, want 0x%x", what, r,
+                      (long long)j, got, want);
+                bad++;
+            }
+        }
+    free(send);
+    free(recv);
+}
+
 static void check_broadcast(zt_comm *c, zt_dtype dt, bool nb, int64_t n)
 {
     char what[96];
@@ -505,6 +533,7 @@ static void check_collectives(zt_comm *c)
                 check_all_gather(c, dt, nb, n, false);
                 check_all_gather(c, dt, nb, n, true);
                 check_broadcast(c, dt, nb, n);
+                check_all_to_all(c, dt, nb, n);
             }
             if (dt != ZT_F32)
                 check_all_reduce_rounding(c, dt, nb);
