@@ -15,7 +15,10 @@ small for the multiplier, tails shorter than a block, odd int4 lengths):
      plus 2^-21 a for the fp32 roundings, with scale within 2^-23 of
      a / 2^(b-1): the bound is a / 2^b (a / 2^(b-1) at +a);
   3. dequantize: y = dtype(fp32(q * scale)), and accumulating
-     yacc = dtype(fp32(y0 + fp32(q * scale))), bit for bit.
+     yacc = dtype(fp32(y0 + fp32(q * scale))), bit for bit;
+  4. the qwZ block (engine/zero/quant.h zt_qwz_block) is DeepSpeed's group
+     size (CUDAQuantizer, transcribed in tests/tools/ztzeropp.py) for shard
+     lengths 16..1.6e7.
 
 Prints, per dtype, bits and block, the largest error over the finite blocks
 in units of the block's scale (apart from and at the clamped +absmax) and of
@@ -31,6 +34,9 @@ import sys
 import tempfile
 
 import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+from ztzeropp import deepspeed_groups  # noqa: E402
 
 # fp32 roundings of mult, x * mult and 1 / mult, relative to the block's absmax
 F32_SLACK = 2.0 ** -21
@@ -159,9 +165,16 @@ def main():
         subprocess.run([args.tool, out], check=True)
         doc = json.load(open(out))
     errors, table = [], []
+    for n, block in doc["qwz_blocks"].items():
+        want = int(n) // deepspeed_groups(int(n))
+        if block != want:
+            errors.append(f"zt_qwz_block({n}) = {block}, DeepSpeed's group size is {want}")
     for c in doc["cases"]:
         check_case(c, errors, table)
-    print(f"qwZ blocks (DeepSpeed's group size per shard length): {doc['qwz_blocks']}")
+    blocks = doc["qwz_blocks"]
+    print(f"qwZ blocks: DeepSpeed's group size for {len(blocks)} shard lengths from 16 to "
+          f"{max(int(n) for n in blocks)}, e.g. " +
+          ", ".join(f"{n} -> {b}" for n, b in list(blocks.items())[:: len(blocks) // 6]))
     print("| dtype | bits | n | block | max error / scale | at the clamped +absmax | "
           "max error / absmax |")
     print("|---|---:|---:|---:|---:|---:|---:|")

@@ -8,7 +8,8 @@
  *
  * Cases: fp32, fp16 and bf16 inputs; int8 (qwZ) and int4 (qgZ); DeepSpeed's
  * qwZ block for a layout shard (engine/zero/quant.h's zt_qwz_block, also its
- * 8-element worst case), qgZ's 256, and lengths that end in a short block.
+ * 8-element worst case), qgZ's 256, and lengths that end in a short block;
+ * and zt_qwz_block itself over a range of shard lengths.
  * Blocks are scaled by 10^k (k from -3 to 3); block 1 is all zero, block 2 a
  * single huge value among small ones, block 3 all negative, block 4 holds
  * both +a and -a exactly, block 5 an inf, block 6 a NaN, block 7 values so
@@ -189,9 +190,17 @@ int main(int argc, char **argv)
         {4, 257, ZT_QGZ_BLOCK},      {4, 7, ZT_QGZ_BLOCK},        {8, 7, 4},
         {4, 4099, 16},
     };
-    fprintf(f, "{\"qwz_blocks\": {\"%lld\": %lld, \"%lld\": %lld, \"%lld\": %lld}, \"cases\": [\n",
-            (long long)qwz_n[0], (long long)qwz_block[0], (long long)qwz_n[1],
-            (long long)qwz_block[1], (long long)qwz_n[2], (long long)qwz_block[2]);
+    /* zt_qwz_block over shard lengths the layout makes (multiples of 16). */
+    fprintf(f, "{\"qwz_blocks\": {");
+    for (int64_t n = 16, i = 0; n <= 40000000; n = n < 200000 ? n + 16 * 37 : n * 3 + 16, i++) {
+        int64_t b = 0;
+        if (zt_qwz_block(n, &b) != ZT_OK) {
+            fprintf(stderr, "quant-dump: %s\n", zt_status_message());
+            return 1;
+        }
+        fprintf(f, "%s\"%lld\": %lld", i ? ", " : "", (long long)n, (long long)b);
+    }
+    fprintf(f, "}, \"cases\": [\n");
     bool first = true;
     for (int dt = 0; dt < ZT_NDTYPES; dt++)
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
