@@ -22,6 +22,7 @@
 #include "engine/path.h"
 #include "engine/train/trainer.h"
 #include "engine/world/devices.h"
+#include "engine/zero/quant.h"
 #include "models/registry.h"
 
 zt_status cmd_data_load(zt_data *d, cmd_train_flags *f)
@@ -50,6 +51,27 @@ void cmd_print_notes(const zt_config *cfg)
     for (int i = 0; i < cfg->n_notes; i++)
         printf("  %s%s\n", strncmp(cfg->notes[i], "warning: ", 9) ? "note: " : "",
                cfg->notes[i]);
+}
+
+/* ZeRO++'s quantized communication (engine/zero/quant.h), when asked for. */
+static void cmd_print_zeropp(const zt_config *cfg, const zt_trainer_stats *s)
+{
+    const zt_zero_config *z = &cfg->zero;
+    if (!s->policy->params_sharded || !(z->zero_quantized_weights || z->zero_quantized_gradients))
+        return;
+    const zt_comm *intra = s->groups[ZT_STAGE_GROUP_QGZ_INTRA];
+    const zt_comm *inter = s->groups[ZT_STAGE_GROUP_QGZ_INTER];
+    printf("  ZeRO++: qwZ %s", z->zero_quantized_weights
+                                  ? "int8 parameter gathers (DeepSpeed's group size, <= 8000)"
+                                  : "off");
+    if (!z->zero_quantized_gradients)
+        printf(", qgZ off\n");
+    else if (inter)
+        printf(", qgZ int4 hierarchical all-to-all (blocks of %d) over %d node(s) of %d rank(s)\n",
+               ZT_QGZ_BLOCK, inter->size, intra ? intra->size : 1);
+    else
+        printf("; qgZ: one node: gradients take the plain reduce-scatter (DeepSpeed's fallback "
+               "too)\n");
 }
 
 static void cmd_print_summary(const zt_world *w, const zt_config *cfg, const zt_model *m,
@@ -98,6 +120,7 @@ static void cmd_print_summary(const zt_world *w, const zt_config *cfg, const zt_
             printf(", MiCS shard %lld", (long long)cfg->zero.mics_shard_size);
         printf("\n");
     }
+    cmd_print_zeropp(cfg, &s);
     if (s.mixed)
         printf("  mixed precision: %s parameters and activations, fp32 master weights, "
                "gradients %s, communication %s, loss scale %s\n",

@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const report_group_names[ZT_STAGE_GROUP_N] = {"world", "hpz", "mics_shard",
-                                                                  "mics_replica"};
+static const char *const report_group_names[ZT_STAGE_GROUP_N] = {
+    "world", "hpz", "mics_shard", "mics_replica", "qgz_intra", "qgz_inter"};
 
 /* JSON has no NaN or infinity: a diverged run reports null there. */
 static json_t *report_real(double v) { return isfinite(v) ? json_real(v) : json_null(); }
@@ -148,20 +148,25 @@ static json_t *report_policy_json(const zt_trainer_stats *s)
                                 json_integer((json_int_t)s->expected_memory.bytes[l][states[k]]));
         json_object_set_new(mem, zt_mem_loc_name((zt_mem_loc)l), loc);
     }
-    json_t *traffic = json_object();
+    json_t *traffic = json_object(), *traffic_bytes = json_object();
     for (int g = 0; g < ZT_STAGE_GROUP_N; g++) {
-        json_t *kinds = json_object();
-        for (int k = 0; k < ZT_COMM_NKINDS; k++)
-            json_object_set_new(kinds, zt_comm_kind_name((zt_comm_kind)k),
+        json_t *kinds = json_object(), *kind_bytes = json_object();
+        for (int k = 0; k < ZT_COMM_NKINDS; k++) {
+            const char *name = zt_comm_kind_name((zt_comm_kind)k);
+            json_object_set_new(kinds, name,
                                 json_integer((json_int_t)s->expected_traffic.elements[g][k]));
+            json_object_set_new(kind_bytes, name,
+                                json_integer((json_int_t)s->expected_traffic.bytes[g][k]));
+        }
         json_object_set_new(traffic, report_group_names[g], kinds);
+        json_object_set_new(traffic_bytes, report_group_names[g], kind_bytes);
     }
-    return json_pack("{s:b, s:b, s:b, s:b, s:b, s:o, s:o, s:b}", "optimizer_sharded",
+    return json_pack("{s:b, s:b, s:b, s:b, s:b, s:o, s:o, s:o, s:b}", "optimizer_sharded",
                      p->optimizer_sharded, "grads_sharded", p->grads_sharded, "params_sharded",
                      p->params_sharded, "allgather_after_step", p->allgather_after_step,
                      "reduce_every_micro_step", p->reduce_every_micro_step, "memory_bytes", mem,
-                     "elements_per_step", traffic, "elements_exact",
-                     s->expected_traffic.exact);
+                     "elements_per_step", traffic, "bytes_per_step", traffic_bytes,
+                     "elements_exact", s->expected_traffic.exact);
 }
 
 zt_status zt_report_write(const char *path, const zt_trainer *t, double param_norm)
@@ -246,8 +251,19 @@ zt_status zt_report_write(const char *path, const zt_trainer *t, double param_no
             "reduce_bucket_size", (json_int_t)z->reduce_bucket_size, "allgather_bucket_size",
             (json_int_t)z->allgather_bucket_size, "reduce_scatter", z->reduce_scatter,
             "allgather_partitions", z->allgather_partitions);
-        if (zero)
+        if (zero) {
             json_object_set_new(zero, "policy", report_policy_json(s));
+            /* ZeRO++: what was asked, and whether qgZ ran (it needs nodes). */
+            json_object_set_new(zero, "quantized_weights",
+                                json_boolean(z->zero_quantized_weights));
+            json_object_set_new(zero, "quantized_gradients",
+                                json_boolean(z->zero_quantized_gradients));
+            const zt_comm *intra = groups[ZT_STAGE_GROUP_QGZ_INTRA];
+            const zt_comm *inter = groups[ZT_STAGE_GROUP_QGZ_INTER];
+            json_object_set_new(zero, "qgz_active", json_boolean(inter != NULL));
+            json_object_set_new(zero, "qgz_ranks_per_node",
+                                json_integer(intra ? intra->size : inter ? 1 : 0));
+        }
         json_t *scales = json_null();
         if (cfg->fp16.enabled) {
             scales = json_array();

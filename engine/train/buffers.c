@@ -112,6 +112,13 @@ static zt_status buffers_model_states(zt_trainer *t, zt_memory *mem, bool reserv
     return ZT_OK;
 }
 
+/* The hpZ group size the stage uses (1: none). */
+static int buffers_hpz(const zt_trainer *t)
+{
+    int64_t h = t->cfg->zero.zero_hpz_partition_size;
+    return t->policy->params_sharded && h > 1 ? (int)h : 1;
+}
+
 /* COMM: the reduce buckets of a sharded optimizer, the all-gather bucket, one
  * unit's fp32 gradient when gradients are sharded in fp32, the gather window. */
 static zt_status buffers_comm(zt_trainer *t, zt_memory *mem, bool reserved)
@@ -135,6 +142,16 @@ static zt_status buffers_comm(zt_trainer *t, zt_memory *mem, bool reserved)
                                 zt_train_plan_bytes(t, zt_zero_rs_width(cfg, lay), 1,
                                                     zt_dtype_size(t->kdt)),
                                 &t->rs_stage));
+        /* qgZ's work areas; a plan without a world (--estimate-memory)
+         * cannot tell whether the ranks span nodes, and counts them. */
+        bool qgz = t->world ? t->qgz.active
+                            : pol->params_sharded && cfg->zero.zero_quantized_gradients &&
+                                  lay->world_size > 1;
+        for (int i = 0; qgz && i < count; i++)
+            ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_COMM,
+                                zt_qgz_work_bytes(zt_zero_rs_width(cfg, lay), lay->world_size,
+                                                  t->qgz.n_nodes),
+                                &t->qgz_work[i]));
     }
     if (pol->allgather_after_step)
         ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_COMM,
@@ -148,6 +165,10 @@ static zt_status buffers_comm(zt_trainer *t, zt_memory *mem, bool reserved)
     int64_t pool = zt_zero_gather_pool_numel(cfg, lay);
     if (pool > 0 && !reserved)
         zt_memory_plan(mem, ZT_MEM_DEVICE, ZT_MEM_COMM, zt_train_plan_bytes(t, pool, 1, zt_dtype_size(t->cdt)));
+    /* qwZ's chunks in flight come from the same part of COMM. */
+    size_t qwz = zt_zero_gather_qwz_bytes(cfg, lay, lay->world_size, buffers_hpz(t));
+    if (qwz > 0 && !reserved)
+        zt_memory_plan(mem, ZT_MEM_DEVICE, ZT_MEM_COMM, qwz);
     return ZT_OK;
 }
 
@@ -341,6 +362,24 @@ zt_status zt_trainer_nvme_plan(const zt_config *cfg, const zt_model *m, int worl
     return st;
 }
 
+/* qwZ's bytes per pass over every gathered unit, for the traffic formulas. */
+static void buffers_qwz_shape(const zt_trainer *t, zt_stage_shape *out)
+{
+    const zt_layout *lay = &t->layout;
+    int h = buffers_hpz(t);
+    if (!t->policy->params_sharded || !t->cfg->zero.zero_quantized_weights ||
+        lay->world_size <= 1)
+        return;
+    for (int u = 0; u < lay->n_units; u++) {
+        const zt_unit_layout *ul = &lay->units[u];
+        if (ul->persistent)
+            continue;
+        out->qwz_bytes += (int64_t)zt_qwz_buffer_bytes(ul->shard_numel, lay->world_size);
+        if (h > 1)
+            out->qwz_group_bytes += (int64_t)zt_qwz_buffer_bytes(ul->padded_numel / h, h);
+    }
+}
+
 zt_status zt_trainer_stage_shape(const zt_config *cfg, const zt_model *m, int world_size,
                                  zt_stage_shape *out)
 {
@@ -358,6 +397,7 @@ zt_status zt_trainer_stage_shape(const zt_config *cfg, const zt_model *m, int wo
             .gas = cfg->gradient_accumulation_steps,
             .param_bytes = zt_dtype_size(t.cdt),
             .grad_bytes = zt_dtype_size(t.gdt),
+            .comm_bytes = zt_dtype_size(t.kdt),
             .reduce_scatter = z->reduce_scatter,
             .allgather_partitions = z->allgather_partitions,
             .reuse = z->stage3_max_reuse_distance > 0,
@@ -368,6 +408,7 @@ zt_status zt_trainer_stage_shape(const zt_config *cfg, const zt_model *m, int wo
             .optimizer_swapped = t.nvme_opt,
             .param_swapped = t.nvme_plan.param_swapped_numel,
         };
+        buffers_qwz_shape(&t, out);
     }
     buffers_plan_free(&t);
     return st;

@@ -73,6 +73,9 @@ static zt_status trainer_groups_init(zt_trainer *t)
         ZT_TRY(trainer_split(t, (int)(w->rank % m), &t->replica_comm));
         t->zcomm = t->shard_comm;
     }
+    if (t->policy->params_sharded)
+        ZT_TRY(zt_qgz_init(&t->qgz, t->cfg, t->zcomm, w->node, w->n_nodes, w->local_rank,
+                           w->local_size));
     int64_t h = z->zero_hpz_partition_size;
     if (!t->policy->params_sharded || h <= 1)
         return ZT_OK;
@@ -128,7 +131,9 @@ static zt_status trainer_stage_init(zt_trainer *t)
                       .dest_dt = t->ogdt,
                       .dest_host = t->offload_opt,
                       .host_stage = t->rs_stage,
-                      .comm_dt = t->kdt},
+                      .comm_dt = t->kdt,
+                      .qgz = &t->qgz,
+                      .qgz_work = {t->qgz_work[0], t->qgz_work[1]}},
         .rs_send = {t->rs_send[0], t->rs_send[1]},
         .rs_recv = {t->rs_recv[0], t->rs_recv[1]},
         .pool = zt_memory_arena(&t->mem, ZT_MEM_DEVICE, ZT_MEM_COMM),
@@ -234,6 +239,7 @@ void zt_trainer_free(zt_trainer *t)
         t->policy->free(&t->stage);
     zt_train_nvme_free(t);
     trainer_comm_free(&t->hpz_comm);
+    zt_qgz_free(&t->qgz);
     trainer_comm_free(&t->shard_comm);
     trainer_comm_free(&t->replica_comm);
     zt_memory_free(&t->mem);
@@ -515,8 +521,16 @@ void zt_trainer_stats_get(const zt_trainer *t, zt_trainer_stats *s)
     s->groups[ZT_STAGE_GROUP_HPZ] = t->hpz_comm;
     s->groups[ZT_STAGE_GROUP_MICS_SHARD] = t->shard_comm;
     s->groups[ZT_STAGE_GROUP_MICS_REPLICA] = t->replica_comm;
+    s->groups[ZT_STAGE_GROUP_QGZ_INTRA] = t->qgz.intra;
+    s->groups[ZT_STAGE_GROUP_QGZ_INTER] = t->qgz.inter;
     zt_stage_shape shape;
     if (zt_trainer_stage_shape(cfg, t->model, t->world->size, &shape) == ZT_OK) {
+        if (t->qgz.active) {
+            int64_t width = zt_zero_rs_width(cfg, &t->layout);
+            shape.qgz_local = t->qgz.local_size;
+            shape.qgz_intra_bytes = zt_qgz_pass_bytes(&t->qgz, &t->layout, width, false);
+            shape.qgz_inter_bytes = zt_qgz_pass_bytes(&t->qgz, &t->layout, width, true);
+        }
         t->policy->memory(t->policy, &shape, &s->expected_memory);
         t->policy->traffic(&shape, &s->expected_traffic);
     }

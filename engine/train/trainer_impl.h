@@ -39,6 +39,7 @@ struct zt_trainer {
     zt_scaler scaler;
     zt_stage_ctx stage;      /* the policy's hooks run on it */
     zt_comm *hpz_comm;       /* hpZ group communicator or NULL (owned) */
+    zt_qgz qgz;              /* ZeRO++ qgZ's groups (owned), active or not */
     zt_comm *shard_comm;     /* MiCS shard group or NULL (owned) */
     zt_comm *replica_comm;   /* MiCS replica group or NULL (owned) */
     zt_comm *zcomm;          /* what the layout partitions over: shard_comm or comm */
@@ -78,6 +79,7 @@ struct zt_trainer {
     void **secondary;     /* hpZ, per unit: padded_numel / h, else NULL */
     float *unit_grad;     /* fp32, gradients sharded: one unit's full gradient (COMM) */
     void *rs_send[2], *rs_recv[2]; /* reduce buckets (COMM) */
+    void *qgz_work[2];    /* qgZ: each bucket's work area (COMM) */
     void *rs_stage;       /* offload_optimizer: host staging of one reduced bucket */
     void *ag_buf;         /* all-gather bucket (COMM) */
     /* The micro-batch on the device (NULL where the model has no such input). */

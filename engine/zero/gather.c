@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/zero/quant.h"
+
 static int64_t gather_max_unit(const zt_layout *l)
 {
     int64_t m = 0;
@@ -28,6 +30,33 @@ int64_t zt_zero_gather_pool_numel(const zt_config *cfg, const zt_layout *layout)
     if (live > gathered)
         live = gathered;
     return live + max_unit;
+}
+
+/* A gather's chunks are in flight until it completes, and only gathered
+ * units are in flight: at most the live bound's worth of elements at the
+ * largest ratio of chunk bytes to elements, plus the arena's alignment. */
+size_t zt_zero_gather_qwz_bytes(const zt_config *cfg, const zt_layout *layout, int world,
+                                int hpz)
+{
+    int64_t pool = zt_zero_gather_pool_numel(cfg, layout);
+    if (!cfg->zero.zero_quantized_weights || pool == 0 || world <= 1)
+        return 0;
+    double ratio = 0;
+    int units = 0;
+    for (int u = 0; u < layout->n_units; u++) {
+        const zt_unit_layout *ul = &layout->units[u];
+        if (ul->persistent)
+            continue;
+        units++;
+        size_t b = zt_qwz_buffer_bytes(ul->shard_numel, world);
+        if (hpz > 1) {
+            size_t bg = zt_qwz_buffer_bytes(ul->padded_numel / hpz, hpz);
+            b = bg > b ? bg : b;
+        }
+        double r = (double)b / (double)ul->padded_numel;
+        ratio = r > ratio ? r : ratio;
+    }
+    return (size_t)(ratio * (double)pool) + 1 + (size_t)units * 64;
 }
 
 int64_t zt_zero_secondary_numel(const zt_config *cfg, const zt_layout *layout)
@@ -54,6 +83,7 @@ zt_status zt_zero_gather_init(zt_zero_gather *g, const zt_config *cfg, const zt_
     g->shard_host = shard_host;
     g->secondary = secondary;
     g->hpz = group ? group->size : 1;
+    g->cfg = cfg;
     g->max_live = cfg->zero.stage3_max_live_parameters;
     g->prefetch = cfg->zero.stage3_prefetch_bucket_size;
     g->reuse_distance = cfg->zero.stage3_max_reuse_distance;
@@ -117,6 +147,21 @@ static bool gather_drop_retained(zt_zero_gather *g, int u, zt_gather_dir dir)
     return false;
 }
 
+/* What unit u's gather sends per rank, and over which comm. */
+static int64_t gather_send_numel(const zt_zero_gather *g, int u, bool from_world)
+{
+    const zt_unit_layout *ul = &g->layout->units[u];
+    return from_world ? ul->shard_numel : ul->padded_numel / g->hpz;
+}
+
+static void gather_free_blocks(zt_zero_gather *g, zt_gather_unit *gu)
+{
+    if (gu->qbuf)
+        zt_arena_free(g->pool, gu->qbuf);
+    zt_arena_free(g->pool, gu->buf);
+    gu->buf = gu->qbuf = NULL;
+}
+
 /* Starts the all-gather of unit u into a new COMM block. A prefetch that finds
  * no room returns ZT_ERR_OOM and leaves nothing behind; the caller skips it. */
 static zt_status gather_start(zt_zero_gather *g, int u, zt_gather_dir dir)
@@ -125,34 +170,33 @@ static zt_status gather_start(zt_zero_gather *g, int u, zt_gather_dir dir)
     zt_gather_unit *gu = &g->units[u];
     ZT_TRY(zt_arena_alloc(g->pool, (size_t)ul->padded_numel * zt_dtype_size(g->dt), &gu->buf));
     zt_comm_req_none(&gu->req);
-    zt_status st;
-    bool from_group = dir != ZT_GATHER_FWD && g->group;
     /* hpZ: backward gathers the node group's secondary copy; forward gathers
      * the primary shards over the world and refreshes the secondary. */
-    if (from_group) {
-        st = g->group->ops->all_gather(g->group, g->secondary[u], gu->buf,
-                                       ul->padded_numel / g->hpz, g->dt, &gu->req);
-    } else {
-        const void *send = g->shard[u];
-        st = ZT_OK;
-        if (g->shard_host) { /* staged into its own slot, then gathered in place */
-            void *slot = zt_zero_at(gu->buf, (int64_t)g->comm->rank * ul->shard_numel, g->dt);
-            const void *host = send;
-            if (!host)
-                st = g->source.get(g->source.ctx, u, dir, &host);
-            if (st == ZT_OK)
-                g->be->copy_h2d(g->be, slot, host, (size_t)ul->shard_numel * zt_dtype_size(g->dt));
-            if (st == ZT_OK && !send)
-                g->source.put(g->source.ctx, u);
-            send = slot;
-        }
+    bool from_group = dir != ZT_GATHER_FWD && g->group;
+    zt_comm *c = from_group ? g->group : g->comm;
+    int64_t n = gather_send_numel(g, u, !from_group);
+    const void *send = from_group ? g->secondary[u] : g->shard[u];
+    zt_status st = ZT_OK;
+    if (!from_group && g->shard_host) { /* staged into its own slot, then gathered in place */
+        void *slot = zt_zero_at(gu->buf, (int64_t)g->comm->rank * n, g->dt);
+        const void *host = send;
+        if (!host) /* no resident shard: its source (the NVMe swapper) reads it in */
+            st = g->source.get(g->source.ctx, u, dir, &host);
         if (st == ZT_OK)
-            st = g->comm->ops->all_gather(g->comm, send, gu->buf, ul->shard_numel, g->dt,
-                                          &gu->req);
+            g->be->copy_h2d(g->be, slot, host, (size_t)n * zt_dtype_size(g->dt));
+        if (st == ZT_OK && !send)
+            g->source.put(g->source.ctx, u);
+        send = slot;
+    }
+    if (st == ZT_OK && zt_qwz_on(g->cfg, c)) {
+        st = zt_arena_alloc(g->pool, zt_qwz_buffer_bytes(n, c->size), &gu->qbuf);
+        if (st == ZT_OK)
+            st = zt_qwz_gather_start(g->be, c, send, g->dt, n, gu->qbuf, &gu->req);
+    } else if (st == ZT_OK) {
+        st = c->ops->all_gather(c, send, gu->buf, n, g->dt, &gu->req);
     }
     if (st != ZT_OK) {
-        zt_arena_free(g->pool, gu->buf);
-        gu->buf = NULL;
+        gather_free_blocks(g, gu);
         return st;
     }
     gu->state = ZT_UNIT_INFLIGHT;
@@ -174,6 +218,12 @@ static zt_status gather_complete(zt_zero_gather *g, int u)
     zt_gather_unit *gu = &g->units[u];
     zt_comm *c = gather_comm(g, gu);
     ZT_TRY(c->ops->wait(c, &gu->req));
+    if (gu->qbuf) {
+        zt_qwz_gather_finish(g->be, c, gu->qbuf, gu->buf, g->dt,
+                             gather_send_numel(g, u, gu->from_world));
+        zt_arena_free(g->pool, gu->qbuf);
+        gu->qbuf = NULL;
+    }
     gu->state = ZT_UNIT_READY;
     if (gu->from_world && g->group) {
         const zt_unit_layout *ul = &g->layout->units[u];

@@ -7,7 +7,10 @@
  * stay within stage3_prefetch_bucket_size and the live elements within
  * stage3_max_live_parameters. With hpZ (zero_hpz_partition_size h > 1), each
  * forward gather also keeps this rank's 1/h slice of the unit as a secondary
- * partition, and the backward gather runs over the h-rank group only.
+ * partition, and the backward gather runs over the h-rank group only. With
+ * qwZ (zero_quantized_weights) the gathers carry int8 chunks
+ * (engine/zero/quant.h), staged in a second COMM block per gather in flight
+ * and dequantized into the unit's block when the gather completes.
  *
  * Memory: the window owns its host bookkeeping; it allocates and frees its
  * blocks in the COMM arena it is given. The shards and secondary partitions
@@ -44,6 +47,7 @@ typedef struct {
     bool retained;   /* released by compute but kept for a near reuse */
     bool from_world; /* in flight over the world (else the hpZ group) */
     void *buf;       /* (padded_numel) in the COMM arena, or the persistent copy */
+    void *qbuf;      /* qwZ: the chunks in flight (COMM), else NULL */
     zt_comm_req req;
 } zt_gather_unit;
 
@@ -69,6 +73,7 @@ typedef struct {
     zt_zero_shard_source source; /* shard_host: where NULL shards come from (set after init) */
     void *const *secondary; /* hpZ: per unit (padded_numel / h), else NULL */
     int hpz;
+    const zt_config *cfg;
     int64_t max_live, prefetch, reuse_distance;
     int64_t live_numel;  /* elements of gathered (or in-flight) non-persistent units */
     int64_t peak_live_numel;
@@ -78,6 +83,11 @@ typedef struct {
 
 /* Elements of COMM the window may need at once (its reservation). */
 int64_t zt_zero_gather_pool_numel(const zt_config *cfg, const zt_layout *layout);
+/* Bytes of COMM the qwZ chunks in flight may need at once on top of that (0
+ * without qwZ). world: the ranks the layout partitions over; hpz: the hpZ
+ * group size (<= 1: none). */
+size_t zt_zero_gather_qwz_bytes(const zt_config *cfg, const zt_layout *layout, int world,
+                                int hpz);
 /* Elements of one rank's hpZ secondary partition (0 without hpZ). */
 int64_t zt_zero_secondary_numel(const zt_config *cfg, const zt_layout *layout);
 

@@ -123,6 +123,11 @@ zt_status zt_zero_rs_init(zt_zero_rs *r, const zt_config *cfg, const zt_backend 
     r->dest_host = target->dest_host;
     r->host_stage = target->host_stage;
     r->comm_dt = target->comm_dt;
+    if (target->qgz && target->qgz->active) {
+        r->qgz = target->qgz;
+        r->qgz_work[0] = target->qgz_work[0];
+        r->qgz_work[1] = target->qgz_work[1];
+    }
     r->width = zt_layout_bucket_width(layout, cfg->zero.reduce_bucket_size);
     r->overlap = cfg->zero.overlap_comm;
     r->use_reduce_scatter = cfg->zero.reduce_scatter;
@@ -154,13 +159,23 @@ void zt_zero_rs_begin(zt_zero_rs *r, bool accumulate)
     r->open = -1;
 }
 
+/* The comm a bucket's request is pending on. */
+static zt_comm *rs_comm(const zt_zero_rs *r)
+{
+    return r->qgz ? zt_qgz_pending_comm(r->qgz) : r->comm;
+}
+
 /* Waits for a bucket and moves this rank's reduced columns to their slices. */
 static zt_status rs_deliver(zt_zero_rs *r, zt_zero_bucket *b)
 {
     const zt_backend *be = r->be;
     zt_dtype kdt = r->comm_dt;
-    ZT_TRY(r->comm->ops->wait(r->comm, &b->req));
     int64_t width = b->b1 - b->b0;
+    if (r->qgz)
+        ZT_TRY(zt_qgz_finish(r->qgz, be, r->qgz_work[b - r->buckets], b->recv, width, kdt,
+                             &b->req));
+    else
+        ZT_TRY(r->comm->ops->wait(r->comm, &b->req));
     void *src = b->recv ? b->recv : zt_zero_at(b->send, (int64_t)r->layout->rank * width, kdt);
     if (r->replica)
         ZT_TRY(r->replica->ops->all_reduce(r->replica, src, width, kdt, ZT_RED_SUM, NULL));
@@ -205,7 +220,10 @@ static zt_status rs_issue(zt_zero_rs *r)
     int64_t width = b->b1 - b->b0, total = width * r->layout->world_size;
     zt_comm_req *req = r->overlap ? &b->req : NULL;
     zt_comm_req_none(&b->req);
-    if (r->use_reduce_scatter)
+    if (r->qgz)
+        ZT_TRY(zt_qgz_start(r->qgz, r->be, r->qgz_work[b - r->buckets], b->send, width,
+                            r->comm_dt, req));
+    else if (r->use_reduce_scatter)
         ZT_TRY(r->comm->ops->reduce_scatter(r->comm, b->send, b->recv, width, r->comm_dt,
                                             ZT_RED_SUM, req));
     else
@@ -240,7 +258,7 @@ zt_status zt_zero_rs_unit(zt_zero_rs *r, int u, const void *g, zt_dtype g_dt)
     /* MPI moves non-blocking collectives forward only inside MPI calls. */
     for (int i = 0; i < r->n_buckets; i++)
         if (r->buckets[i].pending)
-            r->comm->ops->test(r->comm, &r->buckets[i].req);
+            rs_comm(r)->ops->test(rs_comm(r), &r->buckets[i].req);
     return ZT_OK;
 }
 

@@ -13,7 +13,8 @@
  * reduce_bucket_size elements over all ranks. Units are fed in reverse order;
  * each unit's columns are packed rank-major into the bucket's send buffer
  * (block q holds rank q's columns), and a full bucket is reduce-scattered (or,
- * with reduce_scatter false, all-reduced and sliced) into this rank's
+ * with reduce_scatter false, all-reduced and sliced; with qgZ, reduced by
+ * engine/zero/quant.h's hierarchical quantized all-to-all) into this rank's
  * destination slices: assigned (stage 1 at the boundary) or accumulated
  * (stages 2-3, every micro-step). With overlap_comm two buckets alternate, so
  * one reduces while backward fills the other. MiCS: a reduced gradient slice
@@ -36,6 +37,7 @@
 #include "engine/dtype.h"
 #include "engine/status.h"
 #include "engine/zero/layout.h"
+#include "engine/zero/quant.h"
 
 /* Averaging factors of DeepSpeed's gradient reduction for `world_size` ranks. */
 void zt_zero_scales(const zt_config *cfg, int world_size, float *pre_scale, float *post_scale);
@@ -95,6 +97,8 @@ typedef struct {
     bool overlap, use_reduce_scatter, accumulate;
     float pre_scale, post_scale;
     zt_zero_bucket buckets[2];
+    const zt_qgz *qgz;   /* active qgZ, else NULL */
+    void *qgz_work[2];   /* per bucket, zt_qgz_work_bytes (COMM) */
     int n_buckets;
     int open;            /* bucket being filled, or -1 */
     int next;            /* bucket to open next */
@@ -114,6 +118,11 @@ typedef struct {
     bool dest_host;     /* dest is host memory: each bucket is copied to host_stage first */
     void *host_stage;   /* zt_zero_rs_width elements of comm_dt, host */
     zt_dtype comm_dt;
+    /* qgZ (when q->active): each bucket goes through the hierarchical
+     * quantized all-to-all, with one work area of zt_qgz_work_bytes per
+     * bucket; NULL: the plain reduce-scatter. */
+    const zt_qgz *qgz;
+    void *qgz_work[2];
 } zt_zero_rs_target;
 /* send/recv: `count` buffers each as zt_zero_rs_buffers says (recv may be NULL
  * entries when recv_numel is 0). comm: the group the layout partitions over;

@@ -174,10 +174,23 @@ static bool stage_traffic_begin(const zt_stage_shape *s, zt_stage_traffic *out)
     return s->world > 1; /* a world of one rank sends nothing */
 }
 
+/* Bytes of the unquantized entries: reductions move the communication
+ * dtype, gathers and broadcasts the parameters'. */
+static void stage_traffic_bytes(const zt_stage_shape *s, zt_stage_traffic *out)
+{
+    for (int g = 0; g < ZT_STAGE_GROUP_N; g++)
+        for (int k = 0; k < ZT_COMM_NKINDS; k++) {
+            bool reduce = k == ZT_COMM_ALL_REDUCE || k == ZT_COMM_REDUCE_SCATTER;
+            out->bytes[g][k] =
+                out->elements[g][k] * (int64_t)(reduce ? s->comm_bytes : s->param_bytes);
+        }
+}
+
 static void stage0_traffic(const zt_stage_shape *s, zt_stage_traffic *out)
 {
     if (stage_traffic_begin(s, out))
         out->elements[ZT_STAGE_GROUP_WORLD][ZT_COMM_ALL_REDUCE] = s->padded;
+    stage_traffic_bytes(s, out);
 }
 
 /* Stages 1-2: one reduce per step (stage 1) or per micro-step (stage 2), one
@@ -188,6 +201,7 @@ static void stage12_traffic(const zt_stage_shape *s, zt_stage_traffic *out, int6
         return;
     out->elements[ZT_STAGE_GROUP_WORLD][stage_rs_kind(s)] = reduces * s->padded;
     out->elements[ZT_STAGE_GROUP_WORLD][stage_ag_kind(s)] = s->padded;
+    stage_traffic_bytes(s, out);
 }
 
 static void stage1_traffic(const zt_stage_shape *s, zt_stage_traffic *out)
@@ -204,23 +218,42 @@ static void stage2_traffic(const zt_stage_shape *s, zt_stage_traffic *out)
  * gather of every non-persistent unit (hpZ: the backward one inside the
  * group), and the persistent units once after the step. MiCS moves the
  * world's share to the shard group and all-reduces each reduced slice over
- * the replica group. */
+ * the replica group. ZeRO++: qwZ gathers move their int8 chunks (the
+ * persistent units' gather stays unquantized); qgZ moves the reduction to
+ * its two groups' all-to-alls. */
 static void stage3_traffic(const zt_stage_shape *s, zt_stage_traffic *out)
 {
-    if (!stage_traffic_begin(s, out))
+    if (!stage_traffic_begin(s, out)) {
+        stage_traffic_bytes(s, out);
         return;
+    }
     int64_t P = s->padded, q = P - s->persistent, gas = s->gas;
     zt_stage_group part = s->mics > 0 ? ZT_STAGE_GROUP_MICS_SHARD : ZT_STAGE_GROUP_WORLD;
-    out->elements[part][stage_rs_kind(s)] = gas * P;
+    bool qgz = s->qgz_inter_bytes > 0;
+    if (qgz) {
+        if (s->qgz_local > 1)
+            out->elements[ZT_STAGE_GROUP_QGZ_INTRA][ZT_COMM_ALL_TO_ALL] = gas * P;
+        out->elements[ZT_STAGE_GROUP_QGZ_INTER][ZT_COMM_ALL_TO_ALL] = gas * P / s->qgz_local;
+    } else {
+        out->elements[part][stage_rs_kind(s)] = gas * P;
+    }
     if (s->mics > 0)
         out->elements[ZT_STAGE_GROUP_MICS_REPLICA][ZT_COMM_ALL_REDUCE] = gas * P / s->partition;
-    if (s->hpz > 1) {
-        out->elements[part][ZT_COMM_ALL_GATHER] = s->persistent + gas * q;
+    int64_t passes = s->hpz > 1 ? 1 : 2; /* gathers of q over the partition per micro-step */
+    out->elements[part][ZT_COMM_ALL_GATHER] = s->persistent + passes * gas * q;
+    if (s->hpz > 1)
         out->elements[ZT_STAGE_GROUP_HPZ][ZT_COMM_ALL_GATHER] = gas * q;
-    } else {
-        out->elements[part][ZT_COMM_ALL_GATHER] = s->persistent + 2 * gas * q;
-    }
     out->exact = !s->reuse;
+    stage_traffic_bytes(s, out);
+    if (s->qwz_bytes > 0)
+        out->bytes[part][ZT_COMM_ALL_GATHER] =
+            s->persistent * (int64_t)s->param_bytes + passes * gas * s->qwz_bytes;
+    if (s->hpz > 1 && s->qwz_group_bytes > 0)
+        out->bytes[ZT_STAGE_GROUP_HPZ][ZT_COMM_ALL_GATHER] = gas * s->qwz_group_bytes;
+    if (qgz) {
+        out->bytes[ZT_STAGE_GROUP_QGZ_INTRA][ZT_COMM_ALL_TO_ALL] = gas * s->qgz_intra_bytes;
+        out->bytes[ZT_STAGE_GROUP_QGZ_INTER][ZT_COMM_ALL_TO_ALL] = gas * s->qgz_inter_bytes;
+    }
 }
 
 /* ---- The table. ---- */

@@ -86,6 +86,15 @@ typedef struct {
     int64_t gas;              /* micro-steps per optimizer step */
     size_t param_bytes;       /* bytes of a parameter (compute dtype) */
     size_t grad_bytes;        /* bytes of a full-gradient element (GRADS dtype) */
+    size_t comm_bytes;        /* bytes of a gradient element as reduced (comm dtype) */
+    /* ZeRO++ (engine/zero/quant.h), bytes per pass over every non-persistent
+     * unit: one quantized gather over the partition and over the hpZ group
+     * (0: unquantized); one reducing backward on qgZ's intra- and inter-node
+     * groups (both 0: the plain reduce-scatter), whose intra group has
+     * qgz_local ranks. */
+    int64_t qwz_bytes, qwz_group_bytes;
+    int64_t qgz_intra_bytes, qgz_inter_bytes;
+    int qgz_local;
     bool reduce_scatter;      /* reduce_scatter (false: all-reduce, then slice) */
     bool allgather_partitions; /* allgather_partitions (false: a broadcast per owner) */
     bool reuse;               /* stage3_max_reuse_distance > 0: retained units skip gathers */
@@ -109,15 +118,22 @@ typedef enum {
     ZT_STAGE_GROUP_HPZ,
     ZT_STAGE_GROUP_MICS_SHARD,
     ZT_STAGE_GROUP_MICS_REPLICA,
+    ZT_STAGE_GROUP_QGZ_INTRA,
+    ZT_STAGE_GROUP_QGZ_INTER,
     ZT_STAGE_GROUP_N
 } zt_stage_group;
 
 /* Elements per optimizer step by communicator and kind, counted as the comm
  * counters count (an all-reduce its buffer once, a reduce-scatter its input,
- * an all-gather its output). exact: the counters must equal it; otherwise
- * (stage 3 with a reuse distance) the all-gathers are at most these. */
+ * an all-gather its output, an all-to-all its input), and the bytes they
+ * take: elements times the dtype's size, except for ZeRO++'s quantized
+ * collectives, whose bytes are their chunks' (elements there are the
+ * parameters or gradients they stand for). exact: the counters must equal
+ * the bytes; otherwise (stage 3 with a reuse distance) the all-gathers are
+ * at most these. */
 typedef struct {
     int64_t elements[ZT_STAGE_GROUP_N][ZT_COMM_NKINDS];
+    int64_t bytes[ZT_STAGE_GROUP_N][ZT_COMM_NKINDS];
     bool exact;
 } zt_stage_traffic;
 
