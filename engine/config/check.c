@@ -48,6 +48,25 @@ static zt_status zt_check_grad_accum_dtype(const zt_ctx *c)
                          expected);
 }
 
+/* ZeRO++ quantization: DeepSpeed's own refusal (runtime/zero/stage3.py), and
+ * what its nontrainable-weights switch does here. */
+static zt_status zt_check_zeropp(const zt_ctx *c)
+{
+    const zt_zero_config *z = &c->cfg->zero;
+    if (z->stage != 3)
+        return ZT_OK;
+    if (z->zero_quantized_gradients && !z->reduce_scatter)
+        return zt_config_err(c, ZT_ERR_CONFIG, "zero_optimization.zero_quantized_gradients",
+                             "set \"reduce_scatter\": true, or remove zero_quantized_gradients",
+                             "when enable all_to_all_reduce, reduce_scatter should also be "
+                             "enabled for data type checks.");
+    if (z->zero_quantized_nontrainable_weights)
+        zt_config_note(c->cfg, "zero_optimization.zero_quantized_nontrainable_weights has no "
+                               "effect in zerotrain: every parameter of its models is trainable "
+                               "(zero_quantized_weights quantizes the gathers)");
+    return ZT_OK;
+}
+
 zt_status zt_config_cross_checks(const zt_ctx *c)
 {
     const zt_config *cfg = c->cfg;
@@ -84,6 +103,7 @@ zt_status zt_config_cross_checks(const zt_ctx *c)
                              "bf16_optimizer_states requires bf16_master_weights_and_grads to be "
                              "enabled.");
     ZT_TRY(zt_config_check_nvme(c));
+    ZT_TRY(zt_check_zeropp(c));
     return zt_check_grad_accum_dtype(c);
 }
 
@@ -192,11 +212,19 @@ static zt_status zt_check_zeropp_supported(const zt_zero_config *z)
         {z->zero_quantized_gradients, "zero_quantized_gradients"},
         {z->zero_quantized_nontrainable_weights, "zero_quantized_nontrainable_weights"},
     };
+    /* DeepSpeed ignores them below stage 3; refused there as hpZ is. */
     for (size_t i = 0; i < ZT_LEN(quant); i++)
-        if (quant[i].on)
+        if (quant[i].on && z->stage != 3)
+            return zt_fail(ZT_ERR_UNSUPPORTED, "use \"stage\": 3, or remove the ZeRO++ settings",
+                           "zero_optimization.%s: ZeRO++ quantizes stage 3's parameter "
+                           "gathers and gradient reduce-scatter, which only ZeRO stage 3 does "
+                           "(stage is %d)",
+                           quant[i].key, z->stage);
+        else if (quant[i].on && z->mics_shard_size > 0)
             return zt_fail(ZT_ERR_UNSUPPORTED, zpp_hint,
-                           "zero_optimization.%s: ZeRO++ quantization is not implemented yet",
-                           quant[i].key);
+                           "zero_optimization.%s with mics_shard_size %lld: ZeRO++ quantization "
+                           "of MiCS's shard-group collectives is not implemented",
+                           quant[i].key, (long long)z->mics_shard_size);
     if (z->mics_shard_size > 0 && z->stage != 3)
         return zt_fail(ZT_ERR_UNSUPPORTED, "use \"stage\": 3, or remove mics_shard_size",
                        "zero_optimization.mics_shard_size %lld: MiCS partitions parameters, "

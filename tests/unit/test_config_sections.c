@@ -92,9 +92,15 @@ static void test_check_supported_refusals(void **state)
                      ZT_OK);
     assert_int_equal(zt_config_check_supported(&cfg), ZT_OK);
     assert_refused("{" MB1 ", \"zero_optimization\": {\"zero_quantized_weights\": true}}",
-                   "zero_quantized_weights: ZeRO++ quantization is not implemented yet");
-    assert_refused("{" MB1 ", \"zero_optimization\": {\"zero_quantized_gradients\": true}}",
-                   "zero_quantized_gradients");
+                   "zero_quantized_weights: ZeRO++ quantizes stage 3's parameter gathers and "
+                   "gradient reduce-scatter, which only ZeRO stage 3 does (stage is 0)");
+    assert_refused("{" MB1 ", \"zero_optimization\": {\"stage\": 2, "
+                   "\"zero_quantized_gradients\": true}}",
+                   "zero_quantized_gradients: ZeRO++ quantizes");
+    assert_refused("{" MB1 ", \"zero_optimization\": {\"stage\": 3, \"mics_shard_size\": 2, "
+                   "\"zero_quantized_weights\": true}}",
+                   "zero_quantized_weights with mics_shard_size 2: ZeRO++ quantization of "
+                   "MiCS's shard-group collectives is not implemented");
     assert_refused("{" MB1 ", \"zero_optimization\": {\"mics_shard_size\": 4}}",
                    "mics_shard_size 4: MiCS partitions parameters, which only ZeRO stage 3 does");
     assert_refused("{" MB1 ", \"zero_optimization\": {\"stage\": 3, \"mics_shard_size\": 2, "

@@ -160,6 +160,34 @@ static void test_zero_rejections(void **state)
                  ZT_ERR_CONFIG, "gradient_allreduce_op='sum' is not supported with ZeRO stage 3");
 }
 
+/* ZeRO++ quantization: accepted at stage 3 (with hpZ too), DeepSpeed's
+ * refusal of qgZ without reduce_scatter kept with its message, and the
+ * nontrainable-weights switch noted as doing nothing here. */
+static void test_zero_quantized(void **state)
+{
+    (void)state;
+    assert_int_equal(parse("{" MB1 ", \"zero_optimization\": {\"stage\": 3, "
+                           "\"zero_quantized_weights\": true, \"zero_quantized_gradients\": true, "
+                           "\"zero_hpz_partition_size\": 2}}"),
+                     ZT_OK);
+    assert_true(cfg.zero.zero_quantized_weights && cfg.zero.zero_quantized_gradients);
+    assert_int_equal(zt_config_check_supported(&cfg), ZT_OK);
+    assert_fails("{" MB1 ", \"zero_optimization\": {\"stage\": 3, \"reduce_scatter\": false, "
+                 "\"zero_quantized_gradients\": true}}",
+                 ZT_ERR_CONFIG,
+                 "when enable all_to_all_reduce, reduce_scatter should also be enabled for data "
+                 "type checks.");
+    assert_int_equal(parse("{" MB1 ", \"zero_optimization\": {\"stage\": 3, \"reduce_scatter\": "
+                           "false, \"zero_quantized_weights\": true}}"),
+                     ZT_OK);
+    assert_int_equal(parse("{" MB1 ", \"zero_optimization\": {\"stage\": 3, "
+                           "\"zero_quantized_nontrainable_weights\": true}}"),
+                     ZT_OK);
+    assert_note("zero_quantized_nontrainable_weights has no effect in zerotrain: every "
+                "parameter of its models is trainable");
+    assert_int_equal(zt_config_check_supported(&cfg), ZT_OK);
+}
+
 static void test_zero_resolution(void **state)
 {
     (void)state;
@@ -312,6 +340,7 @@ int main(void)
         cmocka_unit_test(test_zero_boolean_form),
         cmocka_unit_test(test_zero_deprecated),
         cmocka_unit_test(test_zero_rejections),
+        cmocka_unit_test(test_zero_quantized),
         cmocka_unit_test(test_zero_resolution),
         cmocka_unit_test(test_offload_optimizer_rules),
         cmocka_unit_test(test_offload_param_rules),
