@@ -72,7 +72,7 @@ ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/%.o) $(CUDA_SRC:%.cu=$(BUILD)/%.o)
 CMD_OBJ    := $(patsubst %.c,$(BUILD)/%.o,$(wildcard cmd/*.c))
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
-TOOLS      := $(BUILD)/tests/comm-check $(BUILD)/tests/quant-dump $(if $(NVCC),$(BUILD)/tests/op-check)
+TOOLS      := $(BUILD)/tests/comm-check $(BUILD)/tests/quant-dump $(BUILD)/tests/qgz-check $(if $(NVCC),$(BUILD)/tests/op-check)
 
 .PHONY: all deps test unit-test run clean toolkit bench bench-check sanitize sanitize-build fuzz fuzz-build sim \
         sim-sanitize
@@ -133,6 +133,11 @@ $(BUILD)/tests/comm-check: tests/tools/comm_check.c $(BUILD)/libzt.a
 
 # The CPU quantization ops' outputs for tests/reference/test_quant_numpy.py.
 $(BUILD)/tests/quant-dump: tests/tools/quant_dump.c $(BUILD)/libzt.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libzt.a $(LDLIBS)
+
+# ZeRO++'s qgZ all-to-all against a float64 sum, run by tests/mpi/test_zeropp.sh.
+$(BUILD)/tests/qgz-check: tests/tools/qgz_check.c $(BUILD)/libzt.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libzt.a $(LDLIBS)
 

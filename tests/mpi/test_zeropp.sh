@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # ZeRO++ quantized communication (docs/zeropp.md), on simulated nodes
 # (ZT_RANKS_PER_NODE):
+# 0. The qgZ all-to-all itself against a float64 sum (build/tests/qgz-check,
+#    tests/tools/qgz_check.c): bit for bit where both quantizations are
+#    exact, else within the two int4 stages' error bound; np 4 as 2 nodes of
+#    2 and np 3 as 3 nodes of 1.
 # 1. Bytes: the MLP at stage 3 (no persistent units, reuse distance 0, small
 #    buckets) with qwZ + qgZ: np 4 as 2 nodes of 2 in bf16 with hpZ 2, and
 #    np 3 as 3 nodes of 1 in fp32 with the optimizer and the parameters
@@ -50,6 +54,12 @@ cfg() { # name train_batch extra-top-level-json extra-zero-json: $tmp/cfg-NAME.j
 JSON
 }
 q=', "zero_quantized_weights": true, "zero_quantized_gradients": true'
+
+# ---- 0. qgZ's reduction against float64
+for a in "4 2" "3 1"; do
+    read -r np l <<<"$a"
+    $ZT_MPIRUN -np "$np" build/tests/qgz-check "$l" || { echo "FAIL: qgz-check np $np L $l"; failed=1; }
+done
 
 # ---- 1. bytes against independent formulas
 mlp=(--model mlp --width 64 --layers 4 --in-size 32 --out-size 10 --steps 3 --seed 7)
