@@ -24,8 +24,8 @@
       the parameter all-gathers (world + hpz) and of the gradient reduction
       (reduce-scatter, or qgZ's two all-to-alls), each as a fraction of the
       plain run's, and the losses step by step: max |q - p| / p must be <= R.
-      Prints one table row per run pair (`ztzeropp.py header` prints the
-      table's header).
+      Prints one table row per run pair with both runs' samples/s
+      (`ztzeropp.py header` prints the table's header).
 """
 import argparse
 import json
@@ -176,7 +176,8 @@ def cmd_compare(args):
         errors.append(f"{label}: loss differs by {worst:.4f} relative at step {at} "
                       f"(> {args.max_loss_rel})")
     print(f"| {label} | {len(lq)} | {lp[-1]:.4f} | {lq[-1]:.4f} | {worst:.4f} (step {at}) "
-          f"| {qg / pg:.3f} | {qd / pd:.3f} | {qi / pd:.3f} | {qx / pd:.3f} |")
+          f"| {qg / pg:.3f} | {qd / pd:.3f} | {qi / pd:.3f} | {qx / pd:.3f} "
+          f"| {p['samples_per_sec']:.1f} | {q['samples_per_sec']:.1f} |")
     for e in errors:
         print("FAIL: " + e)
     return not errors
@@ -199,8 +200,8 @@ def main():
     if args.what == "header":
         print("| run | steps | final loss plain | quantized | max step loss diff (rel) "
               "| all-gather bytes q/plain | gradient bytes q/plain | intra-node hop | "
-              "inter-node hop |")
-        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+              "inter-node hop | samples/s plain | quantized |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         sys.exit(0)
     ok = cmd_bytes(args) if args.what == "bytes" else cmd_compare(args)
     sys.exit(0 if ok else 1)
