@@ -15,8 +15,9 @@
 # 2. Tracking: GPT-lite in bf16 with qwZ + qgZ against the same run without,
 #    at np 2 (2 nodes of 1) and np 4 (2 nodes of 2, hpZ 2): every step's loss
 #    within 2% (relative), all-gather bytes about half, each qgZ hop about a
-#    quarter of the bf16 reduce-scatter. (The 300-step runs of a larger
-#    GPT-lite are in docs/zeropp.md.)
+#    quarter of the bf16 reduce-scatter; the comms_logger summary lists qgZ's
+#    all_to_all_single. (The 300-step runs of a larger GPT-lite,
+#    scripts/bench-zeropp.sh, are in docs/zeropp.md.)
 # 3. One node: qgZ does not run (DeepSpeed's fallback), says so, and the
 #    report shows the plain reduce-scatter; qwZ still quantizes.
 # 4. Refusals: DeepSpeed's for qgZ without reduce_scatter, and the keys below
@@ -75,14 +76,16 @@ run mlp-off 3 1 "$tmp/cfg-mlp-off.json" "${mlp[@]}" &&
 gpt=(--model gptlite --data "$ZT_SHARED/data/tinyshakespeare/input.txt" --n-layer 2 --n-embd 32
      --n-head 4 --block-size 32 --steps 40 --seed 11)
 cfg plain-2 16 '"bf16": {"enabled": true},' ''
-cfg quant-2 16 '"bf16": {"enabled": true},' "$q"
+cfg quant-2 16 '"bf16": {"enabled": true}, "comms_logger": {"enabled": true},' "$q"
 cfg plain-4 16 '"bf16": {"enabled": true},' ', "zero_hpz_partition_size": 2'
-cfg quant-4 16 '"bf16": {"enabled": true},' "$q"', "zero_hpz_partition_size": 2'
+cfg quant-4 16 '"bf16": {"enabled": true}, "comms_logger": {"enabled": true},' "$q"', "zero_hpz_partition_size": 2'
 $zp header
 for np in 2 4; do
     rpn=$((np / 2))
     run "plain-$np" $np $rpn "$tmp/cfg-plain-$np.json" "${gpt[@]}" || continue
     run "quant-$np" $np $rpn "$tmp/cfg-quant-$np.json" "${gpt[@]}" || continue
+    grep -q "^all_to_all_single" "$tmp/quant-$np.log" ||
+        { echo "FAIL: np $np: the comms_logger summary has no all_to_all_single row"; failed=1; }
     $zp compare "$tmp/quant-$np.json" "$tmp/plain-$np.json" --max-loss-rel 0.02 \
         --label "GPT-lite bf16 np $np ($((np / rpn)) nodes of $rpn)" || failed=1
     $ZT_PYTHON - "$tmp/quant-$np.json" "$tmp/plain-$np.json" "$np" <<'PY' || failed=1
