@@ -48,13 +48,49 @@ static zt_status zt_check_grad_accum_dtype(const zt_ctx *c)
                          expected);
 }
 
+/* ZeRO++ below stage 3: DeepSpeed ignores its keys there without a word (a
+ * config written for stage 3 runs at stage 2); here a warning says so, and
+ * --strict refuses them, as every setting zerotrain ignores. */
+static zt_status zt_check_zeropp_stage(const zt_ctx *c)
+{
+    const zt_zero_config *z = &c->cfg->zero;
+    const struct {
+        bool on;
+        const char *key;
+    } keys[] = {
+        {z->zero_hpz_partition_size > 1, "zero_hpz_partition_size"},
+        {z->zero_quantized_weights, "zero_quantized_weights"},
+        {z->zero_quantized_gradients, "zero_quantized_gradients"},
+        {z->zero_quantized_nontrainable_weights, "zero_quantized_nontrainable_weights"},
+    };
+    for (size_t i = 0; i < ZT_LEN(keys); i++) {
+        if (!keys[i].on)
+            continue;
+        char path[ZT_PATH_MAX];
+        zt_config_join(path, "zero_optimization", keys[i].key);
+        if (c->ov.strict)
+            return zt_config_err(c, ZT_ERR_UNSUPPORTED, path,
+                                 "use \"stage\": 3, remove the key, or run without --strict to "
+                                 "ignore it with a warning",
+                                 "ZeRO++ acts on stage 3's parameter gathers and gradient "
+                                 "reduce-scatter, so stage %d ignores it, as DeepSpeed does "
+                                 "(--strict refuses settings zerotrain ignores)",
+                                 z->stage);
+        zt_config_warn(c->cfg,
+                       "%s: ignored at stage %d, as DeepSpeed does: ZeRO++ acts on stage 3's "
+                       "parameter gathers and gradient reduce-scatter",
+                       path, z->stage);
+    }
+    return ZT_OK;
+}
+
 /* ZeRO++ quantization: DeepSpeed's own refusal (runtime/zero/stage3.py), and
  * what its nontrainable-weights switch does here. */
 static zt_status zt_check_zeropp(const zt_ctx *c)
 {
     const zt_zero_config *z = &c->cfg->zero;
     if (z->stage != 3)
-        return ZT_OK;
+        return zt_check_zeropp_stage(c);
     if (z->zero_quantized_gradients && !z->reduce_scatter)
         return zt_config_err(c, ZT_ERR_CONFIG, "zero_optimization.zero_quantized_gradients",
                              "set \"reduce_scatter\": true, or remove zero_quantized_gradients",
@@ -197,13 +233,8 @@ static zt_status zt_check_master_supported(const zt_config *cfg)
 static zt_status zt_check_zeropp_supported(const zt_zero_config *z)
 {
     const char *zpp_hint = "remove the ZeRO++ / MiCS settings";
-    /* DeepSpeed ignores hpZ below stage 3; a setting that does nothing is
-     * refused rather than silently dropped. */
-    if (z->zero_hpz_partition_size > 1 && z->stage != 3)
-        return zt_fail(ZT_ERR_UNSUPPORTED, "use \"stage\": 3, or remove zero_hpz_partition_size",
-                       "zero_optimization.zero_hpz_partition_size %lld: hpZ partitions "
-                       "parameters, which only ZeRO stage 3 does (stage is %d)",
-                       (long long)z->zero_hpz_partition_size, z->stage);
+    /* Below stage 3 the ZeRO++ keys are ignored with a warning
+     * (zt_check_zeropp_stage). */
     const struct {
         bool on;
         const char *key;
@@ -212,15 +243,8 @@ static zt_status zt_check_zeropp_supported(const zt_zero_config *z)
         {z->zero_quantized_gradients, "zero_quantized_gradients"},
         {z->zero_quantized_nontrainable_weights, "zero_quantized_nontrainable_weights"},
     };
-    /* DeepSpeed ignores them below stage 3; refused there as hpZ is. */
     for (size_t i = 0; i < ZT_LEN(quant); i++)
-        if (quant[i].on && z->stage != 3)
-            return zt_fail(ZT_ERR_UNSUPPORTED, "use \"stage\": 3, or remove the ZeRO++ settings",
-                           "zero_optimization.%s: ZeRO++ quantizes stage 3's parameter "
-                           "gathers and gradient reduce-scatter, which only ZeRO stage 3 does "
-                           "(stage is %d)",
-                           quant[i].key, z->stage);
-        else if (quant[i].on && z->mics_shard_size > 0)
+        if (quant[i].on && z->stage == 3 && z->mics_shard_size > 0)
             return zt_fail(ZT_ERR_UNSUPPORTED, zpp_hint,
                            "zero_optimization.%s with mics_shard_size %lld: ZeRO++ quantization "
                            "of MiCS's shard-group collectives is not implemented",

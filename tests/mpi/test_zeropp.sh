@@ -20,8 +20,9 @@
 #    scripts/bench-zeropp.sh, are in docs/zeropp.md.)
 # 3. One node: qgZ does not run (DeepSpeed's fallback), says so, and the
 #    report shows the plain reduce-scatter; qwZ still quantizes.
-# 4. Refusals: DeepSpeed's for qgZ without reduce_scatter, and the keys below
-#    stage 3.
+# 4. DeepSpeed's refusal of qgZ without reduce_scatter; below stage 3 the
+#    keys are ignored with a warning (a run at np 2 as 2 nodes shows no qgZ
+#    group), and refused under --strict.
 set -eu
 cd "$(dirname "$0")/../.."
 source tests/env.sh
@@ -127,12 +128,27 @@ sys.exit(0 if ok else 1)
 PY
 }
 
-# ---- 4. refusals
+# ---- 4. DeepSpeed's refusal; below stage 3 the keys are ignored with a
+# warning (as DeepSpeed ignores them), and --strict refuses them
 cfg no-rs 16 '' "$q"', "reduce_scatter": false'
 expect 2 "when enable all_to_all_reduce, reduce_scatter should also be enabled for data type checks." \
     -- ./zerotrain --config "$tmp/cfg-no-rs.json" "${gpt[@]}"
-sed 's/"stage": 3/"stage": 2/' "$tmp/cfg-quant-2.json" >"$tmp/cfg-stage2.json"
-expect 2 "which only ZeRO stage 3 does (stage is 2)" -- ./zerotrain --config "$tmp/cfg-stage2.json" "${gpt[@]}"
+sed 's/"stage": 3/"stage": 2/' "$tmp/cfg-quant-4.json" >"$tmp/cfg-stage2.json"
+run stage2 2 1 "$tmp/cfg-stage2.json" "${gpt[@]}" --steps 3 && {
+    for k in zero_hpz_partition_size zero_quantized_weights zero_quantized_gradients; do
+        grep -q "warning: zero_optimization.$k: ignored at stage 2, as DeepSpeed does" "$tmp/stage2.log" ||
+            { echo "FAIL: stage 2: no warning that $k is ignored"; failed=1; }
+    done
+    $ZT_PYTHON - "$tmp/stage2.json" <<'PY' || failed=1
+import json, sys
+c = json.load(open(sys.argv[1]))["ranks"][0]["comm"]
+ok = set(c) == {"world"} and c["world"]["bytes"]["all_to_all"] == 0
+print(("ok" if ok else "FAIL") + f": stage 2 ignores ZeRO++: groups {sorted(c)}")
+sys.exit(0 if ok else 1)
+PY
+}
+expect 2 "so stage 2 ignores it, as DeepSpeed does (--strict refuses settings zerotrain ignores)" \
+    -- ./zerotrain --config "$tmp/cfg-stage2.json" "${gpt[@]}" --strict
 
 [ "$failed" = 0 ] || { echo "FAIL: see above"; exit 1; }
 echo "ok: ZeRO++ qwZ and qgZ"

@@ -84,19 +84,10 @@ static void test_check_supported_refusals(void **state)
                    "true, \"fp16_master_weights_and_grads\": true}}",
                    "fp16.fp16_master_weights_and_grads: fp16 master weights and gradients are "
                    "not implemented yet");
-    assert_refused("{" MB1 ", \"zero_optimization\": {\"stage\": 2, \"zero_hpz_partition_size\": 8}}",
-                   "zero_hpz_partition_size 8: hpZ partitions parameters, which only ZeRO stage 3 "
-                   "does (stage is 2)");
     assert_int_equal(parse("{" MB1 ", \"zero_optimization\": {\"stage\": 3, "
                            "\"zero_hpz_partition_size\": 8}}"),
                      ZT_OK);
     assert_int_equal(zt_config_check_supported(&cfg), ZT_OK);
-    assert_refused("{" MB1 ", \"zero_optimization\": {\"zero_quantized_weights\": true}}",
-                   "zero_quantized_weights: ZeRO++ quantizes stage 3's parameter gathers and "
-                   "gradient reduce-scatter, which only ZeRO stage 3 does (stage is 0)");
-    assert_refused("{" MB1 ", \"zero_optimization\": {\"stage\": 2, "
-                   "\"zero_quantized_gradients\": true}}",
-                   "zero_quantized_gradients: ZeRO++ quantizes");
     assert_refused("{" MB1 ", \"zero_optimization\": {\"stage\": 3, \"mics_shard_size\": 2, "
                    "\"zero_quantized_weights\": true}}",
                    "zero_quantized_weights with mics_shard_size 2: ZeRO++ quantization of "

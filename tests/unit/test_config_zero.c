@@ -186,6 +186,28 @@ static void test_zero_quantized(void **state)
     assert_note("zero_quantized_nontrainable_weights has no effect in zerotrain: every "
                 "parameter of its models is trainable");
     assert_int_equal(zt_config_check_supported(&cfg), ZT_OK);
+
+    /* Below stage 3 DeepSpeed ignores the ZeRO++ keys: a warning here, and
+     * --strict refuses them. */
+    const char *stage2 = "{" MB1 ", \"zero_optimization\": {\"stage\": 2, "
+                         "\"zero_hpz_partition_size\": 8, \"zero_quantized_weights\": true, "
+                         "\"zero_quantized_gradients\": true}}";
+    assert_int_equal(parse(stage2), ZT_OK);
+    assert_note("warning: zero_optimization.zero_hpz_partition_size: ignored at stage 2, as "
+                "DeepSpeed does: ZeRO++ acts on stage 3's parameter gathers and gradient "
+                "reduce-scatter");
+    assert_note("warning: zero_optimization.zero_quantized_weights: ignored at stage 2");
+    assert_note("warning: zero_optimization.zero_quantized_gradients: ignored at stage 2");
+    assert_int_equal(zt_config_check_supported(&cfg), ZT_OK);
+    zt_config_overrides ov;
+    zt_config_overrides_init(&ov);
+    ov.strict = true;
+    zt_status_clear();
+    assert_int_equal(parse_full(stage2, 1, &ov), ZT_ERR_UNSUPPORTED);
+    assert_msg("zero_optimization.zero_hpz_partition_size: ZeRO++ acts on stage 3's parameter "
+               "gathers and gradient reduce-scatter, so stage 2 ignores it, as DeepSpeed does "
+               "(--strict refuses settings zerotrain ignores)");
+    assert_contains(zt_status_hint(), "run without --strict");
 }
 
 static void test_zero_resolution(void **state)
