@@ -23,6 +23,7 @@
 # 4. DeepSpeed's refusal of qgZ without reduce_scatter; below stage 3 the
 #    keys are ignored with a warning (a run at np 2 as 2 nodes shows no qgZ
 #    group), and refused under --strict.
+# 5. fp16 overflow survives qgZ: the same steps skipped as unquantized.
 set -eu
 cd "$(dirname "$0")/../.."
 source tests/env.sh
@@ -149,6 +150,24 @@ PY
 }
 expect 2 "so stage 2 ignores it, as DeepSpeed does (--strict refuses settings zerotrain ignores)" \
     -- ./zerotrain --config "$tmp/cfg-stage2.json" "${gpt[@]}" --strict
+
+# ---- 5. fp16 overflow through qgZ: a loss scale of 2^32 overflows; the inf
+# must survive the int4 chunks (as NaN) so the same steps are skipped, with
+# the same scale history, as without quantization
+for v in plain quant; do
+    z=''
+    [ $v = quant ] && z="$q"
+    cfg "fp16-$v" 16 '"fp16": {"enabled": true, "initial_scale_power": 32},' "$z"
+    run "fp16-$v" 2 1 "$tmp/cfg-fp16-$v.json" "${gpt[@]}" --steps 24 || continue
+done
+$ZT_PYTHON - "$tmp/fp16-quant.json" "$tmp/fp16-plain.json" <<'PY' || failed=1
+import json, sys
+q, p = (json.load(open(f)) for f in sys.argv[1:3])
+ok = q["skipped_steps"] == p["skipped_steps"] > 0 and q["loss_scale_history"] == p["loss_scale_history"]
+print(("ok" if ok else "FAIL") + f": fp16 with qgZ skipped {q['skipped_steps']} steps, "
+      f"unquantized {p['skipped_steps']}; scale histories {'equal' if ok else 'differ'}")
+sys.exit(0 if ok else 1)
+PY
 
 [ "$failed" = 0 ] || { echo "FAIL: see above"; exit 1; }
 echo "ok: ZeRO++ qwZ and qgZ"
