@@ -83,8 +83,8 @@ static zt_status trainer_groups_init(zt_trainer *t)
         return zt_fail(ZT_ERR_CONFIG,
                        "set zero_hpz_partition_size to the ranks per node (or a divisor of it)",
                        "zero_optimization.zero_hpz_partition_size %lld does not divide the "
-                       "world size %d",
-                       (long long)h, w->size);
+                       "world size %d (DeepSpeed: \"%d is not divisible by %lld\")",
+                       (long long)h, w->size, w->size, (long long)h);
     ZT_TRY(trainer_split(t, (int)(w->rank / h), &t->hpz_comm));
     int node_lo = w->node, node_hi = w->node;
     MPI_Allreduce(MPI_IN_PLACE, &node_lo, 1, MPI_INT, MPI_MIN, t->hpz_comm->side);

@@ -50,6 +50,7 @@ zt_status zt_qwz_block(int64_t numel, int64_t *block)
         g = 1;
     while (g < numel && numel % (8 * g) != 0)
         g++;
+    /* DeepSpeed's assertion message, its spelling kept. */
     if (numel <= 0 || numel % (8 * g) != 0)
         return zt_fail(ZT_ERR_INTERNAL, "",
                        "Qantized weight requires the number of weights be a multiple of 8. Yet "

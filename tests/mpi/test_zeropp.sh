@@ -20,7 +20,8 @@
 #    scripts/bench-zeropp.sh, are in docs/zeropp.md.)
 # 3. One node: qgZ does not run (DeepSpeed's fallback), says so, and the
 #    report shows the plain reduce-scatter; qwZ still quantizes.
-# 4. DeepSpeed's refusal of qgZ without reduce_scatter; below stage 3 the
+# 4. DeepSpeed's refusals (qgZ without reduce_scatter, hpZ not dividing the
+#    world) with its messages; below stage 3 the
 #    keys are ignored with a warning (a run at np 2 as 2 nodes shows no qgZ
 #    group), and refused under --strict.
 # 5. fp16 overflow survives qgZ: the same steps skipped as unquantized.
@@ -134,6 +135,9 @@ PY
 cfg no-rs 16 '' "$q"', "reduce_scatter": false'
 expect 2 "when enable all_to_all_reduce, reduce_scatter should also be enabled for data type checks." \
     -- ./zerotrain --config "$tmp/cfg-no-rs.json" "${gpt[@]}"
+cfg hpz-np3 12 '' "$q"', "zero_hpz_partition_size": 2'
+expect 2 "(DeepSpeed: \"3 is not divisible by 2\")" \
+    -- $ZT_MPIRUN -np 3 ./zerotrain --config "$tmp/cfg-hpz-np3.json" "${gpt[@]}"
 sed 's/"stage": 3/"stage": 2/' "$tmp/cfg-quant-4.json" >"$tmp/cfg-stage2.json"
 run stage2 2 1 "$tmp/cfg-stage2.json" "${gpt[@]}" --steps 3 && {
     for k in zero_hpz_partition_size zero_quantized_weights zero_quantized_gradients; do
