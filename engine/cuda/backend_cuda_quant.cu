@@ -105,7 +105,7 @@ void quantize_launch(zt_cuda_impl *impl, void *q, float *scales, const void *x, 
     int64_t nb = (n + block - 1) / block;
     int64_t most = (int64_t)impl->sm_count * 8;
     unsigned grid = (unsigned)(nb < most ? nb : most);
-    quantize_kernel<T, BITS><<<grid, QUANT_THREADS, 0, impl->stream>>>(q, scales, x, n, block);
+    ZT_LAUNCH(grid, QUANT_THREADS, 0, impl->stream, quantize_kernel<T, BITS>)(q, scales, x, n, block);
     launched(impl, "quantize");
 }
 

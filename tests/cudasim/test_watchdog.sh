@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The NCCL watchdog (engine/comm/nccl.c, ZT_COMM_TIMEOUT) on the simulator,
 # GPT-lite at np 2, stage 2, --device cuda --comm nccl.
-#  1. A stalled collective stops the job: ZT_SIM_NCCL_STALL=1:12 makes rank
-#     1's 12th collective (the 4 warm-ups, then training's 8th, a
+#  1. A stalled collective stops the job: ZT_SIM_NCCL_STALL=1:13 makes rank
+#     1's 13th collective (the 5 warm-ups, then training's 8th, a
 #     reduce-scatter) start and never progress, as a peer stuck inside NCCL.
 #     With ZT_COMM_TIMEOUT=2 the job must fail (non-zero, not timeout(1)'s
 #     124) well before the simulator's own hang report (ZT_SIM_NCCL_TIMEOUT,
@@ -31,7 +31,7 @@ gpt=("$ZT_BIN" --config "$tmp/c.json" --model gptlite --data "$ZT_SHARED/data/ti
 
 t0=$(date +%s.%N)
 set +e
-ZT_COMM_TIMEOUT=2 timeout 100 $ZT_MPIRUN -np 2 -x ZT_COMM_TIMEOUT -x ZT_SIM_NCCL_STALL=1:12 \
+ZT_COMM_TIMEOUT=2 timeout 100 $ZT_MPIRUN -np 2 -x ZT_COMM_TIMEOUT -x ZT_SIM_NCCL_STALL=1:13 \
     "${gpt[@]}" --steps 20 >"$tmp/out" 2>&1
 rc=$?
 set -e

@@ -114,8 +114,15 @@ ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcoun
 ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
                            ncclDataType_t datatype, int root, ncclComm_t comm,
                            cudaStream_t stream);
-/* Groups only nest and count here: each collective is queued as it is
- * called, which is NCCL's behaviour for one collective per communicator. */
+ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer,
+                      ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
+                      ncclComm_t comm, cudaStream_t stream);
+/* Groups nest. A collective is queued as it is called, which is NCCL's
+ * behaviour for one collective per communicator; the sends and receives of a
+ * group are held until the outermost ncclGroupEnd and then run as one
+ * operation per communicator and stream, all posted at once, as NCCL fuses
+ * them (so an exchange in both directions cannot deadlock). */
 ncclResult_t ncclGroupStart(void);
 ncclResult_t ncclGroupEnd(void);
 

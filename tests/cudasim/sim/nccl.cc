@@ -389,6 +389,9 @@ extern "C" ncclResult_t ncclGroupEnd(void)
 {
     if (t_group_depth == 0)
         return fail(ncclInvalidUsage, "ncclGroupEnd without ncclGroupStart");
-    t_group_depth--;
+    if (--t_group_depth == 0)
+        zs_nccl_group_flush();
     return ncclSuccess;
 }
+
+int zs_nccl_group_depth() { return t_group_depth; }

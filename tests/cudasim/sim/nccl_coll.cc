@@ -12,6 +12,10 @@
  *   reduce-scatter  the first half of that
  *   all-gather      MPI_Iallgather
  *   broadcast       MPI_Ibcast from the root's send buffer
+ *   send/recv       MPI_Isend/MPI_Irecv, every part of a group posted at once
+ *                   (a group's parts on one communicator and stream are one
+ *                   operation, as NCCL fuses them); messages between two
+ *                   ranks match in issue order, as NCCL's do
  * Reductions combine the ranks' values in rank order: sums in fp32, a 16-bit
  * result rounded (to nearest even) after each addition, as NCCL's half
  * types; max keeps the larger value, a NaN on any rank wins. So every rank
@@ -51,21 +55,30 @@ namespace {
 
 double g_longest_queued; /* ZT_SIM_STATS */
 
-enum coll_kind { ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER, BROADCAST };
+enum coll_kind { ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER, BROADCAST, P2P };
+
+/* The tag of the simulator's point-to-point messages on a communicator's MPI
+ * duplicate (MPI's collectives never match them). */
+const int P2P_TAG = 0x5a5a;
 
 const char *kind_call(coll_kind k)
 {
     static const char *names[] = {"ncclAllReduce", "ncclReduceScatter", "ncclAllGather",
-                                  "ncclBroadcast"};
+                                  "ncclBroadcast", "ncclSend/ncclRecv"};
     return names[k];
 }
 
 const char *type_name(ncclDataType_t t)
 {
-    return t == ncclFloat32 ? "float32" : t == ncclFloat16 ? "float16" : "bfloat16";
+    return t == ncclFloat32 ? "float32" : t == ncclFloat16 ? "float16" : t == ncclBfloat16 ? "bfloat16"
+         : t == ncclInt8    ? "int8"
+                            : "uint8";
 }
 
-size_t type_size(ncclDataType_t t) { return t == ncclFloat32 ? 4 : 2; }
+size_t type_size(ncclDataType_t t)
+{
+    return t == ncclFloat32 ? 4 : t == ncclInt8 || t == ncclUint8 ? 1 : 2;
+}
 
 float widen(const unsigned char *p, size_t i, ncclDataType_t t)
 {
@@ -110,9 +123,19 @@ void reduce(unsigned char *dst, const unsigned char *in, size_t n, int nranks, n
     }
 }
 
+/* One send or receive of a point-to-point operation. */
+struct p2p_part {
+    bool is_send;
+    int peer;
+    const void *send; /* is_send */
+    void *recv;       /* !is_send */
+    size_t bytes;
+};
+
 class coll_op final : public zs_op {
 public:
     coll_kind kind;
+    std::vector<p2p_part> parts; /* P2P */
     ncclComm *comm;
     const void *send;
     void *recv;
@@ -145,6 +168,8 @@ public:
             stalled = true;
             return false;
         }
+        if (kind == P2P)
+            return start_p2p();
         const size_t es = type_size(type), n = comm->nranks, me = comm->rank;
         const size_t in_bytes = (kind == REDUCE_SCATTER ? count * n : count) * es;
         const size_t out_bytes = (kind == ALL_GATHER ? count * n : count) * es;
@@ -189,6 +214,8 @@ public:
                 memcpy(recv, staged.data(), count * es);
             rc = MPI_Ibcast(recv, (int)(count * es), MPI_BYTE, root, m, &req);
             break;
+        case P2P: /* start_p2p */
+            break;
         }
         if (rc != MPI_SUCCESS)
             return fail_comm(ncclSystemError, zs_format("%s: MPI failed to start it", what.c_str()));
@@ -200,6 +227,14 @@ public:
         if (stalled) /* never joins its peers, until the communicator breaks */
             return comm->broken ? finish() : false;
         int done = 0;
+        if (kind == P2P) {
+            if (MPI_Testall((int)reqs.size(), reqs.data(), &done, MPI_STATUSES_IGNORE) !=
+                MPI_SUCCESS)
+                return fail_comm(ncclSystemError, zs_format("%s: MPI failed", what.c_str()));
+            if (done)
+                return finish();
+            return zs_now() - t0 > zs_cfg().nccl_timeout_s ? hang() : false;
+        }
         if (MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
             return fail_comm(ncclSystemError, zs_format("%s: MPI failed", what.c_str()));
         if (!done) {
@@ -231,6 +266,37 @@ private:
     size_t mine = 0;
     std::vector<unsigned char> staged, gathered, reduced;
     std::vector<int> counts, displs, rcounts, rdispls;
+    std::vector<MPI_Request> reqs;                    /* P2P: one per part */
+    std::vector<std::vector<unsigned char>> outgoing; /* P2P: sends, copied at start */
+
+    /* Every part posted at once; the sends' bytes copied first, so a send
+     * buffer may be reused (or received into) by a later part. */
+    bool start_p2p()
+    {
+        reqs.assign(parts.size(), MPI_REQUEST_NULL);
+        outgoing.resize(parts.size());
+        for (size_t i = 0; i < parts.size(); i++) {
+            const p2p_part &q = parts[i];
+            if (q.is_send) {
+                zs_race_range(q.send, q.bytes, false);
+                outgoing[i].assign((const unsigned char *)q.send,
+                                   (const unsigned char *)q.send + q.bytes);
+            } else {
+                zs_race_range(q.recv, q.bytes, true);
+            }
+        }
+        for (size_t i = 0; i < parts.size(); i++) {
+            const p2p_part &q = parts[i];
+            int rc = q.is_send ? MPI_Isend(outgoing[i].data(), (int)q.bytes, MPI_BYTE, q.peer,
+                                           P2P_TAG, comm->mpi, &reqs[i])
+                               : MPI_Irecv(q.recv, (int)q.bytes, MPI_BYTE, q.peer, P2P_TAG,
+                                           comm->mpi, &reqs[i]);
+            if (rc != MPI_SUCCESS)
+                return fail_comm(ncclSystemError,
+                                 zs_format("%s: MPI failed to start it", what.c_str()));
+        }
+        return false;
+    }
 
     /* ZT_SIM_NCCL_STALL: this process's collectives are counted as they
      * start, on the device thread. */
@@ -335,6 +401,21 @@ ncclResult_t fail(ncclResult_t rc, const std::string &text)
     return rc;
 }
 
+/* Gives op its place in its communicator's issue order and queues it. */
+void queue(std::unique_ptr<coll_op> op, uint32_t si, const std::string &detail)
+{
+    ncclComm *comm = op->comm;
+    op->issue = ++comm->issued;
+    op->issued_at = zs_now();
+    op->what = zs_format("%s #%llu %s", kind_call(op->kind), (unsigned long long)op->issue,
+                         detail.c_str());
+    {
+        std::lock_guard<std::mutex> l(zs_nccl_lock());
+        comm->pending.push_back(zs_coll_note{op->issue, op->what, si, false});
+    }
+    zs_enqueue(si, std::move(op));
+}
+
 ncclResult_t issue(coll_kind kind, const void *send, void *recv, size_t count,
                    ncclDataType_t type, ncclRedOp_t red, int root, ncclComm_t comm,
                    cudaStream_t stream)
@@ -394,18 +475,93 @@ ncclResult_t issue(coll_kind kind, const void *send, void *recv, size_t count,
     op->type = type;
     op->red = red;
     op->root = root;
-    op->issue = ++comm->issued;
-    op->issued_at = zs_now();
-    op->what = zs_format("%s #%llu (%zu x %s%s)", call, (unsigned long long)op->issue, count,
-                         type_name(type),
-                         kind == ALL_GATHER || kind == BROADCAST ? ""
-                         : red == ncclSum                        ? ", sum"
-                                                                 : ", max");
-    {
-        std::lock_guard<std::mutex> l(zs_nccl_lock());
-        comm->pending.push_back(zs_coll_note{op->issue, op->what, si, false});
+    queue(std::move(op), si,
+          zs_format("(%zu x %s%s)", count, type_name(type),
+                    kind == ALL_GATHER || kind == BROADCAST ? ""
+                    : red == ncclSum                        ? ", sum"
+                                                            : ", max"));
+    return ncclSuccess;
+}
+
+/* A group's held point-to-point operations (calling thread), one per
+ * communicator and stream, in the order their first part came. */
+struct held_p2p {
+    std::unique_ptr<coll_op> op;
+    uint32_t stream;
+    size_t elements;
+    ncclDataType_t type;
+};
+thread_local std::vector<held_p2p> t_held;
+
+std::string p2p_detail(const coll_op &op, size_t elements, ncclDataType_t type)
+{
+    size_t sends = 0;
+    for (const p2p_part &q : op.parts)
+        sends += q.is_send;
+    return zs_format("(%zu send(s), %zu receive(s), %zu x %s)", sends, op.parts.size() - sends,
+                     elements, type_name(type));
+}
+
+ncclResult_t p2p_issue(bool is_send, const void *send, void *recv, size_t count,
+                       ncclDataType_t type, int peer, ncclComm_t comm, cudaStream_t stream)
+{
+    const char *call = is_send ? "ncclSend" : "ncclRecv";
+    if (!zs_nccl_live(comm))
+        return fail(ncclInvalidArgument, zs_format("%s: not a live communicator", call));
+    if (comm->async_error != ncclSuccess)
+        return (ncclResult_t)comm->async_error.load();
+    if (type != ncclFloat32 && type != ncclFloat16 && type != ncclBfloat16 && type != ncclInt8 &&
+        type != ncclUint8)
+        return fail(ncclInvalidArgument,
+                    zs_format("%s: data type %d is not simulated (float32, float16, bfloat16, "
+                              "int8, uint8)",
+                              call, (int)type));
+    if (peer < 0 || peer >= comm->nranks)
+        return fail(ncclInvalidArgument,
+                    zs_format("%s: peer %d of %d ranks", call, peer, comm->nranks));
+    uint32_t si = 0;
+    if (zs_stream_index(stream, &si) != cudaSuccess || zs_stream_device(si) != comm->device)
+        return fail(ncclInvalidArgument,
+                    zs_format("%s: the stream is not a live stream of the communicator's device "
+                              "%d",
+                              call, comm->device));
+    if (count == 0)
+        return ncclSuccess;
+    const size_t bytes = count * type_size(type);
+    if (bytes > INT_MAX)
+        return fail(ncclInvalidArgument,
+                    zs_format("%s: %zu bytes: more than 2 GiB per message is not simulated", call,
+                              bytes));
+    const void *buf = is_send ? send : recv;
+    zs_ptr_info info;
+    if (!zs_device_range(buf, bytes, &info) || info.device != comm->device) {
+        std::string text = zs_format("%s on '%s' with peer %d: buffer %s is not %zu bytes of "
+                                     "device %d's memory",
+                                     call, comm->name.c_str(), peer, zs_describe_ptr(buf).c_str(),
+                                     bytes, comm->device);
+        zs_report("%s", text.c_str());
+        return fail(ncclInvalidArgument, text);
     }
-    zs_enqueue(si, std::move(op));
+    p2p_part part{is_send, peer, send, recv, bytes};
+    if (zs_nccl_group_depth() > 0) {
+        for (held_p2p &h : t_held)
+            if (h.op->comm == comm && h.stream == si) {
+                h.op->parts.push_back(part);
+                h.elements += count;
+                return ncclSuccess;
+            }
+    }
+    std::unique_ptr<coll_op> op(new coll_op());
+    op->kind = P2P;
+    op->comm = comm;
+    op->type = type;
+    op->parts.push_back(part);
+    if (zs_nccl_group_depth() > 0) {
+        t_held.push_back(held_p2p{std::move(op), si, count, type});
+        return ncclSuccess;
+    }
+    std::string detail = p2p_detail(*op, count, type);
+    queue(std::move(op), si, detail);
     return ncclSuccess;
 }
 
@@ -437,4 +593,26 @@ extern "C" ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size
                                       cudaStream_t stream)
 {
     return issue(BROADCAST, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream);
+}
+
+void zs_nccl_group_flush()
+{
+    std::vector<held_p2p> held;
+    held.swap(t_held);
+    for (held_p2p &h : held) {
+        std::string detail = p2p_detail(*h.op, h.elements, h.type);
+        queue(std::move(h.op), h.stream, detail);
+    }
+}
+
+extern "C" ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype,
+                                 int peer, ncclComm_t comm, cudaStream_t stream)
+{
+    return p2p_issue(true, sendbuff, nullptr, count, datatype, peer, comm, stream);
+}
+
+extern "C" ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
+                                 ncclComm_t comm, cudaStream_t stream)
+{
+    return p2p_issue(false, nullptr, recvbuff, count, datatype, peer, comm, stream);
 }

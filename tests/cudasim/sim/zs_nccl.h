@@ -52,5 +52,10 @@ std::set<ncclComm *> &zs_nccl_comms();
 void zs_nccl_set_error(const std::string &text);
 /* A live communicator handle (not destroyed or aborted). */
 bool zs_nccl_live(ncclComm *c);
+/* The calling thread's ncclGroupStart nesting (nccl.cc). */
+int zs_nccl_group_depth();
+/* The outermost ncclGroupEnd: queues the calling thread's held sends and
+ * receives (nccl_coll.cc). */
+void zs_nccl_group_flush();
 
 #endif
