@@ -130,15 +130,7 @@ static zt_status check_files(const zt_world *w, const cmd_train_flags *f)
     if (st == ZT_OK)
         st = zt_fingerprint_file(&fp, "the --config file", f->config_path);
     if (st == ZT_OK)
-        st = zt_fingerprint_file(&fp, "the --data file", f->data_path);
-    if (st == ZT_OK && f->tokenizer_dir) {
-        char path[4096];
-        snprintf(path, sizeof path, "%s/encoder.json", f->tokenizer_dir);
-        st = zt_fingerprint_file(&fp, "the tokenizer's encoder.json", path);
-        snprintf(path, sizeof path, "%s/vocab.bpe", f->tokenizer_dir);
-        if (st == ZT_OK)
-            st = zt_fingerprint_file(&fp, "the tokenizer's vocab.bpe", path);
-    }
+        st = cmd_fingerprint_inputs(&fp, f);
     if (st != ZT_OK && fp.error == ZT_OK)
         fp.error = st;
     st = zt_world_agree_fingerprint(w, &fp);

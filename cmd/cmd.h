@@ -14,6 +14,7 @@
 
 #include "cmd/flags.h"
 #include "data/loader.h"
+#include "engine/fingerprint.h"
 #include "engine/world/world.h"
 #include "models/model.h"
 
@@ -31,6 +32,9 @@ int cmd_check(int argc, char **argv);
  * tokenizer files, and every flag that decides which collectives run.
  * Collective. */
 zt_status cmd_same_run(const zt_world *w, const cmd_train_flags *f, const zt_config *cfg);
+/* Hashes the --data file and the tokenizer's two files into fp (every rank
+ * must read the same bytes). */
+zt_status cmd_fingerprint_inputs(zt_fingerprint *fp, const cmd_train_flags *f);
 
 /* zerotrain consolidate DIR ...: one process, no MPI. */
 int cmd_consolidate(int argc, char **argv);

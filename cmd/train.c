@@ -244,6 +244,20 @@ static bool cmd_same_dir(const char *a, const char *b)
 
 static const char *cmd_given(const void *p) { return p ? "given" : NULL; }
 
+zt_status cmd_fingerprint_inputs(zt_fingerprint *fp, const cmd_train_flags *f)
+{
+    zt_status st = zt_fingerprint_file(fp, "the --data file", f->data_path);
+    if (st == ZT_OK && f->tokenizer_dir) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/encoder.json", f->tokenizer_dir);
+        st = zt_fingerprint_file(fp, "the tokenizer's encoder.json", path);
+        snprintf(path, sizeof path, "%s/vocab.bpe", f->tokenizer_dir);
+        if (st == ZT_OK)
+            st = zt_fingerprint_file(fp, "the tokenizer's vocab.bpe", path);
+    }
+    return st;
+}
+
 zt_status cmd_same_run(const zt_world *w, const cmd_train_flags *f, const zt_config *cfg)
 {
     zt_fingerprint fp;
@@ -292,15 +306,7 @@ zt_status cmd_same_run(const zt_world *w, const cmd_train_flags *f, const zt_con
         zt_fingerprint_str(&fp, "--device", f->dev.device);
         zt_fingerprint_str(&fp, "--comm", f->dev.comm);
         zt_fingerprint_i64(&fp, "--tf32", f->dev.tf32);
-        st = zt_fingerprint_file(&fp, "the --data file", f->data_path);
-    }
-    if (st == ZT_OK && f->tokenizer_dir) {
-        char path[4096];
-        snprintf(path, sizeof path, "%s/encoder.json", f->tokenizer_dir);
-        st = zt_fingerprint_file(&fp, "the tokenizer's encoder.json", path);
-        snprintf(path, sizeof path, "%s/vocab.bpe", f->tokenizer_dir);
-        if (st == ZT_OK)
-            st = zt_fingerprint_file(&fp, "the tokenizer's vocab.bpe", path);
+        st = cmd_fingerprint_inputs(&fp, f);
     }
     if (st != ZT_OK && fp.error == ZT_OK)
         fp.error = st;

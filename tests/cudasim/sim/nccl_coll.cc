@@ -401,6 +401,22 @@ ncclResult_t fail(ncclResult_t rc, const std::string &text)
     return rc;
 }
 
+/* What every call checks first: a live communicator without an error, and
+ * a live stream of its device (its index in *si). */
+ncclResult_t check_call(const char *call, ncclComm_t comm, cudaStream_t stream, uint32_t *si)
+{
+    if (!zs_nccl_live(comm))
+        return fail(ncclInvalidArgument, zs_format("%s: not a live communicator", call));
+    if (comm->async_error != ncclSuccess)
+        return (ncclResult_t)comm->async_error.load();
+    if (zs_stream_index(stream, si) != cudaSuccess || zs_stream_device(*si) != comm->device)
+        return fail(ncclInvalidArgument,
+                    zs_format("%s: the stream is not a live stream of the communicator's device "
+                              "%d",
+                              call, comm->device));
+    return ncclSuccess;
+}
+
 /* Gives op its place in its communicator's issue order and queues it. */
 void queue(std::unique_ptr<coll_op> op, uint32_t si, const std::string &detail)
 {
@@ -421,10 +437,10 @@ ncclResult_t issue(coll_kind kind, const void *send, void *recv, size_t count,
                    cudaStream_t stream)
 {
     const char *call = kind_call(kind);
-    if (!zs_nccl_live(comm))
-        return fail(ncclInvalidArgument, zs_format("%s: not a live communicator", call));
-    if (comm->async_error != ncclSuccess)
-        return (ncclResult_t)comm->async_error.load();
+    uint32_t si = 0;
+    ncclResult_t checked = check_call(call, comm, stream, &si);
+    if (checked != ncclSuccess)
+        return checked;
     if (type != ncclFloat32 && type != ncclFloat16 && type != ncclBfloat16)
         return fail(ncclInvalidArgument,
                     zs_format("%s: data type %d is not simulated (float32, float16, bfloat16)",
@@ -435,12 +451,6 @@ ncclResult_t issue(coll_kind kind, const void *send, void *recv, size_t count,
     if (kind == BROADCAST && (root < 0 || root >= comm->nranks))
         return fail(ncclInvalidArgument, zs_format("%s: root %d of %d ranks", call, root,
                                                    comm->nranks));
-    uint32_t si = 0;
-    if (zs_stream_index(stream, &si) != cudaSuccess || zs_stream_device(si) != comm->device)
-        return fail(ncclInvalidArgument,
-                    zs_format("%s: the stream is not a live stream of the communicator's device "
-                              "%d",
-                              call, comm->device));
     if (count == 0)
         return ncclSuccess;
     const size_t es = type_size(type), n = (size_t)comm->nranks;
@@ -506,10 +516,10 @@ ncclResult_t p2p_issue(bool is_send, const void *send, void *recv, size_t count,
                        ncclDataType_t type, int peer, ncclComm_t comm, cudaStream_t stream)
 {
     const char *call = is_send ? "ncclSend" : "ncclRecv";
-    if (!zs_nccl_live(comm))
-        return fail(ncclInvalidArgument, zs_format("%s: not a live communicator", call));
-    if (comm->async_error != ncclSuccess)
-        return (ncclResult_t)comm->async_error.load();
+    uint32_t si = 0;
+    ncclResult_t checked = check_call(call, comm, stream, &si);
+    if (checked != ncclSuccess)
+        return checked;
     if (type != ncclFloat32 && type != ncclFloat16 && type != ncclBfloat16 && type != ncclInt8 &&
         type != ncclUint8)
         return fail(ncclInvalidArgument,
@@ -519,12 +529,6 @@ ncclResult_t p2p_issue(bool is_send, const void *send, void *recv, size_t count,
     if (peer < 0 || peer >= comm->nranks)
         return fail(ncclInvalidArgument,
                     zs_format("%s: peer %d of %d ranks", call, peer, comm->nranks));
-    uint32_t si = 0;
-    if (zs_stream_index(stream, &si) != cudaSuccess || zs_stream_device(si) != comm->device)
-        return fail(ncclInvalidArgument,
-                    zs_format("%s: the stream is not a live stream of the communicator's device "
-                              "%d",
-                              call, comm->device));
     if (count == 0)
         return ncclSuccess;
     const size_t bytes = count * type_size(type);
