@@ -304,6 +304,43 @@ static int task_all_to_all(zt_comm_task *t)
 
 static int task_barrier(zt_comm_task *t) { return comm_arrive(t->comm); }
 
+_Static_assert(ZT_COMM_MAX_XFERS <= sizeof ((zt_comm_task *)0)->xfers /
+                                        sizeof ((zt_comm_task *)0)->xfers[0],
+               "the comm task holds every transfer of a send_recv");
+
+/* Every transfer posted at once, then tested in a loop that sleeps longer the
+ * longer it waits (comm_arrive's back-off): a peer that is still computing
+ * costs this thread no CPU. */
+static int task_send_recv(zt_comm_task *t)
+{
+    MPI_Request r[ZT_COMM_MAX_XFERS];
+    int n = 0, rc = MPI_SUCCESS;
+    for (; n < t->n_xfers && rc == MPI_SUCCESS; n++)
+        rc = t->xfers[n].recv ? MPI_Irecv(t->xfers[n].buf, t->xfers[n].count, t->type,
+                                          t->xfers[n].peer, 0, t->comm, &r[n])
+                              : MPI_Isend(t->xfers[n].buf, t->xfers[n].count, t->type,
+                                          t->xfers[n].peer, 0, t->comm, &r[n]);
+    if (rc != MPI_SUCCESS) {
+        /* The ones posted still complete before the buffers may be reused. */
+        MPI_Waitall(n - 1, r, MPI_STATUSES_IGNORE);
+        return rc;
+    }
+    double t0 = MPI_Wtime();
+    long sleep_ns = 1000;
+    for (;;) {
+        int done = 0;
+        rc = MPI_Testall(n, r, &done, MPI_STATUSES_IGNORE);
+        if (rc != MPI_SUCCESS || done)
+            return rc;
+        if (MPI_Wtime() - t0 < 50e-6)
+            continue;
+        struct timespec ts = {0, sleep_ns};
+        nanosleep(&ts, NULL);
+        if (sleep_ns < 1000000)
+            sleep_ns *= 2;
+    }
+}
+
 /* Issues task t of kind k on c into the caller's request, or into the comm's
  * own one, waited on before returning, when the call blocks (req NULL). */
 static zt_status comm_issue(zt_comm *c, zt_comm_req *req, zt_comm_kind k, int64_t numel,
@@ -367,6 +404,51 @@ static zt_status mpi_all_to_all(zt_comm *c, const void *send, void *recv, int64_
     ZT_TRY(comm_type(dt, &t.type));
     ZT_TRY(comm_parts_check(numel, 1, "all_to_all"));
     return comm_issue(c, req, ZT_COMM_ALL_TO_ALL, numel * c->size, dt, &t);
+}
+
+zt_status zt_comm_xfers_check(const zt_comm *c, const zt_comm_xfer *x, int n)
+{
+    if (n < 1 || n > ZT_COMM_MAX_XFERS)
+        return zt_fail(ZT_ERR_INTERNAL, "", "send_recv of %d transfers (1 to %d)", n,
+                       ZT_COMM_MAX_XFERS);
+    for (int i = 0; i < n; i++)
+        if (x[i].peer < 0 || x[i].peer >= c->size || x[i].peer == c->rank || x[i].numel < 0)
+            return zt_fail(ZT_ERR_INTERNAL, "",
+                           "send_recv: transfer %d of %lld elements with peer %d (rank %d of %d)",
+                           i, (long long)x[i].numel, x[i].peer, c->rank, c->size);
+    return ZT_OK;
+}
+
+/* Bytes go to SEND or RECV per transfer; the request is described once. A
+ * transfer's elements travel as bytes, so two dtypes can share a call. */
+static zt_status mpi_send_recv(zt_comm *c, const zt_comm_xfer *x, int n, zt_comm_req *req)
+{
+    ZT_TRY(zt_comm_xfers_check(c, x, n));
+    zt_comm_task t = {.run = task_send_recv, .type = MPI_BYTE, .n_xfers = n};
+    int64_t total = 0;
+    bool recv = false;
+    for (int i = 0; i < n; i++) {
+        size_t bytes = (size_t)x[i].numel * zt_dtype_size(x[i].dt);
+        if (bytes > (size_t)INT32_MAX)
+            return zt_fail(ZT_ERR_UNSUPPORTED, "use a smaller micro batch",
+                           "a point-to-point transfer of %zu bytes exceeds what one MPI message "
+                           "carries (2^31 - 1)",
+                           bytes);
+        t.xfers[i].buf = x[i].buf;
+        t.xfers[i].count = (int)bytes;
+        t.xfers[i].peer = x[i].peer;
+        t.xfers[i].recv = x[i].recv;
+        comm_count(c, x[i].recv ? ZT_COMM_RECV : ZT_COMM_SEND, x[i].numel, x[i].dt);
+        total += x[i].numel;
+        recv = recv || x[i].recv;
+    }
+    zt_comm_req *r = req ? req : &c->sync_req;
+    zt_comm_req_describe(r, recv ? ZT_COMM_RECV : ZT_COMM_SEND, ++c->seq, total, x[0].dt);
+    r->pending = true;
+    r->task = t;
+    r->task.comm = c->mpi;
+    zt_comm_worker_submit(&r->task);
+    return req ? ZT_OK : comm_wait_task(c, r);
 }
 
 /* Through the comm thread too: a barrier on `mpi` must not run beside a
@@ -434,6 +516,7 @@ static const zt_comm_ops zt_comm_mpi_ops = {
     .broadcast = mpi_broadcast,
     .all_to_all = mpi_all_to_all,
     .barrier = mpi_barrier,
+    .send_recv = mpi_send_recv,
     .test = mpi_test,
     .wait = mpi_wait,
     .abort = mpi_abort,
@@ -628,6 +711,7 @@ zt_status zt_comm_side_all_reduce(const zt_comm *c, MPI_Comm mpi, void *buf, int
 const char *zt_comm_kind_name(zt_comm_kind k)
 {
     static const char *names[ZT_COMM_NKINDS] = {"all_reduce", "reduce_scatter", "all_gather",
-                                                "broadcast", "all_to_all"};
+                                                "broadcast", "all_to_all",
+                                                "send", "recv"};
     return k < ZT_COMM_NKINDS ? names[k] : "unknown";
 }

@@ -1,7 +1,8 @@
 /*
  * comm: the collective interface (all_reduce, reduce_scatter, all_gather,
- * broadcast, all_to_all, barrier, abort), a struct of function pointers with one instance
- * per backend. Each collective takes an optional request: NULL blocks; a request
+ * broadcast, all_to_all, barrier, abort) and point-to-point transfers
+ * (send_recv), a struct of function pointers with one instance per backend.
+ * Each collective takes an optional request: NULL blocks; a request
  * makes it non-blocking and the caller later calls `wait` (and may call `test`
  * in between to drive progress, which MPI needs to overlap with compute).
  * This is how overlap_comm overlaps gradient reduction with backward.
@@ -48,6 +49,8 @@
  * size, this rank's own block included). So a
  * reduce-scatter plus an all-gather of Psi elements count Psi each, exactly the
  * ZeRO paper's volume terms. A communicator of one rank counts nothing.
+ * send_recv counts each transfer's bytes, sent as ZT_COMM_SEND, received as
+ * ZT_COMM_RECV.
  *
  * Memory: buffers belong to the caller and must stay untouched until the
  * request completes. The comm owns its (duplicated) MPI communicators: `mpi`,
@@ -75,10 +78,25 @@ typedef enum {
     ZT_COMM_ALL_GATHER,
     ZT_COMM_BROADCAST,
     ZT_COMM_ALL_TO_ALL,
+    ZT_COMM_SEND, /* point to point (send_recv), counted per direction */
+    ZT_COMM_RECV,
     ZT_COMM_NKINDS
 } zt_comm_kind;
 
 typedef enum { ZT_RED_SUM = 0, ZT_RED_MAX } zt_red_op;
+
+/* One point-to-point transfer of send_recv: numel elements of dt from buf to
+ * rank `peer` of the comm, or from `peer` into buf (recv). */
+typedef struct {
+    void *buf;
+    int64_t numel;
+    zt_dtype dt;
+    int peer;
+    bool recv;
+} zt_comm_xfer;
+
+/* The most transfers one send_recv issues together. */
+#define ZT_COMM_MAX_XFERS 2
 
 /* A pending non-blocking collective. Caller-owned storage; a request that is
  * not pending (zt_comm_req_none) waits for nothing. */
@@ -120,6 +138,20 @@ typedef struct {
     zt_status (*all_to_all)(zt_comm *c, const void *send, void *recv, int64_t numel,
                             zt_dtype dt, zt_comm_req *req);
     zt_status (*barrier)(zt_comm *c);
+    /* Point to point, not collective: the n (<= ZT_COMM_MAX_XFERS) transfers
+     * are issued together and complete as one request, so a send and a recv
+     * with the same peer, in opposite directions, never wait on each other
+     * (NCCL: one ncclGroupStart/End; MPI: Isend/Irecv on the comm thread). A
+     * comm runs its calls in the order they were issued (the comm thread's
+     * queue, NCCL's comm stream), each to completion: two ranks must issue
+     * the transfers between them so that those orders match (the pipeline
+     * schedule is built and tested for it). Transfers between one pair of
+     * ranks in one direction are matched in the order they were issued.
+     * Each transfer counts its bytes as ZT_COMM_SEND or ZT_COMM_RECV; the
+     * request is described as RECV when the call receives anything, and its
+     * sequence number is this rank's (ranks of a comm issue different
+     * point-to-point calls, so their numbers differ). */
+    zt_status (*send_recv)(zt_comm *c, const zt_comm_xfer *x, int n, zt_comm_req *req);
     /* true when the request has completed (then it needs no wait) */
     bool (*test)(zt_comm *c, zt_comm_req *req);
     zt_status (*wait)(zt_comm *c, zt_comm_req *req);
@@ -197,6 +229,10 @@ void zt_comm_req_describe(zt_comm_req *req, zt_comm_kind kind, uint64_t seq, int
 /* ZT_COMM_TIMEOUT's value: NULL or "" gives the default 600 s; otherwise a
  * number of seconds >= 0 (0: no watchdog). Anything else is ZT_ERR_USAGE. */
 zt_status zt_comm_timeout_parse(const char *text, double *seconds);
+/* The checks every backend's send_recv makes: 1 to ZT_COMM_MAX_XFERS
+ * transfers with peers of c other than the caller. */
+zt_status zt_comm_xfers_check(const zt_comm *c, const zt_comm_xfer *x, int n);
+
 /* Records the watchdog's failure for collective `seq` of c (ZT_ERR_COMM),
  * after the peers' probe (which waits up to half the limit, 1 to 10 s). */
 zt_status zt_comm_timeout_fail(const zt_comm *c, zt_comm_kind kind, uint64_t seq, int64_t numel,

@@ -6,7 +6,12 @@
  * backend owns and every communicator on the device shares (the world's and
  * hpZ/MiCS sub-communicators'): collectives of two communicators never run at
  * once, which NCCL documents as able to deadlock, and they run in the order
- * the host issued them, which every rank does the same way. Each collective
+ * the host issued them, which every rank does the same way. Point-to-point
+ * transfers (send_recv) run there too, each call one NCCL group; a rank's
+ * sends and receives run in its issue order, which the pipeline schedule
+ * matches between neighbours. Peers connect at the first transfer (NCCL's
+ * lazy connection; the warm-up below makes no point-to-point connections, so
+ * communicators that never carry one hold no buffers for them). Each collective
  * first makes the comm stream wait (on the device) for an event recorded on
  * the compute stream, so it sees every op queued before it; it records a
  * start event there, then a completion event after the collective. A blocking call makes the compute stream wait for
@@ -322,6 +327,39 @@ static zt_status nccl_all_to_all(zt_comm *c, const void *send, void *recv, int64
                      req);
 }
 
+/* One NCCL group, so its sends and receives progress together. nccl_pre
+ * counts the first transfer under its kind; the others are counted here. */
+static zt_status nccl_send_recv(zt_comm *c, const zt_comm_xfer *x, int n, zt_comm_req *req)
+{
+    nccl_impl *nn = nccl_of(c);
+    ZT_TRY(zt_comm_xfers_check(c, x, n));
+    ncclDataType_t types[ZT_COMM_MAX_XFERS];
+    int64_t total = 0;
+    bool recv = false;
+    for (int i = 0; i < n; i++) {
+        ZT_TRY(nccl_type(x[i].dt, &types[i]));
+        total += x[i].numel;
+        recv = recv || x[i].recv;
+    }
+    ZT_TRY(nccl_pre(c, x[0].recv ? ZT_COMM_RECV : ZT_COMM_SEND, x[0].numel, x[0].dt, &types[0]));
+    for (int i = 1; i < n; i++) {
+        zt_comm_kind k = x[i].recv ? ZT_COMM_RECV : ZT_COMM_SEND;
+        c->bytes[k] += (uint64_t)x[i].numel * zt_dtype_size(x[i].dt);
+        c->calls[k] += 1;
+    }
+    ncclResult_t rc = ncclGroupStart();
+    for (int i = 0; i < n && rc == ncclSuccess; i++)
+        rc = x[i].recv ? ncclRecv(x[i].buf, (size_t)x[i].numel, types[i], x[i].peer, nn->nccl,
+                                  nn->stream)
+                       : ncclSend(x[i].buf, (size_t)x[i].numel, types[i], x[i].peer, nn->nccl,
+                                  nn->stream);
+    ncclResult_t end = ncclGroupEnd();
+    if (rc == ncclSuccess)
+        rc = end;
+    return nccl_post(c, rc, "ncclSend/ncclRecv", recv ? ZT_COMM_RECV : ZT_COMM_SEND, total,
+                     x[0].dt, req);
+}
+
 static zt_status nccl_barrier(zt_comm *c)
 {
     nccl_impl *n = nccl_of(c);
@@ -584,6 +622,7 @@ static const zt_comm_ops zt_comm_nccl_ops = {
     .broadcast = nccl_broadcast,
     .all_to_all = nccl_all_to_all,
     .barrier = nccl_barrier,
+    .send_recv = nccl_send_recv,
     .test = nccl_test,
     .wait = nccl_wait,
     .abort = nccl_abort,

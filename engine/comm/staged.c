@@ -10,7 +10,8 @@
  * the same path runs, which is how the tests exercise it without a GPU.
  *
  * Every call completes before it returns: a request comes back already
- * complete (test true, wait a no-op), so overlap_comm overlaps nothing here.
+ * complete (test true, wait a no-op), so overlap_comm overlaps nothing here
+ * and a pipeline's transfers do not overlap its compute.
  * A communicator of one rank copies nothing: its result is its input.
  *
  * Memory: the comm owns its inner MPI comm and one staging buffer, page-locked
@@ -212,6 +213,36 @@ static zt_status staged_all_to_all(zt_comm *c, const void *send, void *recv, int
     return staged_after(c, &m, st, ZT_COMM_ALL_TO_ALL, numel * c->size, dt, req);
 }
 
+/* Every transfer through its own part of the staging buffer: sends copied
+ * out first, receives copied in after the inner comm's call. */
+static zt_status staged_send_recv(zt_comm *c, const zt_comm_xfer *x, int n, zt_comm_req *req)
+{
+    staged_impl *s = staged_of(c);
+    ZT_TRY(zt_comm_xfers_check(c, x, n));
+    staged_mark m = staged_before(c);
+    size_t at[ZT_COMM_MAX_XFERS + 1] = {0};
+    for (int i = 0; i < n; i++)
+        at[i + 1] = at[i] + ((size_t)x[i].numel * zt_dtype_size(x[i].dt) + 63) / 64 * 64;
+    char *h = NULL;
+    ZT_TRY(staged_reserve(s, at[n] > 0 ? at[n] : 1, (void **)&h));
+    zt_comm_xfer hx[ZT_COMM_MAX_XFERS];
+    int64_t total = 0;
+    bool recv = false;
+    for (int i = 0; i < n; i++) {
+        hx[i] = x[i];
+        hx[i].buf = h + at[i];
+        if (!x[i].recv)
+            s->be->copy_d2h(s->be, hx[i].buf, x[i].buf, (size_t)x[i].numel * zt_dtype_size(x[i].dt));
+        total += x[i].numel;
+        recv = recv || x[i].recv;
+    }
+    zt_status st = s->inner.ops->send_recv(&s->inner, hx, n, NULL);
+    for (int i = 0; i < n && st == ZT_OK; i++)
+        if (x[i].recv)
+            s->be->copy_h2d(s->be, x[i].buf, hx[i].buf, (size_t)x[i].numel * zt_dtype_size(x[i].dt));
+    return staged_after(c, &m, st, recv ? ZT_COMM_RECV : ZT_COMM_SEND, total, x[0].dt, req);
+}
+
 static zt_status staged_barrier(zt_comm *c)
 {
     staged_impl *s = staged_of(c);
@@ -258,6 +289,7 @@ static const zt_comm_ops zt_comm_staged_ops = {
     .broadcast = staged_broadcast,
     .all_to_all = staged_all_to_all,
     .barrier = staged_barrier,
+    .send_recv = staged_send_recv,
     .test = staged_test,
     .wait = staged_wait,
     .abort = staged_abort,

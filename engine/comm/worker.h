@@ -39,6 +39,15 @@ struct zt_comm_task {
     int64_t count;      /* elements per rank (reduce_scatter, all_gather) or of buf */
     size_t elem;        /* bytes of one element */
     int root;
+    /* send_recv: the transfers, issued together (Isend/Irecv) and completed
+     * together. */
+    struct {
+        void *buf;
+        int count;
+        int peer;
+        bool recv;
+    } xfers[2];
+    int n_xfers;
     /* Queue and completion, under the worker's lock. */
     zt_comm_task *next;
     bool queued, done;

@@ -504,6 +504,68 @@ static void check_broadcast(zt_comm *c, zt_dtype dt, bool nb, int64_t n)
     free(buf);
 }
 
+/* The ring: one call sends this rank's pattern to the next rank and receives
+ * the previous rank's; then pairs (2k, 2k + 1) swap fp32 one way and dt the
+ * other way in one call. Counted per transfer as send and recv. */
+static void check_send_recv(zt_comm *c, zt_dtype dt, bool nb, int64_t n)
+{
+    if (c->size < 2)
+        return;
+    char what[96];
+    snprintf(what, sizeof what, "send_recv %s n=%lld%s", zt_dtype_name(dt), (long long)n,
+             nb ? " (non-blocking)" : "");
+    size_t sz = zt_dtype_size(dt);
+    int next = (c->rank + 1) % c->size, prev = (c->rank + c->size - 1) % c->size;
+    void *out = xcalloc((size_t)n, 4), *in = xcalloc((size_t)n, 4);
+    for (int64_t i = 0; i < n; i++) {
+        set_bits(out, dt, i, pattern(c->rank, i, dt));
+        set_bits(in, dt, i, 0x5555u);
+    }
+    zt_comm_xfer ring[2] = {{.buf = out, .numel = n, .dt = dt, .peer = next},
+                            {.buf = in, .numel = n, .dt = dt, .peer = prev, .recv = true}};
+    uint64_t sent0 = c->bytes[ZT_COMM_SEND];
+    call_ctx x;
+    begin(&x, c, ZT_COMM_RECV, nb);
+    finish(&x, c->ops->send_recv(c, ring, 2, req_of(&x)), (uint64_t)n * sz, what);
+    CHECK(c->bytes[ZT_COMM_SEND] - sent0 == (uint64_t)n * sz, "%s counted %llu bytes sent",
+          what, (unsigned long long)(c->bytes[ZT_COMM_SEND] - sent0));
+    int bad = 0;
+    for (int64_t i = 0; i < n && bad < 5; i++) {
+        uint32_t got = bits_at(in, dt, i), want = pattern(prev, i, dt);
+        if (got != want) {
+            CHECK(false, "%s [%lld] from rank %d: got 0x%x, want 0x%x", what, (long long)i, prev,
+                  got, want);
+            bad++;
+        }
+    }
+    int peer = c->rank ^ 1;
+    if (peer < c->size) {
+        bool even = c->rank % 2 == 0;
+        zt_dtype mine = even ? ZT_F32 : dt, theirs = even ? dt : ZT_F32;
+        for (int64_t i = 0; i < n; i++) {
+            set_bits(out, mine, i, pattern(c->rank, i, mine));
+            set_bits(in, theirs, i, 0x5555u);
+        }
+        zt_comm_xfer pair[2] = {{.buf = in, .numel = n, .dt = theirs, .peer = peer, .recv = true},
+                                {.buf = out, .numel = n, .dt = mine, .peer = peer}};
+        zt_comm_req req;
+        zt_status st = c->ops->send_recv(c, pair, 2, nb ? &req : NULL);
+        if (st == ZT_OK && nb)
+            st = c->ops->wait(c, &req);
+        CHECK(st == ZT_OK, "%s with mixed dtypes returned %s", what, zt_status_name(st));
+        for (int64_t i = 0; i < n && bad < 5; i++) {
+            uint32_t got = bits_at(in, theirs, i), want = pattern(peer, i, theirs);
+            if (got != want) {
+                CHECK(false, "%s mixed dtypes [%lld] from rank %d: got 0x%x, want 0x%x", what,
+                      (long long)i, peer, got, want);
+                bad++;
+            }
+        }
+    }
+    free(out);
+    free(in);
+}
+
 /* ---- Modes ---- */
 
 /* What zerotrain's cmd prints for a fatal error, then the job ends. */
@@ -534,6 +596,7 @@ static void check_collectives(zt_comm *c)
                 check_all_gather(c, dt, nb, n, true);
                 check_broadcast(c, dt, nb, n);
                 check_all_to_all(c, dt, nb, n);
+                check_send_recv(c, dt, nb, n);
             }
             if (dt != ZT_F32)
                 check_all_reduce_rounding(c, dt, nb);
