@@ -48,7 +48,8 @@ static zt_unit_cost embed_cost(const zt_unit *u, int64_t n, int64_t t)
     return (zt_unit_cost){.macs = 0, .flops = n * t * u->dims[2]};
 }
 
-static const zt_unit_ops embed_ops = {embed_forward, embed_backward, embed_cost};
+static const zt_unit_ops embed_ops = {"PositionalEmbedding", embed_forward,
+                                      embed_backward, embed_cost};
 
 void zt_classifier_embed(zt_unit *u, int64_t vocab, int64_t max_len, int64_t e, float dropout)
 {
@@ -221,7 +222,8 @@ static zt_unit_cost layer_cost(const zt_unit *u, int64_t n, int64_t t)
     return (zt_unit_cost){.macs = macs, .flops = 2 * macs + elementwise};
 }
 
-static const zt_unit_ops layer_ops = {layer_forward, layer_backward, layer_cost};
+static const zt_unit_ops layer_ops = {"TransformerEncoderLayer", layer_forward,
+                                      layer_backward, layer_cost};
 
 void zt_classifier_layer(zt_unit *u, const char *name, int64_t max_len, int64_t e, int64_t heads,
                          int64_t hidden, float dropout, bool gelu)
@@ -304,7 +306,7 @@ static zt_unit_cost head_cost(const zt_unit *u, int64_t n, int64_t t)
     return (zt_unit_cost){.macs = macs, .flops = 2 * macs + n * t * e + n * h};
 }
 
-static const zt_unit_ops head_ops = {head_forward, head_backward, head_cost};
+static const zt_unit_ops head_ops = {"ClassifierHead", head_forward, head_backward, head_cost};
 
 void zt_classifier_head(zt_unit *u, int64_t max_len, int64_t e, int64_t hidden, int64_t classes,
                         float dropout)

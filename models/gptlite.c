@@ -45,7 +45,7 @@ static zt_unit_cost embed_cost(const zt_unit *u, int64_t n, int64_t t)
     return (zt_unit_cost){.macs = 0, .flops = n * t * u->dims[2]};
 }
 
-static const zt_unit_ops embed_ops = {embed_forward, embed_backward, embed_cost};
+static const zt_unit_ops embed_ops = {"Embedding", embed_forward, embed_backward, embed_cost};
 
 void zt_gptlite_embed(zt_unit *u, int64_t vocab, int64_t seq_len, int64_t c)
 {
@@ -223,7 +223,7 @@ static zt_unit_cost block_cost(const zt_unit *u, int64_t n, int64_t t)
     return (zt_unit_cost){.macs = macs, .flops = 2 * macs + elementwise};
 }
 
-static const zt_unit_ops block_ops = {block_forward, block_backward, block_cost};
+static const zt_unit_ops block_ops = {"Block", block_forward, block_backward, block_cost};
 
 void zt_gptlite_block(zt_unit *u, const char *name, int64_t seq_len, int64_t c, int64_t heads,
                       float dropout, bool gelu)
@@ -289,7 +289,7 @@ static zt_unit_cost head_cost(const zt_unit *u, int64_t n, int64_t t)
     return (zt_unit_cost){.macs = macs, .flops = 2 * macs + 5 * rows * c};
 }
 
-static const zt_unit_ops head_ops = {head_forward, head_backward, head_cost};
+static const zt_unit_ops head_ops = {"LMHead", head_forward, head_backward, head_cost};
 
 void zt_gptlite_head(zt_unit *u, int64_t seq_len, int64_t c, int64_t vocab)
 {

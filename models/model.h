@@ -74,6 +74,11 @@ typedef struct {
     int n_units;
     zt_unit *units;
     int64_t n_params;      /* unpadded total */
+    /* A pipeline stage's view of a model (engine/pipe/pipe.h) holds a copy of
+     * some of its units (their `index` stays their place in the whole model,
+     * which keys dropout) and the whole model's index of its first parameter
+     * here (which keys initial values); 0 for a whole model. */
+    int64_t param_offset;
     int64_t in_numel;      /* floats per input sample (mlp), 0 for token models */
     int64_t seq_len;       /* tokens per sample at most (0: no tokens) */
     int64_t vocab_size;    /* token ids lie in [0, vocab_size) */

@@ -106,8 +106,8 @@ static zt_unit_cost linear_relu_cost(const zt_unit *u, int64_t n, int64_t t)
     return (zt_unit_cost){.macs = macs, .flops = 2 * macs + n * out};
 }
 
-static const zt_unit_ops zt_linear_relu_ops = {linear_relu_forward, linear_relu_backward,
-                                               linear_relu_cost};
+static const zt_unit_ops zt_linear_relu_ops = {"LinearReLU", linear_relu_forward,
+                                               linear_relu_backward, linear_relu_cost};
 
 zt_unit_cost zt_unit_forward_cost(const zt_unit *u, int64_t n, int64_t t)
 {

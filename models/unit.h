@@ -73,6 +73,9 @@ typedef struct {
 } zt_unit_cost;
 
 typedef struct {
+    /* The unit's kind, named like the PyTorch class a model would use for it
+     * ("Block"): what pipeline partitioning's type:REGEX matches. */
+    const char *type;
     /* y = f(x); writes what backward needs into `saved`. x is NULL for a unit
      * that reads b->tokens instead (the embedding). */
     void (*forward)(const zt_unit *u, const zt_backend *be, const float *params, const float *x,

@@ -22,7 +22,7 @@ zt_status zt_layout_init(zt_layout *l, const zt_model *m, const zt_zero_config *
     if (!l->units)
         return zt_fail(ZT_ERR_OOM, "", "cannot allocate the layout of %d units", m->n_units);
     int64_t align = (int64_t)world_size * ZT_ZERO_ALIGN;
-    int64_t offset = 0, global = 0, persistent_unpadded = 0;
+    int64_t offset = 0, global = m->param_offset, persistent_unpadded = 0;
     for (int u = 0; u < m->n_units; u++) {
         zt_unit_layout *ul = &l->units[u];
         ul->offset = offset;
@@ -52,7 +52,7 @@ zt_status zt_layout_init(zt_layout *l, const zt_model *m, const zt_zero_config *
         offset += ul->padded_numel;
         global += ul->numel;
     }
-    l->numel = global;
+    l->numel = global - m->param_offset;
     l->padded_numel = offset;
     l->partition_numel = offset / world_size;
     return ZT_OK;

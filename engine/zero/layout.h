@@ -35,7 +35,7 @@ typedef struct {
     int64_t padded_numel; /* multiple of world_size * ZT_ZERO_ALIGN */
     int64_t shard_numel;  /* padded_numel / world_size */
     int64_t part_offset;  /* start of this unit's slice in a rank's partition */
-    int64_t global_index; /* first parameter's index in unpadded model order */
+    int64_t global_index; /* first parameter's index in unpadded (whole) model order */
     bool persistent;      /* stage 3: kept whole on every rank */
 } zt_unit_layout;
 
