@@ -258,6 +258,16 @@ static const cmd_flag train_flags[] = {
      FLAG_INT, T(eval_iters), 0, 1, INT64_MAX, NULL, NULL, FOR_FILES, NULL},
     {"--sample", NULL, "N", "gptlite: rank 0 prints N generated tokens at the end", FLAG_INT,
      T(sample), 0, 1, MAX_SAMPLE_TOKENS, NULL, NULL, FOR_TEXT, NULL},
+    {"--pipeline-stages", NULL, "P",
+     "split the model's units into P pipeline stages; the\n"
+     "world is P x D ranks, D data-parallel (default 1)",
+     FLAG_INT, T(ov.pipeline_stages), 0, 1, 1 << 20, NULL, NULL, FOR_ALL, "Pipeline"},
+    {"--partition-method", NULL, "M",
+     "parameters (default), uniform or type:REGEX\n(DeepSpeed's partition_method)",
+     FLAG_STRING, T(ov.partition_method), 0, 0, 0, NULL, NULL, FOR_ALL, NULL},
+    {"--pipeline-schedule", NULL, "1f1b|gpipe",
+     "1f1b (default: at most P micro-batches in flight)\nor gpipe (all forwards, then all backwards)",
+     FLAG_CHOICE, T(ov.pipeline_schedule), 0, 0, 0, "1f1b|gpipe", NULL, FOR_ALL, NULL},
     {"--device", NULL, "auto|cpu|cuda",
      "compute device (default auto: CUDA when built with it\n"
      "and a GPU answers, else the CPU, with a notice)",

@@ -206,6 +206,14 @@ zt_status zt_ckpt_init_from(zt_trainer *t, const zt_model *m, const char *path)
     zt_torch_tensor *ts = NULL;
     init_source *src = NULL;
     int n = 0;
+    /* The loader walks the whole model's units on every rank. */
+    if (v.s.pipe->stages > 1)
+        return zt_world_agree(w, zt_fail(ZT_ERR_UNSUPPORTED,
+                                         "load the weights without --pipeline-stages, save a "
+                                         "checkpoint, and --resume it with pipeline stages",
+                                         "--init-from with pipeline stages is not implemented "
+                                         "yet"),
+                              NULL);
     zt_status st = zt_st_open(path, &f);
     if (st == ZT_OK)
         st = zt_torch_tensors_get(m, &ts, &n);

@@ -98,6 +98,20 @@ static json_t *ckpt_layout_json(const zt_layout *lay, int *bad)
     return o;
 }
 
+/* For the reader only: the shards hold the whole model whatever the stages. */
+static json_t *ckpt_pipeline_json(const zt_pipe *p, int *bad)
+{
+    json_t *o = json_object(), *bounds = json_array();
+    for (int s = 0; s <= p->stages; s++)
+        ckpt_append(bounds, json_integer(p->bounds[s]), bad);
+    ckpt_put(o, "stages", json_integer(p->stages), bad);
+    ckpt_put(o, "data_parallel_size", json_integer(p->dp_size), bad);
+    ckpt_put(o, "partition_method", json_string(p->partition), bad);
+    ckpt_put(o, "schedule", json_string(zt_pipe_schedule_name(p->schedule)), bad);
+    ckpt_put(o, "stage_first_units", bounds, bad);
+    return o;
+}
+
 static json_t *ckpt_optimizer_json(const zt_ckpt_src *t, int *bad)
 {
     const zt_optim_config *oc = &t->s.cfg->optimizer;
@@ -228,6 +242,7 @@ zt_status zt_ckpt_manifest_text(const zt_ckpt_src *t, const zt_ckpt_meta *meta,
     ckpt_put(root, "model", ckpt_model_json(t->s.model, &meta->model, &bad), &bad);
     ckpt_put(root, "world_size", json_integer(t->s.world->size), &bad);
     ckpt_put(root, "zero_stage", json_integer(cfg->zero.stage), &bad);
+    ckpt_put(root, "pipeline", ckpt_pipeline_json(t->s.pipe, &bad), &bad);
     ckpt_put(root, "layout", ckpt_layout_json(lay, &bad), &bad);
     ckpt_put(root, "dtype",
              json_pack("{ssssssssssss}", "params", zt_dtype_name(t->s.compute_dtype), "master",

@@ -351,10 +351,12 @@ static zt_status ckpt_load_spans(const zt_ckpt *c, zt_trainer *t, const zt_ckpt_
     if (st == ZT_OK && !buf)
         st = zt_fail(ZT_ERR_OOM, "", "cannot allocate %lld floats to stage the checkpoint",
                      (long long)max_span);
+    /* A pipeline stage's unit u is unit first + u of the whole model. */
+    int first = zt_pipe_first_unit(v->s.pipe);
     for (int u = 0; st == ZT_OK && u < lay->n_units; u++) {
         st = zt_trainer_unit_span(t, u, &sp);
         for (int k = 0; st == ZT_OK && k < sections; k++) {
-            st = zt_ckpt_read_range(&rd, u, k, sp.lo, sp.lo + sp.numel, buf);
+            st = zt_ckpt_read_range(&rd, first + u, k, sp.lo, sp.lo + sp.numel, buf);
             float *dst = k == 0 ? sp.values : sp.state[k - 1];
             size_t bytes = (size_t)sp.numel * sizeof *buf;
             if (st == ZT_OK && sp.loc == ZT_MEM_HOST)

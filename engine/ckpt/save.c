@@ -16,21 +16,46 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* This rank's shard: the header, then each section's slices of every unit. */
-static zt_status ckpt_write_shard(zt_trainer *t, const zt_ckpt_src *v, const char *path,
-                                  zt_ckpt_out *o)
+/* Slices of other stages' units travel to their shard's writer with this tag
+ * (world communicator, host MPI: not training traffic). */
+#define CKPT_PIPE_TAG 17
+
+/* Unit g's slice of section k from this rank's span into `stage` (a host
+ * buffer) when it is not host memory already; *out is where it is. */
+static zt_status ckpt_slice(zt_trainer *t, const zt_ckpt_src *v, const zt_layout *full, int g,
+                            uint32_t k, float *stage, const float **out)
 {
-    const zt_layout *lay = v->s.layout;
+    zt_trainer_span sp;
+    ZT_TRY(zt_trainer_unit_span(t, g - zt_pipe_first_unit(v->s.pipe), &sp));
+    const zt_unit_layout *ul = &full->units[g];
+    const float *src = (k == 0 ? sp.values : sp.state[k - 1]) +
+                       ((int64_t)full->rank * ul->shard_numel - sp.lo);
+    *out = src;
+    if (sp.loc == ZT_MEM_DEVICE) {
+        v->s.be->copy_d2h(v->s.be, stage, src, (size_t)ul->shard_numel * sizeof(float));
+        *out = stage;
+    }
+    return ZT_OK;
+}
+
+/* This rank's shard: the header, then each section's slices of every unit of
+ * the whole model; units of other pipeline stages arrive from the rank of
+ * that stage with the same partition rank (ckpt_send_slices), in order. A
+ * failed write keeps receiving, so no sender is left waiting. */
+static zt_status ckpt_write_shard(zt_trainer *t, const zt_ckpt_src *v, const zt_layout *full,
+                                  const char *path, float *stage, zt_ckpt_out *o)
+{
+    const zt_layout *lay = full;
+    const zt_pipe *pipe = v->s.pipe;
     zt_trainer_span sp;
     *o = (zt_ckpt_out){.fd = -1, .path = path, .hint = zt_ckpt_hint_write};
     ZT_TRY(zt_trainer_unit_span(t, 0, &sp));
     uint32_t n_sections = 1 + (uint32_t)sp.n_states;
     zt_ckpt_unit *units = calloc((size_t)lay->n_units, sizeof *units);
     uint8_t *head = malloc(zt_ckpt_header_bytes((uint32_t)lay->n_units));
-    float *stage = malloc((size_t)(lay->max_unit_numel / lay->world_size) * sizeof(float));
     zt_status st = ZT_OK;
-    if (!units || !head || !stage)
-        st = zt_fail(ZT_ERR_OOM, "", "cannot allocate the staging of checkpoint shard %s", path);
+    if (!units || !head)
+        st = zt_fail(ZT_ERR_OOM, "", "cannot allocate the header of checkpoint shard %s", path);
     if (st == ZT_OK)
         st = zt_ckpt_out_open(o, path, NULL);
     if (st == ZT_OK) {
@@ -48,25 +73,49 @@ static zt_status ckpt_write_shard(zt_trainer *t, const zt_ckpt_src *v, const cha
         zt_ckpt_header_encode(&h, head);
         st = zt_ckpt_out_write(o, head, zt_ckpt_header_bytes(h.n_units));
     }
-    for (uint32_t k = 0; k < n_sections && st == ZT_OK; k++)
-        for (int u = 0; u < lay->n_units && st == ZT_OK; u++) {
-            const zt_unit_layout *ul = &lay->units[u];
-            st = zt_trainer_unit_span(t, u, &sp);
-            if (st != ZT_OK)
-                break;
-            const float *src = (k == 0 ? sp.values : sp.state[k - 1]) +
-                               ((int64_t)lay->rank * ul->shard_numel - sp.lo);
-            size_t bytes = (size_t)ul->shard_numel * sizeof(float);
-            if (sp.loc == ZT_MEM_DEVICE) {
-                v->s.be->copy_d2h(v->s.be, stage, src, bytes);
-                src = stage;
+    for (uint32_t k = 0; k < n_sections; k++)
+        for (int g = 0; g < lay->n_units; g++) {
+            int owner = zt_pipe_unit_stage(pipe, g);
+            size_t bytes = (size_t)lay->units[g].shard_numel * sizeof(float);
+            const float *src = stage;
+            if (owner == pipe->stage) {
+                if (st == ZT_OK)
+                    st = ckpt_slice(t, v, full, g, k, stage, &src);
+            } else if (MPI_Recv(stage, (int)(bytes / sizeof(float)), MPI_FLOAT,
+                                zt_pipe_world_rank(pipe, owner, pipe->dp_rank), CKPT_PIPE_TAG,
+                                v->s.world->comm, MPI_STATUS_IGNORE) != MPI_SUCCESS &&
+                       st == ZT_OK) {
+                st = zt_fail(ZT_ERR_COMM, "a peer rank may have died",
+                             "receiving unit %d of checkpoint shard %s failed", g, path);
             }
-            st = zt_ckpt_out_write(o, src, bytes);
+            if (st == ZT_OK)
+                st = zt_ckpt_out_write(o, src, bytes);
         }
     st = zt_ckpt_out_close(o, st);
     free(units);
     free(head);
-    free(stage);
+    return st;
+}
+
+/* A later pipeline stage's part of its partition rank's shard: its units'
+ * slices, section by section, in the writer's order. */
+static zt_status ckpt_send_slices(zt_trainer *t, const zt_ckpt_src *v, const zt_layout *full,
+                                  float *stage)
+{
+    const zt_pipe *pipe = v->s.pipe;
+    zt_trainer_span sp;
+    zt_status st = zt_trainer_unit_span(t, 0, &sp);
+    int first = zt_pipe_first_unit(pipe);
+    for (uint32_t k = 0; k < 1 + (uint32_t)sp.n_states && st == ZT_OK; k++)
+        for (int g = first; g < first + v->s.layout->n_units && st == ZT_OK; g++) {
+            const float *src = NULL;
+            st = ckpt_slice(t, v, full, g, k, stage, &src);
+            if (st == ZT_OK && MPI_Send(src, (int)full->units[g].shard_numel, MPI_FLOAT,
+                         zt_pipe_world_rank(pipe, 0, pipe->dp_rank), CKPT_PIPE_TAG,
+                         v->s.world->comm) != MPI_SUCCESS)
+                st = zt_fail(ZT_ERR_COMM, "a peer rank may have died",
+                             "sending unit %d to its checkpoint shard's writer failed", g);
+        }
     return st;
 }
 
@@ -208,7 +257,16 @@ zt_status zt_ckpt_save(zt_trainer *t, const zt_ckpt_meta *meta, const char *dir,
     zt_ckpt_src v;
     zt_ckpt_src_get(t, &v);
     const zt_world *w = v.s.world;
-    const zt_layout *lay = v.s.layout;
+    const zt_pipe *pipe = v.s.pipe;
+    /* The shards hold the whole model laid out over the partition ranks (a
+     * pipeline stage's layout is the same for its units), so a checkpoint
+     * saved at any P loads at any other. */
+    zt_layout full;
+    const zt_layout *stage_layout = v.s.layout;
+    ZT_TRY(zt_ckpt_agree(w, zt_layout_init(&full, v.s.model, &v.s.cfg->zero,
+                                           stage_layout->world_size, stage_layout->rank)));
+    v.s.layout = &full;
+    const zt_layout *lay = &full;
     double t0 = zt_ckpt_now();
     memset(out, 0, sizeof *out);
     snprintf(out->tag, sizeof out->tag, "global_step%lld", (long long)v.c.global_steps);
@@ -229,18 +287,34 @@ zt_status zt_ckpt_save(zt_trainer *t, const zt_ckpt_meta *meta, const char *dir,
             st = zt_fail(ZT_ERR_IO, zt_ckpt_hint_write, "cannot create checkpoint directory %s: %s",
                          partial, strerror(errno));
     }
-    ZT_TRY(zt_ckpt_agree(w, st));
+    /* One unit slice of host staging, agreed on before any slice moves: a
+     * writer that could not receive would leave its senders waiting. */
+    float *stage = malloc((size_t)(lay->max_unit_numel / lay->world_size) * sizeof(float));
+    if (st == ZT_OK && !stage)
+        st = zt_fail(ZT_ERR_OOM, "", "cannot allocate the staging of a checkpoint slice");
+    st = zt_ckpt_agree(w, st);
+    if (st != ZT_OK) {
+        free(stage);
+        zt_layout_free(&full);
+        return st;
+    }
 
-    /* The first partition group writes (MiCS replicas hold the same slices). */
+    /* The first partition group writes (MiCS replicas hold the same slices);
+     * with pipelining the first stage's ranks, the others send them their
+     * units. */
     uint64_t mine[2] = {0, 0};
     zt_ckpt_shard_name(name, sizeof name, lay->rank);
     st = zt_ckpt_path(shard, partial, name, NULL);
-    if (st == ZT_OK && w->rank < lay->world_size) {
+    bool part_writer = pipe->dp_rank < lay->world_size;
+    if (st == ZT_OK && part_writer && pipe->stage == 0) {
         zt_ckpt_out o;
-        st = ckpt_write_shard(t, &v, shard, &o);
+        st = ckpt_write_shard(t, &v, &full, shard, stage, &o);
         mine[0] = o.bytes;
         mine[1] = o.crc;
+    } else if (part_writer) {
+        st = ckpt_send_slices(t, &v, &full, stage);
     }
+    free(stage);
     st = zt_ckpt_agree(w, st);
     uint64_t *all = w->rank == 0 ? malloc((size_t)w->size * 2 * sizeof *all) : NULL;
     if (st == ZT_OK && w->rank == 0 && !all)
@@ -280,6 +354,7 @@ zt_status zt_ckpt_save(zt_trainer *t, const zt_ckpt_meta *meta, const char *dir,
         free(crc);
     }
     free(all);
+    zt_layout_free(&full);
     st = zt_ckpt_agree(w, st);
     /* Nothing of a failed save may look like a checkpoint. */
     if (st != ZT_OK && w->rank == 0)

@@ -354,6 +354,7 @@ void zt_config_fingerprint(const zt_config *cfg, zt_fingerprint *fp)
     zt_fingerprint_bytes(fp, "activation_checkpointing", NULL, &cfg->activation_checkpointing,
                          sizeof cfg->activation_checkpointing);
     zt_fingerprint_i64(fp, "activation checkpoint interval", cfg->activation_checkpoint_interval);
+    zt_fingerprint_bytes(fp, "pipeline", NULL, &cfg->pipeline, sizeof cfg->pipeline);
     zt_fingerprint_str(fp, "data_types.grad_accum_dtype", cfg->data_types.grad_accum_dtype);
     zt_fingerprint_str(fp, "communication_data_type", cfg->communication_data_type);
     zt_fingerprint_f64(fp, "gradient_clipping", cfg->gradient_clipping);

@@ -180,6 +180,8 @@ enum {
     ZT_COMMS_OP_ALL_GATHER = 1u << 2,
     ZT_COMMS_OP_BROADCAST = 1u << 3,
     ZT_COMMS_OP_ALL_TO_ALL = 1u << 4, /* ZeRO++ qgZ */
+    ZT_COMMS_OP_SEND = 1u << 5,       /* pipeline point to point */
+    ZT_COMMS_OP_RECV = 1u << 6,
 };
 
 typedef struct {
@@ -198,8 +200,23 @@ enum {
 
 #define ZT_CONFIG_MAX_UNBUILT 8
 
+/* Pipeline parallelism (engine/pipe): the DeepSpeed `pipeline` section and
+ * the PipelineModule arguments the command line gives. */
 typedef struct {
-    /* resolved batch triple (after DeepSpeed's derivation with the real world size) */
+    int stages;            /* P >= 1: --pipeline-stages, else pipeline.stages, else 1 */
+    int data_parallel;     /* D = world size / P: what the batch rule and ZeRO use */
+    char partition[128];   /* --partition-method, else pipeline.partition unless its
+                            * default "best" (which DeepSpeed never reads), else
+                            * "parameters" (PipelineModule's default) */
+    char schedule[8];      /* "1f1b" (default) or "gpipe" (--pipeline-schedule) */
+    /* pipeline.activation_checkpoint_interval: units per checkpoint segment
+     * within each stage, 0 = off; the command-line interval takes precedence. */
+    int64_t activation_checkpoint_interval;
+} zt_pipeline_config;
+
+typedef struct {
+    /* resolved batch triple (after DeepSpeed's derivation with the data-parallel
+     * size: the world size, divided by the pipeline stages when pipelining) */
     int64_t train_batch_size, micro_batch_size, gradient_accumulation_steps;
     int64_t steps_per_print; /* 0 = off (DeepSpeed 0.19.6 default None) */
     double gradient_clipping; /* 0 = off; default 1.0 */
@@ -225,6 +242,7 @@ typedef struct {
     zt_csv_monitor_config tensorboard;
     zt_flops_profiler_config flops_profiler;
     zt_comms_logger_config comms_logger;
+    zt_pipeline_config pipeline;
     char communication_data_type[8]; /* "fp16" | "bf16" | "fp32"; "" = not given */
     char log_level[16];              /* lower case; DeepSpeed's default "warning" */
 
@@ -264,6 +282,10 @@ typedef struct {
      * the plan depends on) and rescales train_batch_size, with a note,
      * instead of failing. */
     bool rescale_batch;
+    /* Pipeline parallelism: --pipeline-stages (-1 = not given), --partition-method
+     * and --pipeline-schedule (NULL = not given; the strings must outlive the parse). */
+    int64_t pipeline_stages;
+    const char *partition_method, *pipeline_schedule;
 } zt_config_overrides;
 
 void zt_config_overrides_init(zt_config_overrides *ov); /* all "not given" */
@@ -279,7 +301,8 @@ typedef struct {
     double warmup_steps;
 } zt_config_run;
 
-/* Parse, validate and resolve a config for `world_size` data-parallel ranks.
+/* Parse, validate and resolve a config for `world_size` ranks (P pipeline
+ * stages x D data-parallel ranks; P = 1 without pipelining).
  * `path` is used in messages. Errors: ZT_ERR_IO (unreadable file),
  * ZT_ERR_CONFIG (anything wrong with the content), ZT_ERR_UNSUPPORTED (a valid
  * feature this build cannot run yet). */

@@ -17,6 +17,8 @@
  *                  be ignored with a warning (wandb, comet, trackio, checkpoint)
  *   parse_optim.c  the optimizer and scheduler sections
  *   parse_nvme.c   the aio section and the nvme offload rules
+ *   parse_pipeline.c  the pipeline section and flags: stages, data-parallel size,
+ *                  partition method, schedule; ZeRO-2/3 refused with pipelining
  *   resolve.c      the batch triple: command line, "auto", DeepSpeed's derivation;
  *                  the "auto" values that need the model or the run length
  *   check.c        cross checks, "not implemented yet" checks, dtype queries
@@ -40,7 +42,7 @@
  * - Unknown keys are errors in every section, also at the top level and in
  *   activation_checkpointing where DeepSpeed ignores them: a typo must never
  *   leave a default silently in force.
- * - DeepSpeed top-level features this build lacks (pipeline, amp, ...) parse
+ * - DeepSpeed top-level features this build lacks (amp, ...) parse
  *   when off; when on, zt_config_check_supported refuses them. Sections read
  *   but not acted on (wandb, comet, trackio, checkpoint) are a warning, an
  *   error under --strict.
@@ -208,6 +210,9 @@ extern const zt_key zt_config_sgd_keys[];
 extern const size_t zt_config_n_sgd_keys;
 extern const zt_key zt_config_scheduler_keys[];
 extern const size_t zt_config_n_scheduler_keys;
+/* parse_pipeline.c's table; its size is a constant for keys.c's section list. */
+#define ZT_CONFIG_N_PIPELINE_KEYS 7
+extern const zt_key zt_config_pipeline_keys[ZT_CONFIG_N_PIPELINE_KEYS];
 
 /* DeepSpeed's schedulers with their params tables. The count is a constant
  * (keys.c checks it) because parse_optim.c sizes an array with it. */
@@ -301,6 +306,10 @@ zt_status zt_config_parse_monitors(const zt_ctx *c, json_t *root); /* parse_moni
 zt_status zt_config_parse_top_strings(const zt_ctx *c, json_t *root);
 zt_status zt_config_parse_optimizer(const zt_ctx *c, json_t *root);
 zt_status zt_config_parse_scheduler(const zt_ctx *c, json_t *root);
+/* parse_pipeline.c: after the other sections (it reads the ZeRO stage and the
+ * checkpoint interval), before the batch is resolved (which uses the
+ * data-parallel size it sets). */
+zt_status zt_config_parse_pipeline(const zt_ctx *c, json_t *root);
 
 /* ------------------------------------------------------------------ parse_nvme.c */
 

@@ -59,7 +59,7 @@ const zt_key zt_config_top_keys[] = {
     {ZT_K("flops_profiler", ZT_CUSTOM, ZT_NONE)},
     {ZT_K("autotuning", ZT_FEATURE, ZT_NONE)},
     {ZT_K("elasticity", ZT_FEATURE, ZT_NONE)},
-    {ZT_K("pipeline", ZT_FEATURE, ZT_NONE)},
+    {ZT_K("pipeline", ZT_CUSTOM, ZT_NONE)},
     {ZT_K("compression_training", ZT_FEATURE, ZT_NONE)},
     {ZT_K("data_efficiency", ZT_FEATURE, ZT_NONE)},
     {ZT_K("curriculum_learning", ZT_FEATURE, ZT_NONE)},
@@ -517,6 +517,7 @@ const zt_section_ref zt_config_sections[] = {
     {"checkpoint", zt_config_checkpoint_keys, ZT_LEN(zt_config_checkpoint_keys)},
     {"timers", zt_config_timers_keys, ZT_LEN(zt_config_timers_keys)},
     {"timers.throughput", zt_config_throughput_keys, ZT_LEN(zt_config_throughput_keys)},
+    {"pipeline", zt_config_pipeline_keys, ZT_CONFIG_N_PIPELINE_KEYS},
 };
 const size_t zt_config_n_sections = ZT_LEN(zt_config_sections);
 

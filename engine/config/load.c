@@ -38,6 +38,8 @@ static void zt_parse_root(zt_ctx *c, json_t *root)
     n = e->n;
     zt_config_errors_take(e, zt_config_parse_monitors(c, root), n);
     n = e->n;
+    zt_config_errors_take(e, zt_config_parse_pipeline(c, root), n);
+    n = e->n;
     zt_config_errors_take(e, zt_config_resolve_batch(c, root), n);
     n = e->n;
     if (n == 0)

@@ -84,6 +84,9 @@ void zt_config_defaults(zt_config *cfg)
 
     cfg->activation_checkpointing.number_checkpoints = -1;
     cfg->activation_checkpoint_interval = -1;
+    cfg->pipeline.stages = cfg->pipeline.data_parallel = 1;
+    snprintf(cfg->pipeline.partition, sizeof cfg->pipeline.partition, "parameters");
+    snprintf(cfg->pipeline.schedule, sizeof cfg->pipeline.schedule, "1f1b");
     snprintf(cfg->csv_monitor.job_name, sizeof cfg->csv_monitor.job_name, "DeepSpeedJobName");
     snprintf(cfg->tensorboard.job_name, sizeof cfg->tensorboard.job_name, "DeepSpeedJobName");
 
@@ -102,6 +105,8 @@ void zt_config_overrides_init(zt_config_overrides *ov)
     ov->activation_checkpoint_interval = -1;
     ov->fp16 = ov->bf16 = ov->strict = false;
     ov->rescale_batch = false;
+    ov->pipeline_stages = -1;
+    ov->partition_method = ov->pipeline_schedule = NULL;
 }
 
 /* ------------------------------------------------------------------ zero_optimization */

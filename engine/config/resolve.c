@@ -1,7 +1,9 @@
 /*
  * config resolve: the batch triple. Command-line values fill missing or "auto"
- * fields, then DeepSpeed's derivation with the real world size makes
- * train_batch_size = micro batch per rank * accumulation steps * world size.
+ * fields, then DeepSpeed's derivation with the data-parallel size makes
+ * train_batch_size = micro batch per rank * accumulation steps * data-parallel
+ * size: the world size, or the world size / pipeline stages when pipelining
+ * (DeepSpeed's pipeline engine takes it from its grid).
  * And the "auto" values that need the model or the run length, filled once
  * the caller knows them (zt_config_resolve_run), as HF's finalize does.
  */
@@ -48,7 +50,7 @@ static zt_status zt_batch_fail(const zt_ctx *c, const char *hint, const char *fm
     return zt_config_err(c, ZT_ERR_CONFIG, NULL, hint, fmt, a);
 }
 
-/* ov.rescale_batch: a triple that does not work out for world_size keeps
+/* ov.rescale_batch: a triple that does not work out for the data-parallel size keeps
  * the micro batch (the given one, else train_batch_size spread over the
  * ranks and accumulation steps, at least 1) and the accumulation steps (the
  * given ones, else 1), and makes train_batch_size their product with the
@@ -56,7 +58,7 @@ static zt_status zt_batch_fail(const zt_ctx *c, const char *hint, const char *fm
 static zt_status zt_config_rescale_batch(const zt_ctx *c, int64_t *tb, int64_t *mb,
                                          int64_t *gas, bool mb_given, bool gas_given)
 {
-    int64_t was = *tb, ws = c->world_size;
+    int64_t was = *tb, ws = c->cfg->pipeline.data_parallel;
     if (!gas_given || *gas <= 0)
         *gas = 1;
     if (!mb_given || *mb <= 0)
@@ -86,7 +88,7 @@ zt_status zt_config_resolve_batch(const zt_ctx *c, json_t *root)
     ZT_TRY(zt_read_batch_field(c, root, &tb, ov->train_batch_size));
     ZT_TRY(zt_read_batch_field(c, root, &mb, ov->micro_batch_size));
     ZT_TRY(zt_read_batch_field(c, root, &gas, ov->gradient_accumulation_steps));
-    const int64_t ws = c->world_size;
+    const int64_t ws = cfg->pipeline.data_parallel;
     char how[256] = "";
 
     /* Non-positive given values fail DeepSpeed's assertions; check them before
@@ -161,8 +163,9 @@ zt_status zt_config_resolve_batch(const zt_ctx *c, json_t *root)
 
     char hint[512];
     snprintf(hint, sizeof hint, "%s%strain_batch_size must equal train_micro_batch_size_per_gpu "
-             "* gradient_accumulation_steps * world size (%lld ranks)",
-             how, how[0] ? "; " : "", (long long)ws);
+             "* gradient_accumulation_steps * %s (%lld ranks)",
+             how, how[0] ? "; " : "",
+             cfg->pipeline.stages > 1 ? "data-parallel size" : "world size", (long long)ws);
     if (mb.v <= 0)
         return zt_batch_fail(c, hint, mb_msg, (long long)mb.v);
     if (gas.v <= 0)

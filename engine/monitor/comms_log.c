@@ -11,7 +11,9 @@ _Static_assert(ZT_COMMS_OP_ALL_REDUCE == 1u << ZT_COMM_ALL_REDUCE &&
                    ZT_COMMS_OP_REDUCE_SCATTER == 1u << ZT_COMM_REDUCE_SCATTER &&
                    ZT_COMMS_OP_ALL_GATHER == 1u << ZT_COMM_ALL_GATHER &&
                    ZT_COMMS_OP_BROADCAST == 1u << ZT_COMM_BROADCAST &&
-                   ZT_COMMS_OP_ALL_TO_ALL == 1u << ZT_COMM_ALL_TO_ALL,
+                   ZT_COMMS_OP_ALL_TO_ALL == 1u << ZT_COMM_ALL_TO_ALL &&
+                   ZT_COMMS_OP_SEND == 1u << ZT_COMM_SEND &&
+                   ZT_COMMS_OP_RECV == 1u << ZT_COMM_RECV,
                "the config's prof_ops bits follow zt_comm_kind");
 
 const char *zt_comms_log_op_name(zt_comm_kind k)
@@ -22,6 +24,8 @@ const char *zt_comms_log_op_name(zt_comm_kind k)
     case ZT_COMM_ALL_GATHER: return "all_gather_into_tensor";
     case ZT_COMM_BROADCAST: return "broadcast";
     case ZT_COMM_ALL_TO_ALL: return "all_to_all_single";
+    case ZT_COMM_SEND: return "send";
+    case ZT_COMM_RECV: return "recv";
     case ZT_COMM_NKINDS: break;
     }
     return "unknown";
@@ -62,6 +66,8 @@ void zt_comms_log_init(zt_comms_log *l, const zt_config *cfg, const zt_trainer_s
         if (!seen)
             l->comms[l->n_comms++] = c;
     }
+    if (stats->pipe_group)
+        l->comms[l->n_comms++] = stats->pipe_group;
     zt_comms_log_totals(l, l->last_calls, l->last_bytes);
 }
 

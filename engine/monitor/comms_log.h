@@ -29,7 +29,7 @@
 typedef struct {
     bool on;
     const zt_comms_logger_config *cfg;
-    const zt_comm *comms[ZT_STAGE_GROUP_N]; /* distinct communicators */
+    const zt_comm *comms[ZT_STAGE_GROUP_N + 1]; /* distinct communicators, and the pipeline's */
     int n_comms;
     uint64_t last_calls[ZT_COMM_NKINDS], last_bytes[ZT_COMM_NKINDS]; /* at the last step */
 } zt_comms_log;

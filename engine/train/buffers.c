@@ -172,31 +172,37 @@ static zt_status buffers_comm(zt_trainer *t, zt_memory *mem, bool reserved)
     return ZT_OK;
 }
 
-/* The micro-batch: model inputs and labels (ACTS), their host staging (WORK). */
+/* The micro-batch: model inputs and labels of every slot (ACTS), their host
+ * staging (WORK). */
 static zt_status buffers_batch(zt_trainer *t, zt_memory *mem, bool reserved)
 {
     const zt_model *m = t->model;
     int64_t mb = t->cfg->micro_batch_size;
     size_t tok_bytes = zt_train_plan_bytes(t, mb, m->seq_len, sizeof(int32_t));
     size_t lab_bytes = zt_train_plan_bytes(t, mb, m->labels_numel, sizeof(int32_t));
-    if (m->in_numel > 0) {
+    for (int k = 0; k < t->n_slots; k++) {
+        zt_train_slot *s = &t->slots[k];
+        if (m->in_numel > 0)
+            ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_ACTS,
+                                zt_train_plan_bytes(t, mb, m->in_numel, sizeof(float)), &s->x));
+        if (m->seq_len > 0) {
+            ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_ACTS, tok_bytes, &s->tokens));
+            ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_ACTS,
+                                zt_train_plan_bytes(t, mb, 1, sizeof(int32_t)), &s->lengths));
+        }
         ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_ACTS,
-                            zt_train_plan_bytes(t, mb, m->in_numel, sizeof(float)), &t->x));
+                            zt_train_plan_bytes(t, mb, 1, sizeof(uint64_t)), &s->row_keys));
+        ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_ACTS, lab_bytes, &s->labels));
+    }
+    if (m->in_numel > 0)
         ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_HOST, ZT_MEM_WORK,
                             zt_train_plan_bytes(t, mb, m->in_numel, sizeof(float)), &t->x_host));
-    }
     if (m->seq_len > 0) {
-        ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_ACTS, tok_bytes, &t->tokens));
-        ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_ACTS,
-                            zt_train_plan_bytes(t, mb, 1, sizeof(int32_t)), &t->lengths));
         ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_HOST, ZT_MEM_WORK, tok_bytes,
                             &t->tokens_host));
         ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_HOST, ZT_MEM_WORK,
                             zt_train_plan_bytes(t, mb, 1, sizeof(int32_t)), &t->lengths_host));
     }
-    ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_ACTS,
-                        zt_train_plan_bytes(t, mb, 1, sizeof(uint64_t)), &t->row_keys));
-    ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_ACTS, lab_bytes, &t->labels));
     ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_HOST, ZT_MEM_WORK, zt_train_plan_bytes(t, mb, 1, sizeof(uint64_t)),
                         &t->row_keys_host));
     ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_HOST, ZT_MEM_WORK, lab_bytes, &t->labels_host));
@@ -272,6 +278,8 @@ zt_status zt_train_buffers(zt_trainer *t, zt_memory *mem, bool reserved)
                             &t->swap_param_mem));
     ZT_TRY(buffers_batch(t, mem, reserved));
     ZT_TRY(zt_train_activation_buffers(t, mem, reserved));
+    if (zt_pipe_active(&t->pipe))
+        ZT_TRY(zt_pipe_buffers(&t->pipe, mem, reserved, t->cfg->micro_batch_size, t->cdt));
     ZT_TRY(buffers_work(t, mem, reserved));
     if (t->plan_overflow)
         return zt_fail(ZT_ERR_USAGE,
@@ -286,30 +294,39 @@ zt_status zt_train_buffers(zt_trainer *t, zt_memory *mem, bool reserved)
 zt_status zt_train_tables(zt_trainer *t)
 {
     size_t n = (size_t)t->model->n_units;
-    t->acts = calloc(n, sizeof *t->acts);
-    t->saved = calloc(n, sizeof *t->saved);
-    t->ckpt = calloc(n, sizeof *t->ckpt);
+    t->slots = calloc((size_t)t->n_slots, sizeof *t->slots);
+    bool ok = t->slots != NULL;
+    for (int k = 0; ok && k < t->n_slots; k++) {
+        zt_train_slot *s = &t->slots[k];
+        s->acts = calloc(n, sizeof *s->acts);
+        s->saved = calloc(n, sizeof *s->saved);
+        s->ckpt = calloc(n, sizeof *s->ckpt);
+        ok = s->acts && s->saved && s->ckpt;
+    }
     t->unit_store = calloc(n, sizeof *t->unit_store);
     t->own_p = calloc(n, sizeof *t->own_p);
     t->own_g = calloc(n, sizeof *t->own_g);
     t->own_m = calloc(n, sizeof *t->own_m);
     t->secondary = calloc(n, sizeof *t->secondary);
-    if (!t->acts || !t->saved || !t->ckpt || !t->unit_store || !t->own_p || !t->own_g ||
-        !t->own_m || !t->secondary)
+    if (!ok || !t->unit_store || !t->own_p || !t->own_g || !t->own_m || !t->secondary)
         return zt_fail(ZT_ERR_OOM, "", "cannot allocate per-unit tables");
     return ZT_OK;
 }
 
 void zt_train_tables_free(zt_trainer *t)
 {
-    free(t->acts);
-    free(t->saved);
-    free(t->ckpt);
+    for (int k = 0; t->slots && k < t->n_slots; k++) {
+        free(t->slots[k].acts);
+        free(t->slots[k].saved);
+        free(t->slots[k].ckpt);
+    }
+    free(t->slots);
     free(t->unit_store);
     free(t->own_p);
     free(t->own_g);
     free(t->own_m);
     free(t->secondary);
+    t->slots = NULL;
     t->acts = t->saved = t->ckpt = t->unit_store = t->own_p = t->own_g = t->secondary = NULL;
     t->own_m = NULL;
 }
@@ -321,7 +338,8 @@ static zt_status buffers_plan_trainer(zt_trainer *t, const zt_config *cfg, const
 {
     memset(t, 0, sizeof *t);
     t->cfg = cfg;
-    t->model = m;
+    t->model = t->whole = m;
+    t->n_slots = 1;
     zt_train_resolve(t);
     /* MiCS partitions over its shard groups, not the world. */
     int part = t->policy->params_sharded && cfg->zero.mics_shard_size > 0

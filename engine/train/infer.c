@@ -1,8 +1,10 @@
 /*
- * infer: forward-only passes on the training buffers: validation loss and
- * accuracy, and sampling from a language model. Dropout is off; with
+ * infer: forward-only passes on the training buffers (slot 0): validation
+ * loss and accuracy, and sampling from a language model. Dropout is off; with
  * parameters sharded the units are gathered as for training and every gather
- * is dropped at the end (the policy's flush).
+ * is dropped at the end (the policy's flush). With pipelining each
+ * micro-batch flows through the stages (zt_pipe_recv_act / send_act), the
+ * last stage scores it, and a sampled token goes from the last stage to all.
  */
 #include <math.h>
 #include <string.h>
@@ -15,21 +17,27 @@ zt_status zt_trainer_eval(zt_trainer *t, const zt_dataset *ds, int64_t iters, do
 {
     const zt_model *model = t->model;
     const zt_backend *be = t->be;
-    int64_t mb = t->cfg->micro_batch_size, per_iter = mb * t->world->size;
+    int64_t mb = t->cfg->micro_batch_size, per_iter = mb * t->comm->size;
     int64_t all = (ds->n_samples + per_iter - 1) / per_iter;
     if (iters <= 0 || iters > all)
         iters = all;
     bool classify = !model->labels_per_token;
     double acc[3] = {0.0, 0.0, 0.0}; /* loss sum, counted rows, argmax hits */
+    zt_train_use_slot(t, 0);
+    t->slots_hold = -1;
     for (int64_t it = 0; it < iters; it++) {
         for (int64_t k = 0; k < mb; k++) {
-            int64_t pos = it * per_iter + (int64_t)t->world->rank * mb + k;
+            int64_t pos = it * per_iter + (int64_t)t->comm->rank * mb + k;
             t->index_host[k] = pos < ds->n_samples ? pos : -1;
             t->row_keys_host[k] = (uint64_t)pos;
         }
         zt_batch b;
         zt_train_load(t, ds, mb, &b);
+        ZT_TRY(zt_pipe_recv_act(&t->pipe, mb));
         ZT_TRY(zt_train_forward(t, &b, true));
+        ZT_TRY(zt_pipe_send_act(&t->pipe, t->acts[model->n_units - 1], mb));
+        if (!zt_pipe_has_loss(&t->pipe))
+            continue;
         int64_t rows = mb * zt_train_rows_per_sample(t, &b);
         const float *logits = zt_train_logits(t, mb);
         acc[0] += be->xent_forward_backward(be, logits, t->labels, rows, model->n_classes,
@@ -125,17 +133,24 @@ zt_status zt_trainer_generate_from(zt_trainer *t, const int32_t *prompt, int64_t
     if (n_prompt < 1)
         return zt_fail(ZT_ERR_USAGE, "give at least one prompt token", "empty prompt");
     memcpy(out, prompt, (size_t)n_prompt * sizeof *out);
+    zt_train_use_slot(t, 0);
+    t->slots_hold = -1;
     for (int64_t i = 0; i < n_new; i++) {
         int64_t len = n_prompt + i, ctx = len < T ? len : T;
         be->copy_h2d(be, t->tokens, out + len - ctx, (size_t)ctx * sizeof(int32_t));
         /* Dropout is off: the row keys are never read. */
         zt_batch b = {.n = 1, .t = ctx, .tokens = t->tokens, .row_keys = t->row_keys,
                       .seed = t->seed, .step = t->global_steps};
+        ZT_TRY(zt_pipe_recv_act(&t->pipe, 1));
         ZT_TRY(zt_train_forward(t, &b, true));
-        be->copy_d2h(be, t->logits_host, zt_train_logits(t, 1) + (ctx - 1) * V,
-                     zt_train_floats(V));
-        double u = (double)zt_rng_uniform(seed, ZT_RNG_STREAM_SAMPLE, (uint64_t)i);
-        out[len] = (int32_t)infer_pick(t->logits_host, valid, temperature, u);
+        ZT_TRY(zt_pipe_send_act(&t->pipe, t->acts[model->n_units - 1], 1));
+        if (zt_pipe_has_loss(&t->pipe)) {
+            be->copy_d2h(be, t->logits_host, zt_train_logits(t, 1) + (ctx - 1) * V,
+                         zt_train_floats(V));
+            double u = (double)zt_rng_uniform(seed, ZT_RNG_STREAM_SAMPLE, (uint64_t)i);
+            out[len] = (int32_t)infer_pick(t->logits_host, valid, temperature, u);
+        }
+        ZT_TRY(zt_pipe_bcast_last(&t->pipe, &out[len], (int)sizeof out[len]));
     }
     ZT_TRY(t->policy->flush(&t->stage));
     return ZT_OK;

@@ -1,11 +1,15 @@
 /*
- * micro: one micro-step. Reads this rank's micro-batch, runs the units
- * forward (each unit's parameters fetched from the stage policy and released
- * after), the loss, and the units backward, handing each unit's fresh
- * gradient to where the stage keeps gradients: the full gradients (stages
- * that do not shard them, reduced at the boundary) or the policy's reduction
- * every micro-step. Activation checkpointing re-runs segments on the way back
- * (recompute.c); precision conversions go through placement.c.
+ * micro: one micro-step, as the pipeline stage runner's hooks
+ * (engine/pipe/pipe.h): the forward reads this rank's micro-batch into its
+ * slot and runs the stage's units (each unit's parameters fetched from the
+ * stage policy and released after); the backward computes the loss (last
+ * stage) or takes the gradient the next stage sent, and runs the units
+ * backward, handing each unit's fresh gradient to where the ZeRO stage keeps
+ * gradients: the full gradients (stages that do not shard them, reduced at
+ * the boundary) or the policy's reduction every micro-step; the gradient of
+ * the stage's input goes to the previous stage. Activation checkpointing
+ * re-runs segments on the way back (recompute.c); precision conversions go
+ * through placement.c.
  */
 #include <math.h>
 #include <stddef.h>
@@ -64,10 +68,25 @@ int64_t zt_train_rows_per_sample(const zt_trainer *t, const zt_batch *b)
     return t->model->labels_per_token ? b->t : t->model->labels_numel;
 }
 
-/* Unit u's input as fp32; the model input (unit 0) is fp32 data already. */
+void zt_train_use_slot(zt_trainer *t, int k)
+{
+    const zt_train_slot *s = &t->slots[k];
+    t->x = s->x;
+    t->tokens = s->tokens;
+    t->lengths = s->lengths;
+    t->row_keys = s->row_keys;
+    t->labels = s->labels;
+    t->acts = s->acts;
+    t->saved = s->saved;
+    t->ckpt = s->ckpt;
+    t->in_act = zt_pipe_active(&t->pipe) ? zt_pipe_act_in(&t->pipe, k) : NULL;
+}
+
+/* Unit u's input as fp32; the model input (unit 0 of the first stage) is
+ * fp32 data already. */
 static const float *micro_input_fp32(const zt_trainer *t, int u, int64_t n)
 {
-    if (u == 0)
+    if (u == 0 && !t->in_act)
         return t->x;
     return zt_train_fp32(t, zt_train_unit_input(t, u), n * t->model->units[u].in_numel, t->xin);
 }
@@ -173,10 +192,11 @@ static zt_status micro_route_grad(zt_trainer *t, int u, const float *g, int64_t 
     return t->policy->reduce_unit(&t->stage, u, g);
 }
 
-/* --inject-overflow: an inf in this rank's fresh gradient of a unit. */
+/* --inject-overflow: an inf in this rank's fresh gradient of a unit (the
+ * last rank of the stage's data-parallel group). */
 static void micro_inject(zt_trainer *t, float *g)
 {
-    if (t->world->rank != t->world->size - 1)
+    if (t->comm->rank != t->comm->size - 1)
         return;
     for (int i = 0; i < t->opt.n_inject_steps; i++)
         if (t->opt.inject_steps[i] == t->global_steps + 1) {
@@ -185,34 +205,70 @@ static void micro_inject(zt_trainer *t, float *g)
         }
 }
 
-zt_status zt_train_micro_step(zt_trainer *t, int64_t m, double *loss_sum, double *timers)
+/* Micro-batch m of the current step into the current slot. Dropout keys:
+ * positions in the training stream, the same at any world size and stage. */
+static void micro_load(zt_trainer *t, int64_t m, zt_batch *b)
 {
-    const zt_model *model = t->model;
-    const zt_backend *be = t->be;
-    const zt_layout *lay = &t->layout;
-    const zt_stage_policy *pol = t->policy;
-    int64_t mb = t->cfg->micro_batch_size, gas = t->cfg->gradient_accumulation_steps;
-    bool boundary = m == gas - 1;
-    int n_units = model->n_units, last = n_units - 1;
-    zt_batch b;
-    /* Dropout keys: positions in the training stream, the same at any world size. */
+    int64_t mb = t->cfg->micro_batch_size;
     for (int64_t k = 0; k < mb; k++) {
         t->index_host[k] = zt_sampler_index(&t->sampler, t->global_steps, m, k);
         t->row_keys_host[k] = (uint64_t)(t->global_steps * t->cfg->train_batch_size +
                                          zt_sampler_offset(&t->sampler, m, k));
     }
-    zt_train_load(t, t->data, mb, &b);
-    b.training = true;
+    zt_train_load(t, t->data, mb, b);
+    b->training = true;
+}
+
+static zt_status micro_forward(void *ctx, int64_t m, int slot)
+{
+    zt_trainer *t = ctx;
+    zt_train_use_slot(t, slot);
+    zt_batch *b = &t->slots[slot].b;
+    micro_load(t, m, b);
     double t0 = zt_train_now();
-    ZT_TRY(zt_train_forward(t, &b, false));
-    /* The mean over this micro-batch, divided by GAS as DeepSpeed scales the
-     * loss, times the loss scale (1 unless fp16). */
-    int64_t per_sample = zt_train_rows_per_sample(t, &b), rows = mb * per_sample;
+    ZT_TRY(zt_train_forward(t, b, false));
+    t->slots_hold = m;
+    t->step_timers[ZT_TIMER_FWD] += 1e3 * (zt_train_now() - t0);
+    return ZT_OK;
+}
+
+/* The last stage's loss on the slot's logits: the mean over this
+ * micro-batch, divided by GAS as DeepSpeed scales the loss, times the loss
+ * scale (1 unless fp16); its gradient goes to dact[0]. */
+static float *micro_loss(zt_trainer *t, const zt_batch *b)
+{
+    const zt_model *model = t->model;
+    int64_t mb = t->cfg->micro_batch_size, gas = t->cfg->gradient_accumulation_steps;
+    int64_t per_sample = zt_train_rows_per_sample(t, b), rows = mb * per_sample;
     float dscale = (float)(t->scaler.scale / (double)(rows * gas));
-    *loss_sum += be->xent_forward_backward(be, zt_train_logits(t, mb), t->labels, rows,
-                                           model->n_classes, model->ignore_index, dscale,
-                                           t->dact[0]) /
-                 (double)per_sample;
+    t->step_loss += t->be->xent_forward_backward(t->be, zt_train_logits(t, mb), t->labels, rows,
+                                                 model->n_classes, model->ignore_index, dscale,
+                                                 t->dact[0]) /
+                    (double)per_sample;
+    return t->dact[0];
+}
+
+static zt_status micro_backward(void *ctx, int64_t m, int slot, float *grad_out)
+{
+    zt_trainer *t = ctx;
+    const zt_model *model = t->model;
+    const zt_backend *be = t->be;
+    const zt_layout *lay = &t->layout;
+    const zt_stage_policy *pol = t->policy;
+    double *timers = t->step_timers;
+    zt_train_use_slot(t, slot);
+    const zt_batch *b = &t->slots[slot].b;
+    bool boundary = m == t->cfg->gradient_accumulation_steps - 1;
+    int n_units = model->n_units, last = n_units - 1;
+    int64_t K = t->ckpt_interval > 0 ? t->ckpt_interval : n_units;
+    int a_last = (int)(last / K * K);
+    double t0 = zt_train_now();
+    /* Checkpointing: the last segment is still in the working buffers right
+     * after this micro-batch's own forward; another's forward since (a
+     * pipeline keeps several in flight) means recomputing it too. */
+    if (a_last > 0 && t->slots_hold != m)
+        ZT_TRY(zt_train_recompute(t, a_last, n_units, b));
+    float *dy = zt_pipe_has_loss(&t->pipe) ? micro_loss(t, b) : zt_pipe_grad_in(&t->pipe);
     double t1 = zt_train_now();
     timers[ZT_TIMER_FWD] += 1e3 * (t1 - t0);
 
@@ -222,12 +278,10 @@ zt_status zt_train_micro_step(zt_trainer *t, int64_t m, double *loss_sum, double
     bool reduce = pol->reduce_every_micro_step || boundary;
     if (reduce)
         pol->reduce_begin(&t->stage, pol->grads_sharded && m > 0);
-    int64_t K = t->ckpt_interval > 0 ? t->ckpt_interval : n_units;
-    int cur = 0;
-    for (int a = (int)(last / K * K); a >= 0; a -= (int)K) {
+    for (int a = a_last; a >= 0; a -= (int)K) {
         int e = a + K < n_units ? (int)(a + K) : n_units;
-        if (e < n_units) /* the last segment's activations are still in the slots */
-            ZT_TRY(zt_train_recompute(t, a, e, &b));
+        if (e < n_units) /* the last segment's activations are in the working buffers */
+            ZT_TRY(zt_train_recompute(t, a, e, b));
         for (int u = e - 1; u >= a; u--) {
             const zt_unit_layout *ul = &lay->units[u];
             void *p;
@@ -235,8 +289,8 @@ zt_status zt_train_micro_step(zt_trainer *t, int64_t m, double *loss_sum, double
             float *g = t->mixed              ? t->gw
                        : pol->grads_sharded ? t->unit_grad
                                             : (float *)t->grads + ul->offset;
-            micro_run_backward(t, u, p, t->dact[cur], u > 0 ? t->dact[1 - cur] : NULL, g,
-                               !pol->grads_sharded && m > 0, &b);
+            float *dx = u > 0 ? (dy == t->dact[1] ? t->dact[0] : t->dact[1]) : grad_out;
+            micro_run_backward(t, u, p, dy, dx, g, !pol->grads_sharded && m > 0, b);
             ZT_TRY(pol->release(&t->stage, u, ZT_GATHER_BWD, boundary));
             if (boundary && u == t->inject_unit)
                 micro_inject(t, g);
@@ -246,9 +300,12 @@ zt_status zt_train_micro_step(zt_trainer *t, int64_t m, double *loss_sum, double
                 be->memset_zero(be, g + ul->numel,
                                 zt_train_floats(ul->padded_numel - ul->numel));
             ZT_TRY(micro_route_grad(t, u, g, m, reduce));
-            cur = 1 - cur;
+            dy = dx;
         }
     }
+    /* Recomputing the earlier segments overwrote the working buffers. */
+    if (a_last > 0)
+        t->slots_hold = -1;
     double t2 = zt_train_now();
     timers[ZT_TIMER_BWD_INNER] += 1e3 * (t2 - t1);
     if (reduce)
@@ -257,4 +314,15 @@ zt_status zt_train_micro_step(zt_trainer *t, int64_t m, double *loss_sum, double
     timers[ZT_TIMER_BWD_ALLREDUCE] += 1e3 * (t3 - t2);
     timers[ZT_TIMER_BWD] += 1e3 * (t3 - t1);
     return ZT_OK;
+}
+
+static void *micro_output(void *ctx, int slot)
+{
+    zt_trainer *t = ctx;
+    return t->slots[slot].acts[t->model->n_units - 1];
+}
+
+zt_pipe_hooks zt_train_hooks(zt_trainer *t)
+{
+    return (zt_pipe_hooks){micro_forward, micro_backward, micro_output, t};
 }

@@ -176,14 +176,15 @@ static void placement_opt_scale(const zt_trainer *t, float *x, int64_t n, float 
 }
 
 /* DeepSpeed's overflow check: each rank tests its own slices; all_reduce MIN
- * over the world. */
+ * over the world, so an overflow on any pipeline stage skips the step on
+ * every rank. Units are numbered in the whole model. */
 zt_status zt_train_first_overflow(zt_trainer *t, int *first)
 {
-    int n = t->layout.n_units;
-    *first = n;
-    for (int u = 0; u < n && *first == n; u++)
+    int n = t->layout.n_units, total = t->whole->n_units;
+    *first = total;
+    for (int u = 0; u < n && *first == total; u++)
         if (placement_opt_bad(t, t->own_g[u], t->ogdt, t->layout.units[u].shard_numel))
-            *first = u;
+            *first = zt_pipe_first_unit(&t->pipe) + u;
     return zt_comm_side_all_reduce(t->comm, t->world->comm, first, 1, MPI_INT, MPI_MIN,
                                    "the overflow flag");
 }
@@ -222,8 +223,8 @@ static zt_status placement_slice(zt_trainer *t, void *const *slices, int u, cons
 }
 
 /* Per-unit pointers to optimizer-side memory, summed over the partition group
- * (MiCS replicas hold the same slices): DeepSpeed's global norm, the same
- * value on every rank. */
+ * (MiCS replicas hold the same slices), then over the pipeline stages:
+ * DeepSpeed's global norm, the same value on every rank. */
 zt_status zt_train_slices_sumsq(zt_trainer *t, void *const *slices, zt_dtype dt, double *sq)
 {
     *sq = 0.0;
@@ -234,13 +235,17 @@ zt_status zt_train_slices_sumsq(zt_trainer *t, void *const *slices, zt_dtype dt,
         if (st == ZT_OK)
             *sq += placement_opt_sumsq(t, x, dt, t->layout.units[u].shard_numel);
     }
-    if (slices)
-        return zt_train_sum_f64(t->zcomm, t->zcomm->side, sq, 1, "the gradient norm");
+    if (slices) {
+        ZT_TRY(zt_train_sum_f64(t->zcomm, t->zcomm->side, sq, 1, "the gradient norm"));
+        return zt_pipe_sum_f64(&t->pipe, sq, 1);
+    }
     /* Swapped in, a rank may fail: every rank joins the sum, then the
      * failure is agreed on. */
     if (st == ZT_OK)
         st = zt_train_nvme_flush(t);
     zt_status sum = zt_train_sum_f64(t->zcomm, t->zcomm->side, sq, 1, "the gradient norm");
+    if (sum == ZT_OK)
+        sum = zt_pipe_sum_f64(&t->pipe, sq, 1);
     return zt_world_agree(t->world, st == ZT_OK ? sum : st, NULL);
 }
 
@@ -314,43 +319,71 @@ zt_status zt_train_apply(zt_trainer *t, float coef, double lr, double b1, double
 }
 
 /* Host MPI, outside the comm counters: a dump is not training traffic. Each
- * unit is collected from every rank's slices, so no stage needs the whole
- * model in one buffer; slices[u] (shard_numel of dt) lives where the
- * optimizer works (own_g and own_m both do). */
+ * unit of the whole model is collected from the slices of the stage holding
+ * it, so no rank needs the whole model in one buffer: the stage's partition
+ * group gathers it to its root, which sends it on to world rank 0 (itself,
+ * on the first stage); slices[u] (shard_numel of dt) lives where the
+ * optimizer works (own_g and own_m both do). Every rank walks every unit, so
+ * each unit's agreement covers the world. */
 zt_status zt_train_dump_slices(zt_trainer *t, void *const *slices, zt_dtype dt, float alpha,
                                const char *path)
 {
     const zt_layout *lay = &t->layout;
-    /* Every partition group gathers its copy; world rank 0 (root of the first
-     * group) writes it. */
-    bool root = t->zcomm->rank == 0, writer = t->world->rank == 0;
+    const zt_pipe *pipe = &t->pipe;
+    const zt_model *whole = t->whole;
+    /* Every partition group gathers its copy to its own root (MiCS has
+     * several groups per stage); the first group's root sends it on. */
+    bool gatherer = t->zcomm->rank == 0;
+    bool root = gatherer && pipe->dp_rank == 0, writer = t->world->rank == 0;
     zt_status st = ZT_OK;
     FILE *f = NULL;
     if (writer && !(f = fopen(path, "wb")))
         st = zt_fail(ZT_ERR_IO, "check that the directory exists and is writable",
                      "cannot write dump %s: %s", path, strerror(errno));
+    int64_t max_unit = 0;
+    for (int g = 0; g < whole->n_units; g++)
+        max_unit = whole->units[g].param_numel > max_unit ? whole->units[g].param_numel : max_unit;
     int64_t shard_max = lay->max_unit_numel / lay->world_size;
+    int64_t unit_cap = lay->max_unit_numel > max_unit ? lay->max_unit_numel : max_unit;
     void *raw = malloc(zt_train_bytes(shard_max, dt));
     float *mine = malloc(zt_train_floats(shard_max));
-    float *unit = root ? malloc(zt_train_floats(lay->max_unit_numel)) : NULL;
-    if (!raw || !mine || (root && !unit))
+    float *unit = gatherer || writer ? malloc(zt_train_floats(unit_cap)) : NULL;
+    if (!raw || !mine || ((gatherer || writer) && !unit))
         st = zt_fail(ZT_ERR_OOM, "", "cannot stage one unit for the dump");
     st = zt_world_agree(t->world, st, NULL);
-    for (int u = 0; u < lay->n_units && st == ZT_OK; u++) {
-        const zt_unit_layout *ul = &lay->units[u];
-        const void *x = NULL;
-        st = placement_slice(t, slices, u, &x);
-        if (st == ZT_OK) {
-            placement_get(t, raw, x, placement_opt_loc(t), zt_train_bytes(ul->shard_numel, dt));
-            zt_convert_host(mine, ZT_F32, raw, dt, ul->shard_numel, alpha, false);
+    int first = zt_pipe_first_unit(pipe);
+    for (int g = 0; g < whole->n_units && st == ZT_OK; g++) {
+        int u = g - first, owner = zt_pipe_unit_stage(pipe, g);
+        int64_t numel = whole->units[g].param_numel;
+        bool held = owner == pipe->stage;
+        const zt_unit_layout *ul = held ? &lay->units[u] : NULL;
+        if (held) {
+            const void *x = NULL;
+            st = placement_slice(t, slices, u, &x);
+            if (st == ZT_OK) {
+                placement_get(t, raw, x, placement_opt_loc(t),
+                              zt_train_bytes(ul->shard_numel, dt));
+                zt_convert_host(mine, ZT_F32, raw, dt, ul->shard_numel, alpha, false);
+            }
         }
         st = zt_world_agree(t->world, st, NULL);
         if (st != ZT_OK)
             break;
-        if (MPI_Gather(mine, (int)ul->shard_numel, MPI_FLOAT, unit, (int)ul->shard_numel,
-                       MPI_FLOAT, 0, t->zcomm->side) != MPI_SUCCESS)
-            st = zt_fail(ZT_ERR_COMM, "a peer rank may have died", "gathering the dump failed");
-        else if (writer && fwrite(unit, sizeof(float), (size_t)ul->numel, f) != (size_t)ul->numel)
+        if (held) {
+            if (MPI_Gather(mine, (int)ul->shard_numel, MPI_FLOAT, unit, (int)ul->shard_numel,
+                           MPI_FLOAT, 0, t->zcomm->side) != MPI_SUCCESS)
+                st = zt_fail(ZT_ERR_COMM, "a peer rank may have died", "gathering the dump failed");
+            if (st == ZT_OK && root && !writer &&
+                MPI_Send(unit, (int)numel, MPI_FLOAT, 0, 0, t->world->comm) != MPI_SUCCESS)
+                st = zt_fail(ZT_ERR_COMM, "a peer rank may have died",
+                             "sending unit %d to rank 0 for the dump failed", g);
+        }
+        if (st == ZT_OK && writer && !held &&
+            MPI_Recv(unit, (int)numel, MPI_FLOAT, zt_pipe_world_rank(pipe, owner, 0), 0,
+                     t->world->comm, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            st = zt_fail(ZT_ERR_COMM, "a peer rank may have died",
+                         "receiving unit %d for the dump failed", g);
+        if (st == ZT_OK && writer && fwrite(unit, sizeof(float), (size_t)numel, f) != (size_t)numel)
             st = zt_fail(ZT_ERR_IO, "check free disk space", "writing dump %s failed", path);
         st = zt_world_agree(t->world, st, NULL);
     }

@@ -145,21 +145,33 @@ static zt_status trainer_stage_init(zt_trainer *t)
     return t->policy->init(c);
 }
 
+/* --inject-overflow names a unit of the whole model (< 0: the middle one):
+ * this stage's index of it, or -1 when another stage holds it. */
+static int trainer_inject_unit(const zt_trainer *t, int unit)
+{
+    int u = (unit >= 0 ? unit : t->whole->n_units / 2) - zt_pipe_first_unit(&t->pipe);
+    return u >= 0 && u < t->model->n_units ? u : -1;
+}
+
 static zt_status trainer_init(zt_trainer *t, const zt_trainer_options *o)
 {
     const zt_config *cfg = o->cfg;
-    const zt_model *m = o->model;
     const zt_dataset *data = o->data;
-    const zt_world *w = o->world;
     const zt_backend *be = o->be;
     t->opt = *o;
     t->cfg = cfg;
-    t->model = m;
-    t->world = w;
+    t->whole = o->model;
+    t->world = o->world;
     t->be = be;
-    t->comm = o->comm;
     t->data = o->data;
     t->seed = o->seed;
+    t->slots_hold = -1;
+    /* The stage's units and data-parallel group; without pipelining all units
+     * and the world's comm. */
+    ZT_TRY(zt_pipe_init(&t->pipe, o->model, cfg, o->comm, be));
+    t->model = &t->pipe.stage_model;
+    t->comm = t->pipe.dp;
+    const zt_model *m = t->model;
     if (data->x_numel != m->in_numel || data->tokens_numel != m->seq_len ||
         data->labels_numel != m->labels_numel || data->n_classes > m->n_classes ||
         data->vocab_size > m->vocab_size || (data->variable_length && m->labels_per_token))
@@ -174,17 +186,20 @@ static zt_status trainer_init(zt_trainer *t, const zt_trainer_options *o)
         return zt_fail(ZT_ERR_INTERNAL, "the caller resolves it with zt_config_resolve_run",
                        "%s is still \"auto\": it needs the model or the run length", pending);
     zt_train_resolve(t);
-    t->inject_unit = o->inject_unit >= 0 ? o->inject_unit : m->n_units / 2;
+    t->inject_unit = trainer_inject_unit(t, o->inject_unit);
     if (cfg->activation_checkpointing.cpu_checkpointing && t->ckpt_interval == 0)
         return zt_fail(ZT_ERR_CONFIG,
                        "set activation_checkpointing.number_checkpoints or "
                        "--activation-checkpoint-interval",
                        "activation_checkpointing.cpu_checkpointing moves kept activations to the "
                        "host, but activation checkpointing is off");
+    /* Every stage of a data-parallel rank reads that rank's samples. */
     ZT_TRY(zt_sampler_init(&t->sampler, data->n_samples, cfg->train_batch_size,
-                           cfg->micro_batch_size, w->size, w->rank, data->shuffle, o->seed));
+                           cfg->micro_batch_size, t->comm->size, t->comm->rank, data->shuffle,
+                           o->seed));
     ZT_TRY(trainer_groups_init(t));
     ZT_TRY(zt_layout_init(&t->layout, m, &cfg->zero, t->zcomm->size, t->zcomm->rank));
+    t->n_slots = zt_pipe_slots(&t->pipe);
     ZT_TRY(zt_train_nvme_plan(t));
     ZT_TRY(zt_train_tables(t));
     zt_memory_init(&t->mem, be);
@@ -199,7 +214,7 @@ static zt_status trainer_init(zt_trainer *t, const zt_trainer_options *o)
     zt_train_views(t);
     /* A rank's swap folder may fail alone (a full or unwritable disk): every
      * rank learns of it before anything collective follows. */
-    zt_status nst = zt_world_agree(w, zt_train_nvme_init(t), NULL);
+    zt_status nst = zt_world_agree(t->world, zt_train_nvme_init(t), NULL);
     if (nst != ZT_OK) { /* what was created is removed again */
         zt_train_nvme_free(t);
         return nst;
@@ -245,6 +260,7 @@ void zt_trainer_free(zt_trainer *t)
     zt_memory_free(&t->mem);
     zt_layout_free(&t->layout);
     zt_train_tables_free(t);
+    zt_pipe_free(&t->pipe);
     free(t->loss_history);
     free(t->scale_history);
     free(t->evals);
@@ -303,7 +319,9 @@ zt_status zt_trainer_set_history(zt_trainer *t, const double *loss, const double
 static zt_status trainer_step(zt_trainer *t)
 {
     const zt_config *cfg = t->cfg;
-    double timers[ZT_TIMER_N] = {0};
+    double *timers = t->step_timers;
+    memset(t->step_timers, 0, sizeof t->step_timers);
+    t->step_loss = 0.0;
     double t0 = zt_train_now();
     /* The loss sum, and the stop requests riding on its all-reduce: one
      * count per reason. */
@@ -312,9 +330,13 @@ static zt_status trainer_step(zt_trainer *t)
         memset(t->prof, 0, (size_t)t->model->n_units * sizeof *t->prof);
         t->profiling = t->prof;
     }
-    for (int64_t m = 0; m < cfg->gradient_accumulation_steps; m++)
-        ZT_TRY(zt_train_micro_step(t, m, &sums[0], timers));
+    /* The stage's schedule over the step's micro-batches (the plain loop
+     * without pipelining); the last stage holds the loss. */
+    zt_pipe_hooks hooks = zt_train_hooks(t);
+    zt_status run = zt_pipe_run_step(&t->pipe, &hooks);
     t->profiling = NULL;
+    ZT_TRY(run);
+    sums[0] = t->step_loss;
     sig_atomic_t req = t->opt.stop_request ? *t->opt.stop_request : 0;
     sums[1] = (req & 1) ? 1.0 : 0.0;
     sums[2] = (req & 2) ? 1.0 : 0.0;
@@ -339,10 +361,10 @@ static zt_status trainer_step(zt_trainer *t)
             snprintf(path, sizeof path, "%s", dump);
         ZT_TRY(zt_train_dump_slices(t, t->own_g, t->ogdt, (float)(1.0 / scale), path));
     }
-    int first_bad = t->layout.n_units;
+    int first_bad = t->whole->n_units;
     if (t->check_overflow)
         ZT_TRY(zt_train_first_overflow(t, &first_bad));
-    bool overflow = first_bad < t->layout.n_units;
+    bool overflow = first_bad < t->whole->n_units;
     zt_scaler_event ev = zt_scaler_update(&t->scaler, overflow);
     if (ev.at_min)
         return zt_fail(ZT_ERR_NUMERIC,
@@ -352,7 +374,7 @@ static zt_status trainer_step(zt_trainer *t)
                        "minimum (%g, fp16.min_loss_scale); the first unit whose gradients hold "
                        "inf or nan is %s (unit %d)",
                        (long long)(t->global_steps + 1), ev.prev_scale,
-                       t->model->units[first_bad].name, first_bad);
+                       t->whole->units[first_bad].name, first_bad);
     double lr = zt_sched_lr(&t->sched);
     double b1 = -1.0, b2 = -1.0;
     zt_sched_momentum(&t->sched, &b1, &b2);
@@ -429,7 +451,7 @@ static zt_status trainer_step(zt_trainer *t)
         .mem_allocated = t->mem.total_current[ZT_MEM_DEVICE],
         .max_mem_allocated = t->mem.total_peak[ZT_MEM_DEVICE],
     };
-    memcpy(info.timers_ms, timers, sizeof timers);
+    memcpy(info.timers_ms, timers, sizeof info.timers_ms);
     if (t->opt.observer.step)
         t->opt.observer.step(t->opt.observer.ctx, &info);
     return ZT_OK;
@@ -483,9 +505,10 @@ void zt_trainer_stats_get(const zt_trainer *t, zt_trainer_stats *s)
     const zt_config *cfg = t->cfg;
     memset(s, 0, sizeof *s);
     s->cfg = cfg;
-    s->model = t->model;
+    s->model = t->whole;
     s->world = t->world;
     s->be = t->be;
+    s->pipe = &t->pipe;
     s->device = t->be->name;
     s->comm = t->comm->name;
     s->policy = t->policy;
@@ -523,8 +546,9 @@ void zt_trainer_stats_get(const zt_trainer *t, zt_trainer_stats *s)
     s->groups[ZT_STAGE_GROUP_MICS_REPLICA] = t->replica_comm;
     s->groups[ZT_STAGE_GROUP_QGZ_INTRA] = t->qgz.intra;
     s->groups[ZT_STAGE_GROUP_QGZ_INTER] = t->qgz.inter;
+    s->pipe_group = t->pipe.stages > 1 ? &t->pipe.line : NULL;
     zt_stage_shape shape;
-    if (zt_trainer_stage_shape(cfg, t->model, t->world->size, &shape) == ZT_OK) {
+    if (zt_trainer_stage_shape(cfg, t->model, t->comm->size, &shape) == ZT_OK) {
         if (t->qgz.active) {
             int64_t width = zt_zero_rs_width(cfg, &t->layout);
             shape.qgz_local = t->qgz.local_size;

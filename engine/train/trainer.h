@@ -75,6 +75,18 @@
  * itself; zt_trainer_free releases everything. The options' pointers are
  * borrowed and must outlive the trainer.
  *
+ * Pipeline parallelism (engine/pipe/pipe.h): the trainer holds one stage's
+ * units (its `model` is the stage's view; unit indices below are the
+ * stage's, the whole model's being zt_pipe_first_unit + u), its ZeRO runs over
+ * the stage's data-parallel group, and a step is the stage's schedule run by
+ * zt_pipe_run_step with the hooks of micro.c, which keep up to zt_pipe_slots
+ * micro-batches' batches and activations (slots) between their forward and
+ * backward. With activation checkpointing the slots keep only their segment
+ * inputs (and a sending stage's output); a backward recomputes its last
+ * segment too when another micro-batch's forward ran since its own. The
+ * overflow test, the gradient norm, the loss and the dumps cover every
+ * stage. Without pipelining the same path runs with one stage and one slot.
+ *
  * Checkpoints (engine/ckpt) read and write the optimizer's side of each unit
  * through zt_trainer_unit_span, rebuild the parameters with
  * zt_trainer_refresh_params, and carry the counters (zt_trainer_counters) and
@@ -97,6 +109,7 @@
 #include "engine/comm/comm.h"
 #include "engine/config/config.h"
 #include "engine/nvme/swapper.h"
+#include "engine/pipe/pipe.h"
 #include "engine/train/sched.h"
 #include "engine/train/scaler.h"
 #include "engine/world/world.h"
@@ -252,9 +265,11 @@ zt_status zt_trainer_generate_from(zt_trainer *t, const int32_t *prompt, int64_t
 /* ---- What the trainer tells its callers (cmd's summary, the report). ---- */
 typedef struct {
     const zt_config *cfg;
-    const zt_model *model;
+    const zt_model *model;       /* the whole model */
     const zt_world *world;
     const zt_backend *be;
+    const zt_pipe *pipe;         /* stages, this rank's stage and data-parallel group,
+                                  * partition, measured pipeline times */
     const char *device, *comm;   /* backend and communicator names */
     const zt_stage_policy *policy;
     zt_dtype compute_dtype, grad_dtype, comm_dtype;
@@ -262,7 +277,8 @@ typedef struct {
     bool nvme_optimizer, nvme_param; /* those offloads go to nvme swap files */
     int64_t checkpoint_interval; /* activation checkpointing: units per segment, 0 off */
     bool cpu_checkpointing;
-    const zt_layout *layout;     /* padded, partition and persistent sizes */
+    const zt_layout *layout;     /* this stage's units over the data-parallel group: padded,
+                                  * partition and persistent sizes */
     int64_t steps_per_epoch;
     int64_t global_steps, skipped_steps, global_samples;
     double train_seconds;
@@ -276,6 +292,7 @@ typedef struct {
     int64_t gather_peak_live_params; /* stage 3's largest gathered window */
     zt_memory *mem;              /* the arenas' counters */
     const zt_comm *groups[ZT_STAGE_GROUP_N]; /* NULL where a group is absent */
+    const zt_comm *pipe_group;   /* the pipeline group (P > 1), else NULL */
     zt_stage_memory expected_memory;   /* the policy's statement for this run */
     zt_stage_traffic expected_traffic;
 } zt_trainer_stats;

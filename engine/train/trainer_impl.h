@@ -19,14 +19,29 @@
 #include "engine/train/trainer.h"
 
 typedef struct zt_train_nvme zt_train_nvme;
+/* One micro-batch in flight: pipelining keeps up to zt_pipe_slots of them
+ * between their forward and backward (one without pipelining). */
+typedef struct {
+    float *x;             /* (micro, in_numel), fp32 */
+    int32_t *tokens;      /* (micro, t), t <= seq_len */
+    int32_t *lengths;     /* (micro) valid tokens per sample */
+    uint64_t *row_keys;   /* (micro) global sample positions (dropout keys) */
+    int32_t *labels;      /* (micro, labels_numel) */
+    void **acts, **saved, **ckpt; /* per unit, as the trainer's fields below */
+    void *out;            /* checkpointing on a stage that sends its output: the last
+                           * unit's output (the others share the working buffers) */
+    zt_batch b;           /* as loaded for the micro-batch in the slot */
+} zt_train_slot;
 
 struct zt_trainer {
     zt_trainer_options opt;      /* as given to init */
     const zt_config *cfg;
-    const zt_model *model;
+    const zt_model *whole;       /* the model as built (opt.model) */
+    const zt_model *model;       /* this pipeline stage's units (the whole model when P = 1) */
     const zt_world *world;
     const zt_backend *be;
-    zt_comm *comm;
+    zt_pipe pipe;                /* stages, groups, schedule, transfers (engine/pipe/pipe.h) */
+    zt_comm *comm;               /* the data-parallel group: the world's comm when P = 1 */
     zt_dataset *data;
     uint64_t seed;
     const zt_stage_policy *policy;
@@ -62,6 +77,12 @@ struct zt_trainer {
     bool ckpt_host;          /* cpu_checkpointing */
     int inject_unit;         /* --inject-overflow's unit, resolved */
     bool plan_overflow;      /* a planned size did not fit (zt_train_plan_bytes) */
+    int n_slots;             /* activation slots (zt_train_slot) */
+    zt_train_slot *slots;
+    int64_t slots_hold;      /* checkpointing: the micro-batch whose last segment the
+                              * working buffers hold, -1: none */
+    double step_timers[ZT_TIMER_N]; /* the step's, summed over its micro-steps */
+    double step_loss;        /* the step's loss sum on this rank (last stage) */
 
     /* Full flat parameters (padded_numel) unless the stage shards them; then
      * NULL and unit_store holds them. */
@@ -82,13 +103,17 @@ struct zt_trainer {
     void *qgz_work[2];    /* qgZ: each bucket's work area (COMM) */
     void *rs_stage;       /* offload_optimizer: host staging of one reduced bucket */
     void *ag_buf;         /* all-gather bucket (COMM) */
-    /* The micro-batch on the device (NULL where the model has no such input). */
+    /* The current slot's micro-batch on the device (NULL where the model has
+     * no such input) and activations (zt_train_use_slot). */
     float *x;             /* (micro, in_numel), fp32 */
     int32_t *tokens;      /* (micro, t), t <= seq_len */
     int32_t *lengths;     /* (micro) valid tokens per sample */
     uint64_t *row_keys;   /* (micro) global sample positions (dropout keys) */
     int32_t *labels;      /* (micro, labels_numel) */
-    void **acts;          /* per unit: output (micro, out_numel), cdt (a slot when checkpointing) */
+    void *in_act;         /* (micro, first unit's in_numel) cdt: the input received from the
+                           * previous stage, or NULL (the first stage reads x or tokens) */
+    void **acts;          /* per unit: output (micro, out_numel), cdt (a working buffer when
+                           * checkpointing) */
     void **saved;         /* per unit: (micro, saved_numel) or NULL */
     void **ckpt;          /* checkpointing, per unit u = sK > 0: its kept input, else NULL */
     void *ckpt_in;        /* cpu_checkpointing: a segment's input on the device */
@@ -170,9 +195,13 @@ zt_status zt_train_check_memory(zt_trainer *t);
 zt_status zt_train_reserve_failed(const zt_trainer *t, zt_status st);
 
 /* ---- micro.c ---- */
-/* One micro-step m of the current step: forward, loss, backward, reduction.
- * Adds this rank's loss sum (unscaled) to *loss_sum, times to timers. */
-zt_status zt_train_micro_step(zt_trainer *t, int64_t m, double *loss_sum, double *timers);
+/* The pipeline stage runner's hooks (engine/pipe/pipe.h) for the current
+ * step: micro-batch m's forward, and its loss (last stage) and backward with
+ * the reduction; the loss sum (unscaled) goes to step_loss, times to
+ * step_timers. */
+zt_pipe_hooks zt_train_hooks(zt_trainer *t);
+/* Points the trainer's batch and activation fields at slot k's. */
+void zt_train_use_slot(zt_trainer *t, int k);
 /* Reads samples index_host[0, n) of ds (< 0: a filler row) with dropout keys
  * row_keys_host into the device batch. */
 void zt_train_load(zt_trainer *t, const zt_dataset *ds, int64_t n, zt_batch *b);
@@ -195,16 +224,17 @@ void zt_train_store(const zt_trainer *t, void *y, const float *scratch, int64_t 
 zt_status zt_train_init_params(zt_trainer *t);
 /* own_p, own_g and own_m for every unit. */
 void zt_train_views(zt_trainer *t);
-/* The first unit whose reduced gradients hold an inf or nan on any rank, or
- * n_units. */
+/* The first unit of the whole model whose reduced gradients hold an inf or
+ * nan on any rank of any stage, or the whole model's n_units. */
 zt_status zt_train_first_overflow(zt_trainer *t, int *first);
-/* Sum of squares of this rank's slices, summed over the partition group. */
+/* Sum of squares of this rank's slices, summed over the partition group and
+ * the pipeline stages: the whole model's. */
 zt_status zt_train_slices_sumsq(zt_trainer *t, void *const *slices, zt_dtype dt, double *sq);
 /* The optimizer step with the gradients multiplied by coef, then the stage's
  * after-step. */
 zt_status zt_train_apply(zt_trainer *t, float coef, double lr, double b1, double b2);
-/* Rank 0 writes every unit gathered from the rank's slices, widened to fp32
- * and multiplied by alpha. */
+/* Rank 0 writes every unit of the whole model, gathered from the slices of
+ * the stage holding it, widened to fp32 and multiplied by alpha. */
 zt_status zt_train_dump_slices(zt_trainer *t, void *const *slices, zt_dtype dt, float alpha,
                                const char *path);
 
