@@ -83,18 +83,20 @@ static void cmd_print_summary(const zt_world *w, const zt_config *cfg, const zt_
     const zt_layout *lay = s.layout;
     printf("zerotrain %s: %d rank(s) on %d node(s), device %s, comm %s\n", ZT_VERSION,
            w->size, w->n_nodes, s.device, s.comm);
-    printf("  model %s: %lld parameters in %d units (flat %lld, padded for %d ranks)\n",
-           m->name, (long long)m->n_params, m->n_units, (long long)lay->padded_numel,
-           lay->world_size);
+    const zt_pipe *pipe = s.pipe;
+    printf("  model %s: %lld parameters in %d units (%sflat %lld, padded for %d ranks)\n",
+           m->name, (long long)m->n_params, m->n_units, pipe->stages > 1 ? "stage 0: " : "",
+           (long long)lay->padded_numel, lay->world_size);
     if (d->tok)
         printf("  data: %lld training samples, %lld validation samples of up to %lld tokens; "
                "vocabulary %lld (%s)\n",
                (long long)d->train->n_samples, (long long)d->val->n_samples,
                (long long)m->seq_len, (long long)d->tok->vocab_size, tok_names[d->tok->kind]);
-    printf("  batch: train_batch_size %lld = micro %lld x gas %lld x world %d; %lld steps "
+    printf("  batch: train_batch_size %lld = micro %lld x gas %lld x %s %d; %lld steps "
            "(%lld per epoch)\n",
            (long long)cfg->train_batch_size, (long long)cfg->micro_batch_size,
-           (long long)cfg->gradient_accumulation_steps, w->size, (long long)steps,
+           (long long)cfg->gradient_accumulation_steps,
+           pipe->stages > 1 ? "data-parallel" : "world", pipe->dp_size, (long long)steps,
            (long long)s.steps_per_epoch);
     printf("  zero stage %d, precision %s, optimizer %s lr %g, scheduler %s, "
            "gradient_clipping %g, reduce_bucket_size %lld, overlap_comm %s\n",
@@ -151,6 +153,8 @@ static void cmd_print_summary(const zt_world *w, const zt_config *cfg, const zt_
                (long long)s.checkpoint_interval, m->n_units,
                s.cpu_checkpointing ? "host" : "device");
     cmd_print_notes(cfg);
+    if (pipe->stages > 1)
+        zt_pipe_print(pipe, stdout);
     fflush(stdout);
 }
 

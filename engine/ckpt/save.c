@@ -107,7 +107,7 @@ static zt_status ckpt_send_slices(zt_trainer *t, const zt_ckpt_src *v, const zt_
     zt_status st = zt_trainer_unit_span(t, 0, &sp);
     int first = zt_pipe_first_unit(pipe);
     for (uint32_t k = 0; k < 1 + (uint32_t)sp.n_states && st == ZT_OK; k++)
-        for (int g = first; g < first + v->s.layout->n_units && st == ZT_OK; g++) {
+        for (int g = first; g < first + pipe->stage_model.n_units && st == ZT_OK; g++) {
             const float *src = NULL;
             st = ckpt_slice(t, v, full, g, k, stage, &src);
             if (st == ZT_OK && MPI_Send(src, (int)full->units[g].shard_numel, MPI_FLOAT,
