@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,6 +29,14 @@ typedef struct {
     int has_nvme;
     zt_swap_stats nvme_io[2]; /* optimizer, parameters */
     int64_t nvme_files[3];    /* swap file bytes of PARAMS, MASTER, OPTIM */
+    /* Pipeline: this rank's stage, its measured schedule (per timed step) and
+     * its point-to-point traffic, counted and as its program states it. */
+    int pipe_stage, pipe_dp_rank, pipe_slots, pipe_in_flight_max;
+    int64_t pipe_steps;
+    double pipe_fwd_s, pipe_bwd_s, pipe_idle_s, pipe_step_s;
+    uint64_t pipe_bytes[ZT_COMM_NKINDS], pipe_calls[ZT_COMM_NKINDS];
+    uint64_t pipe_sent_per_step, pipe_recv_per_step;
+    int pipe_hosts;
 } report_rank_stats;
 
 /* How many hosts the ranks of c run on: their host indices gathered over c.
@@ -81,7 +90,25 @@ static json_t *report_kinds(const uint64_t *v)
     return o;
 }
 
-static json_t *report_rank_json(int rank, const report_rank_stats *r)
+/* Seconds per timed step (NAN before any). */
+static double report_per_step(double s, int64_t steps) { return steps > 0 ? s / (double)steps : NAN; }
+
+static json_t *report_rank_pipe_json(const report_rank_stats *r)
+{
+    int64_t n = r->pipe_steps;
+    return json_pack("{s:i, s:i, s:i, s:i, s:I, s:o, s:o, s:o, s:o, s:o, s:I, s:I}", "stage",
+                     r->pipe_stage, "dp_rank", r->pipe_dp_rank, "slots", r->pipe_slots,
+                     "in_flight_max", r->pipe_in_flight_max, "timed_steps", (json_int_t)n,
+                     "forward_s", report_real(report_per_step(r->pipe_fwd_s, n)), "backward_s",
+                     report_real(report_per_step(r->pipe_bwd_s, n)), "idle_s",
+                     report_real(report_per_step(r->pipe_idle_s, n)), "step_s",
+                     report_real(report_per_step(r->pipe_step_s, n)), "bubble_fraction",
+                     report_real(r->pipe_step_s > 0 ? r->pipe_idle_s / r->pipe_step_s : NAN),
+                     "p2p_sent_bytes_per_step", (json_int_t)r->pipe_sent_per_step,
+                     "p2p_recv_bytes_per_step", (json_int_t)r->pipe_recv_per_step);
+}
+
+static json_t *report_rank_json(int rank, const report_rank_stats *r, bool pipelined)
 {
     json_t *mem = json_object();
     for (int l = 0; l < ZT_MEM_NLOC; l++) {
@@ -127,10 +154,16 @@ static json_t *report_rank_json(int rank, const report_rank_stats *r)
                                            report_swap_json(&r->nvme_io[0]), "param",
                                            report_swap_json(&r->nvme_io[1]))
                                : json_null();
-    return json_pack("{s:i, s:s, s:o, s:o, s:o, s:o, s:I, s:o}", "rank", rank, "host", r->host,
-                     "memory_bytes", mem, "memory_total_bytes", mem_total, "comm_bytes",
-                     report_kinds(total), "comm", groups,
-                     "gather_peak_live_params", (json_int_t)r->gather_peak_live, "nvme", nvme);
+    if (pipelined)
+        json_object_set_new(groups, "pipe",
+                            json_pack("{s:o, s:o, s:i}", "bytes", report_kinds(r->pipe_bytes),
+                                      "calls", report_kinds(r->pipe_calls), "hosts",
+                                      r->pipe_hosts));
+    return json_pack("{s:i, s:s, s:o, s:o, s:o, s:o, s:I, s:o, s:o}", "rank", rank, "host",
+                     r->host, "memory_bytes", mem, "memory_total_bytes", mem_total,
+                     "comm_bytes", report_kinds(total), "comm", groups,
+                     "gather_peak_live_params", (json_int_t)r->gather_peak_live, "nvme", nvme,
+                     "pipeline", report_rank_pipe_json(r));
 }
 
 /* The stage policy's properties and its statement of this run's memory and
@@ -167,6 +200,78 @@ static json_t *report_policy_json(const zt_trainer_stats *s)
                      "reduce_every_micro_step", p->reduce_every_micro_step, "memory_bytes", mem,
                      "elements_per_step", traffic, "bytes_per_step", traffic_bytes,
                      "elements_exact", s->expected_traffic.exact);
+}
+
+static void report_pipe_mine(const zt_trainer_stats *s, report_rank_stats *r)
+{
+    const zt_pipe *p = s->pipe;
+    /* The timed steps (DeepSpeed's timer skips two), or all of a short run. */
+    const zt_pipe_times *t = p->timed.steps > 0 ? &p->timed : &p->all;
+    r->pipe_stage = p->stage;
+    r->pipe_dp_rank = p->dp_rank;
+    r->pipe_slots = zt_pipe_slots(p);
+    r->pipe_in_flight_max = p->in_flight_max;
+    r->pipe_steps = t->steps;
+    r->pipe_fwd_s = t->fwd_s;
+    r->pipe_bwd_s = t->bwd_s;
+    r->pipe_idle_s = t->idle_s;
+    r->pipe_step_s = t->step_s;
+    if (s->pipe_group) {
+        memcpy(r->pipe_bytes, s->pipe_group->bytes, sizeof r->pipe_bytes);
+        memcpy(r->pipe_calls, s->pipe_group->calls, sizeof r->pipe_calls);
+    }
+    zt_pipe_traffic(p, &r->pipe_sent_per_step, &r->pipe_recv_per_step);
+}
+
+/* The pipeline section: the partition, the schedule's ideal bubble
+ * (P - 1) / (M + P - 1), and per stage what its replicas measured (times
+ * averaged over them, memory peaks their largest). */
+static json_t *report_pipe_json(const zt_trainer_stats *s, const report_rank_stats *all)
+{
+    const zt_pipe *p = s->pipe;
+    const zt_model *m = p->model;
+    json_t *stages = json_array();
+    for (int st = 0; st < p->stages; st++) {
+        int64_t params = 0;
+        for (int u = p->bounds[st]; u < p->bounds[st + 1]; u++)
+            params += m->units[u].param_numel;
+        double sum[4] = {0};
+        int64_t steps = 0;
+        uint64_t acts_peak = 0, total_peak = 0;
+        int in_flight = 0, slots = 0;
+        for (int d = 0; d < p->dp_size; d++) {
+            const report_rank_stats *r = &all[zt_pipe_world_rank(p, st, d)];
+            double per[4] = {r->pipe_fwd_s, r->pipe_bwd_s, r->pipe_idle_s, r->pipe_step_s};
+            for (int k = 0; k < 4; k++)
+                sum[k] += report_per_step(per[k], r->pipe_steps) / p->dp_size;
+            steps = r->pipe_steps;
+            for (int l = 0; l < ZT_MEM_NLOC; l++) {
+                if (r->mem[l][ZT_MEM_ACTS][1] > acts_peak)
+                    acts_peak = r->mem[l][ZT_MEM_ACTS][1];
+                if (r->total[l][1] > total_peak)
+                    total_peak = r->total[l][1];
+            }
+            in_flight = r->pipe_in_flight_max > in_flight ? r->pipe_in_flight_max : in_flight;
+            slots = r->pipe_slots;
+        }
+        json_array_append_new(
+            stages, json_pack("{s:i, s:[i, i], s:I, s:i, s:i, s:I, s:I, s:I, s:o, s:o, s:o, s:o, "
+                              "s:o}",
+                              "stage", st, "units", p->bounds[st], p->bounds[st + 1], "params",
+                              (json_int_t)params, "slots", slots, "in_flight_max", in_flight,
+                              "acts_peak_bytes", (json_int_t)acts_peak, "memory_peak_bytes",
+                              (json_int_t)total_peak, "timed_steps", (json_int_t)steps,
+                              "forward_s", report_real(sum[0]), "backward_s",
+                              report_real(sum[1]), "idle_s", report_real(sum[2]), "step_s",
+                              report_real(sum[3]), "bubble_fraction",
+                              report_real(sum[3] > 0 ? sum[2] / sum[3] : NAN)));
+    }
+    double mb = (double)p->micro_batches;
+    return json_pack("{s:i, s:i, s:s, s:s, s:I, s:f, s:o}", "stages", p->stages,
+                     "data_parallel", p->dp_size, "partition_method", p->partition, "schedule",
+                     zt_pipe_schedule_name(p->schedule), "micro_batches",
+                     (json_int_t)p->micro_batches, "bubble_fraction_ideal",
+                     (p->stages - 1) / (mb + p->stages - 1), "per_stage", stages);
 }
 
 zt_status zt_report_write(const char *path, const zt_trainer *t, double param_norm)
@@ -209,6 +314,9 @@ zt_status zt_report_write(const char *path, const zt_trainer *t, double param_no
     mine.nvme_files[0] = nv.param_file_bytes;
     mine.nvme_files[1] = nv.master_file_bytes;
     mine.nvme_files[2] = nv.optim_file_bytes;
+    report_pipe_mine(s, &mine);
+    if (s->pipe_group)
+        mine.pipe_hosts = report_group_hosts(s->pipe_group, w->host_index);
     report_rank_stats *all = NULL;
     if (w->rank == 0) {
         all = calloc((size_t)w->size, sizeof *all);
@@ -225,7 +333,7 @@ zt_status zt_report_write(const char *path, const zt_trainer *t, double param_no
             json_array_append_new(loss, report_real(s->loss_history[i]));
         json_t *ranks = json_array();
         for (int i = 0; i < w->size; i++)
-            json_array_append_new(ranks, report_rank_json(i, &all[i]));
+            json_array_append_new(ranks, report_rank_json(i, &all[i], s->pipe->stages > 1));
         json_t *doc = json_pack(
             "{s:s, s:{s:s, s:I}, s:i, s:s, s:i, s:s, s:I, s:I, s:I, s:I, s:I, s:o, s:o, s:o, "
             "s:o, s:o, s:o}",
@@ -288,6 +396,7 @@ zt_status zt_report_write(const char *path, const zt_trainer *t, double param_no
             json_object_set_new(doc, "nvme", report_nvme_json(t));
             json_object_set_new(doc, "zero", zero);
             json_object_set_new(doc, "eval", evals);
+            json_object_set_new(doc, "pipeline", report_pipe_json(s, all));
             json_object_update(doc, extra);
         } else {
             json_decref(zero);

@@ -34,8 +34,21 @@
  *                  on 1 host sent none of its bytes between hosts)
  *            gather_peak_live_params,   (stage 3's largest gathered window)
  *            nvme {optimizer|param {bytes_read, bytes_written, reads, writes, gets,
- *                  hits, prefetches, wait_seconds}} (or null) } ]
- * GROUP: world, and with hpZ hpz, with MiCS mics_shard and mics_replica.
+ *                  hits, prefetches, wait_seconds}} (or null),
+ *            pipeline {stage, dp_rank, slots, in_flight_max, timed_steps,
+ *                      forward_s, backward_s, idle_s, step_s (per timed step),
+ *                      bubble_fraction (idle / step),
+ *                      p2p_sent_bytes_per_step, p2p_recv_bytes_per_step}} ]
+ *   pipeline {stages, data_parallel, partition_method, schedule, micro_batches,
+ *             bubble_fraction_ideal ((P - 1) / (M + P - 1)),
+ *             per_stage [ {stage, units [first, end), params, slots,
+ *                          in_flight_max, acts_peak_bytes, memory_peak_bytes
+ *                          (the largest over the stage's replicas), timed_steps,
+ *                          forward_s, backward_s, idle_s, step_s,
+ *                          bubble_fraction (averaged over the replicas)} ]}
+ * GROUP: world, and with hpZ hpz, with MiCS mics_shard and mics_replica, with
+ * pipelining pipe (the point-to-point sends and receives between stages).
+ * With pipelining, zero and its policy describe rank 0's stage.
  * CLASS: PARAMS GRADS MASTER OPTIM ACTS COMM WORK SWAP; KIND: all_reduce
  * reduce_scatter all_gather broadcast. Bytes are whole logical buffers (see
  * comm.h). Non-finite numbers are written as null.
