@@ -33,6 +33,14 @@ int cmd_estimate(zt_world *w, const cmd_train_flags *f)
     zt_status st = f->config_path
                        ? zt_config_parse_file(f->config_path, &ov, num_gpus * num_nodes, &cfg)
                        : zt_config_parse_default(&ov, num_gpus * num_nodes, &cfg);
+    /* Its table is one rank holding every unit; a pipeline stage holds some
+     * units and other buffers, which only a run measures. */
+    if (st == ZT_OK && cfg.pipeline.stages > 1)
+        st = zt_fail(ZT_ERR_UNSUPPORTED,
+                     "drop --pipeline-stages for the estimate, or run a few steps with --report "
+                     "(its pipeline.per_stage lists each stage's memory peak)",
+                     "--estimate-memory does not model pipeline stages (%d given)",
+                     cfg.pipeline.stages);
     if ((rc = cmd_agreed_failure(w, st)) != 0)
         return rc;
 

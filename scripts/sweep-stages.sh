@@ -22,6 +22,9 @@
 # "sweep-"; offload variants will slot in here as e.g. "stage2-offload" with a
 # scripts/configs/sweep-stage2-offload.json, and the table then grows host
 # memory columns, which it prints as soon as any report has host bytes),
+# PIPELINE (default "1": pipeline stage counts P to run each variant at, e.g.
+# "1 2 4"; P > 1 runs only the stage0/stage1 variants, as DeepSpeed refuses
+# ZeRO-2/3 with pipelining, and adds the P, bubble and p2p columns),
 # ZT_MPIRUN (default "mpirun --oversubscribe --bind-to none"), ZT_PYTHON
 # (default /usr/bin/python3), OUT (report directory, default runs/sweep-stages).
 set -euo pipefail
@@ -51,6 +54,10 @@ extra=("$@")
 [[ "$np" =~ ^[1-9][0-9]*$ ]] || die "NP '$np' is not a positive integer"
 
 VARIANTS=${VARIANTS:-"stage0 stage1 stage2 stage3"}
+PIPELINE=${PIPELINE:-1}
+for p in $PIPELINE; do
+    [[ "$p" =~ ^[1-9][0-9]*$ ]] && [ $((np % p)) = 0 ] || die "PIPELINE: '$p' is not a stage count dividing NP $np"
+done
 PY=${ZT_PYTHON:-/usr/bin/python3}
 MPIRUN=${ZT_MPIRUN:-"mpirun --oversubscribe --bind-to none"}
 OUT=${OUT:-runs/sweep-stages}
@@ -82,16 +89,25 @@ export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-$OMP_NUM_THREADS}
 mkdir -p "$OUT"
 
 reports=()
-for v in $VARIANTS; do
-    echo "sweep-stages: $v, np $np, $OMP_NUM_THREADS thread(s) per rank" >&2
+for p in $PIPELINE; do
+  for v in $VARIANTS; do
+    name=$v
+    pipe=()
+    if [ "$p" != 1 ]; then
+        case $v in stage2* | stage3*) continue ;; esac
+        name=$v-p$p
+        pipe=(--pipeline-stages "$p")
+    fi
+    echo "sweep-stages: $name, np $np, $OMP_NUM_THREADS thread(s) per rank" >&2
     # -x: ranks on other nodes get the thread counts too (local ranks inherit them)
     if ! $MPIRUN -np "$np" -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS ./zerotrain \
         --config "scripts/configs/sweep-$v.json" "${model_flags[@]}" "${defaults[@]}" "${extra[@]}" \
-        --report "$OUT/$v.json" >"$OUT/$v.log" 2>&1; then
-        cat "$OUT/$v.log" >&2
-        die "zerotrain failed for $v: $MPIRUN -np $np ./zerotrain --config scripts/configs/sweep-$v.json ${model_flags[*]} ${defaults[*]} ${extra[*]}"
+        "${pipe[@]}" --report "$OUT/$name.json" >"$OUT/$name.log" 2>&1; then
+        cat "$OUT/$name.log" >&2
+        die "zerotrain failed for $name: $MPIRUN -np $np ./zerotrain --config scripts/configs/sweep-$v.json ${model_flags[*]} ${defaults[*]} ${extra[*]} ${pipe[*]}"
     fi
-    reports+=("$v=$OUT/$v.json")
+    reports+=("$name=$OUT/$name.json")
+  done
 done
 
 "$PY" - "$np" "$OMP_NUM_THREADS" "$(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo)" \
@@ -142,6 +158,9 @@ cols = ["stage", "samples/s", "PARAMS", "GRADS", "OPTIM", "model states", "COMM 
         "total peak", "total avg", "sent per step (MB)", "volume per step"]
 if any_host:
     cols += ["host model states", "host total peak"]
+any_pipe = any(r.get("pipeline", {}).get("stages", 1) > 1 for _, r in docs)
+if any_pipe:
+    cols += ["P x D", "bubble measured / ideal", "p2p sent per step (MB)"]
 print("| " + " | ".join(cols) + " |")
 print("|" + "---|" + "---:|" * (len(cols) - 1))
 for name, r in docs:
@@ -162,6 +181,13 @@ for name, r in docs:
            f"{sent / 1e6:,.2f}", f"{vol:.2f} Psi"]
     if any_host:
         row += [mib(r, "host", STATES), total_peak(r, "host")]
+    if any_pipe:
+        pl = r["pipeline"]
+        # the worst stage's idle share of its step; rank 0's point-to-point bytes
+        bub = max((s["bubble_fraction"] or 0) for s in pl["per_stage"])
+        p2p = r["ranks"][0]["pipeline"]["p2p_sent_bytes_per_step"]
+        row += [f"{pl['stages']} x {pl['data_parallel']}",
+                f"{bub:.2f} / {pl['bubble_fraction_ideal']:.2f}", f"{p2p / 1e6:,.3f}"]
     print("| " + " | ".join(row) + " |")
 print()
 print("model states = PARAMS + GRADS + MASTER + OPTIM peaks (MASTER is 0 in fp32). total peak = the "
@@ -172,6 +198,10 @@ print("model states = PARAMS + GRADS + MASTER + OPTIM peaks (MASTER is 0 in fp32
       "samples/s leaves out the first 2 steps. Host memory (input staging) is "
       f"{max(sum(rk['memory_bytes']['host'][c]['peak'] for c in rk['memory_bytes']['host']) for _, r in docs for rk in r['ranks']) / MiB:,.2f} MiB or less per rank."
       if not any_host else "samples/s leaves out the first 2 steps.")
+if any_pipe:
+    print("Rows -pP run P pipeline stages x D = NP/P data-parallel ranks (micro x GAS x D = the "
+          "global batch, so GAS grows by P); memory columns are the largest stage's (*). bubble "
+          "= the idlest stage's waiting time / its step time, against (P - 1) / (GAS + P - 1).")
 for n in sorted(set(notes)):
     print(n)
 EOF

@@ -170,4 +170,6 @@ expect 2 "Partitioning method bogus not implemented" -- \
     ./zerotrain --config "$tmp/s0.json" "${small[@]}" --partition-method bogus
 expect 2 "Partitioning 'conv' found no valid layers to partition" -- \
     ./zerotrain --config "$tmp/s0.json" "${small[@]}" --partition-method type:conv
+expect 2 "does not model pipeline stages" -- ./zerotrain --estimate-memory "${small[@]}" --num-gpus 4 \
+    --pipeline-stages 2
 echo "ok: pipeline tests in $((SECONDS - t0)) s"
