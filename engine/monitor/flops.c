@@ -50,8 +50,11 @@ zt_status zt_flops_init(zt_flops_prof *fp, const zt_config *cfg, zt_trainer *t, 
     zt_trainer_stats s;
     zt_trainer_stats_get(t, &s);
     fp->cfg = cfg;
-    fp->model = s.model;
+    /* With pipelining rank 0 runs stage 0's units only: its profile is that
+     * stage's, as DeepSpeed's is of the stage's PipelineModule part. */
+    fp->model = s.pipe->stages > 1 ? &s.pipe->stage_model : s.model;
     fp->world_size = s.world->size;
+    fp->dp_size = s.pipe->dp_size;
     fp->prof = calloc((size_t)s.model->n_units, sizeof *fp->prof);
     if (!fp->prof)
         return zt_fail(ZT_ERR_OOM, "", "cannot allocate the flops profile");
@@ -149,7 +152,7 @@ void zt_flops_print(const zt_flops_prof *fp, const zt_step_info *s, FILE *out)
         fprintf(out, "%-70s  %-8s\n", label ":", v_);   \
     } while (0)
     ROW("world size", "%d", fp->world_size);
-    ROW("data parallel size", "%d", fp->world_size);
+    ROW("data parallel size", "%d", fp->dp_size);
     ROW("model parallel size", "%d", 1);
     ROW("batch size per GPU", "%lld", (long long)cfg->micro_batch_size);
     zt_flops_number((double)m->n_params, "", true, a, sizeof a);

@@ -33,6 +33,7 @@ typedef struct {
     const zt_config *cfg;
     const zt_model *model;
     int world_size;
+    int dp_size; /* the data-parallel group (world / pipeline stages) */
     zt_unit_profile *prof; /* (n_units) */
 } zt_flops_prof;
 
