@@ -9,7 +9,8 @@
 #    the same train_batch_size as the reference (micro x GAS x D); the
 #    differences are summation order (measured <= 6e-8).
 # 2. fp16: an overflow injected on one stage skips the step on every stage: P 4
-#    has the np 1 run's loss-scale history and weights bit for bit.
+#    has the np 1 run's loss-scale history and weights bit for bit. bf16 with
+#    the optimizer offloaded: P 2 x D 2 gives np 2's weights bit for bit.
 # 3. Checkpoints: saved at P 2 x D 2, resumed at P 1 (np 1) and at P 4: the
 #    np 1 uninterrupted run's weights to 1e-6.
 # 4. Report: 1F1B keeps at most min(P - s, M) micro-batches in flight on stage
@@ -57,6 +58,11 @@ write_cfg s1 1 ""
 write_cfg s2 2 ""
 write_cfg s3 3 ""
 write_cfg f16 1 '"fp16": {"enabled": true, "initial_scale_power": 10, "loss_scale_window": 3, "hysteresis": 1},'
+cat >"$tmp/bf16-off.json" <<'JSON'
+{"train_batch_size": 8, "gradient_clipping": 1.0, "bf16": {"enabled": true},
+ "optimizer": {"type": "AdamW", "params": {"lr": 3e-3, "eps": 1e-5}},
+ "zero_optimization": {"stage": 1, "offload_optimizer": {"device": "cpu"}}}
+JSON
 
 run() { # tag np cfg [flags...]: --dump-params/--report into $tmp/<tag>.*
     local tag=$1 np=$2 cfg=$3
@@ -107,6 +113,12 @@ for k in ("loss_history", "loss_scale_history", "skipped_steps"):
 assert a["skipped_steps"] == 2, a["skipped_steps"]
 PY
 echo "ok: fp16 overflow injected on one of 4 stages skips steps 3 and 6 everywhere (cmp)"
+# bf16 with the optimizer offloaded: bf16 activations cross the stages, and
+# P 2 x D 2 rounds its gradient reductions as np 2 data parallelism does.
+run bf16-dp2 2 bf16-off "${gpt[@]}" --steps 4 --gradient-accumulation-steps 2
+run bf16-p2d2 4 bf16-off "${gpt[@]}" --steps 4 --gradient-accumulation-steps 2 --pipeline-stages 2
+cmp "$tmp/bf16-dp2.bin" "$tmp/bf16-p2d2.bin" || fail "bf16 offload P 2 x D 2 differs from np 2"
+echo "ok: bf16 with CPU-offloaded optimizer: P 2 x D 2 = np 2 data parallel (cmp)"
 
 # 3. Resume the P 2 x D 2 checkpoint elsewhere.
 run gpt-re-p1 1 s1 "${gpt[@]}" --gradient-accumulation-steps 8 --load-dir "$tmp/ck" \
