@@ -9,6 +9,8 @@
 #     consolidated (also as safetensors), sampled from (generate) and
 #     evaluated with --dump-logits in one process, and --init-from the
 #     safetensors file at np 2, stage 3;
+#   - pipeline parallelism at P 2 (1F1B with checkpointing, evaluation,
+#     sampling, a save; GPipe resuming it);
 #   - the classifier on a small CSV (labelled loader, padded batches), and
 #     --estimate-memory;
 #   - comm-check's collectives (MPI and staged comm) and bootstrap at np 2,
@@ -107,6 +109,14 @@ done
 run classifier-s2 "${np2[@]}" --config "$tmp/s2.json" --model classifier --data "$tmp/reviews.csv" \
     --n-layer 1 --embed-dim 16 --n-head 2 --hidden-dim 32 --max-len 24 --steps 3 --device cpu \
     --eval-interval 3
+# Pipeline parallelism: P 2 x D 1 with activation checkpointing, evaluation,
+# sampling and a save; GPT-lite at np 2 P 2 resumes it.
+run pipe-gptlite-p2-ckpt "${np2[@]}" --config "$tmp/s1.json" "${gpt[@]}" --steps 3 \
+    --gradient-accumulation-steps 4 --pipeline-stages 2 --activation-checkpoint-interval 1 \
+    --eval-interval 3 --eval-iters 2 --sample 8 --save-dir "$tmp/ck-pipe"
+run pipe-gptlite-p2-resume "${np2[@]}" --config "$tmp/s0.json" "${gpt[@]}" --steps 4 \
+    --gradient-accumulation-steps 4 --pipeline-stages 2 --pipeline-schedule gpipe \
+    --load-dir "$tmp/ck-pipe" --resume
 run estimate-memory "$bin" --estimate-memory --model gptlite --config "$tmp/offload.json" \
     --num-gpus 4
 
