@@ -112,12 +112,9 @@ zt_status zt_pipe_sum_f64(const zt_pipe *p, double *v, int n)
 {
     if (p->stages == 1)
         return ZT_OK;
-    int rc = MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_SUM, p->line.side);
-    if (rc != MPI_SUCCESS)
-        return zt_fail(ZT_ERR_COMM, "a peer rank may have died; check the other ranks' output",
-                       "all-reduce of %d scalars over the pipeline stages failed (MPI error %d)",
-                       n, rc);
-    return ZT_OK;
+    /* Under the pipeline group's watchdog, like the trainer's own sums. */
+    return zt_comm_side_all_reduce(&p->line, p->line.side, v, n, MPI_DOUBLE, MPI_SUM,
+                                   "the sums over the pipeline stages");
 }
 
 zt_status zt_pipe_bcast_last(zt_pipe *p, void *buf, int bytes)

@@ -137,7 +137,8 @@ zt_status zt_pipe_recv_act(zt_pipe *p, int64_t n);
 zt_status zt_pipe_send_act(zt_pipe *p, const void *out, int64_t n);
 /* The last stage's `bytes` at buf reach every stage of the pipeline group. */
 zt_status zt_pipe_bcast_last(zt_pipe *p, void *buf, int bytes);
-/* Sums n doubles over the pipeline group (host MPI: not counted). */
+/* Sums n doubles over the pipeline group (host MPI under the group's watchdog:
+ * not counted). */
 zt_status zt_pipe_sum_f64(const zt_pipe *p, double *v, int n);
 
 /* The stage holding whole-model unit u, and the world rank of (stage, dp). */
