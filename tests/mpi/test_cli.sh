@@ -130,7 +130,9 @@ for rk in r["ranks"]:
     # fp32 AdamW at stage 0: params 4, grads 4, moments 8 bytes per (padded) parameter
     p = dev["PARAMS"]["current"]
     assert p > 0 and dev["GRADS"]["current"] == p and dev["OPTIM"]["current"] == 2 * p, dev
-    assert set(rk["comm_bytes"]) == {"all_reduce", "reduce_scatter", "all_gather", "broadcast", "all_to_all"}
+    assert set(rk["comm_bytes"]) == {"all_reduce", "reduce_scatter", "all_gather", "broadcast",
+                                     "all_to_all", "send", "recv"}
+    assert rk["comm_bytes"]["send"] == rk["comm_bytes"]["recv"] == 0  # no pipeline stages
     # one all-reduce of every (padded) gradient per step
     assert rk["comm_bytes"]["all_reduce"] == 40 * p, rk["comm_bytes"]
 print("ok: report fields, memory classes and comm bytes")
