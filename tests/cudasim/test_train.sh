@@ -4,7 +4,8 @@
 # ZeRO stages 0 and 3 (overlap_comm on, small buckets, a stage-3 gather window
 # that prefetches and releases every unit) and must report the CPU backend's
 # losses to 1e-5 relative and its final weights to 1e-4 relative L2: the same
-# data and updates, only GEMM and reduction rounding differ. Anything the
+# data and updates, only GEMM and reduction rounding differ. GPT-lite also
+# runs at 2 pipeline stages (ncclSend/ncclRecv between them). Anything the
 # simulator reports (a race, a bad pointer, a collective hang) fails the run.
 # Runs through ZT_SIM=1 (tests/env.sh), the switch other multi-rank tests can
 # use to run on the simulator.
@@ -45,4 +46,15 @@ for model in mlp gpt; do
         $ZT_PYTHON tests/tools/ztcheck.py dumps "$tmp/$tag-cpu.bin" "$tmp/$tag-sim.bin" --tol 1e-4
     done
 done
-echo "cudasim: MLP and GPT-lite at stages 0 and 3 (np 2, cuda + nccl) match the CPU backend"
+# Pipeline stages: the activations and their gradients move by ncclSend/ncclRecv.
+tag=gpt-pipe
+$ZT_MPIRUN -np 2 ./zerotrain --config "$tmp/cfg0.json" "${gpt[@]}" --pipeline-stages 2 --device cpu \
+    --report "$tmp/$tag-cpu.json" --dump-params "$tmp/$tag-cpu.bin" >"$tmp/$tag-cpu.log" 2>&1 ||
+    { cat "$tmp/$tag-cpu.log"; fail "$tag on the CPU"; }
+$ZT_MPIRUN -np 2 "$ZT_BIN" --config "$tmp/cfg0.json" "${gpt[@]}" --pipeline-stages 2 $ZT_DEVICE_FLAGS \
+    --report "$tmp/$tag-sim.json" --dump-params "$tmp/$tag-sim.bin" >"$tmp/$tag-sim.log" 2>&1 ||
+    { cat "$tmp/$tag-sim.log"; fail "$tag on the simulator"; }
+grep -q "zt-sim" "$tmp/$tag-sim.log" && { cat "$tmp/$tag-sim.log"; fail "$tag: the simulator reported an error"; }
+$ZT_PYTHON tests/tools/ztcheck.py losses "$tmp/$tag-cpu.json" "$tmp/$tag-sim.json" --tol 1e-5
+$ZT_PYTHON tests/tools/ztcheck.py dumps "$tmp/$tag-cpu.bin" "$tmp/$tag-sim.bin" --tol 1e-4
+echo "cudasim: MLP and GPT-lite at stages 0 and 3 (np 2, cuda + nccl) and GPT-lite at 2 pipeline stages match the CPU backend"
