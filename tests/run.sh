@@ -3,7 +3,7 @@
 # multi-rank MPI tests, the CUDA simulator's tests (tests/cudasim/test_*.sh on
 # `make sim`'s build), PyTorch reference tests, then the sanitizer stages
 # (`make sanitize`, `make sim-sanitize`) and short fuzz runs (`make fuzz`,
-# ZT_FUZZ_SECONDS per harness, default 45), each in its own build dir. Each is one executable or
+# ZT_FUZZ_SECONDS per harness, default 30), each in its own build dir. Each is one executable or
 # script; its exit status decides. Prints a final "N passed, N failed" line
 # and exits non-zero on any failure.
 set -u
@@ -51,7 +51,7 @@ done
 run_one "sanitize" env MAKEFLAGS= make --no-print-directory -j"$(nproc)" sanitize
 run_one "cudasim/asan" env MAKEFLAGS= make --no-print-directory -j"$(nproc)" sim-sanitize
 run_one "fuzz" env MAKEFLAGS= make --no-print-directory -j"$(nproc)" fuzz \
-    FUZZ_SECONDS="${ZT_FUZZ_SECONDS:-45}"
+    FUZZ_SECONDS="${ZT_FUZZ_SECONDS:-30}"
 
 echo
 if [ "$failed" -gt 0 ]; then
