@@ -218,23 +218,15 @@ static zt_status comm_parts_check(int64_t numel, int64_t max_parts, const char *
 
 /* ---- What the comm thread runs: the blocking MPI calls. ---- */
 
-/* Waits until every rank of comm has reached this collective, with a
- * non-blocking barrier tested in a loop that sleeps longer the longer it
- * waits (1 us doubling to 1 ms after the first 50 us). A blocking MPI
- * collective spins inside MPI for as long as a peer is missing, a full core
- * per waiting rank for up to the watchdog's limit; behind this barrier it
- * starts only once the peers are there and then runs at full speed. */
-static int comm_arrive(MPI_Comm comm)
+/* Tests the requests in a loop that sleeps longer the longer it waits (1 us
+ * doubling to 1 ms after the first 50 us), so a waiting rank costs no core. */
+static int comm_wait_backoff(int n, MPI_Request *r)
 {
-    MPI_Request r;
-    int rc = MPI_Ibarrier(comm, &r);
-    if (rc != MPI_SUCCESS)
-        return rc;
     double t0 = MPI_Wtime();
     long sleep_ns = 1000;
     for (;;) {
         int done = 0;
-        rc = MPI_Test(&r, &done, MPI_STATUS_IGNORE);
+        int rc = MPI_Testall(n, r, &done, MPI_STATUSES_IGNORE);
         if (rc != MPI_SUCCESS || done)
             return rc;
         if (MPI_Wtime() - t0 < 50e-6)
@@ -244,6 +236,20 @@ static int comm_arrive(MPI_Comm comm)
         if (sleep_ns < 1000000)
             sleep_ns *= 2;
     }
+}
+
+/* Waits until every rank of comm has reached this collective, with a
+ * non-blocking barrier waited on with comm_wait_backoff. A blocking MPI
+ * collective spins inside MPI for as long as a peer is missing, a full core
+ * per waiting rank for up to the watchdog's limit; behind this barrier it
+ * starts only once the peers are there and then runs at full speed. */
+static int comm_arrive(MPI_Comm comm)
+{
+    MPI_Request r;
+    int rc = MPI_Ibarrier(comm, &r);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    return comm_wait_backoff(1, &r);
 }
 
 /* In place, in parts of at most ZT_COMM_MAX_COUNT elements (MPI counts are int). */
@@ -308,9 +314,8 @@ _Static_assert(ZT_COMM_MAX_XFERS <= sizeof ((zt_comm_task *)0)->xfers /
                                         sizeof ((zt_comm_task *)0)->xfers[0],
                "the comm task holds every transfer of a send_recv");
 
-/* Every transfer posted at once, then tested in a loop that sleeps longer the
- * longer it waits (comm_arrive's back-off): a peer that is still computing
- * costs this thread no CPU. */
+/* Every transfer posted at once, then waited on with comm_wait_backoff: a
+ * peer that is still computing costs this thread no CPU. */
 static int task_send_recv(zt_comm_task *t)
 {
     MPI_Request r[ZT_COMM_MAX_XFERS];
@@ -325,20 +330,7 @@ static int task_send_recv(zt_comm_task *t)
         MPI_Waitall(n - 1, r, MPI_STATUSES_IGNORE);
         return rc;
     }
-    double t0 = MPI_Wtime();
-    long sleep_ns = 1000;
-    for (;;) {
-        int done = 0;
-        rc = MPI_Testall(n, r, &done, MPI_STATUSES_IGNORE);
-        if (rc != MPI_SUCCESS || done)
-            return rc;
-        if (MPI_Wtime() - t0 < 50e-6)
-            continue;
-        struct timespec ts = {0, sleep_ns};
-        nanosleep(&ts, NULL);
-        if (sleep_ns < 1000000)
-            sleep_ns *= 2;
-    }
+    return comm_wait_backoff(n, r);
 }
 
 /* Issues task t of kind k on c into the caller's request, or into the comm's

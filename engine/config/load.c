@@ -19,28 +19,20 @@
  * between values run only on values that all read cleanly. */
 static void zt_parse_root(zt_ctx *c, json_t *root)
 {
+    /* In this order: the batch is resolved from the sections that fill it. */
+    static zt_status (*const sections[])(const zt_ctx *, json_t *) = {
+        zt_config_parse_zero,      zt_config_parse_top_strings,   zt_config_parse_precision,
+        zt_config_parse_optimizer, zt_config_parse_scheduler,     zt_config_parse_misc_sections,
+        zt_config_parse_monitors,  zt_config_parse_pipeline,      zt_config_resolve_batch,
+    };
     zt_config_errors *e = c->errs;
     int n = e->n;
     zt_config_errors_take(e, zt_config_parse_keys(c, root, "", zt_config_top_keys,
                                                   zt_config_n_top_keys, c->cfg), n);
-    n = e->n;
-    zt_config_errors_take(e, zt_config_parse_zero(c, root), n);
-    n = e->n;
-    zt_config_errors_take(e, zt_config_parse_top_strings(c, root), n);
-    n = e->n;
-    zt_config_errors_take(e, zt_config_parse_precision(c, root), n);
-    n = e->n;
-    zt_config_errors_take(e, zt_config_parse_optimizer(c, root), n);
-    n = e->n;
-    zt_config_errors_take(e, zt_config_parse_scheduler(c, root), n);
-    n = e->n;
-    zt_config_errors_take(e, zt_config_parse_misc_sections(c, root), n);
-    n = e->n;
-    zt_config_errors_take(e, zt_config_parse_monitors(c, root), n);
-    n = e->n;
-    zt_config_errors_take(e, zt_config_parse_pipeline(c, root), n);
-    n = e->n;
-    zt_config_errors_take(e, zt_config_resolve_batch(c, root), n);
+    for (size_t i = 0; i < sizeof sections / sizeof *sections; i++) {
+        n = e->n;
+        zt_config_errors_take(e, sections[i](c, root), n);
+    }
     n = e->n;
     if (n == 0)
         zt_config_errors_take(e, zt_config_cross_checks(c), n);
