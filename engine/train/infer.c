@@ -12,6 +12,14 @@
 #include "engine/rng.h"
 #include "engine/train/trainer_impl.h"
 
+/* Forward-only passes run on slot 0's buffers, which no pipelined step
+ * holds between calls. */
+static void infer_use_slot0(zt_trainer *t)
+{
+    zt_train_use_slot(t, 0);
+    t->slots_hold = -1;
+}
+
 zt_status zt_trainer_eval(zt_trainer *t, const zt_dataset *ds, int64_t iters, double *loss,
                           double *accuracy)
 {
@@ -23,8 +31,7 @@ zt_status zt_trainer_eval(zt_trainer *t, const zt_dataset *ds, int64_t iters, do
         iters = all;
     bool classify = !model->labels_per_token;
     double acc[3] = {0.0, 0.0, 0.0}; /* loss sum, counted rows, argmax hits */
-    zt_train_use_slot(t, 0);
-    t->slots_hold = -1;
+    infer_use_slot0(t);
     for (int64_t it = 0; it < iters; it++) {
         for (int64_t k = 0; k < mb; k++) {
             int64_t pos = it * per_iter + (int64_t)t->comm->rank * mb + k;
@@ -72,6 +79,7 @@ zt_status zt_trainer_eval_logits(zt_trainer *t, const zt_dataset *ds, int64_t n,
                        t->world->size);
     int64_t mb = t->cfg->micro_batch_size;
     int64_t per_sample = (model->labels_per_token ? model->seq_len : 1) * model->n_classes;
+    infer_use_slot0(t);
     for (int64_t first = 0; first < n; first += mb) {
         int64_t k_max = n - first < mb ? n - first : mb;
         for (int64_t k = 0; k < mb; k++) {
@@ -133,8 +141,7 @@ zt_status zt_trainer_generate_from(zt_trainer *t, const int32_t *prompt, int64_t
     if (n_prompt < 1)
         return zt_fail(ZT_ERR_USAGE, "give at least one prompt token", "empty prompt");
     memcpy(out, prompt, (size_t)n_prompt * sizeof *out);
-    zt_train_use_slot(t, 0);
-    t->slots_hold = -1;
+    infer_use_slot0(t);
     for (int64_t i = 0; i < n_new; i++) {
         int64_t len = n_prompt + i, ctx = len < T ? len : T;
         be->copy_h2d(be, t->tokens, out + len - ctx, (size_t)ctx * sizeof(int32_t));
