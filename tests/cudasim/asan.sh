@@ -28,15 +28,7 @@ check() { # name log: exit status was 0; no report
 timeout 600 build/sim-asan/op-check --quick --skip gemm,gemm_batched >"$tmp/op.log" 2>&1 || { cat "$tmp/op.log"; fail "op-check"; }
 check op-check "$tmp/op.log"
 
-$ZT_PYTHON - "$ZT_SHARED/data/imdb/imdb-2500.csv" "$tmp/reviews.csv" <<'PY'
-import csv, sys
-rows = list(csv.DictReader(open(sys.argv[1], encoding="utf-8")))[:40]
-with open(sys.argv[2], "w", newline="", encoding="utf-8") as f:
-    w = csv.writer(f)
-    w.writerow(["review", "sentiment"])
-    for i, r in enumerate(rows):
-        w.writerow([r["review"].encode()[: 3 + (i * 37) % 58].decode("utf-8", "ignore"), r["sentiment"]])
-PY
+zt_short_reviews 40 "$tmp/reviews.csv"
 cat >"$tmp/gpt.json" <<JSON
 {"train_batch_size": 8, "train_micro_batch_size_per_gpu": 2, "bf16": {"enabled": true},
  "optimizer": {"type": "AdamW", "params": {"lr": 3e-3}},

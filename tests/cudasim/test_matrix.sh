@@ -39,15 +39,7 @@ zt_scratch
 
 # 120 reviews cut to 3..60 bytes: --max-len 24 truncates some and pads the
 # others, so ranks pad micro-batches to different lengths.
-$ZT_PYTHON - "$ZT_SHARED/data/imdb/imdb-2500.csv" "$tmp/reviews.csv" <<'PY'
-import csv, sys
-rows = list(csv.DictReader(open(sys.argv[1], encoding="utf-8")))[:120]
-with open(sys.argv[2], "w", newline="", encoding="utf-8") as f:
-    w = csv.writer(f)
-    w.writerow(["review", "sentiment"])
-    for i, r in enumerate(rows):
-        w.writerow([r["review"].encode()[: 3 + (i * 37) % 58].decode("utf-8", "ignore"), r["sentiment"]])
-PY
+zt_short_reviews 120 "$tmp/reviews.csv"
 
 # Four units each (embedding, two blocks, head), dropout on so recomputed
 # segments must redraw the same masks.

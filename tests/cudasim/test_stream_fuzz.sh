@@ -20,15 +20,7 @@ source tests/env.sh
 zt_scratch
 [ -x "$ZT_BIN" ] || fail "$ZT_BIN is not built (run make sim)"
 
-$ZT_PYTHON - "$ZT_SHARED/data/imdb/imdb-2500.csv" "$tmp/reviews.csv" <<'PY'
-import csv, sys
-rows = list(csv.DictReader(open(sys.argv[1], encoding="utf-8")))[:60]
-with open(sys.argv[2], "w", newline="", encoding="utf-8") as f:
-    w = csv.writer(f)
-    w.writerow(["review", "sentiment"])
-    for i, r in enumerate(rows):
-        w.writerow([r["review"].encode()[: 3 + (i * 37) % 58].decode("utf-8", "ignore"), r["sentiment"]])
-PY
+zt_short_reviews 60 "$tmp/reviews.csv"
 cat >"$tmp/gpt.json" <<JSON
 {"train_batch_size": 8, "train_micro_batch_size_per_gpu": 2, "bf16": {"enabled": true},
  "optimizer": {"type": "AdamW", "params": {"lr": 3e-3}},
