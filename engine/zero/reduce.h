@@ -100,6 +100,7 @@ typedef struct {
     const zt_qgz *qgz;   /* active qgZ, else NULL */
     void *qgz_work[2];   /* per bucket, zt_qgz_work_bytes (COMM) */
     int n_buckets;
+    bool direct;         /* units of zt_zero_rs_direct shape skip the bucket copy */
     int open;            /* bucket being filled, or -1 */
     int next;            /* bucket to open next */
 } zt_zero_rs;
@@ -123,6 +124,11 @@ typedef struct {
      * bucket; NULL: the plain reduce-scatter. */
     const zt_qgz *qgz;
     void *qgz_work[2];
+    /* What the stage hands zt_zero_rs_unit: the gradients' dtype, and whether
+     * they stay untouched until zt_zero_rs_finish (stage 1's accumulated full
+     * gradients) or may be reused when the call returns (stages 2-3). */
+    zt_dtype unit_grad_dt;
+    bool unit_grads_persist;
 } zt_zero_rs_target;
 /* send/recv: `count` buffers each as zt_zero_rs_buffers says (recv may be NULL
  * entries when recv_numel is 0). comm: the group the layout partitions over;
@@ -137,7 +143,9 @@ void zt_zero_rs_free(zt_zero_rs *r);
 void zt_zero_rs_begin(zt_zero_rs *r, bool accumulate);
 /* Unit u's full padded gradient `g` (padded_numel of g_dt, natural layout) is
  * ready (units in reverse order); it is converted into the bucket's dtype as it
- * is packed. `g` may be reused when this returns. */
+ * is packed. `g` may be reused when this returns, unless the target said the
+ * gradients persist: then a large unit is reduce-scattered straight from `g`
+ * (its shards already lie rank-major, the layout reduce_scatter reads). */
 zt_status zt_zero_rs_unit(zt_zero_rs *r, int u, const void *g, zt_dtype g_dt);
 /* Waits for every bucket and delivers it. */
 zt_status zt_zero_rs_finish(zt_zero_rs *r);

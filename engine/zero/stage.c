@@ -17,11 +17,17 @@ static zt_status stage_init_reducer(zt_stage_ctx *c)
                                 c->grad_dt);
 }
 
-static zt_status stage_init_rs(zt_stage_ctx *c)
+/* unit_grad_dt, persist: what reduce_unit hands the reducer (reduce.h). */
+static zt_status stage_init_rs_with(zt_stage_ctx *c, zt_dtype unit_grad_dt, bool persist)
 {
+    c->rs_target.unit_grad_dt = unit_grad_dt;
+    c->rs_target.unit_grads_persist = persist;
     return zt_zero_rs_init(&c->rs, c->cfg, c->be, c->part, c->replica, c->layout, &c->rs_target,
                            c->rs_send, c->rs_recv);
 }
+
+/* Stages 2-3 hand the reducer each unit's fresh fp32 gradient, reused after. */
+static zt_status stage_init_rs(zt_stage_ctx *c) { return stage_init_rs_with(c, ZT_F32, false); }
 
 static void stage_free(zt_stage_ctx *c)
 {
@@ -87,6 +93,9 @@ static zt_status stage0_reduce_finish(zt_stage_ctx *c) { return zt_zero_reducer_
 
 /* ---- Stage 1: the full gradients, accumulated over the micro-steps, are
  * reduce-scattered at the boundary. ---- */
+
+/* Stage 1 hands the reducer its accumulated gradients, untouched until finish. */
+static zt_status stage1_init(zt_stage_ctx *c) { return stage_init_rs_with(c, c->grad_dt, true); }
 
 static zt_status stage1_reduce_unit(zt_stage_ctx *c, int u, const float *g)
 {
@@ -282,7 +291,7 @@ static const zt_stage_policy stage_policies[4] = {
         .optimizer_sharded = true,
         .allgather_after_step = true,
         .scaler_hysteresis = true,
-        .init = stage_init_rs,
+        .init = stage1_init,
         .free = stage_free,
         .fetch = stage_fetch_full,
         .release = stage_release_none,
