@@ -6,7 +6,13 @@
 # for a near reuse) give the np 1 stage 0 weights to 1e-6 relative L2 and its
 # losses to 1e-6 after 20 fp32 AdamW steps with clipping; and the loss falls.
 # 63 runs (4 stages x 4 world sizes x 2 GAS x 2 bucket configs, less the
-# reference itself).
+# reference itself). Then a wider MLP whose middle unit has shards of 32K
+# elements or more at np 2 and 4, so that stages 1-2 all-gather it in place
+# and reduce-scatter it straight from its gradients (engine/zero/allgather.c,
+# reduce.c) while its small neighbours share buckets: 16 more runs against
+# that model's own np 1 stage 0 reference, with buckets wider than the unit
+# (no overlap; and overlapped, where only stage 1's persistent gradients go
+# direct).
 #
 # Adam's eps is 1e-5, not the default 1e-8: Adam divides by sqrt(v) + eps, so a
 # parameter whose gradient is ~1e-8 (this MLP has a few: weights between nearly
@@ -89,9 +95,40 @@ for stage in 0 1 2 3; do
         done
     done
 done
+wide=(--model mlp --width 384 --layers 3 --in-size 32 --out-size 10 --steps 20 --seed 7)
+# Units: 32*384+384 = 12672, 384*384+384 = 147840 (shards 73920 at np 2, 36960
+# at np 4), 384*10+10 = 3850.
+sed 's/"overlap_comm": false/"overlap_comm": true/; s/500000000/400000/g' "$tmp/cfg-s1-big.json" >"$tmp/cfg-s1-mid.json"
+sed 's/"overlap_comm": false/"overlap_comm": true/; s/500000000/400000/g' "$tmp/cfg-s2-big.json" >"$tmp/cfg-s2-mid.json"
+./zerotrain --config "$tmp/cfg-s0-big.json" "${wide[@]}" --gradient-accumulation-steps 1 \
+    --dump-params "$tmp/wref.bin" --report "$tmp/wref.json" >"$tmp/wref.log" 2>&1 || { cat "$tmp/wref.log"; exit 1; }
+for stage in 1 2; do
+    for np in 2 4; do
+        for gas in 1 3; do
+            for kind in big mid; do
+                tag="wide-stage$stage-np$np-gas$gas-$kind"
+                n=$((n + 1))
+                cmd="$ZT_MPIRUN -np $np ./zerotrain --config cfg-s$stage-$kind.json ${wide[*]} --gradient-accumulation-steps $gas"
+                if ! timeout 120 $ZT_MPIRUN -np "$np" ./zerotrain --config "$tmp/cfg-s$stage-$kind.json" \
+                    "${wide[@]}" --gradient-accumulation-steps "$gas" --dump-params "$tmp/$tag.bin" \
+                    --report "$tmp/$tag.json" >"$tmp/$tag.log" 2>&1; then
+                    failures+=("$tag: zerotrain failed: $cmd")
+                    echo "FAIL: ${failures[-1]}"
+                    show_failure "$tag" "s$stage-$kind"
+                    continue
+                fi
+                if ! $ZT_PYTHON tests/tools/ztstages.py same "$tmp/wref.bin" "$tmp/wref.json" "$tmp/$tag.bin" \
+                    "$tmp/$tag.json" --tol 1e-6 --expect "stage=$stage,np=$np,gas=$gas" --tag "$tag"; then
+                    failures+=("$tag: differs from the reference: $cmd")
+                    show_failure "$tag" "s$stage-$kind"
+                fi
+            done
+        done
+    done
+done
 if [ "${#failures[@]}" -gt 0 ]; then
     echo "FAIL: ${#failures[@]} of $n runs:"
     printf '  %s\n' "${failures[@]}"
     exit 1
 fi
-echo "ok: $n runs of stages 0-3 match the np 1 stage 0 reference in $((SECONDS - t0)) s"
+echo "ok: $n runs of stages 0-3 match their np 1 stage 0 reference in $((SECONDS - t0)) s"
