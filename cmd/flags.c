@@ -281,6 +281,11 @@ static const cmd_flag train_flags[] = {
      FLAG_SWITCH, T(dev.tf32), 0, 0, 0, NULL, NULL, FOR_ALL, NULL},
     {"--report", NULL, "FILE", "write the run's JSON report (rank 0)", FLAG_STRING,
      T(report_path), 0, 0, 0, NULL, NULL, FOR_ALL, "Output"},
+    {"--profile", NULL, NULL,
+     "count every backend op of the training steps (calls,\n"
+     "FLOPs, bytes per dtype) into the report's \"profile\"\n"
+     "(scripts/roofline.py; needs --report)",
+     FLAG_SWITCH, T(profile), 0, 0, 0, NULL, NULL, FOR_ALL, NULL},
     INT("--log-interval", "N", T(log_interval), 0,
         "a progress line every N steps (0: none; default: every\n"
         "steps_per_print steps, or every ~10 s without it)"),
@@ -670,6 +675,10 @@ static int flags_train_check_run(const cmd_train_flags *f)
                                "--device cpu");
     if (f->ov.fp16 && f->ov.bf16)
         return cmd_usage_error("--fp16 and --bf16 ask for two training dtypes: give one");
+    if (f->profile && (!f->report_path || f->estimate_memory))
+        return cmd_usage_error("--profile writes its counts into the report: %s",
+                               f->estimate_memory ? "--estimate-memory trains nothing"
+                                                  : "add --report FILE");
     return 0;
 }
 

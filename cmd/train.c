@@ -18,6 +18,7 @@
 #include "engine/config/config.h"
 #include "engine/monitor/monitor.h"
 #include "engine/monitor/progress.h"
+#include "engine/monitor/profile.h"
 #include "engine/monitor/report.h"
 #include "engine/path.h"
 #include "engine/train/trainer.h"
@@ -181,6 +182,30 @@ static zt_status cmd_sample(const zt_world *w, zt_trainer *t, const zt_data *d, 
     free(text);
     free(ids);
     return st;
+}
+
+/* --profile's wrapper of be: the counts are modelled on the CUDA backend
+ * with this config's GEMM dtype, whatever device runs (profile.h). */
+static zt_status cmd_profile_wrap(zt_backend *prof, const zt_backend *be,
+                                  const cmd_train_flags *f, const zt_config *cfg,
+                                  const zt_model *model, const zt_world *w)
+{
+    zt_model_args a = f->model;
+    zt_model_args_resolve(&a);
+    zt_profile_options o = {.gemm_dtype = zt_config_compute_dtype(cfg),
+                            .tf32 = f->dev.tf32,
+                            .model = model->name,
+                            .n_layer = a.n_layer,
+                            .n_embd = model->hidden_size,
+                            .n_head = a.n_head,
+                            .block_size = model->seq_len,
+                            .vocab_size = model->vocab_size,
+                            .params = model->n_params,
+                            .micro_batch_size = cfg->micro_batch_size,
+                            .gradient_accumulation_steps = cfg->gradient_accumulation_steps,
+                            .stage = cfg->zero.stage,
+                            .world_size = w->size};
+    return zt_profile_wrap(prof, be, &o);
 }
 
 /* The trainer's step counter. */
@@ -503,13 +528,21 @@ int cmd_train(int argc, char **argv)
                                 .tok = data.tok,
                                 .tokenizer_dir = flags.tokenizer_dir,
                                 .data_path = flags.data_path}};
+    /* --profile: the trainer runs on a counting wrapper of be; the
+     * communicators keep be itself. */
+    zt_backend prof_be;
+    memset(&prof_be, 0, sizeof prof_be);
+    if (flags.profile && (rc = cmd_agreed_failure(
+                              &world, cmd_profile_wrap(&prof_be, &be, &flags, &cfg, &model,
+                                                       &world))) != 0)
+        return rc;
     zt_monitor mon;
     memset(&mon, 0, sizeof mon);
     zt_trainer_options topt = {.cfg = &cfg,
                                .model = &model,
                                .data = data.train,
                                .world = &world,
-                               .be = &be,
+                               .be = flags.profile ? &prof_be : &be,
                                .comm = &comm,
                                .seed = flags.seed,
                                .eval_data = flags.eval_interval > 0 ? data.val : NULL,
@@ -586,7 +619,11 @@ int cmd_train(int argc, char **argv)
     if (st != ZT_OK)
         cmd_fatal(&world, &comm, st);
     cmd_preempt_install();
+    if (flags.profile)
+        zt_profile_begin(&prof_be, trainer);
     st = zt_trainer_train(trainer, steps);
+    if (flags.profile)
+        zt_profile_end(&prof_be, trainer);
     if (st == ZT_OK)
         zt_monitor_end(&mon);
     zt_monitor_free(&mon);
@@ -624,6 +661,7 @@ int cmd_train(int argc, char **argv)
     }
     zt_trainer_free(trainer);
     zt_comm_free(&comm);
+    zt_backend_free(&prof_be);
     zt_backend_free(&be);
     zt_data_free(&data);
     zt_model_free(&model);

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/monitor/profile.h"
+
 static const char *const report_group_names[ZT_STAGE_GROUP_N] = {
     "world", "hpz", "mics_shard", "mics_replica", "qgz_intra", "qgz_inter"};
 
@@ -397,6 +399,8 @@ zt_status zt_report_write(const char *path, const zt_trainer *t, double param_no
             json_object_set_new(doc, "zero", zero);
             json_object_set_new(doc, "eval", evals);
             json_object_set_new(doc, "pipeline", report_pipe_json(s, all));
+            json_object_set_new(doc, "profile",
+                                zt_profile_is(s->be) ? zt_profile_json(s->be) : json_null());
             json_object_update(doc, extra);
         } else {
             json_decref(zero);

@@ -1,0 +1,610 @@
+/*
+ * profile: the counting backend of --profile (engine/monitor/profile.h).
+ */
+#include "engine/monitor/profile.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* One row per op of struct zt_backend that moves data, plus the modelled
+ * casts; the order is the report's. */
+#define PROF_OPS(X)                                                                           \
+    X(copy_h2d, TRANSFER) X(copy_d2h, TRANSFER) X(copy_d2d, MEMORY) X(memset_zero, MEMORY)   \
+    X(sync, MEMORY) X(check, MEMORY) X(gemm, MATMUL) X(gemm_operand_cast, MEMORY)            \
+    X(bias_add, MEMORY) X(bias_grad, MEMORY) X(relu_forward, MEMORY) X(relu_backward, MEMORY) \
+    X(xent_forward_backward, MEMORY) X(scale, MEMORY) X(axpy, MEMORY)                         \
+    X(sum_squares, MEMORY) X(has_inf_nan, MEMORY) X(convert, MEMORY)                          \
+    X(embedding_forward, MEMORY) X(embedding_backward, MEMORY) X(sinusoid_add, MEMORY)       \
+    X(layernorm_forward, MEMORY) X(layernorm_backward, MEMORY) X(gelu_forward, MEMORY)        \
+    X(gelu_backward, MEMORY) X(gemm_batched, MATMUL) X(attn_softmax_forward, MEMORY)          \
+    X(attn_softmax_backward, MEMORY) X(dropout, MEMORY) X(mean_pool_forward, MEMORY)          \
+    X(mean_pool_backward, MEMORY) X(quantize, MEMORY) X(dequantize, MEMORY) X(adam, MEMORY)  \
+    X(sgd, MEMORY)
+
+#define PROF_ENUM(name, cls) OP_##name,
+enum { PROF_OPS(PROF_ENUM) OP_N };
+#define PROF_NAME(name, cls) #name,
+static const char *const prof_names[OP_N] = {PROF_OPS(PROF_NAME)};
+#define PROF_CLASS(name, cls) ZT_PROF_##cls,
+static const zt_profile_class prof_classes[OP_N] = {PROF_OPS(PROF_CLASS)};
+
+static const char *const prof_kind_names[ZT_PROF_NKINDS] = {"fp32",  "fp16",   "bf16", "int32",
+                                                           "int8",  "uint64", "bytes"};
+
+typedef struct {
+    const zt_backend *inner;
+    zt_profile_options opt;
+    bool on;
+    zt_profile_counts c[OP_N];
+    int64_t steps_start, steps; /* the trainer's step counter at begin; steps since */
+    uint64_t comm_start[ZT_COMM_NKINDS], comm_bytes[ZT_COMM_NKINDS];
+} prof_impl;
+
+static prof_impl *prof_of(const zt_backend *be) { return (prof_impl *)be->impl; }
+static const zt_backend *inner_of(const zt_backend *be) { return prof_of(be)->inner; }
+
+static void add(uint64_t *x, uint64_t v) { __atomic_fetch_add(x, v, __ATOMIC_RELAXED); }
+
+static uint64_t u(int64_t v) { return v > 0 ? (uint64_t)v : 0; }
+
+/* A call of op: its FLOPs; bytes follow through rd and wr. NULL when off. */
+static zt_profile_counts *count(const zt_backend *be, int op, uint64_t flops)
+{
+    prof_impl *p = prof_of(be);
+    if (!__atomic_load_n(&p->on, __ATOMIC_RELAXED))
+        return NULL;
+    add(&p->c[op].calls, 1);
+    add(&p->c[op].flops, flops);
+    return &p->c[op];
+}
+
+static zt_profile_kind kind_of(zt_dtype dt)
+{
+    return dt == ZT_BF16 ? ZT_PROF_BF16 : dt == ZT_F16 ? ZT_PROF_FP16 : ZT_PROF_FP32;
+}
+
+static uint64_t size_of(zt_profile_kind k)
+{
+    static const uint64_t sizes[ZT_PROF_NKINDS] = {4, 2, 2, 4, 1, 8, 1};
+    return sizes[k];
+}
+
+/* numel elements of kind k read (written) by the call c counts. */
+static void rd(zt_profile_counts *c, zt_profile_kind k, uint64_t numel)
+{
+    if (c)
+        add(&c->read[k], numel * size_of(k));
+}
+static void wr(zt_profile_counts *c, zt_profile_kind k, uint64_t numel)
+{
+    if (c)
+        add(&c->written[k], numel * size_of(k));
+}
+
+/* ---- memory and control: passed through, copies counted ---- */
+
+static void p_destroy(zt_backend *be)
+{
+    free(be->impl);
+    memset(be, 0, sizeof *be);
+}
+static zt_status p_alloc(const zt_backend *be, size_t bytes, void **out)
+{
+    return inner_of(be)->alloc(inner_of(be), bytes, out);
+}
+static void p_free(const zt_backend *be, void *ptr) { inner_of(be)->free(inner_of(be), ptr); }
+static zt_status p_host_alloc(const zt_backend *be, size_t bytes, void **out)
+{
+    return inner_of(be)->host_alloc(inner_of(be), bytes, out);
+}
+static void p_host_free(const zt_backend *be, void *ptr)
+{
+    inner_of(be)->host_free(inner_of(be), ptr);
+}
+static zt_status p_mem_info(const zt_backend *be, zt_device_mem *out)
+{
+    return inner_of(be)->mem_info(inner_of(be), out);
+}
+static void p_set_workspace(const zt_backend *be, void *ptr, size_t bytes)
+{
+    inner_of(be)->set_workspace(inner_of(be), ptr, bytes);
+}
+static zt_status p_check(const zt_backend *be)
+{
+    count(be, OP_check, 0);
+    return inner_of(be)->check(inner_of(be));
+}
+static void p_sync(const zt_backend *be)
+{
+    count(be, OP_sync, 0);
+    inner_of(be)->sync(inner_of(be));
+}
+static void p_copy_h2d(const zt_backend *be, void *dst, const void *src, size_t bytes)
+{
+    zt_profile_counts *c = count(be, OP_copy_h2d, 0);
+    rd(c, ZT_PROF_BYTES, bytes);
+    wr(c, ZT_PROF_BYTES, bytes);
+    inner_of(be)->copy_h2d(inner_of(be), dst, src, bytes);
+}
+static void p_copy_d2h(const zt_backend *be, void *dst, const void *src, size_t bytes)
+{
+    zt_profile_counts *c = count(be, OP_copy_d2h, 0);
+    rd(c, ZT_PROF_BYTES, bytes);
+    wr(c, ZT_PROF_BYTES, bytes);
+    inner_of(be)->copy_d2h(inner_of(be), dst, src, bytes);
+}
+static void p_copy_d2d(const zt_backend *be, void *dst, const void *src, size_t bytes)
+{
+    zt_profile_counts *c = count(be, OP_copy_d2d, 0);
+    rd(c, ZT_PROF_BYTES, bytes);
+    wr(c, ZT_PROF_BYTES, bytes);
+    inner_of(be)->copy_d2d(inner_of(be), dst, src, bytes);
+}
+static void p_memset_zero(const zt_backend *be, void *dst, size_t bytes)
+{
+    wr(count(be, OP_memset_zero, 0), ZT_PROF_BYTES, bytes);
+    inner_of(be)->memset_zero(inner_of(be), dst, bytes);
+}
+
+/* ---- GEMMs ---- */
+
+/* batch products C(m, n) = op(A)(m, k) op(B)(k, n) (+ beta C). */
+static void count_gemm(const zt_backend *be, int op, int64_t m, int64_t n, int64_t k, float beta,
+                       int64_t batch)
+{
+    const uint64_t b = u(batch), mn = u(m) * u(n) * b;
+    const uint64_t operands = (u(m) * u(k) + u(k) * u(n)) * b;
+    zt_profile_counts *c = count(be, op, 2 * mn * u(k));
+    if (!c)
+        return;
+    const zt_dtype gd = prof_of(be)->opt.gemm_dtype;
+    if (u(k) > 0 && mn > 0 && gd != ZT_F32) {
+        /* The CUDA backend's two cast kernels per product (one pass). */
+        zt_profile_counts *cast = count(be, OP_gemm_operand_cast, 0);
+        add(&cast->calls, 1);
+        rd(cast, ZT_PROF_FP32, operands);
+        wr(cast, kind_of(gd), operands);
+        rd(c, kind_of(gd), operands);
+    } else if (u(k) > 0 && mn > 0) {
+        rd(c, ZT_PROF_FP32, operands);
+    }
+    if (beta != 0.0f && !(u(k) == 0 && beta == 1.0f))
+        rd(c, ZT_PROF_FP32, mn);
+    if (!(u(k) == 0 && beta == 1.0f))
+        wr(c, ZT_PROF_FP32, mn);
+}
+
+static void p_gemm(const zt_backend *be, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                   int64_t k, float alpha, const float *a, int64_t lda, const float *b,
+                   int64_t ldb, float beta, float *c, int64_t ldc)
+{
+    count_gemm(be, OP_gemm, m, n, k, beta, 1);
+    inner_of(be)->gemm(inner_of(be), trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
+                       ldc);
+}
+static void p_gemm_batched(const zt_backend *be, bool trans_a, bool trans_b, int64_t m,
+                           int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
+                           int64_t stride_a, const float *b, int64_t ldb, int64_t stride_b,
+                           float beta, float *c, int64_t ldc, int64_t stride_c, int64_t batch)
+{
+    count_gemm(be, OP_gemm_batched, m, n, k, beta, batch);
+    inner_of(be)->gemm_batched(inner_of(be), trans_a, trans_b, m, n, k, alpha, a, lda, stride_a,
+                               b, ldb, stride_b, beta, c, ldc, stride_c, batch);
+}
+
+/* ---- element-wise and reductions ---- */
+
+static void p_bias_add(const zt_backend *be, float *y, const float *bias, int64_t rows,
+                       int64_t cols)
+{
+    zt_profile_counts *c = count(be, OP_bias_add, u(rows) * u(cols));
+    rd(c, ZT_PROF_FP32, u(rows) * u(cols) + u(cols));
+    wr(c, ZT_PROF_FP32, u(rows) * u(cols));
+    inner_of(be)->bias_add(inner_of(be), y, bias, rows, cols);
+}
+static void p_bias_grad(const zt_backend *be, float *dbias, const float *dy, int64_t rows,
+                        int64_t cols, bool accumulate)
+{
+    zt_profile_counts *c = count(be, OP_bias_grad, u(rows) * u(cols));
+    rd(c, ZT_PROF_FP32, u(rows) * u(cols) + (accumulate ? u(cols) : 0));
+    wr(c, ZT_PROF_FP32, u(cols));
+    inner_of(be)->bias_grad(inner_of(be), dbias, dy, rows, cols, accumulate);
+}
+static void p_relu_forward(const zt_backend *be, float *y, const float *x, int64_t n)
+{
+    zt_profile_counts *c = count(be, OP_relu_forward, u(n));
+    rd(c, ZT_PROF_FP32, u(n));
+    wr(c, ZT_PROF_FP32, u(n));
+    inner_of(be)->relu_forward(inner_of(be), y, x, n);
+}
+static void p_relu_backward(const zt_backend *be, float *dx, const float *dy, const float *y,
+                            int64_t n)
+{
+    zt_profile_counts *c = count(be, OP_relu_backward, u(n));
+    rd(c, ZT_PROF_FP32, 2 * u(n));
+    wr(c, ZT_PROF_FP32, u(n));
+    inner_of(be)->relu_backward(inner_of(be), dx, dy, y, n);
+}
+static double p_xent(const zt_backend *be, const float *logits, const int32_t *labels,
+                     int64_t rows, int64_t classes, int32_t ignore_index, float dscale,
+                     float *dlogits)
+{
+    /* max, exp, sum, log, and the gradient's subtract and scale */
+    zt_profile_counts *c = count(be, OP_xent_forward_backward, 5 * u(rows) * u(classes));
+    rd(c, ZT_PROF_FP32, u(rows) * u(classes));
+    rd(c, ZT_PROF_INT32, u(rows));
+    if (dlogits)
+        wr(c, ZT_PROF_FP32, u(rows) * u(classes));
+    return inner_of(be)->xent_forward_backward(inner_of(be), logits, labels, rows, classes,
+                                               ignore_index, dscale, dlogits);
+}
+static void p_scale(const zt_backend *be, float *x, float a, int64_t n)
+{
+    zt_profile_counts *c = count(be, OP_scale, u(n));
+    rd(c, ZT_PROF_FP32, u(n));
+    wr(c, ZT_PROF_FP32, u(n));
+    inner_of(be)->scale(inner_of(be), x, a, n);
+}
+static void p_axpy(const zt_backend *be, float *y, float a, const float *x, int64_t n)
+{
+    zt_profile_counts *c = count(be, OP_axpy, 2 * u(n));
+    rd(c, ZT_PROF_FP32, 2 * u(n));
+    wr(c, ZT_PROF_FP32, u(n));
+    inner_of(be)->axpy(inner_of(be), y, a, x, n);
+}
+static double p_sum_squares(const zt_backend *be, const void *x, zt_dtype dt, int64_t n)
+{
+    rd(count(be, OP_sum_squares, 2 * u(n)), kind_of(dt), u(n));
+    return inner_of(be)->sum_squares(inner_of(be), x, dt, n);
+}
+static bool p_has_inf_nan(const zt_backend *be, const void *x, zt_dtype dt, int64_t n)
+{
+    rd(count(be, OP_has_inf_nan, u(n)), kind_of(dt), u(n));
+    return inner_of(be)->has_inf_nan(inner_of(be), x, dt, n);
+}
+static void p_convert(const zt_backend *be, void *dst, zt_dtype dst_dt, const void *src,
+                      zt_dtype src_dt, int64_t n, float alpha, bool accumulate)
+{
+    zt_profile_counts *c = count(be, OP_convert, (accumulate ? 2 : 1) * u(n));
+    rd(c, kind_of(src_dt), u(n));
+    if (accumulate)
+        rd(c, kind_of(dst_dt), u(n));
+    wr(c, kind_of(dst_dt), u(n));
+    inner_of(be)->convert(inner_of(be), dst, dst_dt, src, src_dt, n, alpha, accumulate);
+}
+
+/* ---- transformer layers ---- */
+
+static void p_embedding_forward(const zt_backend *be, float *y, const int32_t *ids,
+                                const float *table, int64_t rows, int64_t cols, bool accumulate)
+{
+    const uint64_t e = u(rows) * u(cols);
+    zt_profile_counts *c = count(be, OP_embedding_forward, accumulate ? e : 0);
+    rd(c, ZT_PROF_INT32, u(rows));
+    rd(c, ZT_PROF_FP32, accumulate ? 2 * e : e); /* the rows looked up (and y) */
+    wr(c, ZT_PROF_FP32, e);
+    inner_of(be)->embedding_forward(inner_of(be), y, ids, table, rows, cols, accumulate);
+}
+static void p_embedding_backward(const zt_backend *be, float *dtable, const int32_t *ids,
+                                 const float *dy, int64_t rows, int64_t cols, int64_t vocab,
+                                 bool accumulate)
+{
+    const uint64_t e = u(rows) * u(cols);
+    zt_profile_counts *c = count(be, OP_embedding_backward, e);
+    rd(c, ZT_PROF_INT32, u(rows));
+    /* accumulating: the rows hit are read and written; else the whole
+     * table is written (zeros where no id points) */
+    rd(c, ZT_PROF_FP32, accumulate ? 2 * e : e);
+    wr(c, ZT_PROF_FP32, accumulate ? e : u(vocab) * u(cols));
+    inner_of(be)->embedding_backward(inner_of(be), dtable, ids, dy, rows, cols, vocab,
+                                     accumulate);
+}
+static void p_sinusoid_add(const zt_backend *be, float *y, int64_t n, int64_t t, int64_t cols)
+{
+    const uint64_t e = u(n) * u(t) * u(cols);
+    zt_profile_counts *c = count(be, OP_sinusoid_add, 2 * e);
+    rd(c, ZT_PROF_FP32, e);
+    wr(c, ZT_PROF_FP32, e);
+    inner_of(be)->sinusoid_add(inner_of(be), y, n, t, cols);
+}
+static void p_layernorm_forward(const zt_backend *be, float *y, float *mean, float *rstd,
+                                const float *x, const float *w, const float *b, int64_t rows,
+                                int64_t cols, float eps)
+{
+    const uint64_t e = u(rows) * u(cols);
+    zt_profile_counts *c = count(be, OP_layernorm_forward, 8 * e);
+    rd(c, ZT_PROF_FP32, e + 2 * u(cols));
+    wr(c, ZT_PROF_FP32, e + 2 * u(rows));
+    inner_of(be)->layernorm_forward(inner_of(be), y, mean, rstd, x, w, b, rows, cols, eps);
+}
+static void p_layernorm_backward(const zt_backend *be, float *dx, float *dw, float *db,
+                                 const float *dy, const float *x, const float *mean,
+                                 const float *rstd, const float *w, int64_t rows, int64_t cols,
+                                 bool accumulate_dx, bool accumulate_params)
+{
+    const uint64_t e = u(rows) * u(cols);
+    zt_profile_counts *c = count(be, OP_layernorm_backward, 12 * e);
+    rd(c, ZT_PROF_FP32, 2 * e + 2 * u(rows) + u(cols) + (accumulate_dx ? e : 0) +
+                            (accumulate_params ? 2 * u(cols) : 0));
+    wr(c, ZT_PROF_FP32, e + 2 * u(cols));
+    inner_of(be)->layernorm_backward(inner_of(be), dx, dw, db, dy, x, mean, rstd, w, rows, cols,
+                                     accumulate_dx, accumulate_params);
+}
+static void p_gelu_forward(const zt_backend *be, float *y, const float *x, int64_t n)
+{
+    zt_profile_counts *c = count(be, OP_gelu_forward, 8 * u(n));
+    rd(c, ZT_PROF_FP32, u(n));
+    wr(c, ZT_PROF_FP32, u(n));
+    inner_of(be)->gelu_forward(inner_of(be), y, x, n);
+}
+static void p_gelu_backward(const zt_backend *be, float *dx, const float *dy, const float *x,
+                            int64_t n)
+{
+    zt_profile_counts *c = count(be, OP_gelu_backward, 12 * u(n));
+    rd(c, ZT_PROF_FP32, 2 * u(n));
+    wr(c, ZT_PROF_FP32, u(n));
+    inner_of(be)->gelu_backward(inner_of(be), dx, dy, x, n);
+}
+static void p_attn_softmax_forward(const zt_backend *be, float *att, int64_t n, int64_t h,
+                                   int64_t t, float scale, bool causal, const int32_t *lengths)
+{
+    const uint64_t e = u(n) * u(h) * u(t) * u(t);
+    zt_profile_counts *c = count(be, OP_attn_softmax_forward, 5 * e);
+    rd(c, ZT_PROF_FP32, e);
+    if (lengths)
+        rd(c, ZT_PROF_INT32, u(n));
+    wr(c, ZT_PROF_FP32, e);
+    inner_of(be)->attn_softmax_forward(inner_of(be), att, n, h, t, scale, causal, lengths);
+}
+static void p_attn_softmax_backward(const zt_backend *be, float *datt, const float *p,
+                                    int64_t rows, int64_t t, float scale)
+{
+    const uint64_t e = u(rows) * u(t);
+    zt_profile_counts *c = count(be, OP_attn_softmax_backward, 4 * e);
+    rd(c, ZT_PROF_FP32, 2 * e);
+    wr(c, ZT_PROF_FP32, e);
+    inner_of(be)->attn_softmax_backward(inner_of(be), datt, p, rows, t, scale);
+}
+static void p_dropout(const zt_backend *be, float *y, const float *x, const zt_dropout_desc *d)
+{
+    const uint64_t e = u(d->n) * u(d->a) * u(d->b) * u(d->c);
+    zt_profile_counts *c = count(be, OP_dropout, e);
+    rd(c, ZT_PROF_FP32, e);
+    rd(c, ZT_PROF_UINT64, u(d->n));
+    wr(c, ZT_PROF_FP32, e);
+    inner_of(be)->dropout(inner_of(be), y, x, d);
+}
+static void p_mean_pool_forward(const zt_backend *be, float *y, const float *x,
+                                const int32_t *lengths, int64_t n, int64_t t, int64_t cols)
+{
+    zt_profile_counts *c = count(be, OP_mean_pool_forward, u(n) * u(t) * u(cols));
+    rd(c, ZT_PROF_FP32, u(n) * u(t) * u(cols));
+    if (lengths)
+        rd(c, ZT_PROF_INT32, u(n));
+    wr(c, ZT_PROF_FP32, u(n) * u(cols));
+    inner_of(be)->mean_pool_forward(inner_of(be), y, x, lengths, n, t, cols);
+}
+static void p_mean_pool_backward(const zt_backend *be, float *dx, const float *dy,
+                                 const int32_t *lengths, int64_t n, int64_t t, int64_t cols)
+{
+    zt_profile_counts *c = count(be, OP_mean_pool_backward, u(n) * u(t) * u(cols));
+    rd(c, ZT_PROF_FP32, u(n) * u(cols));
+    if (lengths)
+        rd(c, ZT_PROF_INT32, u(n));
+    wr(c, ZT_PROF_FP32, u(n) * u(t) * u(cols));
+    inner_of(be)->mean_pool_backward(inner_of(be), dx, dy, lengths, n, t, cols);
+}
+
+/* ---- quantization and optimizers ---- */
+
+static uint64_t packed(int64_t n, int bits) { return bits == 4 ? (u(n) + 1) / 2 : u(n); }
+static uint64_t blocks(int64_t n, int64_t block) { return block > 0 ? (u(n) + u(block) - 1) / u(block) : 0; }
+
+static void p_quantize(const zt_backend *be, void *q, float *scales, const void *x, zt_dtype dt,
+                       int64_t n, int64_t block, int bits)
+{
+    zt_profile_counts *c = count(be, OP_quantize, 3 * u(n));
+    rd(c, kind_of(dt), u(n));
+    wr(c, ZT_PROF_INT8, packed(n, bits));
+    wr(c, ZT_PROF_FP32, blocks(n, block));
+    inner_of(be)->quantize(inner_of(be), q, scales, x, dt, n, block, bits);
+}
+static void p_dequantize(const zt_backend *be, void *y, zt_dtype dt, const void *q,
+                         const float *scales, int64_t n, int64_t block, int bits, bool accumulate)
+{
+    zt_profile_counts *c = count(be, OP_dequantize, (accumulate ? 2 : 1) * u(n));
+    rd(c, ZT_PROF_INT8, packed(n, bits));
+    rd(c, ZT_PROF_FP32, blocks(n, block));
+    if (accumulate)
+        rd(c, kind_of(dt), u(n));
+    wr(c, kind_of(dt), u(n));
+    inner_of(be)->dequantize(inner_of(be), y, dt, q, scales, n, block, bits, accumulate);
+}
+static void p_adam(const zt_backend *be, float *p, const float *g, float *m, float *v, int64_t n,
+                   const zt_adam_hparams *hp)
+{
+    zt_profile_counts *c = count(be, OP_adam, 12 * u(n));
+    rd(c, ZT_PROF_FP32, 4 * u(n));
+    wr(c, ZT_PROF_FP32, 3 * u(n));
+    inner_of(be)->adam(inner_of(be), p, g, m, v, n, hp);
+}
+static void p_sgd(const zt_backend *be, float *p, const float *g, float *buf, int64_t n,
+                  const zt_sgd_hparams *hp)
+{
+    const bool mom = hp->momentum != 0.0f;
+    zt_profile_counts *c = count(be, OP_sgd, (mom ? 5 : 2) * u(n));
+    rd(c, ZT_PROF_FP32, (mom && !hp->first_step ? 3 : 2) * u(n));
+    wr(c, ZT_PROF_FP32, (mom ? 2 : 1) * u(n));
+    inner_of(be)->sgd(inner_of(be), p, g, buf, n, hp);
+}
+
+/* ---- the wrapper ---- */
+
+zt_status zt_profile_wrap(zt_backend *wrapper, const zt_backend *inner,
+                          const zt_profile_options *opt)
+{
+    prof_impl *p = calloc(1, sizeof *p);
+    if (!p)
+        return zt_fail(ZT_ERR_OOM, NULL, "--profile: out of host memory");
+    p->inner = inner;
+    p->opt = *opt;
+    /* A copy first, so fields that are not ops (name, kind, workspace_bytes)
+     * read the same; every op is then replaced (tests/unit/test_profile.c
+     * fails for one that is not). */
+    *wrapper = *inner;
+    wrapper->impl = p;
+    wrapper->destroy = p_destroy;
+    wrapper->alloc = p_alloc;
+    wrapper->free = p_free;
+    /* optional ops stay absent where the wrapped backend has none */
+    wrapper->host_alloc = inner->host_alloc ? p_host_alloc : NULL;
+    wrapper->host_free = inner->host_free ? p_host_free : NULL;
+    wrapper->mem_info = inner->mem_info ? p_mem_info : NULL;
+    wrapper->set_workspace = p_set_workspace;
+    wrapper->check = p_check;
+    wrapper->copy_h2d = p_copy_h2d;
+    wrapper->copy_d2h = p_copy_d2h;
+    wrapper->copy_d2d = p_copy_d2d;
+    wrapper->memset_zero = p_memset_zero;
+    wrapper->sync = p_sync;
+    wrapper->gemm = p_gemm;
+    wrapper->bias_add = p_bias_add;
+    wrapper->bias_grad = p_bias_grad;
+    wrapper->relu_forward = p_relu_forward;
+    wrapper->relu_backward = p_relu_backward;
+    wrapper->xent_forward_backward = p_xent;
+    wrapper->scale = p_scale;
+    wrapper->axpy = p_axpy;
+    wrapper->sum_squares = p_sum_squares;
+    wrapper->has_inf_nan = p_has_inf_nan;
+    wrapper->convert = p_convert;
+    wrapper->embedding_forward = p_embedding_forward;
+    wrapper->embedding_backward = p_embedding_backward;
+    wrapper->sinusoid_add = p_sinusoid_add;
+    wrapper->layernorm_forward = p_layernorm_forward;
+    wrapper->layernorm_backward = p_layernorm_backward;
+    wrapper->gelu_forward = p_gelu_forward;
+    wrapper->gelu_backward = p_gelu_backward;
+    wrapper->gemm_batched = p_gemm_batched;
+    wrapper->attn_softmax_forward = p_attn_softmax_forward;
+    wrapper->attn_softmax_backward = p_attn_softmax_backward;
+    wrapper->dropout = p_dropout;
+    wrapper->mean_pool_forward = p_mean_pool_forward;
+    wrapper->mean_pool_backward = p_mean_pool_backward;
+    wrapper->quantize = p_quantize;
+    wrapper->dequantize = p_dequantize;
+    wrapper->adam = p_adam;
+    wrapper->sgd = p_sgd;
+    return ZT_OK;
+}
+
+bool zt_profile_is(const zt_backend *be) { return be && be->destroy == p_destroy; }
+
+/* Bytes per kind over t's distinct communicators (the world's, the ZeRO
+ * groups', the pipeline's). */
+static void prof_comm_bytes(const zt_trainer *t, uint64_t out[ZT_COMM_NKINDS])
+{
+    zt_trainer_stats s;
+    zt_trainer_stats_get(t, &s);
+    const zt_comm *seen[ZT_STAGE_GROUP_N + 1];
+    int n = 0;
+    for (int g = 0; g <= ZT_STAGE_GROUP_N; g++) {
+        const zt_comm *c = g < ZT_STAGE_GROUP_N ? s.groups[g] : s.pipe_group;
+        bool dup = !c;
+        for (int i = 0; i < n && !dup; i++)
+            dup = seen[i] == c;
+        if (!dup)
+            seen[n++] = c;
+    }
+    memset(out, 0, ZT_COMM_NKINDS * sizeof *out);
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < ZT_COMM_NKINDS; k++)
+            out[k] += seen[i]->bytes[k];
+}
+
+static int64_t prof_steps_done(const zt_trainer *t)
+{
+    zt_trainer_counters c;
+    zt_trainer_counters_get(t, &c);
+    return c.global_steps;
+}
+
+void zt_profile_begin(const zt_backend *be, const zt_trainer *t)
+{
+    prof_impl *p = prof_of(be);
+    memset(p->c, 0, sizeof p->c);
+    p->steps_start = t ? prof_steps_done(t) : 0;
+    p->steps = 0;
+    memset(p->comm_start, 0, sizeof p->comm_start);
+    if (t)
+        prof_comm_bytes(t, p->comm_start);
+    __atomic_store_n(&p->on, true, __ATOMIC_RELAXED);
+}
+
+void zt_profile_end(const zt_backend *be, const zt_trainer *t)
+{
+    prof_impl *p = prof_of(be);
+    __atomic_store_n(&p->on, false, __ATOMIC_RELAXED);
+    if (!t)
+        return;
+    p->steps = prof_steps_done(t) - p->steps_start;
+    uint64_t now[ZT_COMM_NKINDS];
+    prof_comm_bytes(t, now);
+    for (int k = 0; k < ZT_COMM_NKINDS; k++)
+        p->comm_bytes[k] = now[k] - p->comm_start[k];
+}
+
+int zt_profile_n_ops(void) { return OP_N; }
+const char *zt_profile_op_name(int op) { return op >= 0 && op < OP_N ? prof_names[op] : NULL; }
+zt_profile_class zt_profile_op_class(int op) { return prof_classes[op]; }
+const char *zt_profile_kind_name(zt_profile_kind k) { return prof_kind_names[k]; }
+
+void zt_profile_get(const zt_backend *be, int op, zt_profile_counts *out)
+{
+    *out = prof_of(be)->c[op];
+}
+
+static json_t *prof_kinds_json(const uint64_t *bytes)
+{
+    json_t *o = json_object();
+    for (int k = 0; k < ZT_PROF_NKINDS; k++)
+        if (bytes[k])
+            json_object_set_new(o, prof_kind_names[k], json_integer((json_int_t)bytes[k]));
+    return o;
+}
+
+json_t *zt_profile_json(const zt_backend *be)
+{
+    static const char *const class_names[] = {"matmul", "memory", "transfer"};
+    const prof_impl *p = prof_of(be);
+    const zt_profile_options *o = &p->opt;
+    json_t *ops = json_object();
+    for (int op = 0; op < OP_N; op++) {
+        const zt_profile_counts *c = &p->c[op];
+        if (!c->calls)
+            continue;
+        json_object_set_new(ops, prof_names[op],
+                            json_pack("{s:s, s:I, s:I, s:o, s:o}", "class",
+                                      class_names[prof_classes[op]], "calls",
+                                      (json_int_t)c->calls, "flops", (json_int_t)c->flops,
+                                      "bytes_read", prof_kinds_json(c->read), "bytes_written",
+                                      prof_kinds_json(c->written)));
+    }
+    json_t *comm = json_object();
+    for (int k = 0; k < ZT_COMM_NKINDS; k++)
+        json_object_set_new(comm, zt_comm_kind_name((zt_comm_kind)k),
+                            json_integer(p->steps > 0 ? (json_int_t)(p->comm_bytes[k] /
+                                                                     (uint64_t)p->steps)
+                                                      : 0));
+    return json_pack("{s:I, s:s, s:b, s:s, s:{s:s, s:I, s:I, s:I, s:I, s:I, s:I}, s:I, s:I, "
+                     "s:i, s:i, s:o, s:o}",
+                     "steps", (json_int_t)p->steps, "gemm_dtype", zt_dtype_name(o->gemm_dtype),
+                     "tf32", o->tf32, "counts_model", "cuda", "model", "name",
+                     o->model ? o->model : "", "n_layer", (json_int_t)o->n_layer, "n_embd",
+                     (json_int_t)o->n_embd, "n_head", (json_int_t)o->n_head, "block_size",
+                     (json_int_t)o->block_size, "vocab_size", (json_int_t)o->vocab_size,
+                     "params", (json_int_t)o->params, "micro_batch_size",
+                     (json_int_t)o->micro_batch_size, "gradient_accumulation_steps",
+                     (json_int_t)o->gradient_accumulation_steps, "stage", o->stage,
+                     "world_size", o->world_size, "comm_bytes_per_step", comm, "ops", ops);
+}

@@ -1,0 +1,100 @@
+/*
+ * profile: --profile's counting backend. zt_profile_wrap makes a zt_backend
+ * whose every op adds, per op name, its calls, FLOPs and the bytes it reads
+ * and writes per dtype, then calls the same op of the wrapped backend. The
+ * counts come from each call's arguments, never from timing, so they are the
+ * same on every device: scripts/roofline.py turns them into a predicted time
+ * per op on a GPU (docs/roofline.md).
+ *
+ * What is counted: each tensor argument once, in the dtype the op's contract
+ * gives it (engine/backend.h: fp32 for the layer ops; convert, quantize,
+ * dequantize, sum_squares and has_inf_nan take a zt_dtype). That is the op's
+ * compulsory traffic; a kernel that passes over a tensor twice moves more.
+ * FLOPs of GEMMs are 2 m n k per product; the other ops' FLOPs are nominal
+ * per-element counts (the roofline bounds them by bandwidth alone).
+ *
+ * Modelled, not called: the CUDA backend with a 16-bit gemm_dtype
+ * (engine/cuda/backend_cuda_gemm.cu) casts both fp32 operands of every GEMM
+ * into its workspace and multiplies the 16-bit copies. With such a
+ * gemm_dtype in the options (the config's compute dtype, whatever device
+ * runs) each GEMM counts those casts as the op "gemm_operand_cast" (fp32
+ * read, 16-bit written, one pass: tiled products that recast an operand move
+ * more) and reads its operands as 16-bit.
+ *
+ * Counting runs only between zt_profile_begin and zt_profile_end (the
+ * trainer's steps), so set-up, evaluation and the report are left out. The
+ * wrapper is only installed with --profile: without it nothing is counted
+ * and nothing costs.
+ *
+ * Memory: the wrapper's impl (its counters) is made by zt_profile_wrap and
+ * freed by the wrapper's destroy (zt_backend_free). The wrapped backend is
+ * borrowed: it must outlive the wrapper and is freed by its owner.
+ * Counters are added atomically (ops may come from more than one thread).
+ * Collective: none.
+ */
+#ifndef ZT_PROFILE_H
+#define ZT_PROFILE_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine/backend.h"
+#include "engine/comm/comm.h"
+#include "engine/train/trainer.h"
+
+/* What the report states about the run next to the counts. */
+typedef struct {
+    zt_dtype gemm_dtype; /* the CUDA backend's GEMM operand dtype for this config */
+    bool tf32;           /* fp32 GEMMs on TF32 tensor cores */
+    const char *model;
+    int64_t n_layer, n_embd, n_head, block_size, vocab_size, params;
+    int64_t micro_batch_size, gradient_accumulation_steps;
+    int stage, world_size;
+} zt_profile_options;
+
+/* The byte kinds counted apart. */
+typedef enum {
+    ZT_PROF_FP32 = 0,
+    ZT_PROF_FP16,
+    ZT_PROF_BF16,
+    ZT_PROF_INT32, /* token ids, labels, lengths */
+    ZT_PROF_INT8,  /* quantized values (int4 packs two per byte) */
+    ZT_PROF_UINT64, /* dropout row keys */
+    ZT_PROF_BYTES, /* untyped: copies and memsets */
+    ZT_PROF_NKINDS
+} zt_profile_kind;
+
+/* How the roofline bounds an op: tensor-core FLOPs or HBM bytes, host
+ * transfers by the host link. */
+typedef enum { ZT_PROF_MATMUL = 0, ZT_PROF_MEMORY, ZT_PROF_TRANSFER } zt_profile_class;
+
+typedef struct {
+    uint64_t calls, flops;
+    uint64_t read[ZT_PROF_NKINDS], written[ZT_PROF_NKINDS];
+} zt_profile_counts;
+
+/* Makes *wrapper count the ops of inner (borrowed). */
+zt_status zt_profile_wrap(zt_backend *wrapper, const zt_backend *inner,
+                          const zt_profile_options *opt);
+
+/* Whether be is a wrapper zt_profile_wrap made. */
+bool zt_profile_is(const zt_backend *be);
+
+/* Zeroes the counts and starts counting; snapshots the step counter and the
+ * comm counters of t's communicators (t NULL: neither, for tests). */
+void zt_profile_begin(const zt_backend *be, const zt_trainer *t);
+/* Stops counting; the steps and comm bytes since begin are kept. */
+void zt_profile_end(const zt_backend *be, const zt_trainer *t);
+
+/* The ops (names, in zt_profile_op_name order) and their counts so far. */
+int zt_profile_n_ops(void);
+const char *zt_profile_op_name(int op);
+zt_profile_class zt_profile_op_class(int op);
+void zt_profile_get(const zt_backend *be, int op, zt_profile_counts *out);
+const char *zt_profile_kind_name(zt_profile_kind k);
+
+/* The report's "profile" object (docs/usage.md); a new reference. */
+json_t *zt_profile_json(const zt_backend *be);
+
+#endif
