@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# --profile's counts against formulas made here from the model's shape
+# (engine/monitor/profile.h), and scripts/roofline.py on the reports:
+# - GPT-lite (L 2, C 32, H 4, T 32, vocab 65), micro 2, GAS 2, np 2, ZeRO 2,
+#   bf16, 2 steps: per step, the gemm FLOPs are 3 x 2 x tokens x (12 L C^2 +
+#   C V) (each Linear's forward, input gradient and weight gradient) and the
+#   batched GEMMs' 3 x 4 x B T^2 C per layer (QK^T and PV, forward and both
+#   gradients); the modelled operand casts are two per GEMM, fp32 read and
+#   bf16 written alike; layernorm_forward's calls and bytes; the comm bytes
+#   per step times the steps are rank 0's comm counters;
+# - roofline.py: prints its table and MFU; extrapolating micro-batches 1 and
+#   2 to 3 predicts what the micro-batch 3 run's own counts predict;
+# - --profile without --report is refused.
+set -eu
+cd "$(dirname "$0")/../.."
+source tests/env.sh
+zt_scratch
+
+data=$ZT_SHARED/data/tinyshakespeare/input.txt
+gpt=(--model gptlite --data "$data" --n-layer 2 --n-embd 32 --n-head 4 --block-size 32
+    --dropout 0 --activation gelu)
+cfg() { # MICRO GAS STAGE
+    cat >"$tmp/c$1-$2-$3.json" <<JSON
+{"train_micro_batch_size_per_gpu": $1, "gradient_accumulation_steps": $2,
+ "bf16": {"enabled": true}, "zero_optimization": {"stage": $3}}
+JSON
+    echo "$tmp/c$1-$2-$3.json"
+}
+
+expect 0 "zerotrain: done" -- $ZT_MPIRUN -np 2 $ZT_BIN --config "$(cfg 2 2 2)" "${gpt[@]}" \
+    --steps 2 --profile --report "$tmp/p.json"
+python3 - "$tmp/p.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+p = r["profile"]
+L, C, H, T, V = 2, 32, 4, 32, 65
+B, gas, steps = 2, 2, 2
+m = p["model"]
+assert (m["n_layer"], m["n_embd"], m["n_head"], m["block_size"], m["vocab_size"]) == \
+    (L, C, H, T, V), m
+assert (p["steps"], p["micro_batch_size"], p["gradient_accumulation_steps"], p["stage"],
+        p["world_size"], p["gemm_dtype"]) == (steps, B, gas, 2, 2, "bf16"), p
+ops = p["ops"]
+tokens = B * T * gas * steps  # per rank, over the profiled steps
+want_gemm = 3 * 2 * tokens * (12 * L * C * C + C * V)
+want_batched = 3 * 4 * L * B * T * T * C * gas * steps
+assert ops["gemm"]["flops"] == want_gemm, (ops["gemm"]["flops"], want_gemm)
+assert ops["gemm_batched"]["flops"] == want_batched, (ops["gemm_batched"]["flops"], want_batched)
+assert ops["gemm"]["class"] == "matmul" and ops["layernorm_forward"]["class"] == "memory"
+cast = ops["gemm_operand_cast"]
+assert cast["calls"] == 2 * (ops["gemm"]["calls"] + ops["gemm_batched"]["calls"]), cast
+assert cast["bytes_read"]["fp32"] == 2 * cast["bytes_written"]["bf16"], cast
+# the 16-bit GEMMs read what the casts wrote
+assert cast["bytes_written"]["bf16"] == (ops["gemm"]["bytes_read"]["bf16"] +
+                                         ops["gemm_batched"]["bytes_read"]["bf16"]), cast
+ln = ops["layernorm_forward"]  # two per block and the final one, per micro-step
+n_ln = (2 * L + 1) * gas * steps
+assert ln["calls"] == n_ln, ln
+assert ln["bytes_read"] == {"fp32": 4 * n_ln * (B * T * C + 2 * C)}, ln
+assert ln["bytes_written"] == {"fp32": 4 * n_ln * (B * T * C + 2 * B * T)}, ln
+# every step was profiled: the comm per step is the run's counters / steps
+rank0 = r["ranks"][0]["comm_bytes"]
+for k, v in p["comm_bytes_per_step"].items():
+    assert v * steps == rank0.get(k, 0), (k, v, rank0)
+assert p["comm_bytes_per_step"]["reduce_scatter"] > 0
+print("profile counts: ok")
+PY
+
+out=$(python3 scripts/roofline.py "$tmp/p.json" --gpu h100)
+echo "$out" | grep -q "^| gemm |" || { echo "$out"; fail "roofline: no gemm row"; }
+echo "$out" | grep -q "^predicted_mfu [0-9.]*%$" || { echo "$out"; fail "roofline: no MFU"; }
+echo "$out" | grep -q "Collectives: included" || { echo "$out"; fail "roofline: collectives"; }
+
+for b in 1 2 3; do
+    expect 0 "zerotrain: done" -- $ZT_MPIRUN -np 1 $ZT_BIN --config "$(cfg $b 1 0)" "${gpt[@]}" \
+        --steps 1 --profile --report "$tmp/b$b.json"
+done
+ms() { python3 scripts/roofline.py "$@" --gpu a100 | sed -n 's/^predicted_step_ms //p'; }
+direct=$(ms "$tmp/b3.json")
+scaled=$(ms "$tmp/b1.json" "$tmp/b2.json" --scale-batch 3)
+python3 -c "import sys; d, s = map(float, sys.argv[1:]); assert abs(d - s) <= 1e-3 * d, (d, s)" \
+    "$direct" "$scaled" || fail "roofline --scale-batch 3 from micro 1 and 2: $scaled ms, micro 3 run: $direct ms"
+expect 2 "give REPORT REPORT2 --scale-batch N" -- python3 scripts/roofline.py "$tmp/b1.json" \
+    --gpu h100 --scale-batch 4
+
+expect 2 "profile.*add --report FILE" -- $ZT_BIN --config "$(cfg 1 1 0)" "${gpt[@]}" --steps 1 \
+    --profile
+echo "test_profile: PASS"
