@@ -44,6 +44,18 @@
 #      and, in a second column, the GPU's dense bf16 peak from its data sheet
 #      (known GPUs by nvidia-smi name; SPEC_PEAK_TFLOPS overrides). fp32 rows
 #      are against the same bf16 peaks (fp32 peak printed alongside).
+#   roofline (not in the default list: --parts roofline, or ops,stages,bench,roofline):
+#      docs/roofline.md's table measured. GPT-2 small (12 layers, C 768, 12
+#      heads, T 1024, vocab 50257: the GPT-2 BPE tokenizer when its folder is
+#      found beside the data, else --vocab-size 50257 over the data's
+#      characters, which counts the same), bf16, micro-batch ROOF_MICRO (16),
+#      ZeRO stages 0 and 3 at np 1, ROOF_STEPS (8) steps with --profile: the
+#      step time scripts/roofline.py predicts from the run's own counts (for
+#      the GPU by nvidia-smi name: h100/h200 or a100; ROOF_GPU overrides)
+#      next to the measured median step (CurrSamplesPerSec after the first 2
+#      steps), with both MFUs, into roofline.md. ROOF_DEVICE=cpu with a small
+#      N_LAYER/N_EMBD/N_HEAD/BLOCK, ROOF_VOCAB and ROOF_MICRO runs the part's
+#      plumbing on a machine without a GPU (its "measured" is then the CPU's).
 # --quick: np 1 and 2 only, fewer steps, op-check --quick, bench stages 0 and 3.
 # --out DIR (default ./gpu-results): every raw log, the op-check output, the
 # matrix (stages.md) and the throughput table (throughput.md).
@@ -87,8 +99,8 @@ while [ $# -gt 0 ]; do
 done
 for p in ${PARTS//,/ }; do
     case $p in
-    ops | stages | bench) ;;
-    *) die "--parts: unknown part '$p' (ops, stages, bench)" ;;
+    ops | stages | bench | roofline) ;;
+    *) die "--parts: unknown part '$p' (ops, stages, bench, roofline)" ;;
     esac
 done
 want() { [[ ",$PARTS," == *",$1,"* ]]; }
@@ -621,6 +633,87 @@ for tool, cfg, V, mb, tps, params, mem in rows:
 for V in sorted({r[2] for r in rows}):
     if len({r[5] for r in rows if r[2] == V}) > 1:
         print(f"\nWARNING: vocab {V}: parameter counts differ between rows: not the same model")
+PY
+fi
+
+# ---------------------------------------------------------------- roofline
+
+if want roofline; then
+    section "roofline: GPT-2 small, predicted (scripts/roofline.py) against measured"
+    RDIR=$OUT/roofline
+    mkdir -p "$RDIR"
+    N_LAYER=${N_LAYER:-12} N_EMBD=${N_EMBD:-768} N_HEAD=${N_HEAD:-12} BLOCK=${BLOCK:-1024}
+    rmicro=${ROOF_MICRO:-16} rsteps=${ROOF_STEPS:-8} rdev=${ROOF_DEVICE:-cuda}
+    rvocab=${ROOF_VOCAB:-50257}
+    rgpu=${ROOF_GPU:-}
+    if [ -z "$rgpu" ]; then
+        case $GPU_NAME in
+        *H200* | *GH200*) rgpu=h200 ;;
+        *H100*) rgpu=h100 ;;
+        *A100* | *A800*) rgpu=a100 ;;
+        *) rgpu=h100 && echo "roofline: GPU '$GPU_NAME' has no data sheet in scripts/roofline.py: predicting for h100 (set ROOF_GPU)" ;;
+        esac
+    fi
+    rtok=()
+    bpe=$(dirname "$(dirname "$DATA")")/gpt2-bpe
+    if [ "$rvocab" = 50257 ] && [ -f "$bpe/vocab.bpe" ]; then
+        rtok=(--tokenizer "$bpe")
+    else
+        rtok=(--vocab-size "$rvocab")
+    fi
+    rcomm=()
+    [ "$rdev" = cuda ] && rcomm=(--comm nccl)
+    for s in 0 3; do
+        tag=gpt2-bf16-s$s-b$rmicro
+        cat >"$RDIR/$tag.cfg.json" <<JSON
+{"train_batch_size": $rmicro, "train_micro_batch_size_per_gpu": $rmicro,
+ "gradient_accumulation_steps": 1, "steps_per_print": 1,
+ "optimizer": {"type": "AdamW", "params": {"lr": 3e-4, "weight_decay": 0.01}},
+ "bf16": {"enabled": true}, "zero_optimization": {"stage": $s}}
+JSON
+        echo "roofline: zerotrain bf16 stage $s micro $rmicro on $rdev"
+        if ! run_zt timeout "${BENCH_TIMEOUT:-400}" "${mpirun_cmd[@]}" -np 1 ./zerotrain \
+            --config "$RDIR/$tag.cfg.json" --model gptlite --data "$DATA" "${rtok[@]}" \
+            --n-layer "$N_LAYER" --n-embd "$N_EMBD" --n-head "$N_HEAD" --block-size "$BLOCK" \
+            --activation gelu --dropout 0.1 --steps "$rsteps" --device "$rdev" "${rcomm[@]}" \
+            --profile --report "$RDIR/$tag.json" >"$RDIR/$tag.log" 2>&1; then
+            tail -5 "$RDIR/$tag.log"
+            fail_part "roofline: zerotrain stage $s failed ($RDIR/$tag.log)"
+            continue
+        fi
+        $PY scripts/roofline.py "$RDIR/$tag.json" --gpu "$rgpu" >"$RDIR/$tag.roofline.md" ||
+            fail_part "roofline: scripts/roofline.py failed on $RDIR/$tag.json"
+    done
+    $PY - "$RDIR" "$rgpu" "$GPU_NAME" "$rdev" <<'PY' | tee "$OUT/roofline.md"
+import glob, json, os, re, statistics, sys
+
+rdir, gpu, name, dev = sys.argv[1:5]
+print(f"GPT-lite at GPT-2 small's shape (or N_LAYER..BLOCK), bf16, np 1: step time predicted "
+      f"for {gpu} by scripts/roofline.py from the run's --profile counts, against the step "
+      f"measured on {name or 'an unknown GPU'} ({dev}; median after the first 2 steps).\n")
+print("| config | predicted ms | measured ms | measured / predicted | predicted MFU "
+      "| measured MFU |")
+print("|---|---:|---:|---:|---:|---:|")
+for rep in sorted(glob.glob(f"{rdir}/gpt2-*.json")):
+    if rep.endswith(".cfg.json"):
+        continue
+    tag = os.path.basename(rep)[:-5]
+    try:
+        pred = open(f"{rdir}/{tag}.roofline.md").read()
+        ms = float(re.search(r"^predicted_step_ms (\S+)", pred, re.M).group(1))
+        mfu = float(re.search(r"^predicted_mfu (\S+)%", pred, re.M).group(1))
+    except (OSError, AttributeError):
+        continue
+    p = json.load(open(rep))["profile"]
+    sps = [float(x) for x in re.findall(r"CurrSamplesPerSec=([0-9.eE+-]+)",
+                                        open(f"{rdir}/{tag}.log").read())]
+    sps = [x for x in sps if x > 0]
+    if not sps:
+        print(f"| {tag} | {ms:.2f} | n/a | | {mfu:.1f}% | |")
+        continue
+    meas = 1e3 * p["micro_batch_size"] / statistics.median(sps)
+    print(f"| bf16 ZeRO {p['stage']}, micro {p['micro_batch_size']} | {ms:.2f} | {meas:.2f} | "
+          f"{meas / ms:.2f} | {mfu:.1f}% | {mfu * ms / meas:.1f}% |")
 PY
 fi
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """roofline: a predicted GPU step time and MFU from a --profile report.
 
-    python3 scripts/roofline.py REPORT [REPORT2] --gpu h100|a100 [--scale-batch N]
+    python3 scripts/roofline.py REPORT [REPORT2] --gpu h100|h200|a100 [--scale-batch N]
                                 [--comm include|exclude] [--top K]
 
 REPORT is a zerotrain --report written with --profile: per backend op, its
@@ -39,11 +39,14 @@ import sys
 # H100 SXM5: NVIDIA H100 Tensor Core GPU datasheet (bf16 989.4, TF32 494.7,
 #   FP32 66.9; HBM3 3.35 TB/s; NVLink 4 900 GB/s total = 450 per direction;
 #   PCIe Gen5 x16 64 GB/s per direction).
+# H200 SXM: NVIDIA H200 datasheet (the H100's compute; HBM3e 4.8 TB/s).
 # A100 SXM4 80GB: NVIDIA A100 Tensor Core GPU datasheet (bf16 312, TF32 156,
 #   FP32 19.5; HBM2e 2.039 TB/s; NVLink 3 600 GB/s total = 300 per direction;
 #   PCIe Gen4 x16 32 GB/s per direction).
 GPUS = {
     "h100": {"name": "H100 SXM5", "bf16": 989.4, "tf32": 494.7, "fp32": 66.9, "hbm": 3350.0,
+             "nvlink": 450.0, "pcie": 64.0},
+    "h200": {"name": "H200 SXM", "bf16": 989.4, "tf32": 494.7, "fp32": 66.9, "hbm": 4800.0,
              "nvlink": 450.0, "pcie": 64.0},
     "a100": {"name": "A100 SXM4 80GB", "bf16": 312.0, "tf32": 156.0, "fp32": 19.5,
              "hbm": 2039.0, "nvlink": 300.0, "pcie": 32.0},
