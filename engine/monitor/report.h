@@ -46,6 +46,11 @@
  *                          (the largest over the stage's replicas), timed_steps,
  *                          forward_s, backward_s, idle_s, step_s,
  *                          bubble_fraction (averaged over the replicas)} ]}
+ *   profile {steps, gemm_dtype, tf32, counts_model, model {..}, micro_batch_size,
+ *            gradient_accumulation_steps, stage, world_size, comm_bytes_per_step {KIND},
+ *            ops {OP {class, calls, flops, bytes_read {DTYPE}, bytes_written {DTYPE}}}}
+ *   (rank 0's --profile counts over the profiled steps, engine/monitor/profile.h;
+ *   null without --profile)
  * GROUP: world, and with hpZ hpz, with MiCS mics_shard and mics_replica, with
  * pipelining pipe (the point-to-point sends and receives between stages).
  * With pipelining, zero and its policy describe rank 0's stage.
