@@ -29,6 +29,13 @@ two micro-batches (REPORT and REPORT2): every count is extrapolated linearly
 in the micro-batch, which is exact for counts that are affine in it (all of
 a transformer's ops: activations scale, weights and optimizer state do not).
 
+--comm-from R: the collectives' bytes per step from report R (a run of the
+same model and stage at np > 1; the counters count whole buffers, which do
+not depend on the micro-batch or the world size). --world P: predict the
+collectives for P ranks (default: the world size the bytes were counted at).
+The ops' counts stay the report's: at P ranks a partitioned optimizer step
+would be 1/P of it, which the prediction leaves as counted.
+
 python3's standard library only.
 """
 import argparse
@@ -120,6 +127,8 @@ def main():
     ap.add_argument("--scale-batch", type=int, metavar="N",
                     help="predict micro-batch N (needs REPORT2)")
     ap.add_argument("--comm", choices=["include", "exclude"], default="include")
+    ap.add_argument("--comm-from", metavar="R", help="collective bytes from report R (np > 1)")
+    ap.add_argument("--world", type=int, metavar="P", help="predict collectives for P ranks")
     ap.add_argument("--top", type=int, default=0, help="rows of the op table (0: all)")
     a = ap.parse_args()
     g = GPUS[a.gpu]
@@ -143,6 +152,22 @@ def main():
                                 a.scale_batch)
         micro = a.scale_batch
 
+    world = p["world_size"]
+    comm_src = f"counted in {a.report} at np {world}"
+    if a.comm_from:
+        pc = load(a.comm_from)
+        for k in ("model", "stage", "gemm_dtype"):
+            if pc[k] != p[k]:
+                fail(f"--comm-from {a.comm_from} differs in {k} ({pc[k]} and {p[k]})")
+        comm, world = dict(pc["comm_bytes_per_step"]), pc["world_size"]
+        comm_src = f"counted in {a.comm_from} at np {world}"
+    if a.world:
+        if a.world < 1:
+            fail("--world must be at least 1")
+        if world == 1 and a.world > 1:
+            fail("no collective was counted at world size 1: give --comm-from a report of "
+                 "the same run at np > 1")
+        world = a.world
     m = p["model"]
     L, C, T, V = m["n_layer"], m["n_embd"], m["block_size"], m["vocab_size"]
     gd = p["gemm_dtype"]
@@ -151,7 +176,6 @@ def main():
                  else "TF32 tensor cores" if p["tf32"] else "fp32 (no tensor cores)")
     hbm = BW_EFF * g["hbm"] * 1e9
     pcie = BW_EFF * g["pcie"] * 1e9
-    world = p["world_size"]
 
     rows = []
     for name, o in ops.items():
@@ -193,8 +217,8 @@ def main():
              "(gemm_operand_cast)." if gd != "fp32" else "fp32 GEMMs read fp32 operands."))
     if world > 1:
         print(f"- Collectives: {'included' if a.comm == 'include' else 'excluded'}: "
-              f"{comm_bytes / 1e9:.3f} GB sent per rank per step (ring algorithms) at "
-              f"{g['nvlink']:.0f} GB/s, not overlapped.")
+              f"{comm_bytes / 1e9:.3f} GB ({comm_bytes:.0f} bytes) sent per rank per step at {world} ranks (ring "
+              f"algorithms; buffers {comm_src}) at {g['nvlink']:.0f} GB/s, not overlapped.")
     else:
         print("- Collectives: none (world size 1).")
     print(f"- MFU: model FLOPs per step (6 (params - (V + T) C) + 12 L C T) x {tokens:,} "

@@ -8,8 +8,9 @@
 #   gradients); the modelled operand casts are two per GEMM, fp32 read and
 #   bf16 written alike; layernorm_forward's calls and bytes; the comm bytes
 #   per step times the steps are rank 0's comm counters;
-# - roofline.py: prints its table and MFU; extrapolating micro-batches 1 and
-#   2 to 3 predicts what the micro-batch 3 run's own counts predict;
+# - roofline.py: prints its table and MFU; collectives at --world 8 are 7/4
+#   of np 2's (ring algorithms); extrapolating micro-batches 1 and 2 to 3
+#   predicts what the micro-batch 3 run's own counts predict;
 # - --profile without --report is refused.
 set -eu
 cd "$(dirname "$0")/../.."
@@ -71,6 +72,14 @@ echo "$out" | grep -q "^| gemm |" || { echo "$out"; fail "roofline: no gemm row"
 echo "$out" | grep -q "^predicted_mfu [0-9.]*%$" || { echo "$out"; fail "roofline: no MFU"; }
 echo "$out" | grep -q "Collectives: included" || { echo "$out"; fail "roofline: collectives"; }
 
+# ring algorithms: a rank sends (p - 1) / p of a reduce-scatter's and an
+# all-gather's buffer, so 8 ranks send 7/8 / (1/2) = 1.75 times what 2 send
+sent() { python3 scripts/roofline.py "$tmp/p.json" --gpu h100 "$@" |
+    sed -n 's/.* GB (\([0-9]*\) bytes) sent per rank per step.*/\1/p'; }
+s2=$(sent) s8=$(sent --world 8)
+python3 -c "import sys; a, b = map(float, sys.argv[1:]); assert a > 0 and abs(b / a - 1.75) < 1e-3, (a, b)" \
+    "$s2" "$s8" || fail "roofline --world 8: $s8 GB against $s2 GB at np 2"
+
 for b in 1 2 3; do
     expect 0 "zerotrain: done" -- $ZT_MPIRUN -np 1 $ZT_BIN --config "$(cfg $b 1 0)" "${gpt[@]}" \
         --steps 1 --profile --report "$tmp/b$b.json"
@@ -80,6 +89,10 @@ direct=$(ms "$tmp/b3.json")
 scaled=$(ms "$tmp/b1.json" "$tmp/b2.json" --scale-batch 3)
 python3 -c "import sys; d, s = map(float, sys.argv[1:]); assert abs(d - s) <= 1e-3 * d, (d, s)" \
     "$direct" "$scaled" || fail "roofline --scale-batch 3 from micro 1 and 2: $scaled ms, micro 3 run: $direct ms"
+expect 2 "comm-from .* differs in stage" -- python3 scripts/roofline.py "$tmp/b1.json" \
+    --gpu h100 --comm-from "$tmp/p.json"
+expect 2 "no collective was counted at world size 1" -- python3 scripts/roofline.py \
+    "$tmp/b1.json" --gpu h100 --world 4
 expect 2 "give REPORT REPORT2 --scale-batch N" -- python3 scripts/roofline.py "$tmp/b1.json" \
     --gpu h100 --scale-batch 4
 
