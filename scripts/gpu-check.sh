@@ -651,7 +651,11 @@ if want roofline; then
         *H200* | *GH200*) rgpu=h200 ;;
         *H100*) rgpu=h100 ;;
         *A100* | *A800*) rgpu=a100 ;;
-        *) rgpu=h100 && echo "roofline: GPU '$GPU_NAME' has no data sheet in scripts/roofline.py: predicting for h100 (set ROOF_GPU)" ;;
+        *)
+            rgpu=h100
+            echo "roofline: GPU '$GPU_NAME' has no data sheet in scripts/roofline.py:" \
+                "predicting for h100 (set ROOF_GPU)"
+            ;;
         esac
     fi
     rtok=()

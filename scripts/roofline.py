@@ -217,8 +217,9 @@ def main():
              "(gemm_operand_cast)." if gd != "fp32" else "fp32 GEMMs read fp32 operands."))
     if world > 1:
         print(f"- Collectives: {'included' if a.comm == 'include' else 'excluded'}: "
-              f"{comm_bytes / 1e9:.3f} GB ({comm_bytes:.0f} bytes) sent per rank per step at {world} ranks (ring "
-              f"algorithms; buffers {comm_src}) at {g['nvlink']:.0f} GB/s, not overlapped.")
+              f"{comm_bytes / 1e9:.3f} GB ({comm_bytes:.0f} bytes) sent per rank per step at "
+              f"{world} ranks (ring algorithms; buffers {comm_src}) at {g['nvlink']:.0f} GB/s, "
+              "not overlapped.")
     else:
         print("- Collectives: none (world size 1).")
     print(f"- MFU: model FLOPs per step (6 (params - (V + T) C) + 12 L C T) x {tokens:,} "

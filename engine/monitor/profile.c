@@ -398,7 +398,10 @@ static void p_mean_pool_backward(const zt_backend *be, float *dx, const float *d
 /* ---- quantization and optimizers ---- */
 
 static uint64_t packed(int64_t n, int bits) { return bits == 4 ? (u(n) + 1) / 2 : u(n); }
-static uint64_t blocks(int64_t n, int64_t block) { return block > 0 ? (u(n) + u(block) - 1) / u(block) : 0; }
+static uint64_t blocks(int64_t n, int64_t block)
+{
+    return block > 0 ? (u(n) + u(block) - 1) / u(block) : 0;
+}
 
 static void p_quantize(const zt_backend *be, void *q, float *scales, const void *x, zt_dtype dt,
                        int64_t n, int64_t block, int bits)
