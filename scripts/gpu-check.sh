@@ -294,7 +294,9 @@ EOF
     die "missing libraries: $still"
 fi
 [ -n "$ZT_LIBS" ] && echo "libs: zerotrain's commands run with LD_LIBRARY_PATH += $ZT_LIBS"
-if ! run_zt ldd ./zerotrain | grep -q libcudart; then
+# grep reads all of ldd's output: with -q it may exit first, and ldd's
+# SIGPIPE fails the pipeline under pipefail.
+if ! run_zt ldd ./zerotrain | grep libcudart >/dev/null; then
     die "./zerotrain is a CPU-only build (no libcudart): rebuild where nvcc is found"
 fi
 command -v mpirun >/dev/null || die "no mpirun (Open MPI): install it, or --deps (see --pack-deps)"
