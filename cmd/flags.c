@@ -279,6 +279,11 @@ static const cmd_flag train_flags[] = {
      FLAG_CHOICE, T(dev.comm), 0, 0, 0, "auto|mpi|nccl", NULL, FOR_ALL, NULL},
     {"--tf32", NULL, NULL, "CUDA: let fp32 GEMMs use TF32 tensor cores (default off)",
      FLAG_SWITCH, T(dev.tf32), 0, 0, 0, NULL, NULL, FOR_ALL, NULL},
+    {"--attention", NULL, "flash|unfused",
+     "transformer attention: fused flash ops, no (T, T) tensor\n"
+     "(default), or the three-op path (scores GEMM, softmax,\n"
+     "GEMM), kept for comparison",
+     FLAG_CHOICE, T(attention), 0, 0, 0, "flash|unfused", NULL, FOR_ALL, NULL},
     {"--report", NULL, "FILE", "write the run's JSON report (rank 0)", FLAG_STRING,
      T(report_path), 0, 0, 0, NULL, NULL, FOR_ALL, "Output"},
     {"--profile", NULL, NULL,
@@ -609,6 +614,7 @@ static void flags_train_defaults(cmd_train_flags *f)
     f->num_gpus = f->num_nodes = -1;
     f->inject_unit = -1;
     f->nonfinite = "stop";
+    f->attention = "flash";
     f->local_rank = -1;
     f->warmup_steps = -1;
     zt_config_overrides_init(&f->ov);
@@ -709,6 +715,7 @@ int cmd_flags_train(int argc, char **argv, cmd_train_flags *f)
     if (rc != 0)
         return rc;
     zt_model_args_resolve(&f->model);
+    f->model.unfused_attention = !strcmp(f->attention, "unfused");
     if (f->local_rank >= 0 && cmd_is_first_process())
         printf("zerotrain: note: --local_rank %lld ignored: mpirun places each rank "
                "(DeepSpeed's launcher passes it)\n",

@@ -38,6 +38,7 @@ typedef struct {
     int64_t inject_steps[64];
     int n_inject_steps, inject_unit; /* inject_unit < 0: the middle unit */
     const char *nonfinite;           /* "stop" or "continue" */
+    const char *attention;           /* "flash" or "unfused" (model.unfused_attention) */
     zt_config_overrides ov;
     bool estimate_memory;
     int64_t num_gpus, num_nodes; /* --estimate-memory's hardware; < 0: not given */

@@ -335,6 +335,7 @@ zt_status cmd_same_run(const zt_world *w, const cmd_train_flags *f, const zt_con
         zt_fingerprint_str(&fp, "--device", f->dev.device);
         zt_fingerprint_str(&fp, "--comm", f->dev.comm);
         zt_fingerprint_i64(&fp, "--tf32", f->dev.tf32);
+        zt_fingerprint_str(&fp, "--attention", f->attention);
         st = cmd_fingerprint_inputs(&fp, f);
     }
     if (st != ZT_OK && fp.error == ZT_OK)

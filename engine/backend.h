@@ -68,6 +68,18 @@ typedef struct {
     float p;                   /* drop probability in [0, 1) */
 } zt_dropout_desc;
 
+/* Query rows per tile of the fused attention ops: the CPU backend's GEMM tile
+ * (64 queries by all their keys) and the size of their scratch. */
+#define ZT_ATTN_FLASH_TILE 64
+
+/* Scratch floats attn_flash_forward/backward need: two (tile, t) blocks per
+ * (sample, head) pair, so every pair runs on its own; linear in t. */
+static inline int64_t zt_attn_flash_work_numel(int64_t n, int64_t h, int64_t t)
+{
+    int64_t tile = t < ZT_ATTN_FLASH_TILE ? t : ZT_ATTN_FLASH_TILE;
+    return n * h * 2 * tile * t;
+}
+
 /* torch.optim.SGD semantics. */
 typedef struct {
     float lr, momentum, dampening, weight_decay;
@@ -206,6 +218,31 @@ struct zt_backend {
      * becomes dL/dscores = scale * p * (dP - sum_j dP_j p_j). */
     void (*attn_softmax_backward)(const zt_backend *be, float *datt, const float *p,
                                   int64_t rows, int64_t t, float scale);
+    /* Fused (flash) attention on the fused qkv (n * t, 3c) of h heads of size
+     * hs = c / h: Q, K, V are its column blocks, head hh the columns
+     * [hh * hs, (hh + 1) * hs) of each. For row (s, hh, i) over the allowed keys
+     * j (as attn_softmax_forward: j <= i when causal, j < lengths[s] when
+     * lengths is not NULL), with p_j = softmax_j(scale q_i . k_j) and the keyed
+     * mask of `drop` (a tensor (n, h, t, t): element (s, hh, i, j) is kept
+     * exactly when `dropout` would keep it, scale 1 / (1 - p)):
+     *   y(s, i, hh) = sum_j drop(p)_j v_j   into y (n * t, c), heads side by side,
+     *   lse(s, hh, i) = log sum_j exp(scale q_i . k_j)   into lse (n, h, t).
+     * A row with no allowed key gets y = 0 and lse = 0. No (t, t) tensor is
+     * stored: `work` holds at least zt_attn_flash_work_numel(n, h, t) floats of
+     * scratch. Softmax in float32; each output from one fixed order of sums. */
+    void (*attn_flash_forward)(const zt_backend *be, float *y, float *lse, float *work,
+                               const float *qkv, int64_t n, int64_t h, int64_t t, int64_t c,
+                               float scale, bool causal, const int32_t *lengths,
+                               const zt_dropout_desc *drop);
+    /* Its backward: from dy (n * t, c), the forward's y and lse and qkv, writes
+     * dqkv (n * t, 3c) (assigns), recomputing p per tile from lse (p_j =
+     * exp(scale q_i . k_j - lse_i)) with D_i = dy_i . y_i. Rows with no allowed
+     * key, and keys no row attends to, get zero gradients. Same `work` as the
+     * forward. */
+    void (*attn_flash_backward)(const zt_backend *be, float *dqkv, const float *dy,
+                                const float *y, const float *lse, const float *qkv, float *work,
+                                int64_t n, int64_t h, int64_t t, int64_t c, float scale,
+                                bool causal, const int32_t *lengths, const zt_dropout_desc *drop);
     /* y = x * (keep ? scale : 0) with scale = 1.0f / (1.0f - p) in float32 and the
      * keyed mask of `d` (as torch does: inf or nan at a dropped position gives
      * nan, which the overflow check sees); p == 0 is an exact copy. y == x

@@ -68,7 +68,7 @@ void zt_classifier_embed(zt_unit *u, int64_t vocab, int64_t max_len, int64_t e, 
 
 typedef struct {
     int64_t seq, e, heads, h, rows;
-    bool gelu;
+    bool gelu, unfused;
     float *p[12], *dp[12];
     float *qkv, *att, *atty, *z1, *x1, *mean1, *rstd1, *hid, *act, *z2, *mean2, *rstd2;
     float *w_z, *w_t, *w_h, *w_x1, *w_ay, *w_att, *w_qkv;
@@ -86,6 +86,7 @@ static void layer_view_init(layer_view *v, const zt_unit *u, const float *params
     v->heads = u->dims[2];
     v->h = u->dims[3];
     v->gelu = u->dims[4] != 0;
+    v->unfused = u->dims[5] != 0;
     v->rows = b->n * b->t;
     zt_unit_param_views(u, (float *)params, v->p);
     if (dparams)
@@ -93,7 +94,7 @@ static void layer_view_init(layer_view *v, const zt_unit *u, const float *params
     int64_t n = b->n, t = v->seq, te = t * v->e, th = t * v->h;
     float *s = saved;
     v->qkv = s, s += n * 3 * te;
-    v->att = s, s += n * v->heads * t * t;
+    v->att = s, s += n * zt_attention_saved_numel(t, v->heads, v->unfused);
     v->atty = s, s += n * te;
     v->z1 = s, s += n * te;
     v->x1 = s, s += n * te;
@@ -110,10 +111,10 @@ static void layer_view_init(layer_view *v, const zt_unit *u, const float *params
     v->w_h = w, w += n * th;
     v->w_x1 = w, w += n * te;
     v->w_ay = w, w += n * te;
-    v->w_att = w, w += n * v->heads * t * t;
+    v->w_att = w, w += n * zt_attention_work_numel(t, v->heads, v->unfused);
     v->w_qkv = w;
     v->shape = (zt_attn_shape){.n = n, .t = b->t, .max_t = t, .c = v->e, .heads = v->heads,
-                               .causal = false, .lengths = b->lengths};
+                               .causal = false, .lengths = b->lengths, .unfused = v->unfused};
 }
 
 static void layer_dropouts(const zt_unit *u, const layer_view *v, const zt_batch *b,
@@ -204,7 +205,7 @@ static void layer_backward(const zt_unit *u, const zt_backend *be, const float *
     drop_into(be, v.w_t, v.w_z, rows * e, &d[1]);
     zt_linear_backward(be, v.w_ay, v.dp[L_OUTW], v.dp[L_OUTB], v.w_t, v.atty, v.p[L_OUTW], rows,
                        e, e, acc, false);
-    zt_attention_backward(be, v.w_qkv, v.w_ay, v.att, v.qkv, v.w_att, &v.shape, &d[0]);
+    zt_attention_backward(be, v.w_qkv, v.w_ay, v.atty, v.att, v.qkv, v.w_att, &v.shape, &d[0]);
     if (dx)
         be->copy_d2d(be, dx, v.w_z, floats(rows * e));
     zt_linear_backward(be, dx, v.dp[L_INW], v.dp[L_INB], v.w_qkv, x, v.p[L_INW], rows, e, 3 * e,
@@ -226,7 +227,7 @@ static const zt_unit_ops layer_ops = {"TransformerEncoderLayer", layer_forward,
                                       layer_backward, layer_cost};
 
 void zt_classifier_layer(zt_unit *u, const char *name, int64_t max_len, int64_t e, int64_t heads,
-                         int64_t hidden, float dropout, bool gelu)
+                         int64_t hidden, float dropout, bool gelu, bool unfused_attention)
 {
     int64_t t = max_len;
     zt_unit_reset(u, name, &layer_ops);
@@ -235,10 +236,12 @@ void zt_classifier_layer(zt_unit *u, const char *name, int64_t max_len, int64_t 
     u->dims[2] = heads;
     u->dims[3] = hidden;
     u->dims[4] = gelu;
+    u->dims[5] = unfused_attention;
     u->dropout = dropout;
     u->in_numel = u->out_numel = t * e;
-    u->saved_numel = 7 * t * e + heads * t * t + 2 * t * hidden + 4 * t;
-    u->work_numel = 7 * t * e + t * hidden + heads * t * t;
+    u->saved_numel = 7 * t * e + zt_attention_saved_numel(t, heads, unfused_attention) +
+                     2 * t * hidden + 4 * t;
+    u->work_numel = 7 * t * e + t * hidden + zt_attention_work_numel(t, heads, unfused_attention);
     float lin_e = 1.0f / sqrtf((float)e), lin_h = 1.0f / sqrtf((float)hidden);
     /* xavier_uniform_ on the (3E, E) in_proj_weight: fan_in E, fan_out 3E. */
     float xavier = sqrtf(6.0f / (float)(e + 3 * e));
@@ -340,7 +343,8 @@ zt_status zt_classifier_build(const zt_model_args *a, zt_model *m)
     for (int l = 0; l < layers; l++) {
         char name[32];
         snprintf(name, sizeof name, "layers.%d", l);
-        zt_classifier_layer(&m->units[1 + l], name, seq, e, heads, hidden, (float)p, a->gelu);
+        zt_classifier_layer(&m->units[1 + l], name, seq, e, heads, hidden, (float)p, a->gelu,
+                            a->unfused_attention);
     }
     zt_classifier_head(&m->units[layers + 1], seq, e, hidden, 2, (float)p);
     m->seq_len = seq;

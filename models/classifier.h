@@ -22,7 +22,7 @@
 
 void zt_classifier_embed(zt_unit *u, int64_t vocab, int64_t max_len, int64_t e, float dropout);
 void zt_classifier_layer(zt_unit *u, const char *name, int64_t max_len, int64_t e, int64_t heads,
-                         int64_t hidden, float dropout, bool gelu);
+                         int64_t hidden, float dropout, bool gelu, bool unfused_attention);
 void zt_classifier_head(zt_unit *u, int64_t max_len, int64_t e, int64_t hidden, int64_t classes,
                         float dropout);
 

@@ -65,7 +65,7 @@ void zt_gptlite_embed(zt_unit *u, int64_t vocab, int64_t seq_len, int64_t c)
  * batch's. */
 typedef struct {
     int64_t seq, c, heads, f, rows;
-    bool gelu;
+    bool gelu, unfused;
     const float *ln1w, *ln1b, *qkvw, *qkvb, *projw, *projb, *ln2w, *ln2b, *fcw, *fcb, *fpw, *fpb;
     float *dln1w, *dln1b, *dqkvw, *dqkvb, *dprojw, *dprojb, *dln2w, *dln2b, *dfcw, *dfcb, *dfpw,
         *dfpb;
@@ -83,6 +83,7 @@ static void block_view_init(block_view *v, const zt_unit *u, const float *params
     v->heads = u->dims[2];
     v->f = u->dims[3];
     v->gelu = u->dims[4] != 0;
+    v->unfused = u->dims[5] != 0;
     v->rows = b->n * b->t;
     float *p[12];
     zt_unit_param_views(u, (float *)params, p);
@@ -101,7 +102,7 @@ static void block_view_init(block_view *v, const zt_unit *u, const float *params
     v->mean1 = s, s += n * t;
     v->rstd1 = s, s += n * t;
     v->qkv = s, s += n * 3 * tc;
-    v->att = s, s += n * v->heads * t * t;
+    v->att = s, s += n * zt_attention_saved_numel(t, v->heads, v->unfused);
     v->atty = s, s += n * tc;
     v->x1 = s, s += n * tc;
     v->ln2 = s, s += n * tc;
@@ -114,20 +115,20 @@ static void block_view_init(block_view *v, const zt_unit *u, const float *params
     v->w_c1 = w, w += n * tc;
     v->w_c2 = w, w += n * tc;
     v->w_c3 = w, w += n * tc;
-    v->w_att = w, w += n * v->heads * t * t;
+    v->w_att = w, w += n * zt_attention_work_numel(t, v->heads, v->unfused);
     v->w_qkv = w;
     v->shape = (zt_attn_shape){.n = n, .t = b->t, .max_t = t, .c = v->c, .heads = v->heads,
-                               .causal = true, .lengths = b->lengths};
+                               .causal = true, .lengths = b->lengths, .unfused = v->unfused};
 }
 
-static int64_t block_saved_numel(int64_t t, int64_t c, int64_t heads, int64_t f)
+static int64_t block_saved_numel(int64_t t, int64_t c, int64_t heads, int64_t f, bool unfused)
 {
-    return 7 * t * c + 4 * t + heads * t * t + 2 * t * f;
+    return 7 * t * c + 4 * t + zt_attention_saved_numel(t, heads, unfused) + 2 * t * f;
 }
 
-static int64_t block_work_numel(int64_t t, int64_t c, int64_t heads, int64_t f)
+static int64_t block_work_numel(int64_t t, int64_t c, int64_t heads, int64_t f, bool unfused)
 {
-    return t * f + 3 * t * c + heads * t * t + 3 * t * c;
+    return t * f + 3 * t * c + zt_attention_work_numel(t, heads, unfused) + 3 * t * c;
 }
 
 static void block_forward(const zt_unit *u, const zt_backend *be, const float *params,
@@ -200,7 +201,7 @@ static void block_backward(const zt_unit *u, const zt_backend *be, const float *
         be->copy_d2d(be, dbranch, dy, (size_t)(rows * c) * sizeof(float));
     zt_linear_backward(be, v.w_c2, v.dprojw, v.dprojb, dbranch, v.atty, v.projw, rows, c, c, acc,
                        false);
-    zt_attention_backward(be, v.w_qkv, v.w_c2, v.att, v.qkv, v.w_att, &v.shape, &d_att);
+    zt_attention_backward(be, v.w_qkv, v.w_c2, v.atty, v.att, v.qkv, v.w_att, &v.shape, &d_att);
     zt_linear_backward(be, v.w_c3, v.dqkvw, v.dqkvb, v.w_qkv, v.ln1, v.qkvw, rows, c, 3 * c, acc,
                        false);
     if (!dx) {
@@ -226,7 +227,7 @@ static zt_unit_cost block_cost(const zt_unit *u, int64_t n, int64_t t)
 static const zt_unit_ops block_ops = {"Block", block_forward, block_backward, block_cost};
 
 void zt_gptlite_block(zt_unit *u, const char *name, int64_t seq_len, int64_t c, int64_t heads,
-                      float dropout, bool gelu)
+                      float dropout, bool gelu, bool unfused_attention)
 {
     int64_t f = 4 * c;
     zt_unit_reset(u, name, &block_ops);
@@ -235,10 +236,11 @@ void zt_gptlite_block(zt_unit *u, const char *name, int64_t seq_len, int64_t c, 
     u->dims[2] = heads;
     u->dims[3] = f;
     u->dims[4] = gelu;
+    u->dims[5] = unfused_attention;
     u->dropout = dropout;
     u->in_numel = u->out_numel = seq_len * c;
-    u->saved_numel = block_saved_numel(seq_len, c, heads, f);
-    u->work_numel = block_work_numel(seq_len, c, heads, f);
+    u->saved_numel = block_saved_numel(seq_len, c, heads, f, unfused_attention);
+    u->work_numel = block_work_numel(seq_len, c, heads, f, unfused_attention);
     float lin_c = 1.0f / sqrtf((float)c), lin_f = 1.0f / sqrtf((float)f);
     zt_unit_add_param(u, "ln_1.weight", 1, (int64_t[]){c}, ZT_INIT_ONES, 0.0f);
     zt_unit_add_param(u, "ln_1.bias", 1, (int64_t[]){c}, ZT_INIT_ZEROS, 0.0f);
@@ -319,7 +321,8 @@ zt_status zt_gptlite_build(const zt_model_args *a, zt_model *m)
     for (int l = 0; l < layers; l++) {
         char name[32];
         snprintf(name, sizeof name, "h.%d", l);
-        zt_gptlite_block(&m->units[1 + l], name, seq, c, heads, (float)p, a->gelu);
+        zt_gptlite_block(&m->units[1 + l], name, seq, c, heads, (float)p, a->gelu,
+                         a->unfused_attention);
     }
     zt_gptlite_head(&m->units[layers + 1], seq, c, vocab);
     m->seq_len = seq;

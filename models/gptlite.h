@@ -19,7 +19,7 @@
 
 void zt_gptlite_embed(zt_unit *u, int64_t vocab, int64_t seq_len, int64_t c);
 void zt_gptlite_block(zt_unit *u, const char *name, int64_t seq_len, int64_t c, int64_t heads,
-                      float dropout, bool gelu);
+                      float dropout, bool gelu, bool unfused_attention);
 void zt_gptlite_head(zt_unit *u, int64_t seq_len, int64_t c, int64_t vocab);
 
 /* The model: "embed", blocks "h.0".."h.{L-1}", "head" (models/model.h), from

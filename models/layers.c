@@ -45,8 +45,19 @@ static const float *attn_q(const float *qkv, const zt_attn_shape *s, int64_t smp
     return qkv + smp * s->t * 3 * s->c;
 }
 
-void zt_attention_forward(const zt_backend *be, float *y, float *att, float *work,
-                          const float *qkv, const zt_attn_shape *s, const zt_dropout_desc *drop)
+int64_t zt_attention_saved_numel(int64_t t, int64_t heads, bool unfused)
+{
+    return unfused ? heads * t * t : heads * t;
+}
+
+int64_t zt_attention_work_numel(int64_t t, int64_t heads, bool unfused)
+{
+    return unfused ? heads * t * t : zt_attn_flash_work_numel(1, heads, t);
+}
+
+static void attention_unfused_forward(const zt_backend *be, float *y, float *att, float *work,
+                                      const float *qkv, const zt_attn_shape *s,
+                                      const zt_dropout_desc *drop)
 {
     int64_t t = s->t, c = s->c, nh = s->heads, hs = c / nh, tt = t * t;
     float scale = 1.0f / sqrtf((float)hs);
@@ -68,9 +79,9 @@ void zt_attention_forward(const zt_backend *be, float *y, float *att, float *wor
     }
 }
 
-void zt_attention_backward(const zt_backend *be, float *dqkv, const float *dy, const float *att,
-                           const float *qkv, float *work, const zt_attn_shape *s,
-                           const zt_dropout_desc *drop)
+static void attention_unfused_backward(const zt_backend *be, float *dqkv, const float *dy,
+                                       const float *att, const float *qkv, float *work,
+                                       const zt_attn_shape *s, const zt_dropout_desc *drop)
 {
     int64_t t = s->t, c = s->c, nh = s->heads, hs = c / nh, tt = t * t;
     float scale = 1.0f / sqrtf((float)hs);
@@ -102,4 +113,29 @@ void zt_attention_backward(const zt_backend *be, float *dqkv, const float *dy, c
         be->gemm_batched(be, true, false, t, hs, t, 1.0f, ds, t, tt, q, 3 * c, hs, 0.0f, dq + c,
                          3 * c, hs, nh); // dK = dS^T Q
     }
+}
+
+void zt_attention_forward(const zt_backend *be, float *y, float *att, float *work,
+                          const float *qkv, const zt_attn_shape *s, const zt_dropout_desc *drop)
+{
+    if (s->unfused) {
+        attention_unfused_forward(be, y, att, work, qkv, s, drop);
+        return;
+    }
+    float scale = 1.0f / sqrtf((float)(s->c / s->heads));
+    be->attn_flash_forward(be, y, att, work, qkv, s->n, s->heads, s->t, s->c, scale, s->causal,
+                           s->lengths, drop); // y (rows, C), att (n, H, t) log-sum-exp
+}
+
+void zt_attention_backward(const zt_backend *be, float *dqkv, const float *dy, const float *y,
+                           const float *att, const float *qkv, float *work,
+                           const zt_attn_shape *s, const zt_dropout_desc *drop)
+{
+    if (s->unfused) {
+        attention_unfused_backward(be, dqkv, dy, att, qkv, work, s, drop);
+        return;
+    }
+    float scale = 1.0f / sqrtf((float)(s->c / s->heads));
+    be->attn_flash_backward(be, dqkv, dy, y, att, qkv, work, s->n, s->heads, s->t, s->c, scale,
+                            s->causal, s->lengths, drop);
 }

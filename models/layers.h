@@ -5,7 +5,10 @@
  * has a forward and a backward; a unit chains them and decides what to keep.
  *
  * Shapes are per batch: rows = n * t tokens of width C, H heads of size
- * C / H. Attention probabilities are (n, H, t, t), dense at the batch's t.
+ * C / H. Attention is fused (flash) by default: it keeps an (n, H, t)
+ * log-sum-exp and no (t, t) tensor anywhere; the unfused three-op path
+ * (--attention unfused, kept for comparison) keeps (n, H, t, t)
+ * probabilities, dense at the batch's t.
  *
  * Memory: layers own nothing; every buffer is the caller's (a unit's saved
  * or work region). Collective: none.
@@ -37,6 +40,7 @@ typedef struct {
     int64_t c, heads;        /* width, heads (head size c / heads) */
     bool causal;
     const int32_t *lengths;  /* (n) key padding, or NULL */
+    bool unfused;            /* the three-op path (--attention unfused) */
 } zt_attn_shape;
 
 /* Dropout k of unit u on a per-sample tensor (a, b, c) whose largest shape is
@@ -44,15 +48,27 @@ typedef struct {
 zt_dropout_desc zt_layer_dropout(const zt_unit *u, int k, const zt_batch *bt, int64_t a,
                                  int64_t b, int64_t c, int64_t key_b, int64_t key_c);
 
+/* Attention's saved tensor per sample at sequence length t: the (H, t)
+ * log-sum-exp of the fused path, or the (H, t, t) probabilities of the
+ * unfused one. */
+int64_t zt_attention_saved_numel(int64_t t, int64_t heads, bool unfused);
+/* Its scratch per sample: the fused ops' tiles (linear in t), or one more
+ * (H, t, t) tensor unfused. */
+int64_t zt_attention_work_numel(int64_t t, int64_t heads, bool unfused);
+
 /* y(rows, C) = concat over heads of drop(softmax(scale Q K^T, masks)) V with
- * Q, K, V the column blocks of qkv (rows, 3C). att (n, H, t, t) receives the
- * probabilities before dropout (what backward needs); work (n, H, t, t) holds
- * the dropped copy when drop->p > 0. */
+ * Q, K, V the column blocks of qkv (rows, 3C). Fused (the default): one
+ * attn_flash_forward; att receives the (n, H, t) log-sum-exp. Unfused
+ * (s->unfused): scores by batched GEMM, attn_softmax_forward, dropout and a
+ * batched GEMM with V; att (n, H, t, t) receives the probabilities before
+ * dropout and work holds the dropped copy. Work sized by
+ * zt_attention_work_numel either way. */
 void zt_attention_forward(const zt_backend *be, float *y, float *att, float *work,
                           const float *qkv, const zt_attn_shape *s, const zt_dropout_desc *drop);
-/* From dy (rows, C) writes dqkv (rows, 3C) (assigns). work: (n, H, t, t). */
-void zt_attention_backward(const zt_backend *be, float *dqkv, const float *dy, const float *att,
-                           const float *qkv, float *work, const zt_attn_shape *s,
-                           const zt_dropout_desc *drop);
+/* From dy (rows, C) writes dqkv (rows, 3C) (assigns); y is the forward's
+ * output (the fused backward's D = rowsum(dy * y)). */
+void zt_attention_backward(const zt_backend *be, float *dqkv, const float *dy, const float *y,
+                           const float *att, const float *qkv, float *work,
+                           const zt_attn_shape *s, const zt_dropout_desc *drop);
 
 #endif

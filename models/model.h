@@ -66,6 +66,10 @@ typedef struct {
     int64_t hidden_dim, max_len;                 /* classifier */
     double dropout;                              /* < 0: default */
     bool gelu;                                   /* --activation gelu */
+    /* --attention unfused: the three-op attention path, for comparison. Not a
+     * registry argument (no parameter depends on it, checkpoints do not
+     * record it); the train flags set it. */
+    bool unfused_attention;
     int64_t vocab_size;                          /* from the data's tokenizer */
 } zt_model_args;
 

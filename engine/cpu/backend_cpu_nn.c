@@ -454,6 +454,7 @@ void zt_backend_cpu_nn_ops(zt_backend *be)
     be->gemm_batched = cpu_gemm_batched;
     be->attn_softmax_forward = cpu_attn_softmax_forward;
     be->attn_softmax_backward = cpu_attn_softmax_backward;
+    zt_backend_cpu_flash_ops(be);
     be->dropout = cpu_dropout;
     be->mean_pool_forward = cpu_mean_pool_forward;
     be->mean_pool_backward = cpu_mean_pool_backward;

@@ -1,7 +1,7 @@
 /*
  * backend_cpu_nn: the CPU backend's transformer-layer ops (embedding, sinusoidal
- * positions, layernorm, GELU, batched gemm, attention softmax, keyed dropout,
- * mean pooling), kept apart from backend_cpu.c so each file stays readable.
+ * positions, layernorm, GELU, batched gemm, attention softmax, fused attention
+ * (backend_cpu_flash.c), keyed dropout, mean pooling), kept apart from backend_cpu.c so each file stays readable.
  * Private to engine/cpu: the rest of the tree reaches these ops only through
  * the zt_backend function pointers that zt_backend_cpu_init fills.
  *
@@ -23,5 +23,7 @@
 /* Fills the transformer-layer function pointers of a CPU backend; the rest of
  * *be is left as it is. */
 void zt_backend_cpu_nn_ops(zt_backend *be);
+/* The fused attention ops (backend_cpu_flash.c); zt_backend_cpu_nn_ops calls it. */
+void zt_backend_cpu_flash_ops(zt_backend *be);
 
 #endif

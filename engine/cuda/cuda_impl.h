@@ -71,6 +71,7 @@ void zt_backend_cuda_elementwise_ops(zt_backend *be); /* backend_cuda_elementwis
 void zt_backend_cuda_optim_ops(zt_backend *be);       /* backend_cuda_optim.cu */
 void zt_backend_cuda_nn_ops(zt_backend *be);          /* backend_cuda_nn.cu */
 void zt_backend_cuda_attn_ops(zt_backend *be);        /* backend_cuda_attn.cu */
+void zt_backend_cuda_flash_ops(zt_backend *be);       /* backend_cuda_flash.cu */
 void zt_backend_cuda_head_ops(zt_backend *be);        /* backend_cuda_head.cu */
 void zt_backend_cuda_quant_ops(zt_backend *be);       /* backend_cuda_quant.cu */
 

@@ -126,6 +126,7 @@ static const op_entry ops[] = {
     {"gemm_batched", op_gemm_batched, true, NULL},
     {"attn_softmax_forward", op_attn_softmax_forward, false, NULL},
     {"attn_softmax_backward", op_attn_softmax_backward, false, NULL},
+    {"attn_flash", op_attn_flash, false, "attn_flash_forward, attn_flash_backward"},
     {"dropout", op_dropout, false, NULL},
     {"mean_pool", op_mean_pool, false, "mean_pool_forward, mean_pool_backward"},
     {"adam", op_adam, false, NULL},

@@ -149,6 +149,8 @@ void op_layernorm_forward(void);
 void op_layernorm_backward(void);
 void op_attn_softmax_forward(void);
 void op_attn_softmax_backward(void);
+/* ops_flash.c */
+void op_attn_flash(void);
 void op_dropout(void);
 void op_mean_pool(void);
 /* ops_optim.c */

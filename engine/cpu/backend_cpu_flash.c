@@ -1,0 +1,226 @@
+/*
+ * backend_cpu_flash: the CPU backend's fused attention (attn_flash_forward and
+ * attn_flash_backward, engine/backend.h). One OpenMP task per (sample, head)
+ * pair; a pair walks its query tiles of ZT_ATTN_FLASH_TILE rows in order and
+ * multiplies each against all the keys its rows may see (causal tiles stop at
+ * their last row) with OpenBLAS, which runs single-threaded inside the
+ * parallel loop. The scores of one tile live in the pair's slice of `work`
+ * (two (tile, t) blocks), never a (t, t) tensor. Every output element is
+ * written by one pair with a fixed order of sums (dK and dV add up the query
+ * tiles in increasing order), so results do not depend on OMP_NUM_THREADS.
+ *
+ * The forward softmax is attn_softmax_forward's (float32 row maximum, expf,
+ * left-to-right sum, times 1 / sum), so the fused path's probabilities are
+ * those of the three-op path; backward recomputes them as
+ * expf(scale s - lse).
+ */
+#include "engine/cpu/backend_cpu_nn.h"
+#include "engine/rng.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+typedef struct {
+    int64_t n, h, t, c, hs, tile;
+    float scale;
+    bool causal;
+    const int32_t *lengths;
+    const zt_dropout_desc *drop;
+} flash_geom;
+
+static int64_t min_i64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+static flash_geom flash_geom_of(int64_t n, int64_t h, int64_t t, int64_t c, float scale,
+                                bool causal, const int32_t *lengths, const zt_dropout_desc *drop)
+{
+    return (flash_geom){.n = n, .h = h, .t = t, .c = c, .hs = c / h,
+                        .tile = min_i64(t, ZT_ATTN_FLASH_TILE), .scale = scale,
+                        .causal = causal, .lengths = lengths, .drop = drop};
+}
+
+/* Keys row i of sample s may see. */
+static int64_t flash_allowed(const flash_geom *g, int64_t s, int64_t i)
+{
+    int64_t a = g->causal ? i + 1 : g->t;
+    return g->lengths ? min_i64(a, g->lengths[s]) : a;
+}
+
+/* The dropout key of sample s, as cpu_dropout hoists it: a draw is
+ * mix(key ^ counter) (engine/rng.h). */
+static uint64_t flash_drop_key(const zt_dropout_desc *d, int64_t s)
+{
+    return zt_rng_mix(zt_rng_mix(zt_dropout_row_seed(d->seed, d->site, d->step, d->row_keys[s])));
+}
+
+static bool flash_keep(uint64_t key, uint64_t ctr, float p)
+{
+    return (float)(zt_rng_mix(key ^ ctr) >> 40) * (1.0f / 16777216.0f) >= p;
+}
+
+static void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                  const float *b, int64_t ldb, float beta, float *c, int64_t ldc)
+{
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                (int)m, (int)n, (int)k, 1.0f, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
+}
+
+static void zero_rows(float *x, int64_t rows, int64_t cols, int64_t ld)
+{
+    for (int64_t r = 0; r < rows; r++)
+        memset(x + r * ld, 0, (size_t)cols * sizeof *x);
+}
+
+/* Row i's probabilities in place over its `a` allowed scores, zeros up to
+ * kmax; returns the log-sum-exp of scale * scores. */
+static float flash_softmax_row(float *row, int64_t a, int64_t kmax, float scale)
+{
+    float mx = scale * row[0];
+    for (int64_t j = 1; j < a; j++) {
+        float z = scale * row[j];
+        mx = z > mx ? z : mx;
+    }
+    float sum = 0.0f;
+    for (int64_t j = 0; j < a; j++) {
+        float e = expf(scale * row[j] - mx);
+        row[j] = e;
+        sum += e;
+    }
+    float inv = 1.0f / sum;
+    for (int64_t j = 0; j < a; j++)
+        row[j] *= inv;
+    for (int64_t j = a; j < kmax; j++)
+        row[j] = 0.0f;
+    return mx + logf(sum);
+}
+
+static void flash_pair_forward(const flash_geom *g, int64_t s, int64_t hh, float *y, float *lse,
+                               float *buf, const float *qkv)
+{
+    int64_t t = g->t, c = g->c, hs = g->hs, ld = 3 * c;
+    const float *q = qkv + s * t * ld + hh * hs, *k = q + c, *v = q + 2 * c;
+    float *ys = y + s * t * c + hh * hs; // (t, hs) with row stride c
+    float *ls = lse + (s * g->h + hh) * t; // (t)
+    const zt_dropout_desc *d = g->drop;
+    bool dropped = d->p > 0.0f;
+    float dscale = dropped ? 1.0f / (1.0f - d->p) : 1.0f;
+    uint64_t key = dropped ? flash_drop_key(d, s) : 0;
+    for (int64_t i0 = 0; i0 < t; i0 += g->tile) {
+        int64_t m = min_i64(g->tile, t - i0), kmax = flash_allowed(g, s, i0 + m - 1);
+        if (kmax <= 0) {
+            zero_rows(ys + i0 * c, m, hs, c);
+            memset(ls + i0, 0, (size_t)m * sizeof *ls);
+            continue;
+        }
+        sgemm(false, true, m, kmax, hs, q + i0 * ld, ld, k, ld, 0.0f, buf, kmax); // (m, kmax)
+        for (int64_t r = 0; r < m; r++) {
+            int64_t i = i0 + r, a = flash_allowed(g, s, i);
+            float *row = buf + r * kmax;
+            if (a <= 0) {
+                memset(row, 0, (size_t)kmax * sizeof *row);
+                ls[i] = 0.0f;
+                continue;
+            }
+            ls[i] = flash_softmax_row(row, a, kmax, g->scale);
+            if (!dropped)
+                continue;
+            uint64_t ctr0 = (uint64_t)((hh * d->key_b + i) * d->key_c);
+            for (int64_t j = 0; j < a; j++)
+                row[j] *= flash_keep(key, ctr0 + (uint64_t)j, d->p) ? dscale : 0.0f;
+        }
+        sgemm(false, false, m, hs, kmax, buf, kmax, v, ld, 0.0f, ys + i0 * c, c); // (m, hs)
+    }
+}
+
+static float dot_hs(const float *a, const float *b, int64_t n)
+{
+    float acc[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; l++)
+            acc[l] += a[i + l] * b[i + l];
+    for (; i < n; i++)
+        acc[0] += a[i] * b[i];
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+static void flash_pair_backward(const flash_geom *g, int64_t s, int64_t hh, float *dqkv,
+                                const float *dy, const float *y, const float *lse, float *buf,
+                                const float *qkv)
+{
+    int64_t t = g->t, c = g->c, hs = g->hs, ld = 3 * c;
+    const float *q = qkv + s * t * ld + hh * hs, *k = q + c, *v = q + 2 * c;
+    float *dq = dqkv + s * t * ld + hh * hs, *dk = dq + c, *dv = dq + 2 * c;
+    const float *dys = dy + s * t * c + hh * hs, *yo = y + s * t * c + hh * hs; // (t, hs), stride c
+    const float *ls = lse + (s * g->h + hh) * t;
+    float *p = buf, *ds = buf + g->tile * t; // (tile, kmax) each
+    const zt_dropout_desc *d = g->drop;
+    bool dropped = d->p > 0.0f;
+    float dscale = dropped ? 1.0f / (1.0f - d->p) : 1.0f;
+    uint64_t key = dropped ? flash_drop_key(d, s) : 0;
+    zero_rows(dk, t, hs, ld);
+    zero_rows(dv, t, hs, ld);
+    for (int64_t i0 = 0; i0 < t; i0 += g->tile) {
+        int64_t m = min_i64(g->tile, t - i0), kmax = flash_allowed(g, s, i0 + m - 1);
+        if (kmax <= 0) {
+            zero_rows(dq + i0 * ld, m, hs, ld);
+            continue;
+        }
+        sgemm(false, true, m, kmax, hs, q + i0 * ld, ld, k, ld, 0.0f, p, kmax);    // scores
+        sgemm(false, true, m, kmax, hs, dys + i0 * c, c, v, ld, 0.0f, ds, kmax);   // dL/dP dropped
+        for (int64_t r = 0; r < m; r++) {
+            int64_t i = i0 + r, a = flash_allowed(g, s, i);
+            float *pr = p + r * kmax, *dr = ds + r * kmax;
+            a = a < 0 ? 0 : a;
+            float dsum = a > 0 ? dot_hs(dys + i * c, yo + i * c, hs) : 0.0f, l = ls[i];
+            uint64_t ctr0 = dropped ? (uint64_t)((hh * d->key_b + i) * d->key_c) : 0;
+            for (int64_t j = 0; j < a; j++) {
+                float pj = expf(g->scale * pr[j] - l);
+                float kept = dropped && !flash_keep(key, ctr0 + (uint64_t)j, d->p) ? 0.0f : dscale;
+                dr[j] = g->scale * pj * (dr[j] * kept - dsum);
+                pr[j] = pj * kept;
+            }
+            for (int64_t j = a; j < kmax; j++)
+                pr[j] = dr[j] = 0.0f;
+        }
+        sgemm(true, false, kmax, hs, m, p, kmax, dys + i0 * c, c, 1.0f, dv, ld);     // dV += Pd^T dY
+        sgemm(false, false, m, hs, kmax, ds, kmax, k, ld, 0.0f, dq + i0 * ld, ld);   // dQ = dS K
+        sgemm(true, false, kmax, hs, m, ds, kmax, q + i0 * ld, ld, 1.0f, dk, ld);    // dK += dS^T Q
+    }
+}
+
+static void cpu_attn_flash_forward(const zt_backend *be, float *y, float *lse, float *work,
+                                   const float *qkv, int64_t n, int64_t h, int64_t t, int64_t c,
+                                   float scale, bool causal, const int32_t *lengths,
+                                   const zt_dropout_desc *drop)
+{
+    (void)be;
+    if (n == 0 || t == 0)
+        return;
+    flash_geom g = flash_geom_of(n, h, t, c, scale, causal, lengths, drop);
+#pragma omp parallel for schedule(static)
+    for (int64_t pair = 0; pair < n * h; pair++)
+        flash_pair_forward(&g, pair / h, pair % h, y, lse, work + pair * 2 * g.tile * t, qkv);
+}
+
+static void cpu_attn_flash_backward(const zt_backend *be, float *dqkv, const float *dy,
+                                    const float *y, const float *lse, const float *qkv,
+                                    float *work, int64_t n, int64_t h, int64_t t, int64_t c,
+                                    float scale, bool causal, const int32_t *lengths,
+                                    const zt_dropout_desc *drop)
+{
+    (void)be;
+    if (n == 0 || t == 0)
+        return;
+    flash_geom g = flash_geom_of(n, h, t, c, scale, causal, lengths, drop);
+#pragma omp parallel for schedule(static)
+    for (int64_t pair = 0; pair < n * h; pair++)
+        flash_pair_backward(&g, pair / h, pair % h, dqkv, dy, y, lse,
+                            work + pair * 2 * g.tile * t, qkv);
+}
+
+void zt_backend_cpu_flash_ops(zt_backend *be)
+{
+    be->attn_flash_forward = cpu_attn_flash_forward;
+    be->attn_flash_backward = cpu_attn_flash_backward;
+}
