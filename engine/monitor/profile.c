@@ -17,7 +17,8 @@
     X(embedding_forward, MEMORY) X(embedding_backward, MEMORY) X(sinusoid_add, MEMORY)       \
     X(layernorm_forward, MEMORY) X(layernorm_backward, MEMORY) X(gelu_forward, MEMORY)        \
     X(gelu_backward, MEMORY) X(gemm_batched, MATMUL) X(attn_softmax_forward, MEMORY)          \
-    X(attn_softmax_backward, MEMORY) X(dropout, MEMORY) X(mean_pool_forward, MEMORY)          \
+    X(attn_softmax_backward, MEMORY) X(attn_flash_forward, MATMUL)                          \
+    X(attn_flash_backward, MATMUL) X(dropout, MEMORY) X(mean_pool_forward, MEMORY)          \
     X(mean_pool_backward, MEMORY) X(quantize, MEMORY) X(dequantize, MEMORY) X(adam, MEMORY)  \
     X(sgd, MEMORY)
 
@@ -365,6 +366,51 @@ static void p_attn_softmax_backward(const zt_backend *be, float *datt, const flo
     wr(c, ZT_PROF_FP32, e);
     inner_of(be)->attn_softmax_backward(inner_of(be), datt, p, rows, t, scale);
 }
+/* Query-key pairs a fused attention call scores: all t^2, or the causal
+ * triangle. Its tiles live in on-chip memory on a GPU, so only the operands
+ * and results are traffic. */
+static uint64_t attn_pairs(int64_t n, int64_t h, int64_t t, bool causal)
+{
+    uint64_t tt = causal ? u(t) * (u(t) + 1) / 2 : u(t) * u(t);
+    return u(n) * u(h) * tt;
+}
+static void attn_side_reads(zt_profile_counts *c, int64_t n, const int32_t *lengths,
+                            const zt_dropout_desc *drop)
+{
+    if (lengths)
+        rd(c, ZT_PROF_INT32, u(n));
+    if (drop && drop->p > 0.0f)
+        rd(c, ZT_PROF_UINT64, u(n));
+}
+static void p_attn_flash_forward(const zt_backend *be, float *y, float *lse, float *work,
+                                 const float *qkv, int64_t n, int64_t h, int64_t t, int64_t c,
+                                 float scale, bool causal, const int32_t *lengths,
+                                 const zt_dropout_desc *drop)
+{
+    /* Q K^T and P V: two multiply-adds per pair and head dimension each. */
+    zt_profile_counts *k = count(be, OP_attn_flash_forward,
+                                 4 * attn_pairs(n, h, t, causal) * (h > 0 ? u(c / h) : 0));
+    rd(k, ZT_PROF_FP32, 3 * u(n) * u(t) * u(c));
+    attn_side_reads(k, n, lengths, drop);
+    wr(k, ZT_PROF_FP32, u(n) * u(t) * u(c) + u(n) * u(h) * u(t));
+    inner_of(be)->attn_flash_forward(inner_of(be), y, lse, work, qkv, n, h, t, c, scale, causal,
+                                     lengths, drop);
+}
+static void p_attn_flash_backward(const zt_backend *be, float *dqkv, const float *dy,
+                                  const float *y, const float *lse, const float *qkv, float *work,
+                                  int64_t n, int64_t h, int64_t t, int64_t c, float scale,
+                                  bool causal, const int32_t *lengths,
+                                  const zt_dropout_desc *drop)
+{
+    /* Five products: Q K^T recomputed, dV, dP, dQ and dK. */
+    zt_profile_counts *k = count(be, OP_attn_flash_backward,
+                                 10 * attn_pairs(n, h, t, causal) * (h > 0 ? u(c / h) : 0));
+    rd(k, ZT_PROF_FP32, 5 * u(n) * u(t) * u(c) + u(n) * u(h) * u(t));
+    attn_side_reads(k, n, lengths, drop);
+    wr(k, ZT_PROF_FP32, 3 * u(n) * u(t) * u(c));
+    inner_of(be)->attn_flash_backward(inner_of(be), dqkv, dy, y, lse, qkv, work, n, h, t, c,
+                                      scale, causal, lengths, drop);
+}
 static void p_dropout(const zt_backend *be, float *y, const float *x, const zt_dropout_desc *d)
 {
     const uint64_t e = u(d->n) * u(d->a) * u(d->b) * u(d->c);
@@ -491,6 +537,8 @@ zt_status zt_profile_wrap(zt_backend *wrapper, const zt_backend *inner,
     wrapper->gemm_batched = p_gemm_batched;
     wrapper->attn_softmax_forward = p_attn_softmax_forward;
     wrapper->attn_softmax_backward = p_attn_softmax_backward;
+    wrapper->attn_flash_forward = p_attn_flash_forward;
+    wrapper->attn_flash_backward = p_attn_flash_backward;
     wrapper->dropout = p_dropout;
     wrapper->mean_pool_forward = p_mean_pool_forward;
     wrapper->mean_pool_backward = p_mean_pool_backward;

@@ -4,9 +4,10 @@
 # - GPT-lite (L 2, C 32, H 4, T 32, vocab 65), micro 2, GAS 2, np 2, ZeRO 2,
 #   bf16, 2 steps: per step, the gemm FLOPs are 3 x 2 x tokens x (12 L C^2 +
 #   C V) (each Linear's forward, input gradient and weight gradient) and the
-#   batched GEMMs' 3 x 4 x B T^2 C per layer (QK^T and PV, forward and both
-#   gradients); the modelled operand casts are two per GEMM, fp32 read and
-#   bf16 written alike; layernorm_forward's calls and bytes; the comm bytes
+#   fused attention's 4 x B P C per layer forward (QK^T and PV over the P =
+#   T (T + 1) / 2 causal pairs) and 10 x B P C backward (QK^T again, dV, dP,
+#   dQ, dK); the modelled operand casts are two per GEMM, fp32 read and bf16
+#   written alike (the fused attention reads fp32 and casts nothing); layernorm_forward's calls and bytes; the comm bytes
 #   per step times the steps are rank 0's comm counters;
 # - roofline.py: prints its table and MFU; collectives at --world 8 are 7/4
 #   of np 2's (ring algorithms); extrapolating micro-batches 1 and 2 to 3
@@ -44,16 +45,20 @@ assert (p["steps"], p["micro_batch_size"], p["gradient_accumulation_steps"], p["
 ops = p["ops"]
 tokens = B * T * gas * steps  # per rank, over the profiled steps
 want_gemm = 3 * 2 * tokens * (12 * L * C * C + C * V)
-want_batched = 3 * 4 * L * B * T * T * C * gas * steps
+pairs = T * (T + 1) // 2
+want_fwd = 4 * L * B * pairs * C * gas * steps
+want_bwd = 10 * L * B * pairs * C * gas * steps
 assert ops["gemm"]["flops"] == want_gemm, (ops["gemm"]["flops"], want_gemm)
-assert ops["gemm_batched"]["flops"] == want_batched, (ops["gemm_batched"]["flops"], want_batched)
+assert ops["attn_flash_forward"]["flops"] == want_fwd, (ops["attn_flash_forward"], want_fwd)
+assert ops["attn_flash_backward"]["flops"] == want_bwd, (ops["attn_flash_backward"], want_bwd)
+assert "gemm_batched" not in ops, ops["gemm_batched"]
 assert ops["gemm"]["class"] == "matmul" and ops["layernorm_forward"]["class"] == "memory"
+assert ops["attn_flash_forward"]["class"] == "matmul"
 cast = ops["gemm_operand_cast"]
-assert cast["calls"] == 2 * (ops["gemm"]["calls"] + ops["gemm_batched"]["calls"]), cast
+assert cast["calls"] == 2 * ops["gemm"]["calls"], cast
 assert cast["bytes_read"]["fp32"] == 2 * cast["bytes_written"]["bf16"], cast
 # the 16-bit GEMMs read what the casts wrote
-assert cast["bytes_written"]["bf16"] == (ops["gemm"]["bytes_read"]["bf16"] +
-                                         ops["gemm_batched"]["bytes_read"]["bf16"]), cast
+assert cast["bytes_written"]["bf16"] == ops["gemm"]["bytes_read"]["bf16"], cast
 ln = ops["layernorm_forward"]  # two per block and the final one, per micro-step
 n_ln = (2 * L + 1) * gas * steps
 assert ln["calls"] == n_ln, ln
