@@ -29,8 +29,8 @@ typedef struct {
     uint64_t total[ZT_MEM_NLOC][2]; /* all classes at once: current, peak */
     int64_t gather_peak_live;
     int has_nvme;
-    zt_swap_stats nvme_io[2]; /* optimizer, parameters */
-    int64_t nvme_files[3];    /* swap file bytes of PARAMS, MASTER, OPTIM */
+    zt_swap_stats nvme_io[3]; /* optimizer, parameters, gradients */
+    int64_t nvme_files[4];    /* swap file bytes of PARAMS, GRADS, MASTER, OPTIM */
     /* Pipeline: this rank's stage, its measured schedule (per timed step) and
      * its point-to-point traffic, counted and as its program states it. */
     int pipe_stage, pipe_dp_rank, pipe_slots, pipe_in_flight_max;
@@ -58,7 +58,8 @@ static int report_group_hosts(const zt_comm *c, int host_index)
     return n;
 }
 
-static const zt_mem_class report_nvme_classes[3] = {ZT_MEM_PARAMS, ZT_MEM_MASTER, ZT_MEM_OPTIM};
+static const zt_mem_class report_nvme_classes[4] = {ZT_MEM_PARAMS, ZT_MEM_GRADS, ZT_MEM_MASTER,
+                                                    ZT_MEM_OPTIM};
 
 static json_t *report_swap_json(const zt_swap_stats *io)
 {
@@ -128,7 +129,7 @@ static json_t *report_rank_json(int rank, const report_rank_stats *r, bool pipel
      * allocated whole when the run starts and kept until it ends. */
     json_t *files = json_object();
     int64_t files_total = 0;
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         json_object_set_new(files, zt_mem_class_name(report_nvme_classes[i]),
                             json_integer((json_int_t)r->nvme_files[i]));
         files_total += r->nvme_files[i];
@@ -152,9 +153,10 @@ static json_t *report_rank_json(int rank, const report_rank_stats *r, bool pipel
                             json_pack("{s:o, s:o, s:i}", "bytes", report_kinds(r->comm_bytes[gi]),
                                       "calls", report_kinds(r->comm_calls[gi]), "hosts",
                                       r->group_hosts[gi]));
-    json_t *nvme = r->has_nvme ? json_pack("{s:o, s:o}", "optimizer",
+    json_t *nvme = r->has_nvme ? json_pack("{s:o, s:o, s:o}", "optimizer",
                                            report_swap_json(&r->nvme_io[0]), "param",
-                                           report_swap_json(&r->nvme_io[1]))
+                                           report_swap_json(&r->nvme_io[1]), "gradient",
+                                           report_swap_json(&r->nvme_io[2]))
                                : json_null();
     if (pipelined)
         json_object_set_new(groups, "pipe",
@@ -313,9 +315,11 @@ zt_status zt_report_write(const char *path, const zt_trainer *t, double param_no
     mine.has_nvme = nv.optimizer || nv.param;
     mine.nvme_io[0] = nv.opt_io;
     mine.nvme_io[1] = nv.param_io;
+    mine.nvme_io[2] = nv.grad_io;
     mine.nvme_files[0] = nv.param_file_bytes;
-    mine.nvme_files[1] = nv.master_file_bytes;
-    mine.nvme_files[2] = nv.optim_file_bytes;
+    mine.nvme_files[1] = nv.grad_file_bytes;
+    mine.nvme_files[2] = nv.master_file_bytes;
+    mine.nvme_files[3] = nv.optim_file_bytes;
     report_pipe_mine(s, &mine);
     if (s->pipe_group)
         mine.pipe_hosts = report_group_hosts(s->pipe_group, w->host_index);

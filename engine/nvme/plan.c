@@ -39,11 +39,18 @@ static zt_status plan_optimizer(zt_nvme_plan *p, const zt_config *cfg, const zt_
         g->bytes = bytes;
         if (bytes > p->group_bytes)
             p->group_bytes = bytes;
+        if (g->numel > p->group_numel)
+            p->group_numel = g->numel;
     }
     int64_t slots = cfg->zero.offload_optimizer.buffer_count / p->opt_tensors;
     p->opt_slots = (int)(slots < p->n_groups ? slots : p->n_groups);
     p->opt_swap_bytes = (size_t)(p->opt_slots * p->opt_tensors * p->group_bytes + ZT_AIO_ALIGN);
     p->disk_bytes += p->opt_tensors * p->opt_file_bytes;
+    p->grad_slots = p->n_groups < 2 ? p->n_groups : 2;
+    p->grad_file_bytes = p->opt_file_bytes;
+    p->grad_swap_bytes = (size_t)(p->grad_slots * p->group_bytes + ZT_AIO_ALIGN);
+    p->stage_numel = p->group_numel;
+    p->disk_bytes += p->grad_file_bytes;
     return ZT_OK;
 }
 
@@ -100,6 +107,11 @@ zt_status zt_nvme_plan_init(zt_nvme_plan *p, const zt_config *cfg, const zt_layo
     if (param)
         ZT_TRY(plan_params(p, cfg, lay, param_dt));
     return ZT_OK;
+}
+
+size_t zt_nvme_plan_swap_bytes(const zt_nvme_plan *p)
+{
+    return p->opt_swap_bytes + p->grad_swap_bytes + p->param_swap_bytes;
 }
 
 void zt_nvme_plan_free(zt_nvme_plan *p)

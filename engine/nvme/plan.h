@@ -24,11 +24,20 @@
  * swapped shard larger than buffer_size is DeepSpeed's error ("More elements
  * N than buffer size M").
  *
+ * Gradients (with the optimizer): the rank's fp32 gradient partition is
+ * swapped too, as DeepSpeed's optimizer swapper swaps gradients: one more
+ * file ("gradient") laid out as the optimizer files (each sub-group at its
+ * file_offset), in front of which grad_slots buffers of group_bytes stand
+ * (two, or one with one sub-group: one is filled while the other is written
+ * or read ahead). Reduced gradients are added into the sub-group's buffer as
+ * they arrive and written back when the reduction moves on; the step reads
+ * them with the sub-group's state.
+ *
  * Host memory: the SWAP arena holds every buffer (swap_bytes, one block per
  * swapper with room to align it); host PARAMS keeps the max_in_cpu shards;
- * nothing else of what is swapped stays in memory. The optimizer's fp32
- * gradient partition stays in host GRADS, as in DeepSpeed (its
- * grad_partitions_flat_buffer): gradients accumulate there over micro-steps.
+ * nothing else of what is swapped stays in memory, so host memory does not
+ * grow with the model: GRADS is 0 on the host, and the offload's host
+ * staging of a reduced bucket is cut to stage_numel (the largest sub-group).
  *
  * Memory: the plan's tables are malloc'd; zt_nvme_plan_free frees them (a
  * zeroed plan is fine to free). Collective: none.
@@ -65,6 +74,11 @@ typedef struct {
     int64_t group_bytes;         /* one tensor of the largest sub-group, padded */
     int opt_slots;               /* sub-groups in memory at once */
     int64_t opt_file_bytes;      /* each of the opt_tensors files */
+    int64_t group_numel;         /* elements of the largest sub-group */
+    /* Gradients (with the optimizer). */
+    int grad_slots;              /* buffers of group_bytes in front of the gradient file */
+    int64_t grad_file_bytes;     /* the gradient file: opt_file_bytes */
+    int64_t stage_numel;         /* the host staging of a reduced bucket, at most */
     /* Parameters. */
     bool *param_swapped;         /* per unit: its shard lives in a file */
     int n_param_swapped;
@@ -74,7 +88,8 @@ typedef struct {
     int param_buffers;
     int64_t param_file_bytes;    /* all the unit files together */
     /* One rank's totals. */
-    size_t opt_swap_bytes, param_swap_bytes; /* SWAP arena blocks, alignment room included */
+    size_t opt_swap_bytes, grad_swap_bytes, param_swap_bytes; /* SWAP arena blocks,
+                                                               * alignment room included */
     int64_t disk_bytes;          /* its swap files */
 } zt_nvme_plan;
 
@@ -84,6 +99,9 @@ typedef struct {
 zt_status zt_nvme_plan_init(zt_nvme_plan *p, const zt_config *cfg, const zt_layout *lay,
                             bool opt, bool param, zt_dtype param_dt);
 void zt_nvme_plan_free(zt_nvme_plan *p);
+
+/* Every SWAP byte of the plan. */
+size_t zt_nvme_plan_swap_bytes(const zt_nvme_plan *p);
 
 /* Bytes n rounded up to ZT_AIO_ALIGN. */
 int64_t zt_nvme_pad(int64_t n);

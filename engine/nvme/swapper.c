@@ -206,6 +206,21 @@ zt_status zt_swap_prefetch(zt_swapper *s, int item)
     return swap_io(s, sl, false);
 }
 
+zt_status zt_swap_drop(zt_swapper *s, int item)
+{
+    int j = s->where[item];
+    if (j < 0)
+        return ZT_OK;
+    zt_swap_slot *sl = &s->slots[j];
+    if (sl->locked)
+        return zt_fail(ZT_ERR_INTERNAL, "", "swap item %d dropped while got", item);
+    zt_status st = swap_wait(s, sl);
+    s->where[item] = -1;
+    sl->item = -1;
+    sl->ahead = false;
+    return st;
+}
+
 zt_status zt_swap_flush(zt_swapper *s, int item)
 {
     int j = s->where[item];

@@ -95,6 +95,10 @@ zt_status zt_swap_get(zt_swapper *s, int item, zt_swap_mode mode, void **tensors
 zt_status zt_swap_put(zt_swapper *s, int item, bool write);
 /* Starts reading item ahead when a slot is free or idle; never blocks. */
 zt_status zt_swap_prefetch(zt_swapper *s, int item);
+/* Forgets an unlocked item's slot (after waiting for its I/O): the next get
+ * reads the file again. For a caller that changed the buffer and will not
+ * write it back. */
+zt_status zt_swap_drop(zt_swapper *s, int item);
 /* Waits for item's write in flight, if any. */
 zt_status zt_swap_flush(zt_swapper *s, int item);
 /* Waits for every read and write in flight. */

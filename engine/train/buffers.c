@@ -95,7 +95,9 @@ static zt_status buffers_model_states(zt_trainer *t, zt_memory *mem, bool reserv
                                                                    : lay->padded_numel,
                                                 1, zt_dtype_size(t->gdt)),
                             &t->grads));
-    if (t->offload_opt)
+    /* Swapped with the optimizer (nvme), the partition is in the gradient
+     * file and its SWAP buffers. */
+    if (t->offload_opt && !t->nvme_opt)
         ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_HOST, ZT_MEM_GRADS,
                             zt_train_plan_bytes(t, lay->partition_numel, 1, sizeof(float)), &t->host_grads));
     int64_t span = zt_stage_optim_numel(pol, lay);
@@ -119,6 +121,16 @@ static int buffers_hpz(const zt_trainer *t)
     return t->policy->params_sharded && h > 1 ? (int)h : 1;
 }
 
+/* The offload's host staging of one reduced bucket: the bucket's width, cut
+ * to the largest sub-group when the optimizer is swapped (so that it does
+ * not grow with the model). */
+int64_t zt_train_stage_numel(const zt_trainer *t)
+{
+    int64_t w = zt_zero_rs_width(t->cfg, &t->layout);
+    int64_t cap = t->nvme_plan.stage_numel;
+    return t->nvme_opt && cap > 0 && cap < w ? cap : w;
+}
+
 /* COMM: the reduce buckets of a sharded optimizer, the all-gather bucket, one
  * unit's fp32 gradient when gradients are sharded in fp32, the gather window. */
 static zt_status buffers_comm(zt_trainer *t, zt_memory *mem, bool reserved)
@@ -139,7 +151,7 @@ static zt_status buffers_comm(zt_trainer *t, zt_memory *mem, bool reserved)
         }
         if (t->offload_opt)
             ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_HOST, ZT_MEM_WORK,
-                                zt_train_plan_bytes(t, zt_zero_rs_width(cfg, lay), 1,
+                                zt_train_plan_bytes(t, zt_train_stage_numel(t), 1,
                                                     zt_dtype_size(t->kdt)),
                                 &t->rs_stage));
         /* qgZ's work areas; a plan without a world (--estimate-memory)
@@ -273,6 +285,9 @@ zt_status zt_train_buffers(zt_trainer *t, zt_memory *mem, bool reserved)
     if (np->opt_swap_bytes > 0)
         ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_HOST, ZT_MEM_SWAP, np->opt_swap_bytes,
                             &t->swap_opt_mem));
+    if (np->grad_swap_bytes > 0)
+        ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_HOST, ZT_MEM_SWAP, np->grad_swap_bytes,
+                            &t->swap_grad_mem));
     if (np->param_swap_bytes > 0)
         ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_HOST, ZT_MEM_SWAP, np->param_swap_bytes,
                             &t->swap_param_mem));
@@ -375,7 +390,7 @@ zt_status zt_trainer_nvme_plan(const zt_config *cfg, const zt_model *m, int worl
     zt_trainer t;
     zt_status st = buffers_plan_trainer(&t, cfg, m, world_size);
     *disk_bytes = t.nvme_plan.disk_bytes;
-    *swap_bytes = t.nvme_plan.opt_swap_bytes + t.nvme_plan.param_swap_bytes;
+    *swap_bytes = zt_nvme_plan_swap_bytes(&t.nvme_plan);
     buffers_plan_free(&t);
     return st;
 }

@@ -14,6 +14,19 @@
  * its write in flight, waited for at once unless pipeline_write. So the
  * result is bit-identical to offload_optimizer "cpu"; only where the values
  * rest between steps differs.
+ *
+ * Gradients: the fp32 partition lives in the "gradient" file of the
+ * optimizer folder, behind grad_slots buffers of one sub-group each. The
+ * reduction asks for a unit's slice as it delivers (nvme_grad_get): the
+ * sub-group is got (overwritten on the first touch of a pass that assigns,
+ * read and added into otherwise) and held until the reduction moves to
+ * another sub-group, then written back with the write in flight. Gradient
+ * accumulation is the cpu offload's: the same fp32 adds, in the same order,
+ * only with the sum resting in the file between micro-steps. Before the
+ * step one pass over the file (last sub-group first, so that the first ones
+ * stay in the buffers for the step) computes every unit's sum of squares and
+ * inf/nan test with the cpu offload's functions; the step then reads each
+ * sub-group's gradients with its state, read ahead with it.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,8 +40,18 @@
 struct zt_train_nvme {
     zt_aio *aio;
     zt_swap_dir opt_dir, param_dir;
-    zt_swapper opt, param;
-    bool opt_on, param_on;
+    zt_swapper opt, grad, param;
+    bool opt_on, grad_on, param_on;
+    /* Gradients: the sub-group held for the reduction or a piece (-1:
+     * none) and whether it changed; per sub-group, the reduction pass that
+     * last touched it (an assigning pass overwrites on the first touch). */
+    int grad_group;
+    bool grad_dirty;
+    int64_t grad_pass, *grad_stamp;
+    /* Per unit, from the pass before the step (valid while grad_scanned). */
+    bool grad_scanned;
+    double *grad_sumsq;
+    bool *grad_bad;
     int *param_item;      /* per unit: its item in the parameter swapper, or -1 */
     /* Piece access (zt_train_nvme_piece): the sub-group held, or -1. */
     int piece_group;
@@ -57,11 +80,17 @@ static zt_status nvme_init_opt(zt_trainer *t, zt_train_nvme *n)
     int k = p->opt_tensors;
     char sub[64];
     snprintf(sub, sizeof sub, "zero_stage_%d/optimizer", t->cfg->zero.stage);
-    int64_t bytes[ZT_NVME_MAX_TENSORS];
-    for (int j = 0; j < k; j++)
+    /* The optimizer's files, then the gradient file, in one folder. */
+    int64_t bytes[ZT_NVME_MAX_TENSORS + 1];
+    const char *names[ZT_NVME_MAX_TENSORS + 1];
+    for (int j = 0; j < k; j++) {
         bytes[j] = p->opt_file_bytes;
+        names[j] = p->opt_names[j];
+    }
+    bytes[k] = p->grad_file_bytes;
+    names[k] = "gradient";
     ZT_TRY(zt_swap_dir_open(&n->opt_dir, t->cfg->zero.offload_optimizer.nvme_path, sub,
-                            t->world->rank, p->opt_names, bytes, k));
+                            t->world->rank, names, bytes, k + 1));
     zt_swap_extent *ext = malloc((size_t)(p->n_groups * k) * sizeof *ext);
     if (!ext)
         return zt_fail(ZT_ERR_OOM, "", "cannot allocate the sub-group extents");
@@ -70,8 +99,19 @@ static zt_status nvme_init_opt(zt_trainer *t, zt_train_nvme *n)
             ext[g * k + j] = (zt_swap_extent){j, p->groups[g].file_offset, p->groups[g].bytes};
     zt_status st = zt_swap_init(&n->opt, n->aio, n->opt_dir.files, k, ext, p->n_groups, k,
                                 p->opt_slots, p->group_bytes, nvme_aligned(t->swap_opt_mem));
-    free(ext);
     n->opt_on = st == ZT_OK;
+    for (int g = 0; g < p->n_groups; g++)
+        ext[g] = (zt_swap_extent){0, p->groups[g].file_offset, p->groups[g].bytes};
+    if (st == ZT_OK)
+        st = zt_swap_init(&n->grad, n->aio, n->opt_dir.files + k, 1, ext, p->n_groups, 1,
+                          p->grad_slots, p->group_bytes, nvme_aligned(t->swap_grad_mem));
+    free(ext);
+    n->grad_on = st == ZT_OK;
+    n->grad_stamp = calloc((size_t)p->n_groups, sizeof *n->grad_stamp);
+    n->grad_sumsq = calloc((size_t)t->layout.n_units, sizeof *n->grad_sumsq);
+    n->grad_bad = calloc((size_t)t->layout.n_units, sizeof *n->grad_bad);
+    if (st == ZT_OK && (!n->grad_stamp || !n->grad_sumsq || !n->grad_bad))
+        st = zt_fail(ZT_ERR_OOM, "", "cannot allocate the gradient swap tables");
     return st;
 }
 
@@ -124,6 +164,8 @@ zt_status zt_train_nvme_init(zt_trainer *t)
     if (!n)
         return zt_fail(ZT_ERR_OOM, "", "cannot allocate the nvme offload");
     n->piece_group = -1;
+    n->grad_group = -1;
+    n->grad_pass = 1;
     t->nvme = n;
     ZT_TRY(zt_aio_init(&n->aio, &t->cfg->aio, ZT_AIO_AUTO));
     if (p->opt)
@@ -140,16 +182,136 @@ void zt_train_nvme_free(zt_trainer *t)
         (void)zt_train_nvme_flush(t);
         if (n->opt_on)
             zt_swap_free(&n->opt);
+        if (n->grad_on)
+            zt_swap_free(&n->grad);
         if (n->param_on)
             zt_swap_free(&n->param);
         zt_swap_dir_close(&n->opt_dir);
         zt_swap_dir_close(&n->param_dir);
         zt_aio_free(n->aio);
         free(n->param_item);
+        free(n->grad_stamp);
+        free(n->grad_sumsq);
+        free(n->grad_bad);
         free(n);
         t->nvme = NULL;
     }
     zt_nvme_plan_free(&t->nvme_plan);
+}
+
+/* ------------------------------------------------------------------ gradients */
+
+/* Unit u's slice in its sub-group's gradient buffer g. */
+static void *nvme_grad_at(const zt_trainer *t, int u, void *g)
+{
+    const zt_nvme_plan *p = &t->nvme_plan;
+    return (float *)g + (t->layout.units[u].part_offset - p->groups[p->group_of[u]].lo);
+}
+
+static zt_status nvme_grad_get(zt_trainer *t, int g, zt_swap_mode mode, void **buf)
+{
+    return zt_swap_get(&t->nvme->grad, g, mode, buf);
+}
+
+/* Puts the held sub-group back, written when it changed. */
+static zt_status nvme_grad_release(zt_train_nvme *n)
+{
+    if (!n || n->grad_group < 0)
+        return ZT_OK;
+    int g = n->grad_group;
+    bool write = n->grad_dirty;
+    n->grad_group = -1;
+    n->grad_dirty = false;
+    return zt_swap_put(&n->grad, g, write);
+}
+
+/* Holds sub-group g's gradients: dirty, for the reduction (mode says how
+ * the buffer is got), else to read. */
+static zt_status nvme_grad_hold(zt_trainer *t, int g, zt_swap_mode mode, bool dirty, void **buf)
+{
+    zt_train_nvme *n = t->nvme;
+    if (n->grad_group != g) {
+        ZT_TRY(nvme_grad_release(n));
+        ZT_TRY(nvme_grad_get(t, g, mode, buf));
+        n->grad_group = g;
+    } else {
+        *buf = n->grad.slots[n->grad.where[g]].mem;
+    }
+    n->grad_dirty = n->grad_dirty || dirty;
+    return ZT_OK;
+}
+
+static zt_status nvme_grad_deliver(void *ctx, int u, bool accumulate, void **slice)
+{
+    zt_trainer *t = ctx;
+    zt_train_nvme *n = t->nvme;
+    int g = t->nvme_plan.group_of[u];
+    /* A pass that assigns writes every element: its first touch of a
+     * sub-group reads nothing. */
+    bool fresh = !accumulate && n->grad_stamp[g] != n->grad_pass;
+    n->grad_stamp[g] = n->grad_pass;
+    n->grad_scanned = false;
+    void *buf;
+    ZT_TRY(nvme_grad_hold(t, g, fresh ? ZT_SWAP_OVERWRITE : ZT_SWAP_UPDATE, true, &buf));
+    *slice = nvme_grad_at(t, u, buf);
+    return ZT_OK;
+}
+
+static zt_status nvme_grad_delivered(void *ctx)
+{
+    zt_trainer *t = ctx;
+    t->nvme->grad_pass++;
+    return nvme_grad_release(t->nvme);
+}
+
+bool zt_train_nvme_grads_swapped(const zt_trainer *t) { return t->nvme && t->nvme->grad_on; }
+
+zt_zero_dest_source zt_train_nvme_grad_source(zt_trainer *t)
+{
+    zt_zero_dest_source s = {0};
+    if (zt_train_nvme_grads_swapped(t))
+        s = (zt_zero_dest_source){nvme_grad_deliver, nvme_grad_delivered, t};
+    return s;
+}
+
+zt_status zt_train_nvme_grad_piece(zt_trainer *t, int u, void **g)
+{
+    void *buf;
+    ZT_TRY(nvme_grad_hold(t, t->nvme_plan.group_of[u], ZT_SWAP_READ, false, &buf));
+    *g = nvme_grad_at(t, u, buf);
+    return ZT_OK;
+}
+
+/* Every unit's sum of squares and inf/nan test, last sub-group first. */
+static zt_status nvme_grad_scan(zt_trainer *t)
+{
+    zt_train_nvme *n = t->nvme;
+    const zt_nvme_plan *p = &t->nvme_plan;
+    ZT_TRY(nvme_grad_release(n));
+    for (int g = p->n_groups - 1; g >= 0; g--) {
+        void *buf;
+        ZT_TRY(nvme_grad_get(t, g, ZT_SWAP_READ, &buf));
+        if (g > 0)
+            ZT_TRY(zt_swap_prefetch(&n->grad, g - 1));
+        for (int u = p->groups[g].u0; u < p->groups[g].u1; u++) {
+            const float *x = nvme_grad_at(t, u, buf);
+            int64_t numel = t->layout.units[u].shard_numel;
+            n->grad_bad[u] = zt_has_inf_nan_host(x, ZT_F32, numel);
+            n->grad_sumsq[u] = zt_sum_squares_host(x, ZT_F32, numel);
+        }
+        ZT_TRY(zt_swap_put(&n->grad, g, false));
+    }
+    n->grad_scanned = true;
+    return ZT_OK;
+}
+
+zt_status zt_train_nvme_grad_stats(zt_trainer *t, int u, double *sumsq, bool *bad)
+{
+    if (!t->nvme->grad_scanned)
+        ZT_TRY(nvme_grad_scan(t));
+    *sumsq = t->nvme->grad_sumsq[u];
+    *bad = t->nvme->grad_bad[u];
+    return ZT_OK;
 }
 
 /* ------------------------------------------------------------------ the step */
@@ -162,6 +324,8 @@ zt_status zt_train_nvme_begin_step(zt_trainer *t)
     ZT_TRY(zt_train_nvme_flush(t));
     if (n->opt_on)
         ZT_TRY(zt_swap_check(&n->opt));
+    if (n->grad_on)
+        ZT_TRY(zt_swap_check(&n->grad));
     if (n->param_on)
         ZT_TRY(zt_swap_check(&n->param));
     return ZT_OK;
@@ -177,6 +341,7 @@ zt_status zt_train_nvme_end_step(zt_trainer *t)
     if (!n->opt_on)
         return ZT_OK;
     ZT_TRY(zt_swap_sync(&n->opt));
+    ZT_TRY(zt_swap_sync(&n->grad));
     /* The next step starts at sub-group 0: its read can run during the
      * forward and backward passes. */
     if (t->cfg->zero.offload_optimizer.pipeline_read)
@@ -204,15 +369,23 @@ zt_status zt_train_nvme_apply(zt_trainer *t, float coef, double lr, double b1, d
     const zt_nvme_plan *p = &t->nvme_plan;
     const zt_offload_config *o = &t->cfg->zero.offload_optimizer;
     zt_optim_begin_step(&t->optim);
+    ZT_TRY(nvme_grad_release(n));
     for (int g = 0; g < p->n_groups; g++) {
-        void *tensors[ZT_SWAP_MAX_TENSORS];
+        void *tensors[ZT_SWAP_MAX_TENSORS], *grad;
         ZT_TRY(zt_swap_get(&n->opt, g, ZT_SWAP_UPDATE, tensors));
-        if (o->pipeline_read && g + 1 < p->n_groups)
+        ZT_TRY(nvme_grad_get(t, g, ZT_SWAP_READ, &grad));
+        if (o->pipeline_read && g + 1 < p->n_groups) {
             ZT_TRY(zt_swap_prefetch(&n->opt, g + 1));
+            ZT_TRY(zt_swap_prefetch(&n->grad, g + 1));
+        }
         for (int u = p->groups[g].u0; u < p->groups[g].u1; u++) {
             zt_optim_seg s = nvme_seg(t, u, tensors);
-            ZT_TRY(zt_train_step_piece(t, u, &s, t->own_g[u], coef, lr, b1, b2));
+            ZT_TRY(zt_train_step_piece(t, u, &s, nvme_grad_at(t, u, grad), coef, lr, b1, b2));
         }
+        /* The step scaled the gradients in the buffer: they are dead, and
+         * the buffer must not serve them again. */
+        ZT_TRY(zt_swap_put(&n->grad, g, false));
+        ZT_TRY(zt_swap_drop(&n->grad, g));
         ZT_TRY(zt_swap_put(&n->opt, g, true));
         if (!o->pipeline_write)
             ZT_TRY(zt_swap_flush(&n->opt, g));
@@ -245,6 +418,8 @@ void zt_train_nvme_mark_written(zt_trainer *t) { t->nvme->piece_written = true; 
 zt_status zt_train_nvme_flush(zt_trainer *t)
 {
     zt_train_nvme *n = t->nvme;
+    if (n)
+        ZT_TRY(nvme_grad_release(n));
     if (!n || n->piece_group < 0)
         return ZT_OK;
     int g = n->piece_group;
@@ -327,7 +502,8 @@ void zt_trainer_nvme_stats_get(const zt_trainer *t, zt_trainer_nvme_stats *s)
         s->optim_file_bytes = (p->opt_tensors - 1) * p->opt_file_bytes;
     }
     s->param_file_bytes = p->param_file_bytes;
-    s->swap_bytes = p->opt_swap_bytes + p->param_swap_bytes;
+    s->swap_bytes = zt_nvme_plan_swap_bytes(p);
+    s->grad_file_bytes = p->opt ? p->grad_file_bytes : 0;
     if (!n)
         return;
     s->engine = zt_aio_engine_name(n->aio);
@@ -340,6 +516,8 @@ void zt_trainer_nvme_stats_get(const zt_trainer *t, zt_trainer_nvme_stats *s)
     s->param_dir = n->param_on ? n->param_dir.dir : NULL;
     if (n->opt_on)
         s->opt_io = n->opt.stats;
+    if (n->grad_on)
+        s->grad_io = n->grad.stats;
     if (n->param_on)
         s->param_io = n->param.stats;
 }

@@ -142,8 +142,8 @@ void zt_train_views(zt_trainer *t)
                                      t->cdt);
         else
             t->own_p[u] = NULL;
-        if (t->offload_opt)
-            t->own_g[u] = t->host_grads + ul->part_offset;
+        if (t->offload_opt) /* NULL: swapped to nvme (zt_train_nvme_grad_piece) */
+            t->own_g[u] = t->host_grads ? t->host_grads + ul->part_offset : NULL;
         else
             t->own_g[u] = zt_zero_at(t->grads, pol->grads_sharded ? ul->part_offset : own, t->gdt);
         if (!t->has_master)
@@ -181,12 +181,23 @@ static void placement_opt_scale(const zt_trainer *t, float *x, int64_t n, float 
 zt_status zt_train_first_overflow(zt_trainer *t, int *first)
 {
     int n = t->layout.n_units, total = t->whole->n_units;
+    bool swapped = zt_train_nvme_grads_swapped(t);
+    zt_status st = ZT_OK;
     *first = total;
-    for (int u = 0; u < n && *first == total; u++)
-        if (placement_opt_bad(t, t->own_g[u], t->ogdt, t->layout.units[u].shard_numel))
+    for (int u = 0; u < n && *first == total && st == ZT_OK; u++) {
+        bool bad = false;
+        double sq;
+        if (swapped)
+            st = zt_train_nvme_grad_stats(t, u, &sq, &bad);
+        else
+            bad = placement_opt_bad(t, t->own_g[u], t->ogdt, t->layout.units[u].shard_numel);
+        if (bad)
             *first = zt_pipe_first_unit(&t->pipe) + u;
-    return zt_comm_side_all_reduce(t->comm, t->world->comm, first, 1, MPI_INT, MPI_MIN,
-                                   "the overflow flag");
+    }
+    zt_status red = zt_comm_side_all_reduce(t->comm, t->world->comm, first, 1, MPI_INT, MPI_MIN,
+                                            "the overflow flag");
+    /* Swapped in, a rank may fail: every rank joined the reduction. */
+    return swapped ? zt_world_agree(t->world, st == ZT_OK ? red : st, NULL) : red;
 }
 
 /* The piece of the optimizer's span that unit u is: the whole unit when the
@@ -211,6 +222,8 @@ static zt_status placement_piece(zt_trainer *t, int u, void **g, zt_optim_seg *s
  * slices NULL the fp32 values (own_m, swapped in under nvme). */
 static zt_status placement_slice(zt_trainer *t, void *const *slices, int u, const void **out)
 {
+    if (slices == t->own_g && zt_train_nvme_grads_swapped(t))
+        return zt_train_nvme_grad_piece(t, u, (void **)out);
     if (slices) {
         *out = slices[u];
         return ZT_OK;
@@ -229,13 +242,22 @@ zt_status zt_train_slices_sumsq(zt_trainer *t, void *const *slices, zt_dtype dt,
 {
     *sq = 0.0;
     zt_status st = ZT_OK;
+    /* Swapped gradients: each unit's sum from the pass over the file. */
+    bool swapped = slices == t->own_g && zt_train_nvme_grads_swapped(t);
     for (int u = 0; u < t->layout.n_units && st == ZT_OK; u++) {
         const void *x = NULL;
-        st = placement_slice(t, slices, u, &x);
-        if (st == ZT_OK)
-            *sq += placement_opt_sumsq(t, x, dt, t->layout.units[u].shard_numel);
+        double unit_sq = 0.0;
+        bool bad;
+        if (swapped) {
+            st = zt_train_nvme_grad_stats(t, u, &unit_sq, &bad);
+        } else {
+            st = placement_slice(t, slices, u, &x);
+            if (st == ZT_OK)
+                unit_sq = placement_opt_sumsq(t, x, dt, t->layout.units[u].shard_numel);
+        }
+        *sq += unit_sq;
     }
-    if (slices) {
+    if (slices && !swapped) {
         ZT_TRY(zt_train_sum_f64(t->zcomm, t->zcomm->side, sq, 1, "the gradient norm"));
         return zt_pipe_sum_f64(&t->pipe, sq, 1);
     }

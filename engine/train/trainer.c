@@ -131,6 +131,8 @@ static zt_status trainer_stage_init(zt_trainer *t)
                       .dest_dt = t->ogdt,
                       .dest_host = t->offload_opt,
                       .host_stage = t->rs_stage,
+                      .stage_numel = zt_train_stage_numel(t),
+                      .source = zt_train_nvme_grad_source(t),
                       .comm_dt = t->kdt,
                       .qgz = &t->qgz,
                       .qgz_work = {t->qgz_work[0], t->qgz_work[1]}},

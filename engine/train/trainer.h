@@ -309,12 +309,13 @@ typedef struct {
     int n_groups, opt_slots;      /* optimizer sub-groups; how many fit the buffers */
     int n_param_swapped, param_buffers;
     int64_t param_in_cpu_numel;   /* shard elements kept in host PARAMS (max_in_cpu) */
-    int64_t disk_bytes;           /* this rank's swap files: the three below */
+    int64_t disk_bytes;           /* this rank's swap files: the four below */
     int64_t master_file_bytes;    /* fp32 master weights (host MASTER under cpu offload) */
+    int64_t grad_file_bytes;      /* fp32 gradient partition (host GRADS under cpu offload) */
     int64_t optim_file_bytes;     /* optimizer states (host OPTIM under cpu offload) */
     int64_t param_file_bytes;     /* parameter shards (host PARAMS under cpu offload) */
     size_t swap_bytes;            /* the buffers (host SWAP) */
-    zt_swap_stats opt_io, param_io;
+    zt_swap_stats opt_io, grad_io, param_io;
 } zt_trainer_nvme_stats;
 
 void zt_trainer_nvme_stats_get(const zt_trainer *t, zt_trainer_nvme_stats *s);

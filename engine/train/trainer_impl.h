@@ -90,7 +90,8 @@ struct zt_trainer {
     /* Device GRADS: the full flat gradient, or the partition when the stage
      * shards gradients; NULL then if the optimizer is offloaded. */
     void *grads;
-    float *host_grads;    /* offload_optimizer: the fp32 partition (host) */
+    float *host_grads;    /* offload_optimizer: the fp32 partition (host); NULL on nvme, where
+                           * it is swapped (own_g NULL: zt_train_grad_slice) */
     float *master;        /* fp32 copy of the stepped span (unsharded: full), or NULL */
     float *optim_state;   /* zt_optim_state_numel of the optimizer's span */
     void **unit_store;    /* sharded parameters, per unit: own shard or persistent full copy */
@@ -124,7 +125,7 @@ struct zt_trainer {
     float *pw, *gw;       /* (max_unit_numel): parameters; gradient (also the step's) */
     float *xin, *yout, *sw; /* (micro, max in / out / saved numel) */
     void *param_stage;    /* offload: host staging of one unit's new parameters */
-    void *swap_opt_mem, *swap_param_mem; /* nvme: the swappers' buffers (SWAP) */
+    void *swap_opt_mem, *swap_grad_mem, *swap_param_mem; /* nvme: the swappers' buffers (SWAP) */
     /* Host staging of the micro-batch (HOST WORK). */
     float *x_host;
     int32_t *tokens_host; /* (micro, seq_len) */
@@ -172,6 +173,8 @@ zt_status zt_train_buf(zt_memory *mem, bool reserved, zt_mem_loc loc, zt_mem_cla
 /* n x m elements of elem bytes for the plan; an overflow marks the plan
  * failed (zt_train_buffers then refuses it) and gives 0. */
 size_t zt_train_plan_bytes(zt_trainer *t, int64_t n, int64_t m, size_t elem);
+/* Elements of the offload's host staging of one reduced bucket (rs_stage). */
+int64_t zt_train_stage_numel(const zt_trainer *t);
 zt_status zt_train_tables(zt_trainer *t);
 void zt_train_tables_free(zt_trainer *t);
 /* The largest of one per-sample size field (offsetof(zt_unit, ...)) over units. */
@@ -273,6 +276,17 @@ zt_status zt_train_nvme_param_begin(zt_trainer *t, int u, void **buf);
 zt_status zt_train_nvme_param_end(zt_trainer *t, int u);
 /* Where the stage-3 gather reads swapped shards from. */
 zt_zero_shard_source zt_train_nvme_shard_source(zt_trainer *t);
+/* Gradients swapped with the optimizer (nvme_opt; own_g is NULL then): */
+bool zt_train_nvme_grads_swapped(const zt_trainer *t);
+/* where the reduction delivers them (a zeroed source without the swap); */
+zt_zero_dest_source zt_train_nvme_grad_source(zt_trainer *t);
+/* unit u's reduced gradient slice swapped in, valid until the next call or
+ * zt_train_nvme_flush; */
+zt_status zt_train_nvme_grad_piece(zt_trainer *t, int u, void **g);
+/* unit u's sum of squares and whether it holds an inf or nan: one pass over
+ * the gradient file per step computes every unit's, with the functions the
+ * cpu offload uses (so the norm is the same bits). */
+zt_status zt_train_nvme_grad_stats(zt_trainer *t, int u, double *sumsq, bool *bad);
 
 /* ---- recompute.c ---- */
 /* Checkpointing: unit u starts a segment after the first (its input is kept). */

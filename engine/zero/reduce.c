@@ -122,6 +122,7 @@ zt_status zt_zero_rs_init(zt_zero_rs *r, const zt_config *cfg, const zt_backend 
     r->dest_dt = target->dest_dt;
     r->dest_host = target->dest_host;
     r->host_stage = target->host_stage;
+    r->source = target->source;
     r->comm_dt = target->comm_dt;
     if (target->qgz && target->qgz->active) {
         r->qgz = target->qgz;
@@ -129,6 +130,9 @@ zt_status zt_zero_rs_init(zt_zero_rs *r, const zt_config *cfg, const zt_backend 
         r->qgz_work[1] = target->qgz_work[1];
     }
     r->width = zt_layout_bucket_width(layout, cfg->zero.reduce_bucket_size);
+    r->stage_numel = target->stage_numel > 0 && target->stage_numel < r->width
+                         ? target->stage_numel
+                         : r->width;
     r->overlap = cfg->zero.overlap_comm;
     r->use_reduce_scatter = cfg->zero.reduce_scatter;
     r->n_buckets = r->overlap ? 2 : 1;
@@ -171,6 +175,41 @@ static zt_comm *rs_comm(const zt_zero_rs *r)
     return r->qgz ? zt_qgz_pending_comm(r->qgz) : r->comm;
 }
 
+/* A host destination: the bucket's reduced columns (src, on the device)
+ * come to the host in pieces of stage_numel, each converted into the slices
+ * it covers: the same element-wise arithmetic as one piece, in a staging
+ * buffer that does not grow with the bucket. */
+static zt_status rs_deliver_host(zt_zero_rs *r, zt_zero_bucket *b, const void *src)
+{
+    const zt_backend *be = r->be;
+    zt_dtype kdt = r->comm_dt;
+    int64_t width = b->b1 - b->b0;
+    for (int64_t c0 = 0; c0 < width; c0 += r->stage_numel) {
+        int64_t c1 = c0 + r->stage_numel < width ? c0 + r->stage_numel : width;
+        be->copy_d2h(be, r->host_stage, zt_zero_at(src, c0, kdt),
+                     (size_t)(c1 - c0) * zt_dtype_size(kdt));
+        for (int i = 0; i < b->n_segs; i++) {
+            const zt_zero_seg *s = &b->segs[i];
+            const zt_unit_layout *ul = &r->layout->units[s->unit];
+            /* The segment's columns in bucket coordinates, cut to the piece. */
+            int64_t a = ul->part_offset + s->lo - b->b0, e = a + (s->hi - s->lo);
+            a = a > c0 ? a : c0;
+            e = e < c1 ? e : c1;
+            if (a >= e)
+                continue;
+            void *slice = r->dest ? r->dest[s->unit] : NULL;
+            if (r->source.get)
+                ZT_TRY(r->source.get(r->source.ctx, s->unit, r->accumulate, &slice));
+            int64_t col = a + b->b0 - ul->part_offset; /* in the unit's shard */
+            zt_convert_host(zt_zero_at(slice, col, r->dest_dt), r->dest_dt,
+                            zt_zero_at(r->host_stage, a - c0, kdt), kdt, e - a, r->post_scale,
+                            r->accumulate);
+        }
+    }
+    b->pending = false;
+    return ZT_OK;
+}
+
 /* Waits for a bucket and moves this rank's reduced columns to their slices. */
 static zt_status rs_deliver(zt_zero_rs *r, zt_zero_bucket *b)
 {
@@ -185,20 +224,14 @@ static zt_status rs_deliver(zt_zero_rs *r, zt_zero_bucket *b)
     void *src = b->recv ? b->recv : zt_zero_at(b->send, (int64_t)r->layout->rank * width, kdt);
     if (r->replica)
         ZT_TRY(r->replica->ops->all_reduce(r->replica, src, width, kdt, ZT_RED_SUM, NULL));
-    if (r->dest_host) {
-        be->copy_d2h(be, r->host_stage, src, (size_t)width * zt_dtype_size(kdt));
-        src = r->host_stage;
-    }
+    if (r->dest_host)
+        return rs_deliver_host(r, b, src);
     for (int i = 0; i < b->n_segs; i++) {
         const zt_zero_seg *s = &b->segs[i];
         const zt_unit_layout *ul = &r->layout->units[s->unit];
         const void *from = zt_zero_at(src, ul->part_offset + s->lo - b->b0, kdt);
         void *to = zt_zero_at(r->dest[s->unit], s->lo, r->dest_dt);
-        int64_t n = s->hi - s->lo;
-        if (r->dest_host)
-            zt_convert_host(to, r->dest_dt, from, kdt, n, r->post_scale, r->accumulate);
-        else
-            be->convert(be, to, r->dest_dt, from, kdt, n, r->post_scale, r->accumulate);
+        be->convert(be, to, r->dest_dt, from, kdt, s->hi - s->lo, r->post_scale, r->accumulate);
     }
     b->pending = false;
     return ZT_OK;
@@ -312,5 +345,5 @@ zt_status zt_zero_rs_finish(zt_zero_rs *r)
         if (b->pending)
             ZT_TRY(rs_deliver(r, b));
     }
-    return ZT_OK;
+    return r->source.release ? r->source.release(r->source.ctx) : ZT_OK;
 }

@@ -69,6 +69,17 @@ zt_status zt_zero_reducer_unit_done(zt_zero_reducer *r, int u);
 zt_status zt_zero_reducer_finish(zt_zero_reducer *r);
 
 /* ---- Stages 1-3: bucketed reduce-scatter into the partition. ---- */
+/* Host destination slices handed out one at a time: get gives unit u's slice
+ * (shard_numel of dest_dt), valid until the next get or release; accumulate
+ * says whether this pass adds into it or assigns it (every slice of a pass
+ * that assigns is written whole before release). release: the pass is
+ * delivered (zt_zero_rs_finish). */
+typedef struct {
+    zt_status (*get)(void *ctx, int unit, bool accumulate, void **slice);
+    zt_status (*release)(void *ctx);
+    void *ctx;
+} zt_zero_dest_source;
+
 typedef struct {
     int unit;
     int64_t lo, hi; /* columns [lo, hi) of the unit's shard */
@@ -92,7 +103,9 @@ typedef struct {
     void *const *dest;   /* per unit: shard_numel destination slice of dest_dt */
     zt_dtype comm_dt, dest_dt;
     bool dest_host;      /* dest is host memory (offloaded optimizer): staged through */
-    void *host_stage;    /* (width) comm_dt host buffer when dest_host */
+    void *host_stage;    /* (stage_numel) comm_dt host buffer when dest_host */
+    int64_t stage_numel; /* host_stage's elements: a bucket is staged in pieces of it */
+    zt_zero_dest_source source; /* source.get set: where dest slices come from */
     int64_t width;       /* per-rank bucket width in elements */
     bool overlap, use_reduce_scatter, accumulate;
     float pre_scale, post_scale;
@@ -117,7 +130,12 @@ typedef struct {
     void *const *dest;  /* per unit: shard_numel slice */
     zt_dtype dest_dt;
     bool dest_host;     /* dest is host memory: each bucket is copied to host_stage first */
-    void *host_stage;   /* zt_zero_rs_width elements of comm_dt, host */
+    void *host_stage;   /* stage_numel elements of comm_dt, host */
+    int64_t stage_numel; /* > 0: host_stage's size, below the width; 0: zt_zero_rs_width */
+    /* source.get set (host dest only): dest slices are asked for as they are
+     * delivered instead of read from dest (the nvme offload's swapped
+     * gradients). */
+    zt_zero_dest_source source;
     zt_dtype comm_dt;
     /* qgZ (when q->active): each bucket goes through the hierarchical
      * quantized all-to-all, with one work area of zt_qgz_work_bytes per

@@ -154,10 +154,12 @@ static void stage_memory(const zt_stage_policy *p, const zt_stage_shape *s, zt_s
         b[ZT_MEM_DEVICE][ZT_MEM_GRADS] = s->grad_bytes * (size_t)P;
     else if (!s->offload_optimizer)
         b[ZT_MEM_DEVICE][ZT_MEM_GRADS] = s->grad_bytes * (size_t)(P / N);
+    /* Swapped with the optimizer (nvme), the fp32 partition is in a file too:
+     * only buffers (SWAP) are memory. */
+    if (s->optimizer_swapped)
+        return;
     if (s->offload_optimizer)
         b[ZT_MEM_HOST][ZT_MEM_GRADS] = sizeof(float) * (size_t)(P / N);
-    if (s->optimizer_swapped) /* in swap files: only buffers (SWAP) are memory */
-        return;
     if (s->master)
         b[opt_loc][ZT_MEM_MASTER] = sizeof(float) * (size_t)span;
     b[opt_loc][ZT_MEM_OPTIM] = sizeof(float) * (size_t)(s->optim_floats * span);

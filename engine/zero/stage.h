@@ -102,7 +102,7 @@ typedef struct {
     bool master;              /* an fp32 master copy is kept */
     bool offload_optimizer;   /* master, moments, grad partition on the host */
     bool offload_param;       /* non-persistent shards on the host */
-    bool optimizer_swapped;   /* offload_optimizer to nvme: master and moments in files */
+    bool optimizer_swapped;   /* offload_optimizer to nvme: master, moments, grad partition in files */
     int64_t param_swapped;    /* offload_param to nvme: shard elements in files, not the host */
 } zt_stage_shape;
 

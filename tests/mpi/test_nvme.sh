@@ -7,7 +7,10 @@
 #     (bf16, dropout) at stage 3 np 2; with several sub-groups, fewer swap
 #     buffers than sub-groups and units, pipeline_read/write, max_in_cpu 0,
 #     small I/O blocks over 2 threads. The reports say nvme, show bytes moved
-#     through the files, and no MASTER or OPTIM in memory.
+#     through the files, and no MASTER, OPTIM or GRADS in memory. Every run
+#     accumulates gradients over micro-steps (12 samples, micro-batch 1) and
+#     clips them (gradient_clipping 1.0, the norm computed from the swapped
+#     gradients).
 #  2. Checkpoints: a GPT-lite fp16 run on nvme saved at step 4 and resumed
 #     ends bit-identical to the uninterrupted run, resumed with nvme and with
 #     cpu offload; a cpu-offload run's step-4 checkpoint resumed with nvme too.
@@ -94,7 +97,9 @@ for rk in r["ranks"]:
     io = rk["nvme"]
     if opt == "nvme":
         assert host["MASTER"]["peak"] == 0 and host["OPTIM"]["peak"] == 0, host
+        assert host["GRADS"]["peak"] == 0, host
         assert io["optimizer"]["bytes_written"] > 0 and io["optimizer"]["reads"] > 0, io
+        assert io["gradient"]["bytes_written"] > 0 and io["gradient"]["reads"] > 0, io
     if param == "nvme":
         assert n["swapped_param_units"] > n["param_buffers"] >= 1, n
         assert host["PARAMS"]["peak"] == 0, host
@@ -105,6 +110,7 @@ for rk in r["ranks"]:
 for rk, ck in zip(r["ranks"], cpu["ranks"]):
     files, host = rk["memory_bytes"]["nvme"], ck["memory_bytes"]["host"]
     moved = {"MASTER": (opt, n["sub_groups"]), "OPTIM": (opt, 2 * n["sub_groups"]),
+             "GRADS": (opt, n["sub_groups"]),
              "PARAMS": (param, n["swapped_param_units"])}
     for c, (dev, pads) in moved.items():
         want = host[c]["peak"] if dev == "nvme" else 0
@@ -244,7 +250,7 @@ for rk in r["ranks"]:
     opt = f"zero_stage_3/optimizer/rank{R}/"
     par = f"zero_stage_3/float16params/rank{R}/"
     mine = {k: v for k, v in files.items() if k.startswith((opt, par))}
-    stems = {opt + s + ".tensor.swp" for s in ("fp32_master", "exp_avg", "exp_avg_sq")}
+    stems = {opt + s + ".tensor.swp" for s in ("fp32_master", "exp_avg", "exp_avg_sq", "gradient")}
     params = [k for k in mine if re.fullmatch(re.escape(par) + r"\d+_param\.tensor\.swp", k)]
     assert set(mine) == stems | set(params) | {opt + ".zerotrain.lock", par + ".zerotrain.lock"}, mine
     assert len(params) == r["nvme"]["swapped_param_units"], params

@@ -65,7 +65,14 @@ static void test_sub_groups(void **state)
     /* 7 buffers hold 2 sub-groups of 3 tensors of the largest sub-group. */
     assert_int_equal(p.opt_slots, 2);
     assert_int_equal(p.opt_swap_bytes, 2 * 3 * 20480 + ZT_AIO_ALIGN);
-    assert_int_equal(p.disk_bytes, 3 * p.opt_file_bytes);
+    /* The gradients: a fourth file of the same layout, two sub-group buffers,
+     * and the host staging of a reduced bucket cut to the largest sub-group. */
+    assert_int_equal(p.grad_file_bytes, p.opt_file_bytes);
+    assert_int_equal(p.grad_slots, 2);
+    assert_int_equal(p.grad_swap_bytes, 2 * 20480 + ZT_AIO_ALIGN);
+    assert_int_equal(p.stage_numel, 4500);
+    assert_int_equal(zt_nvme_plan_swap_bytes(&p), p.opt_swap_bytes + p.grad_swap_bytes);
+    assert_int_equal(p.disk_bytes, 4 * p.opt_file_bytes);
     zt_nvme_plan_free(&p);
     /* One huge sub-group; buffers beyond the sub-groups are not planned. */
     cfg.zero.sub_group_size = 1000000000;
