@@ -131,8 +131,8 @@ static void cmd_print_summary(const zt_world *w, const zt_config *cfg, const zt_
                zt_dtype_name(s.comm_dtype),
                cfg->fp16.enabled ? (s.dynamic_loss_scale ? "dynamic" : "static") : "none");
     if (s.offload_optimizer || s.offload_param)
-        printf("  offload: optimizer %s (master, moments %s, gradient partition on the host, "
-               "CPU Adam), parameters %s\n",
+        printf("  offload: optimizer %s (master, moments, gradient partition %s, CPU Adam), "
+               "parameters %s\n",
                s.nvme_optimizer ? "nvme" : s.offload_optimizer ? "cpu" : "none",
                s.nvme_optimizer ? "in swap files" : "on the host",
                s.nvme_param ? "nvme" : s.offload_param ? "cpu" : "none");
@@ -141,10 +141,11 @@ static void cmd_print_summary(const zt_world *w, const zt_config *cfg, const zt_
     if (nv.engine) {
         const double mib = 1024.0 * 1024.0;
         printf("  nvme: %s%s; rank 0's swap files: master weights %.2f MiB, optimizer states "
-               "%.2f MiB, parameter shards %.2f MiB, in %s%s%s; swap buffers %.2f MiB of host "
-               "memory\n",
+               "%.2f MiB, gradients %.2f MiB, parameter shards %.2f MiB, in %s%s%s; swap "
+               "buffers %.2f MiB of host memory\n",
                nv.engine, nv.direct ? " (O_DIRECT)" : " (buffered: no O_DIRECT here)",
                (double)nv.master_file_bytes / mib, (double)nv.optim_file_bytes / mib,
+               (double)nv.grad_file_bytes / mib,
                (double)nv.param_file_bytes / mib, nv.opt_dir ? nv.opt_dir : nv.param_dir,
                nv.opt_dir && nv.param_dir ? " and " : "",
                nv.opt_dir && nv.param_dir ? nv.param_dir : "", (double)nv.swap_bytes / mib);

@@ -13,13 +13,14 @@
 #     quarter of the parameters: 1 sub-group of buffers (buffer_count 3, no
 #     overlap), and 3 (buffer_count 9, pipeline_read and pipeline_write).
 #     Columns: ms/step over the timed steps (DeepSpeed's: the first two left
-#     out), the swap bytes per step, the step's wait on swap I/O, and the
-#     bytes over the step time.
+#     out), the swap bytes per step (optimizer state and gradients), the
+#     wait on swap I/O, and the bytes over the step time.
 #  3. Host memory: peak host bytes by class for two model sizes (L=LAYERS and
 #     4*LAYERS at W=WIDTH, stage 3, both offloads, max_in_cpu 0), cpu against
 #     nvme with the same swap settings at both sizes: the nvme run holds its
-#     swap buffers (the same at both sizes) and the fp32 gradient partition
-#     (which grows with the model, as DeepSpeed's does), and no master
+#     swap buffers (the same at both sizes) and a model-independent rest (the
+#     micro-batch's staging, one unit's parameter staging, one sub-group's
+#     staging of reduced gradients), and no gradient partition, master
 #     weights, moments or parameter shards; those are the nvme files column.
 #
 # Env: SIZE_MIB (default 512), OP_MIB (16), REPS (3), WIDTH (1024), LAYERS
@@ -68,7 +69,7 @@ done
 # ---- 2. step time
 model=(--model mlp --width "$WIDTH" --layers "$LAYERS" --in-size "$WIDTH" --out-size "$WIDTH"
        --steps "$STEPS" --seed 1)
-params=$(./zerotrain --estimate-memory --num-gpus 1 "${model[@]}" | awk '/parameters in|parameters, padded/ {print $3; exit}')
+params=$(./zerotrain --estimate-memory --num-gpus 1 "${model[@]}" | awk '/parameters in|parameters, padded/ && !n++ {print $3}')
 cfg() { # name stage zero-extra
     cat >"$work/$1.json" <<JSON
 {"train_batch_size": 64, "train_micro_batch_size_per_gpu": 64,
@@ -125,11 +126,14 @@ for v, label in (("cpu", "cpu"), ("nvme1", "nvme, buffer_count 3"), ("nvme3", "n
     r = json.load(open(f"{work}/{v}.rep"))
     ms = 1e3 * r["train_batch_size"] / r["samples_per_sec"]
     base = base or ms
-    n, io = r["nvme"], (r["ranks"][0]["nvme"] or {}).get("optimizer")
+    n, ios = r["nvme"], r["ranks"][0]["nvme"] or {}
+    io = ios.get("optimizer")
     if io:
+        # The optimizer state and the gradient partition swapped with it.
+        both = [ios[k] for k in ("optimizer", "gradient") if k in ios]
         steps = r["steps"]
-        mb = (io["bytes_read"] + io["bytes_written"]) / steps / 1e6
-        wait = 1e3 * io["wait_seconds"] / steps
+        mb = sum(x["bytes_read"] + x["bytes_written"] for x in both) / steps / 1e6
+        wait = 1e3 * sum(x["wait_seconds"] for x in both) / steps
         groups = f"{n['sub_groups']} ({n['sub_groups_in_memory']})"
         print(f"| {label} | {groups} | {ms:.1f} | {mb:.1f} | {wait:.1f} | {mb / ms:.2f} | {ms / base:.2f} |")
     else:

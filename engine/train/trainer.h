@@ -42,7 +42,9 @@
  * engine/nvme, docs/nvme.md): MASTER and OPTIM live in swap files and step
  * sub-group by sub-group through the SWAP buffers; the parameter shards past
  * max_in_cpu live in swap files and are read into a SWAP buffer for their
- * gather; the fp32 gradient partition stays in host GRADS.
+ * gather; the fp32 gradient partition lives in a swap file too, each
+ * sub-group's slice added into in a SWAP buffer as reduced buckets arrive
+ * (the offload's host staging of a bucket cut to a sub-group).
  *
  * Activation checkpointing (interval K > 0): units form segments [sK, sK+K).
  * Forward keeps only each segment's input (ACTS on the device, or the host
