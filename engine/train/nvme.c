@@ -22,10 +22,12 @@
  * read and added into otherwise) and held until the reduction moves to
  * another sub-group, then written back with the write in flight. Gradient
  * accumulation is the cpu offload's: the same fp32 adds, in the same order,
- * only with the sum resting in the file between micro-steps. Before the
- * step one pass over the file (last sub-group first, so that the first ones
- * stay in the buffers for the step) computes every unit's sum of squares and
- * inf/nan test with the cpu offload's functions; the step then reads each
+ * only with the sum resting in the file between micro-steps. As each
+ * sub-group leaves the reduction whole, its units' sums of squares and
+ * inf/nan tests are taken with the cpu offload's functions, so the overflow
+ * check and the clipping norm of the step need no read of their own (a pass
+ * over the file, last sub-group first, computes them where a reduction
+ * pass did not, e.g. after a --grad-dump); the step then reads each
  * sub-group's gradients with its state, read ahead with it.
  */
 #include <stdio.h>
@@ -48,7 +50,14 @@ struct zt_train_nvme {
     int grad_group;
     bool grad_dirty;
     int64_t grad_pass, *grad_stamp;
-    /* Per unit, from the pass before the step (valid while grad_scanned). */
+    /* Per sub-group, the elements the current pass has delivered: when they
+     * are all there, the held sub-group's units get their statistics as it
+     * is put back (grad_final); groups_final counts those of the pass. */
+    int64_t *grad_count;
+    bool grad_final;
+    int groups_final;
+    /* Per unit, of the gradients as they are now (valid while grad_scanned):
+     * from the last reduction pass, or a pass over the file. */
     bool grad_scanned;
     double *grad_sumsq;
     bool *grad_bad;
@@ -108,9 +117,10 @@ static zt_status nvme_init_opt(zt_trainer *t, zt_train_nvme *n)
     free(ext);
     n->grad_on = st == ZT_OK;
     n->grad_stamp = calloc((size_t)p->n_groups, sizeof *n->grad_stamp);
+    n->grad_count = calloc((size_t)p->n_groups, sizeof *n->grad_count);
     n->grad_sumsq = calloc((size_t)t->layout.n_units, sizeof *n->grad_sumsq);
     n->grad_bad = calloc((size_t)t->layout.n_units, sizeof *n->grad_bad);
-    if (st == ZT_OK && (!n->grad_stamp || !n->grad_sumsq || !n->grad_bad))
+    if (st == ZT_OK && (!n->grad_stamp || !n->grad_count || !n->grad_sumsq || !n->grad_bad))
         st = zt_fail(ZT_ERR_OOM, "", "cannot allocate the gradient swap tables");
     return st;
 }
@@ -191,6 +201,7 @@ void zt_train_nvme_free(zt_trainer *t)
         zt_aio_free(n->aio);
         free(n->param_item);
         free(n->grad_stamp);
+        free(n->grad_count);
         free(n->grad_sumsq);
         free(n->grad_bad);
         free(n);
@@ -213,15 +224,36 @@ static zt_status nvme_grad_get(zt_trainer *t, int g, zt_swap_mode mode, void **b
     return zt_swap_get(&t->nvme->grad, g, mode, buf);
 }
 
-/* Puts the held sub-group back, written when it changed. */
-static zt_status nvme_grad_release(zt_train_nvme *n)
+/* Every unit of sub-group g: its sum of squares and inf/nan test, with the
+ * functions the cpu offload uses on the same slices (the same bits). */
+static void nvme_grad_unit_stats(zt_trainer *t, int g, const void *buf)
 {
+    zt_train_nvme *n = t->nvme;
+    const zt_nvme_group *grp = &t->nvme_plan.groups[g];
+    for (int u = grp->u0; u < grp->u1; u++) {
+        const float *x = nvme_grad_at(t, u, (void *)buf);
+        int64_t numel = t->layout.units[u].shard_numel;
+        n->grad_bad[u] = zt_has_inf_nan_host(x, ZT_F32, numel);
+        n->grad_sumsq[u] = zt_sum_squares_host(x, ZT_F32, numel);
+    }
+}
+
+/* Puts the held sub-group back, written when it changed; one the reduction
+ * has delivered whole gets its units' statistics first. */
+static zt_status nvme_grad_release(zt_trainer *t)
+{
+    zt_train_nvme *n = t->nvme;
     if (!n || n->grad_group < 0)
         return ZT_OK;
     int g = n->grad_group;
     bool write = n->grad_dirty;
+    if (n->grad_final) {
+        nvme_grad_unit_stats(t, g, n->grad.slots[n->grad.where[g]].mem);
+        n->groups_final++;
+    }
     n->grad_group = -1;
     n->grad_dirty = false;
+    n->grad_final = false;
     return zt_swap_put(&n->grad, g, write);
 }
 
@@ -231,7 +263,7 @@ static zt_status nvme_grad_hold(zt_trainer *t, int g, zt_swap_mode mode, bool di
 {
     zt_train_nvme *n = t->nvme;
     if (n->grad_group != g) {
-        ZT_TRY(nvme_grad_release(n));
+        ZT_TRY(nvme_grad_release(t));
         ZT_TRY(nvme_grad_get(t, g, mode, buf));
         n->grad_group = g;
     } else {
@@ -241,18 +273,26 @@ static zt_status nvme_grad_hold(zt_trainer *t, int g, zt_swap_mode mode, bool di
     return ZT_OK;
 }
 
-static zt_status nvme_grad_deliver(void *ctx, int u, bool accumulate, void **slice)
+static zt_status nvme_grad_deliver(void *ctx, int u, int64_t numel, bool accumulate, void **slice)
 {
     zt_trainer *t = ctx;
     zt_train_nvme *n = t->nvme;
     int g = t->nvme_plan.group_of[u];
-    /* A pass that assigns writes every element: its first touch of a
-     * sub-group reads nothing. */
-    bool fresh = !accumulate && n->grad_stamp[g] != n->grad_pass;
-    n->grad_stamp[g] = n->grad_pass;
+    bool first = n->grad_stamp[g] != n->grad_pass;
+    if (first) {
+        n->grad_stamp[g] = n->grad_pass;
+        n->grad_count[g] = 0;
+    }
     n->grad_scanned = false;
     void *buf;
-    ZT_TRY(nvme_grad_hold(t, g, fresh ? ZT_SWAP_OVERWRITE : ZT_SWAP_UPDATE, true, &buf));
+    /* A pass that assigns writes every element: its first touch of a
+     * sub-group reads nothing. */
+    ZT_TRY(nvme_grad_hold(t, g, first && !accumulate ? ZT_SWAP_OVERWRITE : ZT_SWAP_UPDATE, true,
+                          &buf));
+    n->grad_count[g] += numel;
+    /* The caller writes these numel now: the sub-group is whole once it
+     * moves on (nvme_grad_release). */
+    n->grad_final = n->grad_count[g] == t->nvme_plan.groups[g].numel;
     *slice = nvme_grad_at(t, u, buf);
     return ZT_OK;
 }
@@ -260,8 +300,14 @@ static zt_status nvme_grad_deliver(void *ctx, int u, bool accumulate, void **sli
 static zt_status nvme_grad_delivered(void *ctx)
 {
     zt_trainer *t = ctx;
-    t->nvme->grad_pass++;
-    return nvme_grad_release(t->nvme);
+    zt_train_nvme *n = t->nvme;
+    zt_status st = nvme_grad_release(t);
+    /* Every sub-group came whole out of this pass: the statistics are the
+     * gradients' as they are now, and the step needs no pass of its own. */
+    n->grad_scanned = st == ZT_OK && n->groups_final == t->nvme_plan.n_groups;
+    n->groups_final = 0;
+    n->grad_pass++;
+    return st;
 }
 
 bool zt_train_nvme_grads_swapped(const zt_trainer *t) { return t->nvme && t->nvme->grad_on; }
@@ -287,18 +333,13 @@ static zt_status nvme_grad_scan(zt_trainer *t)
 {
     zt_train_nvme *n = t->nvme;
     const zt_nvme_plan *p = &t->nvme_plan;
-    ZT_TRY(nvme_grad_release(n));
+    ZT_TRY(nvme_grad_release(t));
     for (int g = p->n_groups - 1; g >= 0; g--) {
         void *buf;
         ZT_TRY(nvme_grad_get(t, g, ZT_SWAP_READ, &buf));
         if (g > 0)
             ZT_TRY(zt_swap_prefetch(&n->grad, g - 1));
-        for (int u = p->groups[g].u0; u < p->groups[g].u1; u++) {
-            const float *x = nvme_grad_at(t, u, buf);
-            int64_t numel = t->layout.units[u].shard_numel;
-            n->grad_bad[u] = zt_has_inf_nan_host(x, ZT_F32, numel);
-            n->grad_sumsq[u] = zt_sum_squares_host(x, ZT_F32, numel);
-        }
+        nvme_grad_unit_stats(t, g, buf);
         ZT_TRY(zt_swap_put(&n->grad, g, false));
     }
     n->grad_scanned = true;
@@ -369,7 +410,7 @@ zt_status zt_train_nvme_apply(zt_trainer *t, float coef, double lr, double b1, d
     const zt_nvme_plan *p = &t->nvme_plan;
     const zt_offload_config *o = &t->cfg->zero.offload_optimizer;
     zt_optim_begin_step(&t->optim);
-    ZT_TRY(nvme_grad_release(n));
+    ZT_TRY(nvme_grad_release(t));
     for (int g = 0; g < p->n_groups; g++) {
         void *tensors[ZT_SWAP_MAX_TENSORS], *grad;
         ZT_TRY(zt_swap_get(&n->opt, g, ZT_SWAP_UPDATE, tensors));
@@ -419,7 +460,7 @@ zt_status zt_train_nvme_flush(zt_trainer *t)
 {
     zt_train_nvme *n = t->nvme;
     if (n)
-        ZT_TRY(nvme_grad_release(n));
+        ZT_TRY(nvme_grad_release(t));
     if (!n || n->piece_group < 0)
         return ZT_OK;
     int g = n->piece_group;

@@ -199,7 +199,7 @@ static zt_status rs_deliver_host(zt_zero_rs *r, zt_zero_bucket *b, const void *s
                 continue;
             void *slice = r->dest ? r->dest[s->unit] : NULL;
             if (r->source.get)
-                ZT_TRY(r->source.get(r->source.ctx, s->unit, r->accumulate, &slice));
+                ZT_TRY(r->source.get(r->source.ctx, s->unit, e - a, r->accumulate, &slice));
             int64_t col = a + b->b0 - ul->part_offset; /* in the unit's shard */
             zt_convert_host(zt_zero_at(slice, col, r->dest_dt), r->dest_dt,
                             zt_zero_at(r->host_stage, a - c0, kdt), kdt, e - a, r->post_scale,

@@ -70,12 +70,13 @@ zt_status zt_zero_reducer_finish(zt_zero_reducer *r);
 
 /* ---- Stages 1-3: bucketed reduce-scatter into the partition. ---- */
 /* Host destination slices handed out one at a time: get gives unit u's slice
- * (shard_numel of dest_dt), valid until the next get or release; accumulate
- * says whether this pass adds into it or assigns it (every slice of a pass
- * that assigns is written whole before release). release: the pass is
- * delivered (zt_zero_rs_finish). */
+ * (shard_numel of dest_dt), valid until the next get or release, into which
+ * the caller then writes numel elements; accumulate says whether this pass
+ * adds into it or assigns it (a pass that assigns writes every element of
+ * every slice before release). release: the pass is delivered
+ * (zt_zero_rs_finish). */
 typedef struct {
-    zt_status (*get)(void *ctx, int unit, bool accumulate, void **slice);
+    zt_status (*get)(void *ctx, int unit, int64_t numel, bool accumulate, void **slice);
     zt_status (*release)(void *ctx);
     void *ctx;
 } zt_zero_dest_source;
