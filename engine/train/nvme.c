@@ -414,7 +414,9 @@ zt_status zt_train_nvme_apply(zt_trainer *t, float coef, double lr, double b1, d
     for (int g = 0; g < p->n_groups; g++) {
         void *tensors[ZT_SWAP_MAX_TENSORS], *grad;
         ZT_TRY(zt_swap_get(&n->opt, g, ZT_SWAP_UPDATE, tensors));
-        ZT_TRY(nvme_grad_get(t, g, ZT_SWAP_READ, &grad));
+        /* UPDATE: the step scales them in place, so a write of them still
+         * in flight is finished first. */
+        ZT_TRY(nvme_grad_get(t, g, ZT_SWAP_UPDATE, &grad));
         if (o->pipeline_read && g + 1 < p->n_groups) {
             ZT_TRY(zt_swap_prefetch(&n->opt, g + 1));
             ZT_TRY(zt_swap_prefetch(&n->grad, g + 1));

@@ -1,7 +1,7 @@
 /* Unit tests for engine/nvme/swapper: items survive any order of gets
  * through fewer slots than items, the files always end up holding what was
- * put, reads run ahead only into free slots, and misuse and I/O errors are
- * errors. The reference is the files' bytes read with pread. */
+ * put, reads run ahead only into free slots, a dropped slot is read again,
+ * and misuse and I/O errors are errors. The reference is the files' bytes read with pread. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -188,6 +188,35 @@ static void test_prefetch(void **state)
     zt_swap_free(&one);
 }
 
+/* drop: a buffer changed and not written back is forgotten, so the next get
+ * reads the file's bytes again (the nvme gradients, scaled in place by the
+ * step); a got item cannot be dropped. */
+static void test_drop(void **state)
+{
+    (void)state;
+    zt_swapper s;
+    init_swapper(&s, SLOTS);
+    void *t[K];
+    assert_int_equal(zt_swap_get(&s, 1, ZT_SWAP_OVERWRITE, t), ZT_OK);
+    fill(t, 1, 7);
+    assert_int_equal(zt_swap_put(&s, 1, true), ZT_OK);
+    /* UPDATE: the write in flight is waited for before the buffer changes. */
+    assert_int_equal(zt_swap_get(&s, 1, ZT_SWAP_UPDATE, t), ZT_OK);
+    assert_int_equal(zt_swap_drop(&s, 1), ZT_ERR_INTERNAL);
+    assert_non_null(strstr(zt_status_message(), "dropped while got"));
+    memset(t[0], 0xab, TENSOR); /* changed, not to be written */
+    assert_int_equal(zt_swap_put(&s, 1, false), ZT_OK);
+    assert_int_equal(zt_swap_drop(&s, 1), ZT_OK);
+    assert_int_equal(s.where[1], -1);
+    assert_int_equal(zt_swap_drop(&s, 1), ZT_OK); /* not held: nothing to do */
+    int64_t reads = s.stats.reads;
+    assert_int_equal(zt_swap_get(&s, 1, ZT_SWAP_READ, t), ZT_OK);
+    assert_int_equal(s.stats.reads, reads + 1);
+    expect(t, 1, 7);
+    assert_int_equal(zt_swap_put(&s, 1, false), ZT_OK);
+    zt_swap_free(&s);
+}
+
 static void test_io_errors(void **state)
 {
     (void)state;
@@ -220,6 +249,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_items_survive_eviction),
         cmocka_unit_test(test_prefetch),
+        cmocka_unit_test(test_drop),
         cmocka_unit_test(test_io_errors),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
