@@ -16,8 +16,9 @@
 #    sub-group's staging of reduced gradients (reduce_bucket_size is left
 #    far above the model, so a bucket is the whole partition).
 # The 16-layer stage-3 run is also bit-identical to the cpu offload's (cmp
-# of --dump-params, equal loss histories): gradient accumulation over 2
-# micro-steps, clipping on, the reduced bucket staged in sub-group pieces.
+# of --dump-grads, read back from the gradient file, and of --dump-params;
+# equal loss histories): gradient accumulation over 2 micro-steps, clipping
+# on, the reduced bucket staged in sub-group pieces.
 set -eu
 cd "$(dirname "$0")/../.."
 source tests/env.sh
@@ -47,18 +48,20 @@ write_cfg() {
 JSON
 }
 
-run() { # np cfg tag layers
-    timeout 120 $ZT_MPIRUN -np "$1" ./zerotrain --config "$tmp/$2.json" --model mlp --width 256 \
-        --layers "$4" --in-size 64 --out-size 10 --steps 3 --seed 7 \
-        --dump-params "$tmp/$3.bin" --report "$tmp/$3.json" >"$tmp/$3.log" 2>&1 ||
-        { cat "$tmp/$3.log"; fail "zerotrain run $3"; }
+run() { # np cfg tag layers [flags...]
+    local np=$1 cfg=$2 tag=$3 layers=$4
+    shift 4
+    timeout 120 $ZT_MPIRUN -np "$np" ./zerotrain --config "$tmp/$cfg.json" --model mlp --width 256 \
+        --layers "$layers" --in-size 64 --out-size 10 --steps 3 --seed 7 "$@" \
+        --dump-params "$tmp/$tag.bin" --report "$tmp/$tag.json" >"$tmp/$tag.log" 2>&1 ||
+        { cat "$tmp/$tag.log"; fail "zerotrain run $tag"; }
 }
 
 write_cfg s3-nvme 3 nvme nvme
 write_cfg s3-cpu 3 cpu cpu
 write_cfg s2-nvme 2 nvme none
 for L in 4 16; do
-    run 2 s3-nvme "s3-L$L" $L
+    run 2 s3-nvme "s3-L$L" $L --dump-grads "$tmp/s3-L$L.grads"
     run 1 s2-nvme "s2-L$L" $L
 done
 
@@ -99,7 +102,8 @@ PY
 bound s3-L4 s3-L16 3
 bound s2-L4 s2-L16 2
 
-run 2 s3-cpu s3-L16-cpu 16
+run 2 s3-cpu s3-L16-cpu 16 --dump-grads "$tmp/s3-L16-cpu.grads"
+cmp -s "$tmp/s3-L16-cpu.grads" "$tmp/s3-L16.grads" || fail "stage 3 16 layers: nvme gradients differ from cpu offload"
 cmp -s "$tmp/s3-L16-cpu.bin" "$tmp/s3-L16.bin" || fail "stage 3 16 layers: nvme weights differ from cpu offload"
 $ZT_PYTHON - "$tmp/s3-L16-cpu.json" "$tmp/s3-L16.json" <<'PY' || fail "stage 3 16 layers: histories differ"
 import json, sys
