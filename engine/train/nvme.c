@@ -17,7 +17,7 @@
  *
  * Gradients: the fp32 partition lives in the "gradient" file of the
  * optimizer folder, behind grad_slots buffers of one sub-group each. The
- * reduction asks for a unit's slice as it delivers (nvme_grad_get): the
+ * reduction asks for a unit's slice as it delivers (nvme_grad_deliver): the
  * sub-group is got (overwritten on the first touch of a pass that assigns,
  * read and added into otherwise) and held until the reduction moves to
  * another sub-group, then written back with the write in flight. Gradient
@@ -27,8 +27,8 @@
  * inf/nan tests are taken with the cpu offload's functions, so the overflow
  * check and the clipping norm of the step need no read of their own (a pass
  * over the file, last sub-group first, computes them where a reduction
- * pass did not, e.g. after a --grad-dump); the step then reads each
- * sub-group's gradients with its state, read ahead with it.
+ * pass did not); the step then reads each sub-group's gradients with its
+ * state, read ahead with it.
  */
 #include <stdio.h>
 #include <stdlib.h>
