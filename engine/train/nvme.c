@@ -410,7 +410,10 @@ zt_status zt_train_nvme_apply(zt_trainer *t, float coef, double lr, double b1, d
     const zt_nvme_plan *p = &t->nvme_plan;
     const zt_offload_config *o = &t->cfg->zero.offload_optimizer;
     zt_optim_begin_step(&t->optim);
+    /* The reduction's writes finish first: a buffer with a write in flight
+     * cannot take a read ahead. */
     ZT_TRY(nvme_grad_release(t));
+    ZT_TRY(zt_swap_sync(&n->grad));
     for (int g = 0; g < p->n_groups; g++) {
         void *tensors[ZT_SWAP_MAX_TENSORS], *grad;
         ZT_TRY(zt_swap_get(&n->opt, g, ZT_SWAP_UPDATE, tensors));
