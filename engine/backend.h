@@ -144,15 +144,22 @@ struct zt_backend {
     /* dx = dy * (y > 0); in place (dx == dy) allowed. */
     void (*relu_backward)(const zt_backend *be, float *dx, const float *dy, const float *y,
                           int64_t n);
-    /* Softmax cross-entropy over rows of logits (rows, classes). Rows whose label
-     * is ignore_index contribute nothing. Returns the sum over counted rows of
-     * -log softmax(logits)[label] (as float64 on the host) and writes
-     * dlogits = dscale * (softmax - onehot) (zero rows for ignored labels).
-     * Labels outside [0, classes) other than ignore_index are an internal error
-     * caught earlier by the data loaders. dlogits may be NULL (eval). */
+    /* Softmax cross-entropy over rows of logits (rows, ld): columns
+     * [0, classes) are the classes, columns [classes, ld) are padding (a
+     * vocabulary padded to a multiple of 128), never read and never counted.
+     * Rows whose label is ignore_index contribute nothing. Returns the sum over
+     * counted rows of -log softmax(logits)[label] (as float64 on the host) and
+     * writes dlogits (rows, ld) = dscale * (softmax - onehot): zero rows for
+     * ignored labels, exactly 0 in the padding columns. dlogits may be NULL
+     * (eval) or logits itself: the op reads a row (one pass, a running max
+     * and rescaled sum over chunks of the row) before it writes that row, so
+     * the trainer needs no separate (rows, ld) gradient buffer. Labels outside
+     * [0, classes) other than ignore_index are an internal error caught
+     * earlier by the data loaders. */
     double (*xent_forward_backward)(const zt_backend *be, const float *logits,
                                     const int32_t *labels, int64_t rows, int64_t classes,
-                                    int32_t ignore_index, float dscale, float *dlogits);
+                                    int64_t ld, int32_t ignore_index, float dscale,
+                                    float *dlogits);
     /* x *= a */
     void (*scale)(const zt_backend *be, float *x, float a, int64_t n);
     /* y += a * x */

@@ -352,5 +352,6 @@ zt_status zt_classifier_build(const zt_model_args *a, zt_model *m)
     m->hidden_size = e;
     m->labels_numel = 1;
     m->n_classes = 2;
+    m->loss_in_place = true;
     return ZT_OK;
 }

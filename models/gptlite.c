@@ -256,17 +256,35 @@ void zt_gptlite_block(zt_unit *u, const char *name, int64_t seq_len, int64_t c, 
     zt_unit_add_param(u, "mlp.proj.bias", 1, (int64_t[]){c}, ZT_INIT_UNIFORM, lin_f);
 }
 
-/* ---- head: logits = lm_head(ln_f(x)) ---- */
+/* ---- head: logits = lm_head(ln_f(x)) ----
+ * The logits are (rows, Vp), Vp = V rounded up to ZT_GPTLITE_VOCAB_ALIGN:
+ * the GEMMs compute and read V columns with row stride Vp, so lm_head keeps
+ * its (V, C) shape in every checkpoint and interop format, and the bias ops,
+ * which know no stride, run over all Vp columns with a bias padded by zeros
+ * in `work` (the loss leaves the padding's gradient exactly 0). */
+
+/* Where the padded bias (or its gradient) lives: past the 2 (rows, C) of work. */
+static float *head_pad(const zt_unit *u, float *work, const zt_batch *b)
+{
+    return work + 2 * b->n * u->dims[0] * u->dims[1];
+}
 
 static void head_forward(const zt_unit *u, const zt_backend *be, const float *params,
                          const float *x, float *y, float *saved, float *work, const zt_batch *b)
 {
-    (void)work;
-    int64_t seq = u->dims[0], c = u->dims[1], vocab = u->dims[2], rows = b->n * b->t;
+    int64_t seq = u->dims[0], c = u->dims[1], vocab = u->dims[2], vp = u->dims[3];
+    int64_t rows = b->n * b->t;
     const float *lnw = params, *lnb = params + c, *w = params + 2 * c, *bias = w + vocab * c;
     float *ln = saved, *mean = saved + b->n * seq * c, *rstd = mean + b->n * seq;
     be->layernorm_forward(be, ln, mean, rstd, x, lnw, lnb, rows, c, ZT_LAYERNORM_EPS);
-    zt_linear_forward(be, y, ln, w, bias, rows, c, vocab); // (rows, V)
+    be->gemm(be, false, true, rows, vocab, c, 1.0f, ln, c, w, c, 0.0f, y, vp); // (rows, V) of (rows, Vp)
+    if (vp > vocab) {
+        float *pb = head_pad(u, work, b); // (Vp)
+        be->copy_d2d(be, pb, bias, (size_t)vocab * sizeof *pb);
+        be->memset_zero(be, pb + vocab, (size_t)(vp - vocab) * sizeof *pb);
+        bias = pb;
+    }
+    be->bias_add(be, y, bias, rows, vp);
 }
 
 static void head_backward(const zt_unit *u, const zt_backend *be, const float *params,
@@ -275,11 +293,26 @@ static void head_backward(const zt_unit *u, const zt_backend *be, const float *p
                           const zt_batch *b)
 {
     (void)y;
-    int64_t seq = u->dims[0], c = u->dims[1], vocab = u->dims[2], rows = b->n * b->t;
+    int64_t seq = u->dims[0], c = u->dims[1], vocab = u->dims[2], vp = u->dims[3];
+    int64_t rows = b->n * b->t;
     const float *lnw = params, *w = params + 2 * c;
     float *dlnw = dparams, *dlnb = dparams + c, *dw = dparams + 2 * c, *db = dw + vocab * c;
     const float *ln = saved, *mean = saved + b->n * seq * c, *rstd = mean + b->n * seq;
-    zt_linear_backward(be, work, dw, db, dy, ln, w, rows, c, vocab, accumulate, false);
+    // dy: (rows, Vp), its padding columns 0
+    be->gemm(be, true, false, vocab, c, rows, 1.0f, dy, vp, ln, c, accumulate ? 1.0f : 0.0f, dw,
+             c); // (V, C)
+    if (vp > vocab) {
+        float *pg = head_pad(u, work, b); // (Vp)
+        if (accumulate) {
+            be->copy_d2d(be, pg, db, (size_t)vocab * sizeof *pg);
+            be->memset_zero(be, pg + vocab, (size_t)(vp - vocab) * sizeof *pg);
+        }
+        be->bias_grad(be, pg, dy, rows, vp, accumulate);
+        be->copy_d2d(be, db, pg, (size_t)vocab * sizeof *pg);
+    } else {
+        be->bias_grad(be, db, dy, rows, vocab, accumulate);
+    }
+    be->gemm(be, false, false, rows, c, vocab, 1.0f, dy, vp, w, c, 0.0f, work, c); // (rows, C)
     be->layernorm_backward(be, dx ? dx : work + rows * c, dlnw, dlnb, work, x, mean, rstd, lnw,
                            rows, c, false, accumulate);
 }
@@ -299,15 +332,23 @@ void zt_gptlite_head(zt_unit *u, int64_t seq_len, int64_t c, int64_t vocab)
     u->dims[0] = seq_len;
     u->dims[1] = c;
     u->dims[2] = vocab;
+    u->dims[3] = zt_gptlite_padded_vocab(vocab);
     u->in_numel = seq_len * c;
-    u->out_numel = seq_len * vocab;
+    u->out_numel = seq_len * u->dims[3];
     u->saved_numel = seq_len * c + 2 * seq_len;
-    u->work_numel = 2 * seq_len * c;
+    /* (rows, C) twice in backward, and the padded bias once (per sample: the
+     * plan knows no once-per-batch scratch). */
+    u->work_numel = 2 * seq_len * c + u->dims[3];
     float lin = 1.0f / sqrtf((float)c);
     zt_unit_add_param(u, "ln_f.weight", 1, (int64_t[]){c}, ZT_INIT_ONES, 0.0f);
     zt_unit_add_param(u, "ln_f.bias", 1, (int64_t[]){c}, ZT_INIT_ZEROS, 0.0f);
     zt_unit_add_param(u, "lm_head.weight", 2, (int64_t[]){vocab, c}, ZT_INIT_UNIFORM, lin);
     zt_unit_add_param(u, "lm_head.bias", 1, (int64_t[]){vocab}, ZT_INIT_UNIFORM, lin);
+}
+
+int64_t zt_gptlite_padded_vocab(int64_t vocab)
+{
+    return (vocab + ZT_GPTLITE_VOCAB_ALIGN - 1) / ZT_GPTLITE_VOCAB_ALIGN * ZT_GPTLITE_VOCAB_ALIGN;
 }
 
 zt_status zt_gptlite_build(const zt_model_args *a, zt_model *m)
@@ -331,5 +372,7 @@ zt_status zt_gptlite_build(const zt_model_args *a, zt_model *m)
     m->labels_numel = seq;
     m->labels_per_token = true;
     m->n_classes = vocab;
+    m->logits_ld = zt_gptlite_padded_vocab(vocab);
+    m->loss_in_place = true;
     return ZT_OK;
 }

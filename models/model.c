@@ -80,6 +80,8 @@ zt_status zt_model_build(const zt_model_args *args, zt_model *m)
         zt_model_free(m);
         return st;
     }
+    if (m->logits_ld == 0)
+        m->logits_ld = m->n_classes;
     for (int u = 0; u < m->n_units; u++) {
         m->units[u].index = u;
         if (!zt_checked_add(m->n_params, m->units[u].param_numel, &m->n_params)) {

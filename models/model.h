@@ -41,8 +41,13 @@
  * 1/sqrt(head size). Dropout sites are keyed per unit (zt_dropout_site).
  *
  * The loss is applied by the engine to the last unit's output, read as
- * (rows, n_classes) logits: rows = n * seq_len when labels_per_token (gptlite),
- * n otherwise, with the batch labels (mean over counted rows).
+ * (rows, logits_ld) logits of which the first n_classes columns count (the
+ * rest is padding: gptlite pads its vocabulary to a multiple of 128, as
+ * llm.c does, in the logits only, never in the parameters): rows = n *
+ * seq_len when labels_per_token (gptlite), n otherwise, with the batch labels
+ * (mean over counted rows). A model whose last unit's backward never reads
+ * that unit's output sets loss_in_place: the engine then writes the logits'
+ * gradient over the logits instead of into a buffer of its own.
  *
  * Which models exist, their arguments and defaults: models/registry.h.
  *
@@ -90,6 +95,8 @@ typedef struct {
     int64_t labels_numel;  /* labels per sample: 1, or seq_len when labels_per_token */
     bool labels_per_token; /* language model: one label per position */
     int64_t n_classes;     /* logits per loss row */
+    int64_t logits_ld;     /* floats from one row of logits to the next, >= n_classes */
+    bool loss_in_place;    /* the last unit's backward does not read its output */
     int32_t ignore_index;
 } zt_model;
 

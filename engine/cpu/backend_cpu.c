@@ -142,36 +142,49 @@ static void cpu_relu_backward(const zt_backend *be, float *dx, const float *dy, 
     }
 }
 
-/* Loss of one row, in float64; writes dlogits for the row when non-NULL. */
-static double xent_row(const float *logits, int32_t label, int64_t classes, float dscale,
-                       float *dlogits)
+/* Columns per online-softmax chunk: 8 KB of a row stays in L1 between the
+ * chunk's max and its exponentials. */
+#define ZT_CPU_XENT_CHUNK 2048
+
+/* Loss of one row (classes of l), in float64. One read pass over the row in
+ * chunks keeps a running max mx and sum = sum of exp(l - mx), rescaled when a
+ * chunk raises mx; a row of one chunk gets exactly the two-pass values. With
+ * dl, a second pass writes the gradient: dl may be l itself, since every
+ * element is read before it is written and the label's logit is read first. */
+static double xent_row(const float *l, int32_t label, int64_t classes, float dscale, float *dl)
 {
-    float mx = logits[0];
-    for (int64_t j = 1; j < classes; j++)
-        mx = logits[j] > mx ? logits[j] : mx;
+    const float target = l[label];
+    float mx = -INFINITY;
     double sum = 0.0;
-    if (dlogits) {
-        /* Keep exp(l - max) in dlogits so the second pass does not recompute it. */
-        for (int64_t j = 0; j < classes; j++) {
-            float e = expf(logits[j] - mx);
-            dlogits[j] = e;
-            sum += e;
+    for (int64_t j0 = 0; j0 < classes; j0 += ZT_CPU_XENT_CHUNK) {
+        int64_t j1 = classes - j0 < ZT_CPU_XENT_CHUNK ? classes : j0 + ZT_CPU_XENT_CHUNK;
+        float cm = l[j0];
+        for (int64_t j = j0 + 1; j < j1; j++)
+            cm = l[j] > cm ? l[j] : cm;
+        double cs = 0.0;
+        for (int64_t j = j0; j < j1; j++)
+            cs += expf(l[j] - cm);
+        if (cm > mx) {
+            sum = sum * exp((double)mx - (double)cm) + cs;
+            mx = cm;
+        } else {
+            sum += cs * exp((double)cm - (double)mx);
         }
-        float inv = (float)(1.0 / sum);
-        float p_label = dlogits[label] * inv;
-        for (int64_t j = 0; j < classes; j++)
-            dlogits[j] = dscale * (dlogits[j] * inv);
-        dlogits[label] = dscale * (p_label - 1.0f);
-    } else {
-        for (int64_t j = 0; j < classes; j++)
-            sum += expf(logits[j] - mx);
     }
-    return log(sum) - ((double)logits[label] - (double)mx);
+    if (dl) {
+        float inv = (float)(1.0 / sum);
+        float p_label = expf(target - mx) * inv;
+        for (int64_t j = 0; j < classes; j++)
+            dl[j] = dscale * (expf(l[j] - mx) * inv);
+        dl[label] = dscale * (p_label - 1.0f);
+    }
+    return log(sum) - ((double)target - (double)mx);
 }
 
 static double cpu_xent_forward_backward(const zt_backend *be, const float *logits,
                                         const int32_t *labels, int64_t rows, int64_t classes,
-                                        int32_t ignore_index, float dscale, float *dlogits)
+                                        int64_t ld, int32_t ignore_index, float dscale,
+                                        float *dlogits)
 {
     (void)be;
     double total = 0.0;
@@ -181,14 +194,16 @@ static double cpu_xent_forward_backward(const zt_backend *be, const float *logit
 #pragma omp parallel for schedule(static) if (nr * classes > ZT_CPU_PAR_MIN)
         for (int64_t i = 0; i < nr; i++) {
             int64_t r = r0 + i;
-            float *dl = dlogits ? dlogits + r * classes : NULL; // (classes)
+            float *dl = dlogits ? dlogits + r * ld : NULL; // (ld)
             if (labels[r] == ignore_index) {
                 if (dl)
-                    memset(dl, 0, (size_t)classes * sizeof *dl);
+                    memset(dl, 0, (size_t)ld * sizeof *dl);
                 row_loss[i] = 0.0;
-            } else {
-                row_loss[i] = xent_row(logits + r * classes, labels[r], classes, dscale, dl);
+                continue;
             }
+            row_loss[i] = xent_row(logits + r * ld, labels[r], classes, dscale, dl);
+            if (dl && ld > classes)
+                memset(dl + classes, 0, (size_t)(ld - classes) * sizeof *dl);
         }
         for (int64_t i = 0; i < nr; i++)
             total += row_loss[i];

@@ -20,22 +20,49 @@
 
 /* ---- cross-entropy ---- */
 
-/* Reductions over the threads that share a row: a warp, or (kBlock) the
- * block, whose warp results are combined in warp order so every thread gets
- * the same bits. sh holds ZT_NN_WARPS values and is free again on return. */
-template <bool kBlock> static __device__ __forceinline__ float group_max(float v, float *sh)
+/* An online softmax's state: the max m of the values seen and the sum s of
+ * exp(v - m) over them (0 and -inf: none seen). */
+struct xent_ms {
+    float m;
+    double s;
+};
+
+/* s rescaled from max m to max mx >= m (0 when m is -inf: nothing seen). */
+static __device__ __forceinline__ double xent_rescale(double s, float m, float mx)
 {
-    v = warp_max(v);
+    return m == -INFINITY ? 0.0 : s * exp((double)m - (double)mx);
+}
+
+/* Merging is symmetric in its arguments (a max and a commutative add), so
+ * the xor butterfly leaves the same bits in every lane. */
+static __device__ __forceinline__ xent_ms xent_merge(xent_ms a, xent_ms b)
+{
+    float mx = fmaxf(a.m, b.m);
+    return {mx, xent_rescale(a.s, a.m, mx) + xent_rescale(b.s, b.m, mx)};
+}
+
+/* The state of the threads that share a row: a warp, or (kBlock) the block,
+ * whose warp states are merged in warp order so every thread gets the same
+ * bits. sh_m, sh_s hold ZT_NN_WARPS values and are free again on return. */
+template <bool kBlock>
+static __device__ __forceinline__ xent_ms group_merge(xent_ms v, float *sh_m, double *sh_s)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v = xent_merge(v, {__shfl_xor_sync(0xffffffffu, v.m, o),
+                           __shfl_xor_sync(0xffffffffu, v.s, o)});
     if constexpr (kBlock) {
-        if ((threadIdx.x & 31) == 0)
-            sh[threadIdx.x >> 5] = v;
+        if ((threadIdx.x & 31) == 0) {
+            sh_m[threadIdx.x >> 5] = v.m;
+            sh_s[threadIdx.x >> 5] = v.s;
+        }
         __syncthreads();
-        v = sh[0];
+        v = {sh_m[0], sh_s[0]};
         for (int w = 1; w < ZT_NN_WARPS; w++)
-            v = fmaxf(v, sh[w]);
+            v = xent_merge(v, {sh_m[w], sh_s[w]});
         __syncthreads();
     } else {
-        (void)sh;
+        (void)sh_m;
+        (void)sh_s;
     }
     return v;
 }
@@ -59,28 +86,32 @@ template <bool kBlock> static __device__ __forceinline__ double group_sum(double
 
 /* Block b owns rows [b * part_rows, (b + 1) * part_rows) and writes their loss
  * sum to parts[b]: a warp per row (rows warp, warp + 8, ... summed per warp,
- * then the warps in order) or the block per row (rows in order). The CPU's
- * per-row expressions, with exp(l - max) recomputed for dlogits rather than
- * stored and re-read. */
+ * then the warps in order) or, for wide rows, the block per row (rows in
+ * order). A row is read once: each thread walks its strided chunks of W
+ * columns keeping an online softmax state (a running max, the sum rescaled
+ * when the max grows), the states merge across the group, and a second pass
+ * writes dlogits, recomputing exp(l - max). dlogits may be logits: a thread
+ * writes only what it has just read, and the label's logit is read before
+ * the merge that precedes every write. Columns [classes, ld) are padding:
+ * skipped, their dlogits 0. */
 template <bool kBlock, int W>
 static __global__ void __launch_bounds__(ZT_NN_THREADS)
-    xent_kernel(double *parts, const float *__restrict__ logits,
-                const int32_t *__restrict__ labels, int64_t rows, int64_t classes,
-                int32_t ignore_index, float dscale, float *__restrict__ dlogits,
-                int64_t part_rows)
+    xent_kernel(double *parts, const float *logits, const int32_t *__restrict__ labels,
+                int64_t rows, int64_t classes, int64_t ld, int32_t ignore_index, float dscale,
+                float *dlogits, int64_t part_rows)
 {
-    __shared__ float sh_max[ZT_NN_WARPS];
-    __shared__ double sh_sum[ZT_NN_WARPS];
+    __shared__ float sh_m[ZT_NN_WARPS];
+    __shared__ double sh_s[ZT_NN_WARPS];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int g = kBlock ? (int)threadIdx.x : lane;
     const int gsize = kBlock ? ZT_NN_THREADS : 32;
-    const int64_t nu = classes / W;
+    const int64_t nu = ld / W;
     const int64_t begin = (int64_t)blockIdx.x * part_rows;
     const int64_t end = min_i64(rows, begin + part_rows);
     double loss = 0.0; // this group's rows, in increasing order
     for (int64_t r = begin + (kBlock ? 0 : warp); r < end; r += kBlock ? 1 : ZT_NN_WARPS) {
-        const float *lr = logits + r * classes;                // (classes)
-        float *dl = dlogits ? dlogits + r * classes : nullptr; // (classes)
+        const float *lr = logits + r * ld;                // (ld)
+        float *dl = dlogits ? dlogits + r * ld : nullptr; // (ld)
         const int32_t label = labels[r];
         if (label == ignore_index) {
             if (dl)
@@ -88,45 +119,49 @@ static __global__ void __launch_bounds__(ZT_NN_THREADS)
                     vstore<W>(dl + u * W, vzero<W>());
             continue;
         }
-        float mx = -INFINITY;
+        const float target = g == 0 ? lr[label] : 0.0f;
+        xent_ms st = {-INFINITY, 0.0};
         for (int64_t u = g; u < nu; u += gsize) {
             zt_vec<W> a = vload<W>(lr + u * W);
+            float cm = -INFINITY;
 #pragma unroll
             for (int e = 0; e < W; e++)
-                mx = fmaxf(mx, a.v[e]);
-        }
-        mx = group_max<kBlock>(mx, sh_max);
-        double sum = 0.0;
-        for (int64_t u = g; u < nu; u += gsize) {
-            zt_vec<W> a = vload<W>(lr + u * W);
+                if (u * W + e < classes)
+                    cm = fmaxf(cm, a.v[e]);
+            if (cm > st.m) {
+                st.s = xent_rescale(st.s, st.m, cm);
+                st.m = cm;
+            }
 #pragma unroll
             for (int e = 0; e < W; e++)
-                sum += (double)expf(a.v[e] - mx);
+                if (u * W + e < classes)
+                    st.s += (double)expf(a.v[e] - st.m);
         }
-        sum = group_sum<kBlock>(sum, sh_sum);
+        st = group_merge<kBlock>(st, sh_m, sh_s);
         if (g == 0)
-            loss += log(sum) - ((double)lr[label] - (double)mx);
+            loss += log(st.s) - ((double)target - (double)st.m);
         if (!dl)
             continue;
-        const float inv = (float)(1.0 / sum);
+        const float inv = (float)(1.0 / st.s);
         for (int64_t u = g; u < nu; u += gsize) {
             zt_vec<W> a = vload<W>(lr + u * W);
 #pragma unroll
             for (int e = 0; e < W; e++) {
-                float p = __fmul_rn(expf(a.v[e] - mx), inv);
-                bool hit = u * W + e == (int64_t)label;
-                a.v[e] = __fmul_rn(dscale, hit ? __fsub_rn(p, 1.0f) : p);
+                int64_t col = u * W + e;
+                float p = __fmul_rn(expf(a.v[e] - st.m), inv);
+                float d = __fmul_rn(dscale, col == (int64_t)label ? __fsub_rn(p, 1.0f) : p);
+                a.v[e] = col < classes ? d : 0.0f;
             }
             vstore<W>(dl + u * W, a);
         }
     }
     if (kBlock ? threadIdx.x == 0 : lane == 0)
-        sh_sum[kBlock ? 0 : warp] = loss;
+        sh_s[kBlock ? 0 : warp] = loss;
     __syncthreads();
     if (threadIdx.x == 0) {
-        double total = sh_sum[0];
+        double total = sh_s[0];
         for (int w = 1; w < (kBlock ? 1 : ZT_NN_WARPS); w++)
-            total += sh_sum[w];
+            total += sh_s[w];
         parts[blockIdx.x] = total;
     }
 }
@@ -146,7 +181,8 @@ static __global__ void __launch_bounds__(ZT_NN_THREADS)
 
 static double cuda_xent_forward_backward(const zt_backend *be, const float *logits,
                                          const int32_t *labels, int64_t rows, int64_t classes,
-                                         int32_t ignore_index, float dscale, float *dlogits)
+                                         int64_t ld, int32_t ignore_index, float dscale,
+                                         float *dlogits)
 {
     zt_cuda_impl *impl = nn_impl(be);
     if (rows <= 0)
@@ -162,22 +198,24 @@ static double cuda_xent_forward_backward(const zt_backend *be, const float *logi
     int64_t nparts = (rows + part_rows - 1) / part_rows;
     double *total = (double *)impl->scratch; // then the parts
     double *parts = total + 1;
-    bool vec = classes % 4 == 0 && aligned16(logits) && (!dlogits || aligned16(dlogits));
+    /* A padded row stride (a multiple of 128) gets vector loads whatever the
+     * class count. */
+    bool vec = ld % 4 == 0 && aligned16(logits) && (!dlogits || aligned16(dlogits));
     bool block = classes >= ZT_XENT_BLOCK_CLASSES;
     dim3 grid((unsigned)nparts);
     cudaStream_t st = impl->stream;
     if (block && vec)
         ZT_LAUNCH(grid, ZT_NN_THREADS, 0, st, xent_kernel<true, 4>)
-        (parts, logits, labels, rows, classes, ignore_index, dscale, dlogits, part_rows);
+        (parts, logits, labels, rows, classes, ld, ignore_index, dscale, dlogits, part_rows);
     else if (block)
         ZT_LAUNCH(grid, ZT_NN_THREADS, 0, st, xent_kernel<true, 1>)
-        (parts, logits, labels, rows, classes, ignore_index, dscale, dlogits, part_rows);
+        (parts, logits, labels, rows, classes, ld, ignore_index, dscale, dlogits, part_rows);
     else if (vec)
         ZT_LAUNCH(grid, ZT_NN_THREADS, 0, st, xent_kernel<false, 4>)
-        (parts, logits, labels, rows, classes, ignore_index, dscale, dlogits, part_rows);
+        (parts, logits, labels, rows, classes, ld, ignore_index, dscale, dlogits, part_rows);
     else
         ZT_LAUNCH(grid, ZT_NN_THREADS, 0, st, xent_kernel<false, 1>)
-        (parts, logits, labels, rows, classes, ignore_index, dscale, dlogits, part_rows);
+        (parts, logits, labels, rows, classes, ld, ignore_index, dscale, dlogits, part_rows);
     nn_record(be, "xent_forward_backward");
     ZT_LAUNCH(1, ZT_NN_THREADS, 0, st, sum_parts_kernel)(total, parts, nparts);
     nn_record(be, "xent_forward_backward (sum)");

@@ -23,11 +23,18 @@ int64_t zt_train_max_unit_field(const zt_model *m, size_t field)
     return w;
 }
 
-static int64_t buffers_max_act_numel(const zt_model *m)
+/* The widest activation gradient a dact buffer holds: every unit's input
+ * gradient, and the logits' gradient unless the loss writes it over the
+ * logits (model->loss_in_place), which keeps a (rows, vocabulary) buffer out
+ * of WORK. */
+static int64_t buffers_max_dact_numel(const zt_model *m)
 {
-    int64_t in = zt_train_max_unit_field(m, offsetof(zt_unit, in_numel));
-    int64_t out = zt_train_max_unit_field(m, offsetof(zt_unit, out_numel));
-    int64_t w = in > out ? in : out;
+    int64_t w = zt_train_max_unit_field(m, offsetof(zt_unit, in_numel));
+    for (int u = 0; u < m->n_units; u++) {
+        int64_t out = m->units[u].out_numel;
+        if ((u < m->n_units - 1 || !m->loss_in_place) && out > w)
+            w = out;
+    }
     return m->in_numel > w ? m->in_numel : w;
 }
 
@@ -36,11 +43,11 @@ static int64_t buffers_max_act_numel(const zt_model *m)
 static size_t buffers_logits_host_bytes(zt_trainer *t, const zt_model *m, int64_t micro)
 {
     if (m->labels_per_token)
-        return zt_train_plan_bytes(t, m->n_classes, 1, sizeof(float));
+        return zt_train_plan_bytes(t, m->logits_ld, 1, sizeof(float));
     int64_t rows = 0;
     if (!zt_checked_mul(micro, m->labels_numel, &rows))
         t->plan_overflow = true;
-    return zt_train_plan_bytes(t, rows, m->n_classes, sizeof(float));
+    return zt_train_plan_bytes(t, rows, m->logits_ld, sizeof(float));
 }
 
 zt_status zt_train_buf(zt_memory *mem, bool reserved, zt_mem_loc loc, zt_mem_class cls,
@@ -239,7 +246,7 @@ static zt_status buffers_work(zt_trainer *t, zt_memory *mem, bool reserved)
     if (t->be && t->be->workspace_bytes > 0)
         ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_WORK, t->be->workspace_bytes,
                             &t->be_workspace));
-    size_t dact = zt_train_plan_bytes(t, mb, buffers_max_act_numel(m), sizeof(float));
+    size_t dact = zt_train_plan_bytes(t, mb, buffers_max_dact_numel(m), sizeof(float));
     ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_WORK, dact, &t->dact[0]));
     ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_WORK, dact, &t->dact[1]));
     if (!t->mixed)

@@ -48,14 +48,14 @@ zt_status zt_trainer_eval(zt_trainer *t, const zt_dataset *ds, int64_t iters, do
         int64_t rows = mb * zt_train_rows_per_sample(t, &b);
         const float *logits = zt_train_logits(t, mb);
         acc[0] += be->xent_forward_backward(be, logits, t->labels, rows, model->n_classes,
-                                            model->ignore_index, 1.0f, NULL);
+                                            model->logits_ld, model->ignore_index, 1.0f, NULL);
         for (int64_t r = 0; r < rows; r++)
             acc[1] += t->labels_host[r] != model->ignore_index;
         if (!classify)
             continue;
-        be->copy_d2h(be, t->logits_host, logits, zt_train_floats(rows * model->n_classes));
+        be->copy_d2h(be, t->logits_host, logits, zt_train_floats(rows * model->logits_ld));
         for (int64_t r = 0; r < rows; r++) {
-            const float *row = t->logits_host + r * model->n_classes;
+            const float *row = t->logits_host + r * model->logits_ld;
             int64_t best = 0;
             for (int64_t c = 1; c < model->n_classes; c++)
                 if (row[c] > row[best])
@@ -92,8 +92,15 @@ zt_status zt_trainer_eval_logits(zt_trainer *t, const zt_dataset *ds, int64_t n,
             return zt_fail(ZT_ERR_USAGE, "", "sample %lld holds %lld tokens, not %lld",
                            (long long)first, (long long)b.t, (long long)model->seq_len);
         ZT_TRY(zt_train_forward(t, &b, true));
-        t->be->copy_d2h(t->be, out + first * per_sample, zt_train_logits(t, mb),
-                        zt_train_floats(k_max * per_sample));
+        const float *logits = zt_train_logits(t, mb);
+        float *dst = out + first * per_sample;
+        /* Padded logits rows (model->logits_ld) are dumped without their padding. */
+        if (model->logits_ld == model->n_classes)
+            t->be->copy_d2h(t->be, dst, logits, zt_train_floats(k_max * per_sample));
+        else
+            for (int64_t r = 0; r < k_max * per_sample / model->n_classes; r++)
+                t->be->copy_d2h(t->be, dst + r * model->n_classes, logits + r * model->logits_ld,
+                                zt_train_floats(model->n_classes));
     }
     return t->policy->flush(&t->stage);
 }
@@ -152,7 +159,7 @@ zt_status zt_trainer_generate_from(zt_trainer *t, const int32_t *prompt, int64_t
         ZT_TRY(zt_train_forward(t, &b, true));
         ZT_TRY(zt_pipe_send_act(&t->pipe, t->acts[model->n_units - 1], 1));
         if (zt_pipe_has_loss(&t->pipe)) {
-            be->copy_d2h(be, t->logits_host, zt_train_logits(t, 1) + (ctx - 1) * V,
+            be->copy_d2h(be, t->logits_host, zt_train_logits(t, 1) + (ctx - 1) * model->logits_ld,
                          zt_train_floats(V));
             double u = (double)zt_rng_uniform(seed, ZT_RNG_STREAM_SAMPLE, (uint64_t)i);
             out[len] = (int32_t)infer_pick(t->logits_host, valid, temperature, u);

@@ -167,7 +167,10 @@ static void micro_run_backward(zt_trainer *t, int u, const void *p, float *dy, f
     int64_t n = b->n;
     const float *x = micro_input_fp32(t, u, n);
     const float *pf = zt_train_fp32(t, p, unit->param_numel, t->pw);
-    const float *y = zt_train_fp32(t, t->acts[u], n * unit->out_numel, t->yout);
+    /* Under mixed precision an in-place loss gradient is in yout: the last
+     * unit (whose backward never reads y) must not get its output over it. */
+    const float *y = dy == t->yout ? NULL
+                                   : zt_train_fp32(t, t->acts[u], n * unit->out_numel, t->yout);
     const float *sv = unit->saved_numel > 0
                           ? zt_train_fp32(t, t->saved[u], n * unit->saved_numel, t->sw)
                           : NULL;
@@ -234,18 +237,21 @@ static zt_status micro_forward(void *ctx, int64_t m, int slot)
 
 /* The last stage's loss on the slot's logits: the mean over this
  * micro-batch, divided by GAS as DeepSpeed scales the loss, times the loss
- * scale (1 unless fp16); its gradient goes to dact[0]. */
+ * scale (1 unless fp16). Its gradient, returned, is written over the logits
+ * when the model allows (loss_in_place), else into dact[0]. */
 static float *micro_loss(zt_trainer *t, const zt_batch *b)
 {
     const zt_model *model = t->model;
     int64_t mb = t->cfg->micro_batch_size, gas = t->cfg->gradient_accumulation_steps;
     int64_t per_sample = zt_train_rows_per_sample(t, b), rows = mb * per_sample;
     float dscale = (float)(t->scaler.scale / (double)(rows * gas));
-    t->step_loss += t->be->xent_forward_backward(t->be, zt_train_logits(t, mb), t->labels, rows,
-                                                 model->n_classes, model->ignore_index, dscale,
-                                                 t->dact[0]) /
+    float *logits = zt_train_logits(t, mb);
+    float *dlogits = model->loss_in_place ? logits : t->dact[0];
+    t->step_loss += t->be->xent_forward_backward(t->be, logits, t->labels, rows, model->n_classes,
+                                                 model->logits_ld, model->ignore_index, dscale,
+                                                 dlogits) /
                     (double)per_sample;
-    return t->dact[0];
+    return dlogits;
 }
 
 static zt_status micro_backward(void *ctx, int64_t m, int slot, float *grad_out)

@@ -133,7 +133,7 @@ struct zt_trainer {
     uint64_t *row_keys_host;
     int32_t *labels_host;
     int64_t *index_host;  /* (micro) dataset indices of the batch */
-    float *logits_host;   /* classification: (micro, n_classes); LM: (n_classes) */
+    float *logits_host;   /* classification: (micro, logits_ld); LM: (logits_ld) */
 
     zt_eval_point *evals;
     int64_t n_evals, eval_cap;

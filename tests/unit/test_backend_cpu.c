@@ -472,55 +472,79 @@ static double xent_row_ref(const float *l, int32_t label, int64_t classes, doubl
     return -((double)l[label] - mx - log(sum));
 }
 
-static void check_xent(const zt_backend *be, int64_t rows, int64_t classes, double spread,
-                       float dscale)
+/* rows x classes logits in rows of ld floats, the padding columns NaN (the op
+ * must never read them). Against the float64 reference: dlogits within
+ * 1e-6 |dscale| (a float softmax), the loss within 1e-5 relative; the
+ * padding's and ignored rows' dlogits exactly 0; the in-place form (dlogits
+ * over the logits), the eval form and other thread counts bit-identical. */
+static void check_xent(const zt_backend *be, int64_t rows, int64_t classes, int64_t ld,
+                       double spread, float dscale)
 {
     const int32_t ignore = -100;
-    float *logits = xmalloc_floats(rows * classes); // (rows, classes)
-    float *dl = xmalloc_floats(rows * classes);     // (rows, classes)
+    float *logits = xmalloc_floats(rows * ld); // (rows, ld)
+    float *dl = xmalloc_floats(rows * ld);     // (rows, ld)
+    float *inplace = xmalloc_floats(rows * ld);
     int32_t *labels = malloc((size_t)rows * sizeof *labels);
     double *p = malloc((size_t)classes * sizeof *p);
     assert_non_null(labels);
     assert_non_null(p);
-    fill_uniform(logits, rows * classes, -spread, spread);
-    for (int64_t r = 0; r < rows; r++)
+    for (int64_t r = 0; r < rows; r++) {
+        fill_uniform(logits + r * ld, classes, -spread, spread);
+        for (int64_t j = classes; j < ld; j++)
+            logits[r * ld + j] = NAN;
         labels[r] = r % 5 == 3 ? ignore : (int32_t)(rng_uniform(0, 1) * (double)classes);
-    for (int64_t i = 0; i < rows * classes; i++)
-        dl[i] = 7.0f; /* ignored rows must be overwritten with zeros */
+    }
+    for (int64_t i = 0; i < rows * ld; i++)
+        dl[i] = 7.0f; /* ignored rows and padding must be overwritten with zeros */
+    memcpy(inplace, logits, (size_t)(rows * ld) * sizeof *inplace);
 
-    double loss = be->xent_forward_backward(be, logits, labels, rows, classes, ignore, dscale, dl);
+    double loss =
+        be->xent_forward_backward(be, logits, labels, rows, classes, ld, ignore, dscale, dl);
     double ref = 0.0;
     for (int64_t r = 0; r < rows; r++) {
+        for (int64_t j = classes; j < ld; j++)
+            assert_true(dl[r * ld + j] == 0.0f);
         if (labels[r] == ignore) {
             for (int64_t j = 0; j < classes; j++)
-                assert_true(dl[r * classes + j] == 0.0f);
+                assert_true(dl[r * ld + j] == 0.0f);
             continue;
         }
-        ref += xent_row_ref(logits + r * classes, labels[r], classes, p);
+        ref += xent_row_ref(logits + r * ld, labels[r], classes, p);
         for (int64_t j = 0; j < classes; j++) {
             double g = dscale * (p[j] - (j == labels[r] ? 1.0 : 0.0));
-            if (fabs(dl[r * classes + j] - g) > 1e-6 * fabs(dscale))
-                fail_msg("dlogits[%ld,%ld] = %.9g, ref %.9g", (long)r, (long)j,
-                         dl[r * classes + j], g);
+            if (fabs(dl[r * ld + j] - g) > 1e-6 * fabs(dscale))
+                fail_msg("dlogits[%ld,%ld] = %.9g, ref %.9g", (long)r, (long)j, dl[r * ld + j],
+                         g);
         }
     }
     assert_true(isfinite(loss));
-    assert_true(fabs(loss - ref) <= 1e-5 * fabs(ref) + 1e-12);
+    if (fabs(loss - ref) > 1e-5 * fabs(ref) + 1e-12)
+        fail_msg("loss %.12g, float64 reference %.12g", loss, ref);
+
+    /* In place: the same loss and gradient, bit for bit. */
+    double loss_in_place = be->xent_forward_backward(be, inplace, labels, rows, classes, ld,
+                                                     ignore, dscale, inplace);
+    assert_memory_equal(&loss_in_place, &loss, sizeof loss);
+    assert_memory_equal(inplace, dl, (size_t)(rows * ld) * sizeof *dl);
 
     /* Evaluation form: same loss, no gradient. */
-    double eval = be->xent_forward_backward(be, logits, labels, rows, classes, ignore, 1.0f, NULL);
+    double eval =
+        be->xent_forward_backward(be, logits, labels, rows, classes, ld, ignore, 1.0f, NULL);
     assert_memory_equal(&eval, &loss, sizeof eval);
 
     /* Bit-identical for any thread count. */
     omp_set_num_threads(1);
-    double one = be->xent_forward_backward(be, logits, labels, rows, classes, ignore, 1.0f, NULL);
+    double one =
+        be->xent_forward_backward(be, logits, labels, rows, classes, ld, ignore, 1.0f, NULL);
     omp_set_num_threads(3);
-    double three = be->xent_forward_backward(be, logits, labels, rows, classes, ignore, 1.0f, NULL);
+    double three =
+        be->xent_forward_backward(be, logits, labels, rows, classes, ld, ignore, 1.0f, NULL);
     omp_set_num_threads(default_threads);
     assert_memory_equal(&one, &three, sizeof one);
 
     free(logits);
     free(dl);
+    free(inplace);
     free(labels);
     free(p);
 }
@@ -529,10 +553,14 @@ static void test_xent(void **state)
 {
     const zt_backend *be = *state;
     rng_seed(8);
-    check_xent(be, 37, 11, 3.0, 1.0f);
-    check_xent(be, 5, 1, 3.0, 0.5f);       /* one class: loss 0, gradient 0 */
-    check_xent(be, 1300, 53, 4.0, 0.01f);  /* parallel, several rounds of rows */
-    check_xent(be, 9, 7, 1000.0, -2.0f);   /* needs the max subtraction */
+    check_xent(be, 37, 11, 11, 3.0, 1.0f);
+    check_xent(be, 5, 1, 1, 3.0, 0.5f);         /* one class: loss 0, gradient 0 */
+    check_xent(be, 1300, 53, 53, 4.0, 0.01f);   /* parallel, several rounds of rows */
+    check_xent(be, 9, 7, 7, 1000.0, -2.0f);     /* needs the max subtraction */
+    check_xent(be, 37, 11, 128, 3.0, 1.0f);     /* padded rows */
+    check_xent(be, 1300, 65, 128, 4.0, 0.01f);  /* GPT-lite's char vocabulary, padded */
+    check_xent(be, 7, 5000, 5120, 8.0, 0.5f);   /* chunks of 2048 and a partial one */
+    check_xent(be, 6, 4097, 4097, 300.0, 1.0f); /* the max in any chunk: rescaled sums */
 }
 
 static void test_xent_all_ignored(void **state)
@@ -540,7 +568,7 @@ static void test_xent_all_ignored(void **state)
     const zt_backend *be = *state;
     float logits[6] = {1, 2, 3, 4, 5, 6}, dl[6] = {1, 1, 1, 1, 1, 1};
     int32_t labels[2] = {-1, -1};
-    assert_true(be->xent_forward_backward(be, logits, labels, 2, 3, -1, 1.0f, dl) == 0.0);
+    assert_true(be->xent_forward_backward(be, logits, labels, 2, 3, 3, -1, 1.0f, dl) == 0.0);
     for (int i = 0; i < 6; i++)
         assert_true(dl[i] == 0.0f);
 }
@@ -554,16 +582,16 @@ static void test_xent_finite_difference(void **state)
     float logits[ROWS * CLASSES], dl[ROWS * CLASSES]; // (rows, classes)
     int32_t labels[ROWS] = {2, 0, 5, 3};
     fill_uniform(logits, ROWS * CLASSES, -2, 2);
-    be->xent_forward_backward(be, logits, labels, ROWS, CLASSES, -100, 1.0f, dl);
+    be->xent_forward_backward(be, logits, labels, ROWS, CLASSES, CLASSES, -100, 1.0f, dl);
     const float hs[] = {1e-2f, 3e-3f};
     for (size_t k = 0; k < 2; k++)
         for (int i = 0; i < ROWS * CLASSES; i++) {
             float keep = logits[i];
             logits[i] = keep + hs[k];
-            double lp = be->xent_forward_backward(be, logits, labels, ROWS, CLASSES, -100, 1.0f,
+            double lp = be->xent_forward_backward(be, logits, labels, ROWS, CLASSES, CLASSES, -100, 1.0f,
                                                   NULL);
             logits[i] = keep - hs[k];
-            double lm = be->xent_forward_backward(be, logits, labels, ROWS, CLASSES, -100, 1.0f,
+            double lm = be->xent_forward_backward(be, logits, labels, ROWS, CLASSES, CLASSES, -100, 1.0f,
                                                   NULL);
             logits[i] = keep;
             /* The step actually taken is the float difference of the logits. */
@@ -651,7 +679,7 @@ static void test_linear_relu_xent_gradients(void **state)
     for (int i = 0; i < FD_B * FD_OUT; i++)
         active += y[i] > 0.0f;
     assert_true(active > 0 && active < FD_B * FD_OUT);
-    double loss = be->xent_forward_backward(be, y, labels, FD_B, FD_OUT, -100, 1.0f / FD_B, dy) /
+    double loss = be->xent_forward_backward(be, y, labels, FD_B, FD_OUT, FD_OUT, -100, 1.0f / FD_B, dy) /
                   FD_B;
     double ref = linear_relu_xent_ref(xd, wd, bd, labels, &min_abs_z);
     assert_true(fabs(loss - ref) <= 1e-5 * fabs(ref));

@@ -133,7 +133,7 @@ static double harness_run(harness *h, bool padded, bool grads, bool accumulate)
         in = h->acts[u];
     }
     double loss = h->be.xent_forward_backward(&h->be, h->acts[last], h->labels, h->rows,
-                                              m->n_classes, ZT_IGNORE_INDEX,
+                                              m->n_classes, m->logits_ld, ZT_IGNORE_INDEX,
                                               1.0f / (float)h->rows, grads ? h->dact[0] : NULL);
     if (!grads)
         return loss / (double)h->rows;

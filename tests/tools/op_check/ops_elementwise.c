@@ -124,48 +124,58 @@ void op_relu_backward(void)
     }
 }
 
-static void xent_case(int64_t rows, int64_t classes, float spread, float dscale, int32_t ignore,
-                      int64_t ignore_every, bool grad)
+/* Logits rows of ld floats, the padding NaN (never read); in_place passes
+ * the logits as dlogits on both backends. */
+static void xent_case(int64_t rows, int64_t classes, int64_t ld, float spread, float dscale,
+                      int32_t ignore, int64_t ignore_every, bool grad, bool in_place)
 {
     tcase k;
     oc_begin(&k, "xent_forward_backward", "norm", THR_F32,
-             "rows=%lld classes=%lld spread=%g dscale=%g ignore every %lld%s", (long long)rows,
-             (long long)classes, (double)spread, (double)dscale, (long long)ignore_every,
-             grad ? "" : ", no dlogits");
-    float *hl = oc_rand_f32(rows * classes, -spread, spread);
+             "rows=%lld classes=%lld ld=%lld spread=%g dscale=%g ignore every %lld%s%s",
+             (long long)rows, (long long)classes, (long long)ld, (double)spread, (double)dscale,
+             (long long)ignore_every, grad ? "" : ", no dlogits", in_place ? ", in place" : "");
+    float *hl = oc_rand_f32(rows * ld, -spread, spread);
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = classes; j < ld; j++)
+            hl[r * ld + j] = NAN;
     int32_t *hlab = oc_rand_i32(rows, 0, (int32_t)classes);
     for (int64_t r = 0; ignore_every && r < rows; r++)
         if (r % ignore_every == ignore_every - 1)
             hlab[r] = ignore;
-    float *hd = oc_filled(rows * classes, 7.0f); /* ignored rows must become zeros */
-    pair l = oc_pair_f32(hl, rows * classes), lab = oc_pair_new(hlab, (size_t)rows * sizeof *hlab);
-    pair d = oc_pair_f32(hd, rows * classes);
-    double lc = oc.cpu.xent_forward_backward(&oc.cpu, l.c, lab.c, rows, classes, ignore, dscale,
-                                             grad ? d.c : NULL);
-    double lg = oc.gpu.xent_forward_backward(&oc.gpu, l.g, lab.g, rows, classes, ignore, dscale,
-                                             grad ? d.g : NULL);
+    float *hd = in_place ? hl : oc_filled(rows * ld, 7.0f); /* ignored rows, padding: zeros */
+    pair l = oc_pair_f32(hl, rows * ld), lab = oc_pair_new(hlab, (size_t)rows * sizeof *hlab);
+    pair d = oc_pair_f32(hd, rows * ld);
+    double lc = oc.cpu.xent_forward_backward(&oc.cpu, in_place ? d.c : l.c, lab.c, rows, classes,
+                                             ld, ignore, dscale, grad ? d.c : NULL);
+    double lg = oc.gpu.xent_forward_backward(&oc.gpu, in_place ? d.g : l.g, lab.g, rows, classes,
+                                             ld, ignore, dscale, grad ? d.g : NULL);
     oc_add_err(&k, "loss", oc_rel_err(lc, lg));
-    oc_cmp_f32(&k, "dlogits", &d, rows * classes);
+    if (grad)
+        oc_cmp_f32(&k, "dlogits", &d, rows * ld);
     snprintf(k.note, sizeof k.note, "loss %.10g vs cpu %.10g", lg, lc);
     oc_pair_free(&l);
     oc_pair_free(&lab);
     oc_pair_free(&d);
     free(hl);
     free(hlab);
-    free(hd);
+    if (!in_place)
+        free(hd);
     oc_end(&k);
 }
 
 void op_xent(void)
 {
-    xent_case(37, 11, 3.0f, 1.0f, -100, 5, true);
-    xent_case(5, 1, 3.0f, 0.5f, -100, 0, true);       /* one class: loss 0, gradient 0 */
-    xent_case(1300, 53, 4.0f, 0.01f, -100, 5, true);
-    xent_case(9, 7, 1000.0f, -2.0f, -1, 4, true);     /* needs the max subtraction */
-    xent_case(16384, 65, 5.0f, 1.0f / 16384, -100, 0, true); /* GPT-lite char logits */
-    xent_case(4, 50257, 10.0f, 0.25f, -100, 3, true);  /* GPT-2 BPE vocabulary */
-    xent_case(6, 13, 2.0f, 1.0f, -100, 1, true);       /* every row ignored: loss 0 */
-    xent_case(1300, 53, 4.0f, 1.0f, -100, 5, false);   /* evaluation: no gradient */
+    xent_case(37, 11, 11, 3.0f, 1.0f, -100, 5, true, false);
+    xent_case(5, 1, 1, 3.0f, 0.5f, -100, 0, true, false); /* one class: loss 0, gradient 0 */
+    xent_case(1300, 53, 53, 4.0f, 0.01f, -100, 5, true, false);
+    xent_case(9, 7, 7, 1000.0f, -2.0f, -1, 4, true, false); /* needs the max subtraction */
+    /* GPT-lite char logits, padded as the model pads them, in place as trained */
+    xent_case(16384, 65, 128, 5.0f, 1.0f / 16384, -100, 0, true, true);
+    xent_case(4, 50257, 50257, 10.0f, 0.25f, -100, 3, true, false); /* GPT-2 BPE vocabulary */
+    xent_case(4, 50257, 50304, 10.0f, 0.25f, -100, 3, true, true);  /* ... padded, in place */
+    xent_case(3, 5000, 5000, 300.0f, 1.0f, -100, 0, true, true); /* rescaled running sums */
+    xent_case(6, 13, 128, 2.0f, 1.0f, -100, 1, true, false);     /* every row ignored: loss 0 */
+    xent_case(1300, 53, 53, 4.0f, 1.0f, -100, 5, false, false);  /* evaluation: no gradient */
 }
 
 void op_scale(void)
