@@ -24,15 +24,16 @@ int64_t zt_train_max_unit_field(const zt_model *m, size_t field)
 }
 
 /* The widest activation gradient a dact buffer holds: every unit's input
- * gradient, and the logits' gradient unless the loss writes it over the
- * logits (model->loss_in_place), which keeps a (rows, vocabulary) buffer out
- * of WORK. */
-static int64_t buffers_max_dact_numel(const zt_model *m)
+ * and output gradient, less the logits' when this stage computes the loss
+ * and writes its gradient over the logits (model->loss_in_place), which keeps
+ * a (rows, vocabulary) buffer out of WORK. */
+static int64_t buffers_max_dact_numel(const zt_trainer *t, const zt_model *m)
 {
+    bool loss_here = !zt_pipe_active(&t->pipe) || zt_pipe_has_loss(&t->pipe);
     int64_t w = zt_train_max_unit_field(m, offsetof(zt_unit, in_numel));
     for (int u = 0; u < m->n_units; u++) {
         int64_t out = m->units[u].out_numel;
-        if ((u < m->n_units - 1 || !m->loss_in_place) && out > w)
+        if ((u < m->n_units - 1 || !m->loss_in_place || !loss_here) && out > w)
             w = out;
     }
     return m->in_numel > w ? m->in_numel : w;
@@ -246,7 +247,7 @@ static zt_status buffers_work(zt_trainer *t, zt_memory *mem, bool reserved)
     if (t->be && t->be->workspace_bytes > 0)
         ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_WORK, t->be->workspace_bytes,
                             &t->be_workspace));
-    size_t dact = zt_train_plan_bytes(t, mb, buffers_max_dact_numel(m), sizeof(float));
+    size_t dact = zt_train_plan_bytes(t, mb, buffers_max_dact_numel(t, m), sizeof(float));
     ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_WORK, dact, &t->dact[0]));
     ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_WORK, dact, &t->dact[1]));
     if (!t->mixed)
