@@ -227,16 +227,18 @@ static void p_relu_backward(const zt_backend *be, float *dx, const float *dy, co
     inner_of(be)->relu_backward(inner_of(be), dx, dy, y, n);
 }
 static double p_xent(const zt_backend *be, const float *logits, const int32_t *labels,
-                     int64_t rows, int64_t classes, int32_t ignore_index, float dscale,
-                     float *dlogits)
+                     int64_t rows, int64_t classes, int64_t ld, int32_t ignore_index,
+                     float dscale, float *dlogits)
 {
-    /* max, exp, sum, log, and the gradient's subtract and scale */
+    /* max, exp, sum, log, and the gradient's subtract and scale; the row is
+     * read once for the loss and once more to write the gradient, which
+     * covers the padding columns too */
     zt_profile_counts *c = count(be, OP_xent_forward_backward, 5 * u(rows) * u(classes));
-    rd(c, ZT_PROF_FP32, u(rows) * u(classes));
+    rd(c, ZT_PROF_FP32, (dlogits ? 2 : 1) * u(rows) * u(classes));
     rd(c, ZT_PROF_INT32, u(rows));
     if (dlogits)
-        wr(c, ZT_PROF_FP32, u(rows) * u(classes));
-    return inner_of(be)->xent_forward_backward(inner_of(be), logits, labels, rows, classes,
+        wr(c, ZT_PROF_FP32, u(rows) * u(ld));
+    return inner_of(be)->xent_forward_backward(inner_of(be), logits, labels, rows, classes, ld,
                                                ignore_index, dscale, dlogits);
 }
 static void p_scale(const zt_backend *be, float *x, float a, int64_t n)
