@@ -95,6 +95,9 @@ $(BUILD)/libzt.a: $(ENGINE_OBJ)
 $(BUILD)/engine/cpu/optim_cpu.o: CFLAGS += -ffp-contract=off
 # Likewise the dequantize's product and sum (engine/cpu/quant_cpu.h).
 $(BUILD)/engine/cpu/quant_cpu.o: CFLAGS += -ffp-contract=off
+# The fused attention's exp loops vectorise only when GCC may if-convert float
+# compares (engine/cpu/backend_cpu_flash.c); nothing reads FP exception flags.
+$(BUILD)/engine/cpu/backend_cpu_flash.o: CFLAGS += -fno-trapping-math
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)

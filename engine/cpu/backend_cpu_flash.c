@@ -9,10 +9,15 @@
  * written by one pair with a fixed order of sums (dK and dV add up the query
  * tiles in increasing order), so results do not depend on OMP_NUM_THREADS.
  *
- * The forward softmax is attn_softmax_forward's (float32 row maximum, expf,
- * left-to-right sum, times 1 / sum), so the fused path's probabilities are
- * those of the three-op path; backward recomputes them as
- * expf(scale s - lse).
+ * The forward softmax follows attn_softmax_forward (float32 row maximum,
+ * left-to-right sum, times 1 / sum) with flash_exp for expf: a polynomial
+ * within 2 ulp of expf that vectorises (libm's expf does not), so the
+ * probabilities are the three-op path's to a few ulp. Backward recomputes
+ * them as flash_exp(scale s - lse): that recomputation is the one elementwise
+ * cost the three-op backward does not have (with expf it made the
+ * classifier's attention backward ~1.4x slower). The Makefile builds this
+ * file with -fno-trapping-math, without which GCC does not if-convert the
+ * clamp of flash_exp and leaves its loops scalar.
  */
 #include "engine/cpu/backend_cpu_nn.h"
 #include "engine/rng.h"
@@ -71,6 +76,27 @@ static void zero_rows(float *x, int64_t rows, int64_t cols, int64_t ld)
         memset(x + r * ld, 0, (size_t)cols * sizeof *x);
 }
 
+/* e^x for x <= ~0 (x = scale s - lse), within ~2 ulp of expf: Cody-Waite
+ * reduction x = n ln2 + r, |r| <= ln2 / 2, and Cephes' expf polynomial; 2^n
+ * built in the exponent bits. Below -87 (e^x < 2^-125) it returns 0. Plain
+ * arithmetic, so the compiler vectorises the loops that call it. */
+static inline float flash_exp(float x)
+{
+    float xc = x < -87.0f ? -87.0f : x;
+    float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round to nearest */
+    float r = xc - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    float z = r * r;
+    float q = ((((1.9875691500e-4f * r + 1.3981999507e-3f) * r + 8.3334519073e-3f) * r +
+                4.1665795894e-2f) * r + 1.6666665459e-1f) * r + 5.0000001201e-1f;
+    q = q * z + r + 1.0f;
+    union {
+        int32_t i;
+        float f;
+    } two_n = {.i = ((int32_t)n + 127) << 23};
+    return x < -87.0f ? 0.0f : q * two_n.f;
+}
+
 /* Row i's probabilities in place over its `a` allowed scores, zeros up to
  * kmax; returns the log-sum-exp of scale * scores. */
 static float flash_softmax_row(float *row, int64_t a, int64_t kmax, float scale)
@@ -80,12 +106,11 @@ static float flash_softmax_row(float *row, int64_t a, int64_t kmax, float scale)
         float z = scale * row[j];
         mx = z > mx ? z : mx;
     }
+    for (int64_t j = 0; j < a; j++)
+        row[j] = flash_exp(scale * row[j] - mx);
     float sum = 0.0f;
-    for (int64_t j = 0; j < a; j++) {
-        float e = expf(scale * row[j] - mx);
-        row[j] = e;
-        sum += e;
-    }
+    for (int64_t j = 0; j < a; j++)
+        sum += row[j];
     float inv = 1.0f / sum;
     for (int64_t j = 0; j < a; j++)
         row[j] *= inv;
@@ -155,8 +180,11 @@ static void flash_pair_backward(const flash_geom *g, int64_t s, int64_t hh, floa
     const float *ls = lse + (s * g->h + hh) * t;
     float *p = buf, *ds = buf + g->tile * t; // (tile, kmax) each
     const zt_dropout_desc *d = g->drop;
-    bool dropped = d->p > 0.0f;
-    float dscale = dropped ? 1.0f / (1.0f - d->p) : 1.0f;
+    /* Locals, so the stores into the tiles cannot alias them and the row
+     * loops vectorise. */
+    const float scale = g->scale, p_drop = d->p;
+    bool dropped = p_drop > 0.0f;
+    float dscale = dropped ? 1.0f / (1.0f - p_drop) : 1.0f;
     uint64_t key = dropped ? flash_drop_key(d, s) : 0;
     zero_rows(dk, t, hs, ld);
     zero_rows(dv, t, hs, ld);
@@ -174,12 +202,17 @@ static void flash_pair_backward(const flash_geom *g, int64_t s, int64_t hh, floa
             a = a < 0 ? 0 : a;
             float dsum = a > 0 ? dot_hs(dys + i * c, yo + i * c, hs) : 0.0f, l = ls[i];
             uint64_t ctr0 = dropped ? (uint64_t)((hh * d->key_b + i) * d->key_c) : 0;
-            for (int64_t j = 0; j < a; j++) {
-                float pj = expf(g->scale * pr[j] - l);
-                float kept = dropped && !flash_keep(key, ctr0 + (uint64_t)j, d->p) ? 0.0f : dscale;
-                dr[j] = g->scale * pj * (dr[j] * kept - dsum);
-                pr[j] = pj * kept;
-            }
+            for (int64_t j = 0; j < a; j++)
+                pr[j] = flash_exp(scale * pr[j] - l);
+            if (dropped)
+                for (int64_t j = 0; j < a; j++) {
+                    float kept = flash_keep(key, ctr0 + (uint64_t)j, p_drop) ? dscale : 0.0f;
+                    dr[j] = scale * pr[j] * (dr[j] * kept - dsum);
+                    pr[j] *= kept;
+                }
+            else
+                for (int64_t j = 0; j < a; j++)
+                    dr[j] = scale * pr[j] * (dr[j] - dsum);
             for (int64_t j = a; j < kmax; j++)
                 pr[j] = dr[j] = 0.0f;
         }
