@@ -284,6 +284,11 @@ static const cmd_flag train_flags[] = {
      "(default), or the three-op path (scores GEMM, softmax,\n"
      "GEMM), kept for comparison",
      FLAG_CHOICE, T(attention), 0, 0, 0, "flash|unfused", NULL, FOR_ALL, NULL},
+    {"--fused-ops", NULL, "on|off",
+     "fused epilogues: residual + layernorm, bias + activation,\n"
+     "activation + bias gradient (default on; off runs the\n"
+     "op-by-op sequence they replace, the same fp32 results)",
+     FLAG_CHOICE, T(dev.fused_ops), 0, 0, 0, "on|off", NULL, FOR_ALL, NULL},
     {"--report", NULL, "FILE", "write the run's JSON report (rank 0)", FLAG_STRING,
      T(report_path), 0, 0, 0, NULL, NULL, FOR_ALL, "Output"},
     {"--profile", NULL, NULL,
@@ -611,6 +616,7 @@ static void flags_train_defaults(cmd_train_flags *f)
     f->seed = 1234;
     f->dev.device = "auto";
     f->dev.comm = "auto";
+    f->dev.fused_ops = "on";
     f->num_gpus = f->num_nodes = -1;
     f->inject_unit = -1;
     f->nonfinite = "stop";
@@ -736,6 +742,7 @@ int cmd_flags_sub(int argc, char **argv, cmd_sub_flags *f)
     f->seed = 1234;
     f->dev.device = "auto";
     f->dev.comm = "auto";
+    f->dev.fused_ops = "on";
     f->format = "zerotrain";
     if (!t)
         return cmd_usage_error("unknown command '%s'", cmd);

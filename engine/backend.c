@@ -27,3 +27,10 @@ void zt_backend_free(zt_backend *be)
     if (be->destroy)
         be->destroy(be);
 }
+
+void zt_backend_unfuse(zt_backend *be)
+{
+    be->residual_layernorm_forward = NULL;
+    be->linear_act_forward = NULL;
+    be->act_bias_grad = NULL;
+}

@@ -87,6 +87,9 @@ typedef struct {
     bool first_step; /* momentum buffer is initialised to the gradient */
 } zt_sgd_hparams;
 
+/* The activation of a fused linear epilogue (linear_act_forward, act_bias_grad). */
+typedef enum { ZT_ACT_NONE = 0, ZT_ACT_RELU = 1, ZT_ACT_GELU = 2 } zt_act;
+
 /* A device's memory as its driver reports it now (zt_backend mem_info). */
 typedef struct {
     uint64_t free_bytes, total_bytes;
@@ -206,6 +209,33 @@ struct zt_backend {
     /* dx = dy * gelu'(x); dx == dy allowed. */
     void (*gelu_backward)(const zt_backend *be, float *dx, const float *dy, const float *x,
                           int64_t n);
+    /* ---- Fused epilogues. Each gives exactly the float32 results of the
+     * unfused sequence it replaces (the op-by-op path of --fused-ops off, which
+     * leaves these three NULL and makes models/layers.c take that sequence),
+     * in fewer passes over memory. ---- */
+
+    /* Residual add + layernorm, one pass per row: x1 = x + branch (what
+     * copy_d2d + axpy gave), then y, mean, rstd as layernorm_forward(x1).
+     * x1 may alias x or branch; y may alias none of x1, x, branch. */
+    void (*residual_layernorm_forward)(const zt_backend *be, float *x1, float *y, float *mean,
+                                       float *rstd, const float *x, const float *branch,
+                                       const float *w, const float *b, int64_t rows,
+                                       int64_t cols, float eps);
+    /* Linear with its bias and activation as the GEMM's epilogue:
+     * v = x(rows, in) w(out, in)^T + bias (what gemm + bias_add gave), y =
+     * act(v) (relu_forward / gelu_forward). pre (rows, out), where given,
+     * receives v: GELU's backward needs it; ReLU's reads y and NONE needs
+     * nothing, so both take pre NULL and y is the only output. bias may be NULL. */
+    void (*linear_act_forward)(const zt_backend *be, float *y, float *pre, const float *x,
+                               const float *w, const float *bias, int64_t rows, int64_t in,
+                               int64_t out, zt_act act);
+    /* The bias-gradient epilogue, one pass over dy(rows, cols): dpre = dy *
+     * act'(v) (gelu_backward with v = pre; ReLU the select of relu_backward
+     * with pre = y; NONE a copy, pre unused) and dbias(cols) = (accumulate ?
+     * dbias : 0) + column sums of dpre in bias_grad's order. dpre == dy allowed. */
+    void (*act_bias_grad)(const zt_backend *be, float *dpre, float *dbias, const float *dy,
+                          const float *pre, int64_t rows, int64_t cols, zt_act act,
+                          bool accumulate);
     /* For i in [0, batch): C_i = alpha op(A_i) op(B_i) + beta C_i with A_i = a + i *
      * stride_a, B_i = b + i * stride_b, C_i = c + i * stride_c; otherwise as gemm.
      * The C_i must not overlap. k == 0 gives C = beta C (beta == 0 writes zeros)
@@ -339,6 +369,11 @@ extern const zt_backend_entry zt_backend_cuda_entry;
 
 /* The table's row for a device kind (NULL for a kind no row has). */
 const zt_backend_entry *zt_backend_find(zt_device_kind kind);
+
+/* Clears the fused ops (residual_layernorm_forward, linear_act_forward,
+ * act_bias_grad), so models/layers.c runs the op-by-op sequences they
+ * replace: --fused-ops off, the comparison the fused path is tested against. */
+void zt_backend_unfuse(zt_backend *be);
 
 /* Frees whichever backend *be is, through its destroy; a zeroed *be (never
  * initialised, or freed already) is left as it is. */

@@ -100,7 +100,8 @@ static void layer_view_init(layer_view *v, const zt_unit *u, const float *params
     v->x1 = s, s += n * te;
     v->mean1 = s, s += n * t;
     v->rstd1 = s, s += n * t;
-    v->hid = s, s += n * th;
+    if (v->gelu) /* ReLU's backward reads act: no pre-activation kept */
+        v->hid = s, s += n * th;
     v->act = s, s += n * th;
     v->z2 = s, s += n * te;
     v->mean2 = s, s += n * t;
@@ -149,23 +150,16 @@ static void layer_forward(const zt_unit *u, const zt_backend *be, const float *p
     zt_attention_forward(be, v.atty, v.att, v.w_att, v.qkv, &v.shape, &d[0]);
     zt_linear_forward(be, v.w_t, v.atty, v.p[L_OUTW], v.p[L_OUTB], rows, e, e);
     drop_into(be, v.w_t, v.w_t, rows * e, &d[1]);
-    be->copy_d2d(be, v.z1, x, floats(rows * e));
-    be->axpy(be, v.z1, 1.0f, v.w_t, rows * e);
-    be->layernorm_forward(be, v.x1, v.mean1, v.rstd1, v.z1, v.p[L_N1W], v.p[L_N1B], rows, e,
-                          ZT_LAYERNORM_EPS);
+    zt_residual_layernorm(be, v.z1, v.x1, v.mean1, v.rstd1, x, v.w_t, v.p[L_N1W], v.p[L_N1B],
+                          rows, e);
 
-    zt_linear_forward(be, v.hid, v.x1, v.p[L_W1], v.p[L_B1], rows, e, h); // (rows, H)
-    if (v.gelu)
-        be->gelu_forward(be, v.act, v.hid, rows * h);
-    else
-        be->relu_forward(be, v.act, v.hid, rows * h);
+    zt_linear_act_forward(be, v.act, v.gelu ? v.hid : NULL, v.x1, v.p[L_W1], v.p[L_B1], rows, e,
+                          h, v.gelu ? ZT_ACT_GELU : ZT_ACT_RELU); // (rows, H)
     drop_into(be, v.w_h, v.act, rows * h, &d[2]);
     zt_linear_forward(be, v.w_t, v.w_h, v.p[L_W2], v.p[L_B2], rows, h, e);
     drop_into(be, v.w_t, v.w_t, rows * e, &d[3]);
-    be->copy_d2d(be, v.z2, v.x1, floats(rows * e));
-    be->axpy(be, v.z2, 1.0f, v.w_t, rows * e);
-    be->layernorm_forward(be, y, v.mean2, v.rstd2, v.z2, v.p[L_N2W], v.p[L_N2B], rows, e,
-                          ZT_LAYERNORM_EPS);
+    zt_residual_layernorm(be, v.z2, y, v.mean2, v.rstd2, v.x1, v.w_t, v.p[L_N2W], v.p[L_N2B],
+                          rows, e);
 }
 
 static void layer_backward(const zt_unit *u, const zt_backend *be, const float *params,
@@ -191,12 +185,10 @@ static void layer_backward(const zt_unit *u, const zt_backend *be, const float *
     be->bias_grad(be, v.dp[L_B2], v.w_t, rows, e, acc);
     be->gemm(be, false, false, rows, h, e, 1.0f, v.w_t, e, v.p[L_W2], h, 0.0f, v.w_h, h);
     drop_into(be, v.w_h, v.w_h, rows * h, &d[2]);
-    if (v.gelu)
-        be->gelu_backward(be, v.w_h, v.w_h, v.hid, rows * h);
-    else
-        be->relu_backward(be, v.w_h, v.w_h, v.act, rows * h);
+    zt_act_bias_grad(be, v.w_h, v.dp[L_B1], v.w_h, v.gelu ? v.hid : v.act, rows, h,
+                     v.gelu ? ZT_ACT_GELU : ZT_ACT_RELU, acc);
     be->copy_d2d(be, v.w_x1, v.w_z, floats(rows * e));
-    zt_linear_backward(be, v.w_x1, v.dp[L_W1], v.dp[L_B1], v.w_h, v.x1, v.p[L_W1], rows, e, h,
+    zt_linear_backward(be, v.w_x1, v.dp[L_W1], NULL, v.w_h, v.x1, v.p[L_W1], rows, e, h,
                        acc, true); // dx1 = dz2 + linear1's input gradient
 
     /* norm1, then the attention branch; dz1 also flows to x directly. */
@@ -242,6 +234,8 @@ void zt_classifier_layer(zt_unit *u, const char *name, int64_t max_len, int64_t 
     u->saved_numel = 7 * t * e + zt_attention_saved_numel(t, heads, unfused_attention) +
                      2 * t * hidden + 4 * t;
     u->work_numel = 7 * t * e + t * hidden + zt_attention_work_numel(t, heads, unfused_attention);
+    if (!gelu) /* the count above holds hid, which only GELU keeps */
+        u->saved_numel -= t * hidden;
     float lin_e = 1.0f / sqrtf((float)e), lin_h = 1.0f / sqrtf((float)hidden);
     /* xavier_uniform_ on the (3E, E) in_proj_weight: fan_in E, fan_out 3E. */
     float xavier = sqrtf(6.0f / (float)(e + 3 * e));

@@ -108,7 +108,8 @@ static void block_view_init(block_view *v, const zt_unit *u, const float *params
     v->ln2 = s, s += n * tc;
     v->mean2 = s, s += n * t;
     v->rstd2 = s, s += n * t;
-    v->fch = s, s += n * t * v->f;
+    if (v->gelu) /* ReLU's backward reads fca: no pre-activation kept */
+        v->fch = s, s += n * t * v->f;
     v->fca = s;
     float *w = work;
     v->w_f = w, w += n * t * v->f;
@@ -148,16 +149,12 @@ static void block_forward(const zt_unit *u, const zt_backend *be, const float *p
     zt_linear_forward(be, v.w_c1, v.atty, v.projw, v.projb, rows, c, c);
     if (d_proj.p > 0.0f)
         be->dropout(be, v.w_c1, v.w_c1, &d_proj);
-    be->copy_d2d(be, v.x1, x, (size_t)(rows * c) * sizeof(float));
-    be->axpy(be, v.x1, 1.0f, v.w_c1, rows * c); // x1 = x + attention branch
+    zt_residual_layernorm(be, v.x1, v.ln2, v.mean2, v.rstd2, x, v.w_c1, v.ln2w, v.ln2b, rows,
+                          c); // x1 = x + attention branch, ln2 = ln_2(x1)
 
-    be->layernorm_forward(be, v.ln2, v.mean2, v.rstd2, v.x1, v.ln2w, v.ln2b, rows, c,
-                          ZT_LAYERNORM_EPS);
-    zt_linear_forward(be, v.fch, v.ln2, v.fcw, v.fcb, rows, c, f); // (rows, 4C)
-    if (v.gelu)
-        be->gelu_forward(be, v.fca, v.fch, rows * f);
-    else
-        be->relu_forward(be, v.fca, v.fch, rows * f);
+    /* (rows, 4C); ReLU's backward reads its output, so only GELU keeps fch. */
+    zt_linear_act_forward(be, v.fca, v.gelu ? v.fch : NULL, v.ln2, v.fcw, v.fcb, rows, c, f,
+                          v.gelu ? ZT_ACT_GELU : ZT_ACT_RELU);
     zt_linear_forward(be, v.w_c1, v.fca, v.fpw, v.fpb, rows, f, c);
     if (d_mlp.p > 0.0f)
         be->dropout(be, v.w_c1, v.w_c1, &d_mlp);
@@ -186,11 +183,9 @@ static void block_backward(const zt_unit *u, const zt_backend *be, const float *
     else
         be->copy_d2d(be, dbranch, dy, (size_t)(rows * c) * sizeof(float));
     zt_linear_backward(be, v.w_f, v.dfpw, v.dfpb, dbranch, v.fca, v.fpw, rows, f, c, acc, false);
-    if (v.gelu)
-        be->gelu_backward(be, v.w_f, v.w_f, v.fch, rows * f);
-    else
-        be->relu_backward(be, v.w_f, v.w_f, v.fca, rows * f);
-    zt_linear_backward(be, v.w_c2, v.dfcw, v.dfcb, v.w_f, v.ln2, v.fcw, rows, c, f, acc, false);
+    zt_act_bias_grad(be, v.w_f, v.dfcb, v.w_f, v.gelu ? v.fch : v.fca, rows, f,
+                     v.gelu ? ZT_ACT_GELU : ZT_ACT_RELU, acc);
+    zt_linear_backward(be, v.w_c2, v.dfcw, NULL, v.w_f, v.ln2, v.fcw, rows, c, f, acc, false);
     be->layernorm_backward(be, dy, v.dln2w, v.dln2b, v.w_c2, v.x1, v.mean2, v.rstd2, v.ln2w, rows,
                            c, true, acc); // dy is now dL/dx1
 
@@ -239,7 +234,9 @@ void zt_gptlite_block(zt_unit *u, const char *name, int64_t seq_len, int64_t c, 
     u->dims[5] = unfused_attention;
     u->dropout = dropout;
     u->in_numel = u->out_numel = seq_len * c;
-    u->saved_numel = block_saved_numel(seq_len, c, heads, f, unfused_attention);
+    /* block_saved_numel counts fch, which only GELU keeps. */
+    u->saved_numel =
+        block_saved_numel(seq_len, c, heads, f, unfused_attention) - (gelu ? 0 : seq_len * f);
     u->work_numel = block_work_numel(seq_len, c, heads, f, unfused_attention);
     float lin_c = 1.0f / sqrtf((float)c), lin_f = 1.0f / sqrtf((float)f);
     zt_unit_add_param(u, "ln_1.weight", 1, (int64_t[]){c}, ZT_INIT_ONES, 0.0f);

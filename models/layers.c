@@ -23,6 +23,59 @@ void zt_linear_backward(const zt_backend *be, float *dx, float *dw, float *db, c
                  dx_accumulate ? 1.0f : 0.0f, dx, in); // (rows, in)
 }
 
+void zt_linear_act_forward(const zt_backend *be, float *y, float *pre, const float *x,
+                           const float *w, const float *b, int64_t rows, int64_t in, int64_t out,
+                           zt_act act)
+{
+    if (be->linear_act_forward) {
+        be->linear_act_forward(be, y, pre, x, w, b, rows, in, out, act);
+        return;
+    }
+    float *v = pre ? pre : y; // (rows, out)
+    zt_linear_forward(be, v, x, w, b, rows, in, out);
+    if (act == ZT_ACT_GELU)
+        be->gelu_forward(be, y, v, rows * out);
+    else if (act == ZT_ACT_RELU)
+        be->relu_forward(be, y, v, rows * out);
+    else if (y != v)
+        be->copy_d2d(be, y, v, (size_t)(rows * out) * sizeof(float));
+}
+
+void zt_act_bias_grad(const zt_backend *be, float *dpre, float *db, const float *dy,
+                      const float *pre, int64_t rows, int64_t cols, zt_act act, bool accumulate)
+{
+    if (be->act_bias_grad) {
+        be->act_bias_grad(be, dpre, db, dy, pre, rows, cols, act, accumulate);
+        return;
+    }
+    if (act == ZT_ACT_GELU)
+        be->gelu_backward(be, dpre, dy, pre, rows * cols);
+    else if (act == ZT_ACT_RELU)
+        be->relu_backward(be, dpre, dy, pre, rows * cols);
+    else if (dpre != dy)
+        be->copy_d2d(be, dpre, dy, (size_t)(rows * cols) * sizeof(float));
+    be->bias_grad(be, db, dpre, rows, cols, accumulate);
+}
+
+void zt_residual_layernorm(const zt_backend *be, float *x1, float *y, float *mean, float *rstd,
+                           const float *x, const float *branch, const float *w, const float *b,
+                           int64_t rows, int64_t cols)
+{
+    if (be->residual_layernorm_forward) {
+        be->residual_layernorm_forward(be, x1, y, mean, rstd, x, branch, w, b, rows, cols,
+                                       ZT_LAYERNORM_EPS);
+        return;
+    }
+    if (x1 == branch) {
+        be->axpy(be, x1, 1.0f, x, rows * cols);
+    } else {
+        if (x1 != x)
+            be->copy_d2d(be, x1, x, (size_t)(rows * cols) * sizeof(float));
+        be->axpy(be, x1, 1.0f, branch, rows * cols);
+    }
+    be->layernorm_forward(be, y, mean, rstd, x1, w, b, rows, cols, ZT_LAYERNORM_EPS);
+}
+
 zt_dropout_desc zt_layer_dropout(const zt_unit *u, int k, const zt_batch *bt, int64_t a,
                                  int64_t b, int64_t c, int64_t key_b, int64_t key_c)
 {

@@ -34,6 +34,24 @@ void zt_linear_backward(const zt_backend *be, float *dx, float *dw, float *db, c
                         const float *x, const float *w, int64_t rows, int64_t in, int64_t out,
                         bool accumulate, bool dx_accumulate);
 
+/* The fused epilogues (backend.h), or the op-by-op sequence they replace
+ * when the backend leaves them NULL (--fused-ops off): the same float32
+ * results either way.
+ *
+ * y(rows, out) = act(x(rows, in) w^T + b); pre (rows, out) receives the
+ * pre-activation where given (GELU's backward needs it; ReLU's reads y). */
+void zt_linear_act_forward(const zt_backend *be, float *y, float *pre, const float *x,
+                           const float *w, const float *b, int64_t rows, int64_t in, int64_t out,
+                           zt_act act);
+/* dpre = dy act'(pre) (ReLU: pre is y), db (+)= its column sums; dpre == dy allowed. */
+void zt_act_bias_grad(const zt_backend *be, float *dpre, float *db, const float *dy,
+                      const float *pre, int64_t rows, int64_t cols, zt_act act, bool accumulate);
+/* x1 = x + branch (x1 may alias x or branch), y = layernorm(x1) with its
+ * mean and rstd. */
+void zt_residual_layernorm(const zt_backend *be, float *x1, float *y, float *mean, float *rstd,
+                           const float *x, const float *branch, const float *w, const float *b,
+                           int64_t rows, int64_t cols);
+
 typedef struct {
     int64_t n, t;            /* samples, tokens per sample in this batch */
     int64_t max_t;           /* the model's sequence length (dropout key extent) */

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "engine/rng.h"
+#include "models/layers.h"
 
 void zt_unit_reset(zt_unit *u, const char *name, const zt_unit_ops *ops)
 {
@@ -73,9 +74,7 @@ static void linear_relu_forward(const zt_unit *u, const zt_backend *be, const fl
     int64_t in = u->dims[0], out = u->dims[1];
     const float *w = params;           // (out, in)
     const float *bias = params + out * in; // (out)
-    be->gemm(be, false, true, b->n, out, in, 1.0f, x, in, w, in, 0.0f, y, out); // (n, out)
-    be->bias_add(be, y, bias, b->n, out);
-    be->relu_forward(be, y, y, b->n * out);
+    zt_linear_act_forward(be, y, NULL, x, w, bias, b->n, in, out, ZT_ACT_RELU); // (n, out)
 }
 
 static void linear_relu_backward(const zt_unit *u, const zt_backend *be, const float *params,
@@ -90,10 +89,9 @@ static void linear_relu_backward(const zt_unit *u, const zt_backend *be, const f
     float *dw = dparams;               // (out, in)
     float *dbias = dparams + out * in; // (out)
     float *dz = dy;                    // (n, out): dy through the ReLU, in place
-    be->relu_backward(be, dz, dy, y, b->n * out);
+    zt_act_bias_grad(be, dz, dbias, dy, y, b->n, out, ZT_ACT_RELU, accumulate);
     be->gemm(be, true, false, out, in, b->n, 1.0f, dz, out, x, in, accumulate ? 1.0f : 0.0f, dw,
              in);
-    be->bias_grad(be, dbias, dz, b->n, out, accumulate);
     if (dx)
         be->gemm(be, false, false, b->n, in, out, 1.0f, dz, out, w, in, 0.0f, dx, in); // (n, in)
 }

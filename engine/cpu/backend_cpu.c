@@ -22,10 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Columns per bias_grad task: 64 floats are four cache lines, wide enough for
- * full-line reads down a column block, narrow enough to give threads work. */
-#define ZT_CPU_COL_BLOCK 64
-
 /* Rows per cross-entropy round; each row's loss lands in a stack slot. */
 #define ZT_CPU_XENT_ROWS 512
 
@@ -100,13 +96,13 @@ static void cpu_bias_grad(const zt_backend *be, float *dbias, const float *dy, i
                           int64_t cols, bool accumulate)
 {
     (void)be;
-    int64_t nblocks = (cols + ZT_CPU_COL_BLOCK - 1) / ZT_CPU_COL_BLOCK;
+    int64_t nblocks = (cols + ZT_CPU_BIAS_COL_BLOCK - 1) / ZT_CPU_BIAS_COL_BLOCK;
     /* Each column is summed by one thread in row order: deterministic. */
 #pragma omp parallel for schedule(static) if (rows * cols > ZT_CPU_PAR_MIN)
     for (int64_t blk = 0; blk < nblocks; blk++) {
-        int64_t j0 = blk * ZT_CPU_COL_BLOCK;
-        int64_t w = cols - j0 < ZT_CPU_COL_BLOCK ? cols - j0 : ZT_CPU_COL_BLOCK;
-        float acc[ZT_CPU_COL_BLOCK];
+        int64_t j0 = blk * ZT_CPU_BIAS_COL_BLOCK;
+        int64_t w = cols - j0 < ZT_CPU_BIAS_COL_BLOCK ? cols - j0 : ZT_CPU_BIAS_COL_BLOCK;
+        float acc[ZT_CPU_BIAS_COL_BLOCK];
         for (int64_t j = 0; j < w; j++)
             acc[j] = accumulate ? dbias[j0 + j] : 0.0f;
         for (int64_t r = 0; r < rows; r++) {

@@ -149,24 +149,48 @@ static void cpu_sinusoid_add(const zt_backend *be, float *y, int64_t n, int64_t 
     }
 }
 
+/* Layernorm of one row xr (cols) into yr; its statistics into *mean, *rstd. */
+static void layernorm_row(float *yr, float *mean, float *rstd, const float *xr, const float *w,
+                          const float *b, int64_t cols, float eps)
+{
+    double m = sum_f64(xr, cols) / (double)cols;
+    double var = sum_sq_dev_f64(xr, cols, m) / (double)cols;
+    /* y uses the rounded statistics that are stored, so the backward pass
+     * recomputes exactly the xhat the forward pass used. */
+    float mf = (float)m, rs = (float)(1.0 / sqrt(var + (double)eps));
+    *mean = mf;
+    *rstd = rs;
+    for (int64_t j = 0; j < cols; j++)
+        yr[j] = (xr[j] - mf) * rs * w[j] + b[j];
+}
+
 static void cpu_layernorm_forward(const zt_backend *be, float *y, float *mean, float *rstd,
                                   const float *x, const float *w, const float *b, int64_t rows,
                                   int64_t cols, float eps)
 {
     (void)be;
 #pragma omp parallel for schedule(static) if (rows * cols > ZT_CPU_PAR_MIN)
+    for (int64_t r = 0; r < rows; r++)
+        layernorm_row(y + r * cols, mean + r, rstd + r, x + r * cols, w, b, cols, eps);
+}
+
+/* The sum lands in x1's row and is normalised while that row is still in L1:
+ * one read of x and branch, one write of x1 and y, instead of the copy, the
+ * axpy and the layernorm's own read of x1. */
+static void cpu_residual_layernorm_forward(const zt_backend *be, float *x1, float *y,
+                                           float *mean, float *rstd, const float *x,
+                                           const float *branch, const float *w, const float *b,
+                                           int64_t rows, int64_t cols, float eps)
+{
+    (void)be;
+#pragma omp parallel for schedule(static) if (rows * cols > ZT_CPU_PAR_MIN)
     for (int64_t r = 0; r < rows; r++) {
-        const float *xr = x + r * cols; // (cols)
-        float *yr = y + r * cols;       // (cols)
-        double m = sum_f64(xr, cols) / (double)cols;
-        double var = sum_sq_dev_f64(xr, cols, m) / (double)cols;
-        /* y uses the rounded statistics that are stored, so the backward pass
-         * recomputes exactly the xhat the forward pass used. */
-        float mf = (float)m, rs = (float)(1.0 / sqrt(var + (double)eps));
-        mean[r] = mf;
-        rstd[r] = rs;
+        float *x1r = x1 + r * cols;           // (cols)
+        const float *xr = x + r * cols;       // (cols)
+        const float *br = branch + r * cols;  // (cols)
         for (int64_t j = 0; j < cols; j++)
-            yr[j] = (xr[j] - mf) * rs * w[j] + b[j];
+            x1r[j] = xr[j] + br[j];
+        layernorm_row(y + r * cols, mean + r, rstd + r, x1r, w, b, cols, eps);
     }
 }
 
@@ -249,15 +273,28 @@ static void cpu_layernorm_backward(const zt_backend *be, float *dx, float *dw, f
 #define ZT_GELU_K0 0.7978845608028654f
 #define ZT_GELU_K1 0.044715f
 
+/* One expression each, shared by the plain and the fused ops so they round
+ * alike. */
+static inline float gelu_f32(float v)
+{
+    float u = ZT_GELU_K0 * (v + ZT_GELU_K1 * v * v * v);
+    return 0.5f * v * (1.0f + tanhf(u));
+}
+
+static inline float gelu_grad_f32(float dy, float v)
+{
+    float th = tanhf(ZT_GELU_K0 * (v + ZT_GELU_K1 * v * v * v));
+    float du = ZT_GELU_K0 * (1.0f + 3.0f * ZT_GELU_K1 * v * v);
+    float d = 0.5f * (1.0f + th) + 0.5f * v * (1.0f - th * th) * du;
+    return dy * d;
+}
+
 static void cpu_gelu_forward(const zt_backend *be, float *y, const float *x, int64_t n)
 {
     (void)be;
 #pragma omp parallel for schedule(static) if (n > ZT_CPU_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) {
-        float v = x[i];
-        float u = ZT_GELU_K0 * (v + ZT_GELU_K1 * v * v * v);
-        y[i] = 0.5f * v * (1.0f + tanhf(u));
-    }
+    for (int64_t i = 0; i < n; i++)
+        y[i] = gelu_f32(x[i]);
 }
 
 static void cpu_gelu_backward(const zt_backend *be, float *dx, const float *dy, const float *x,
@@ -265,12 +302,87 @@ static void cpu_gelu_backward(const zt_backend *be, float *dx, const float *dy, 
 {
     (void)be;
 #pragma omp parallel for schedule(static) if (n > ZT_CPU_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) {
-        float v = x[i];
-        float th = tanhf(ZT_GELU_K0 * (v + ZT_GELU_K1 * v * v * v));
-        float du = ZT_GELU_K0 * (1.0f + 3.0f * ZT_GELU_K1 * v * v);
-        float d = 0.5f * (1.0f + th) + 0.5f * v * (1.0f - th * th) * du;
-        dx[i] = dy[i] * d;
+    for (int64_t i = 0; i < n; i++)
+        dx[i] = gelu_grad_f32(dy[i], x[i]);
+}
+
+/* Bias and activation of one row v (cols), the GEMM's output, in place; y
+ * gets act(v) (y == v for ReLU and NONE). */
+static void bias_act_row(float *y, float *v, const float *bias, int64_t cols, zt_act act)
+{
+    if (bias)
+        for (int64_t j = 0; j < cols; j++)
+            v[j] += bias[j];
+    if (act == ZT_ACT_GELU)
+        for (int64_t j = 0; j < cols; j++)
+            y[j] = gelu_f32(v[j]);
+    else if (act == ZT_ACT_RELU) /* NaN passes, as relu_forward */
+        for (int64_t j = 0; j < cols; j++)
+            y[j] = v[j] < 0.0f ? 0.0f : v[j];
+    else if (y != v)
+        memcpy(y, v, (size_t)cols * sizeof *y);
+}
+
+static void cpu_linear_act_forward(const zt_backend *be, float *y, float *pre, const float *x,
+                                   const float *w, const float *bias, int64_t rows, int64_t in,
+                                   int64_t out, zt_act act)
+{
+    (void)be;
+    if (rows == 0 || out == 0)
+        return;
+    float *v = pre ? pre : y; // (rows, out)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)out, (int)in, 1.0f, x,
+                (int)in, w, (int)in, 0.0f, v, (int)out);
+    /* The epilogue is one pass per row over what the GEMM just wrote, instead
+     * of bias_add's pass and the activation's. */
+#pragma omp parallel for schedule(static) if (rows * out > ZT_CPU_PAR_MIN)
+    for (int64_t r = 0; r < rows; r++)
+        bias_act_row(y + r * out, v + r * out, bias, out, act);
+}
+
+static void cpu_act_bias_grad(const zt_backend *be, float *dpre, float *dbias, const float *dy,
+                              const float *pre, int64_t rows, int64_t cols, zt_act act,
+                              bool accumulate)
+{
+    (void)be;
+    /* bias_grad's tasks: a column block each, rows in increasing order, so
+     * every dbias element sees the additions of bias_grad in its order; dpre
+     * is written on the way. */
+    int64_t nblocks = (cols + ZT_CPU_BIAS_COL_BLOCK - 1) / ZT_CPU_BIAS_COL_BLOCK;
+#pragma omp parallel for schedule(static) if (rows * cols > ZT_CPU_PAR_MIN)
+    for (int64_t blk = 0; blk < nblocks; blk++) {
+        int64_t j0 = blk * ZT_CPU_BIAS_COL_BLOCK;
+        int64_t w = min_i64(cols - j0, ZT_CPU_BIAS_COL_BLOCK);
+        float acc[ZT_CPU_BIAS_COL_BLOCK];
+        for (int64_t j = 0; j < w; j++)
+            acc[j] = accumulate ? dbias[j0 + j] : 0.0f;
+        for (int64_t r = 0; r < rows; r++) {
+            const float *dyr = dy + r * cols + j0; // (w)
+            const float *pr = pre + r * cols + j0; // (w)
+            float *dr = dpre + r * cols + j0;      // (w)
+            if (act == ZT_ACT_GELU) {
+                for (int64_t j = 0; j < w; j++) {
+                    float g = gelu_grad_f32(dyr[j], pr[j]);
+                    dr[j] = g;
+                    acc[j] += g;
+                }
+            } else if (act == ZT_ACT_RELU) {
+                for (int64_t j = 0; j < w; j++) {
+                    float g = dyr[j];
+                    g = pr[j] > 0.0f ? g : 0.0f; /* a select, as relu_backward */
+                    dr[j] = g;
+                    acc[j] += g;
+                }
+            } else {
+                for (int64_t j = 0; j < w; j++) {
+                    float g = dyr[j];
+                    dr[j] = g;
+                    acc[j] += g;
+                }
+            }
+        }
+        for (int64_t j = 0; j < w; j++)
+            dbias[j0 + j] = acc[j];
     }
 }
 
@@ -451,6 +563,9 @@ void zt_backend_cpu_nn_ops(zt_backend *be)
     be->layernorm_backward = cpu_layernorm_backward;
     be->gelu_forward = cpu_gelu_forward;
     be->gelu_backward = cpu_gelu_backward;
+    be->residual_layernorm_forward = cpu_residual_layernorm_forward;
+    be->linear_act_forward = cpu_linear_act_forward;
+    be->act_bias_grad = cpu_act_bias_grad;
     be->gemm_batched = cpu_gemm_batched;
     be->attn_softmax_forward = cpu_attn_softmax_forward;
     be->attn_softmax_backward = cpu_attn_softmax_backward;

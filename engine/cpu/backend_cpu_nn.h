@@ -1,7 +1,9 @@
 /*
  * backend_cpu_nn: the CPU backend's transformer-layer ops (embedding, sinusoidal
  * positions, layernorm, GELU, batched gemm, attention softmax, fused attention
- * (backend_cpu_flash.c), keyed dropout, mean pooling), kept apart from backend_cpu.c so each file stays readable.
+ * (backend_cpu_flash.c), keyed dropout, mean pooling, and the fused epilogues:
+ * residual + layernorm, linear + bias + activation, activation gradient + bias
+ * gradient), kept apart from backend_cpu.c so each file stays readable.
  * Private to engine/cpu: the rest of the tree reaches these ops only through
  * the zt_backend function pointers that zt_backend_cpu_init fills.
  *
@@ -19,6 +21,11 @@
 /* Below this many elements an op runs on one thread: waking the team costs
  * more than the loop. Shared by every CPU op. */
 #define ZT_CPU_PAR_MIN 32768
+
+/* Columns per bias_grad task (and act_bias_grad's, which must sum alike): 64
+ * floats are four cache lines, wide enough for full-line reads down a column
+ * block, narrow enough to give threads work. */
+#define ZT_CPU_BIAS_COL_BLOCK 64
 
 /* Fills the transformer-layer function pointers of a CPU backend; the rest of
  * *be is left as it is. */

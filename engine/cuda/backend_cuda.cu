@@ -431,6 +431,7 @@ extern "C" zt_status zt_backend_cuda_init(zt_backend *be, const zt_backend_optio
     zt_backend_cuda_flash_ops(be);
     zt_backend_cuda_head_ops(be);
     zt_backend_cuda_quant_ops(be);
+    zt_backend_cuda_fused_ops(be);
     return ZT_OK;
 }
 

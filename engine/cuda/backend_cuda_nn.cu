@@ -1,7 +1,7 @@
 /*
  * backend_cuda_nn: the CUDA backend's transformer-layer ops along the
  * residual stream: embedding (forward and backward), sinusoidal positions,
- * layernorm, GELU and keyed dropout (backend.h's "Transformer layers" block,
+ * layernorm (and residual add + layernorm), GELU and keyed dropout (backend.h's "Transformer layers" block,
  * less the attention softmax in backend_cuda_attn.cu and the pooling and
  * cross-entropy in backend_cuda_head.cu; gemm_batched lives with the other
  * cuBLAS calls in backend_cuda_gemm.cu). Work layout, numerics and
@@ -10,6 +10,7 @@
  * Memory: ops allocate nothing; everything works in registers and shared
  * memory. Collective: none.
  */
+#include "engine/cuda/cuda_act.cuh"
 #include "engine/cuda/cuda_nn.cuh"
 
 extern "C" {
@@ -27,10 +28,6 @@ extern "C" {
  * flight while the previous tile is summed. */
 #define ZT_LNP_COLS 8
 #define ZT_LNP_ROWS 512
-
-/* sqrt(2/pi) and the cubic coefficient of the tanh approximation (as on the CPU). */
-#define ZT_GELU_K0 0.7978845608028654f
-#define ZT_GELU_K1 0.044715f
 
 /* ---- embedding ---- */
 
@@ -221,25 +218,42 @@ static void cuda_sinusoid_add(const zt_backend *be, float *y, int64_t n, int64_t
 
 /* ---- layernorm ---- */
 
-template <int W, int U>
+/* With RES (residual_layernorm_forward) the row is x + branch, written to x1
+ * as it is loaded; the statistics and y then read it from registers, or from
+ * x1 (which this lane wrote) beyond the cached units. x1 may alias x or
+ * branch, so those three are not __restrict__. */
+template <int W, int U, bool RES>
 static __global__ void __launch_bounds__(ZT_NN_THREADS)
     layernorm_forward_kernel(float *__restrict__ y, float *__restrict__ mean,
-                             float *__restrict__ rstd, const float *__restrict__ x,
-                             const float *__restrict__ w, const float *__restrict__ b,
-                             int64_t rows, int64_t cols, float eps)
+                             float *__restrict__ rstd, const float *x, const float *branch,
+                             float *x1, const float *__restrict__ w,
+                             const float *__restrict__ b, int64_t rows, int64_t cols, float eps)
 {
     const int lane = threadIdx.x & 31;
     const int64_t nu = cols / W;
     for (int64_t r = warp_index(); r < rows; r += warp_count()) {
-        const float *xr = x + r * cols; // (cols)
-        float *yr = y + r * cols;       // (cols)
+        const float *xr = (RES ? x1 : x) + r * cols; // (cols) what is normalised
+        float *yr = y + r * cols;                    // (cols)
         zt_row_cache<W, U> xc;
         double s = 0.0;
 #pragma unroll
         for (int k = 0; k < lane_iters<U>(nu); k++) {
             int64_t u = lane + 32 * (int64_t)k;
             if (u < nu) {
-                zt_vec<W> a = xc.fill(xr, k, u);
+                zt_vec<W> a;
+                if constexpr (RES) {
+                    zt_vec<W> xv = vload<W>(x + r * cols + u * W),
+                              bv = vload<W>(branch + r * cols + u * W);
+#pragma unroll
+                    for (int e = 0; e < W; e++)
+                        xv.v[e] = __fadd_rn(xv.v[e], bv.v[e]);
+                    vstore<W>(x1 + r * cols + u * W, xv);
+                    if constexpr (U > 0)
+                        xc.c[k] = xv;
+                    a = xv;
+                } else {
+                    a = xc.fill(xr, k, u);
+                }
 #pragma unroll
                 for (int e = 0; e < W; e++)
                     s += (double)a.v[e];
@@ -295,10 +309,29 @@ static void cuda_layernorm_forward(const zt_backend *be, float *y, float *mean, 
     unsigned grid = nn_grid(impl, rows, ZT_NN_WARPS);
     row_dispatch(vec, cols, [&](auto shape) {
         constexpr int W = decltype(shape)::w, U = decltype(shape)::u;
-        ZT_LAUNCH(grid, ZT_NN_THREADS, 0, impl->stream, layernorm_forward_kernel<W, U>)
-        (y, mean, rstd, x, w, b, rows, cols, eps);
+        ZT_LAUNCH(grid, ZT_NN_THREADS, 0, impl->stream, layernorm_forward_kernel<W, U, false>)
+        (y, mean, rstd, x, nullptr, nullptr, w, b, rows, cols, eps);
     });
     nn_record(be, "layernorm_forward");
+}
+
+static void cuda_residual_layernorm_forward(const zt_backend *be, float *x1, float *y,
+                                            float *mean, float *rstd, const float *x,
+                                            const float *branch, const float *w, const float *b,
+                                            int64_t rows, int64_t cols, float eps)
+{
+    zt_cuda_impl *impl = nn_impl(be);
+    if (rows <= 0)
+        return;
+    bool vec = cols % 4 == 0 && aligned16(y) && aligned16(x) && aligned16(branch) &&
+               aligned16(x1) && aligned16(w) && aligned16(b);
+    unsigned grid = nn_grid(impl, rows, ZT_NN_WARPS);
+    row_dispatch(vec, cols, [&](auto shape) {
+        constexpr int W = decltype(shape)::w, U = decltype(shape)::u;
+        ZT_LAUNCH(grid, ZT_NN_THREADS, 0, impl->stream, layernorm_forward_kernel<W, U, true>)
+        (y, mean, rstd, x, branch, x1, w, b, rows, cols, eps);
+    });
+    nn_record(be, "residual_layernorm_forward");
 }
 
 /* dw, db over columns [blockIdx.x * 8, + 8): all threads stage a tile of rows
@@ -445,29 +478,6 @@ static void cuda_layernorm_backward(const zt_backend *be, float *dx, float *dw, 
 
 /* ---- GELU ---- */
 
-/* sqrt(2/pi) (x + 0.044715 x^3), rounded step by step as the CPU does. */
-static __device__ __forceinline__ float gelu_inner(float v)
-{
-    float cube = __fmul_rn(__fmul_rn(__fmul_rn(ZT_GELU_K1, v), v), v);
-    return __fmul_rn(ZT_GELU_K0, __fadd_rn(v, cube));
-}
-
-static __device__ __forceinline__ float gelu(float v)
-{
-    return __fmul_rn(__fmul_rn(0.5f, v), __fadd_rn(1.0f, tanhf(gelu_inner(v))));
-}
-
-static __device__ __forceinline__ float gelu_grad(float dy, float v)
-{
-    float th = tanhf(gelu_inner(v));
-    float du = __fmul_rn(ZT_GELU_K0,
-                         __fadd_rn(1.0f, __fmul_rn(__fmul_rn(__fmul_rn(3.0f, ZT_GELU_K1), v), v)));
-    float d = __fadd_rn(__fmul_rn(0.5f, __fadd_rn(1.0f, th)),
-                        __fmul_rn(__fmul_rn(__fmul_rn(0.5f, v), __fsub_rn(1.0f, __fmul_rn(th, th))),
-                                  du));
-    return __fmul_rn(dy, d);
-}
-
 /* Whole units of W, then the n % W elements after them. */
 template <int W>
 static __global__ void __launch_bounds__(ZT_NN_THREADS)
@@ -605,5 +615,6 @@ void zt_backend_cuda_nn_ops(zt_backend *be)
     be->layernorm_backward = cuda_layernorm_backward;
     be->gelu_forward = cuda_gelu_forward;
     be->gelu_backward = cuda_gelu_backward;
+    be->residual_layernorm_forward = cuda_residual_layernorm_forward;
     be->dropout = cuda_dropout;
 }

@@ -74,6 +74,7 @@ void zt_backend_cuda_attn_ops(zt_backend *be);        /* backend_cuda_attn.cu */
 void zt_backend_cuda_flash_ops(zt_backend *be);       /* backend_cuda_flash.cu */
 void zt_backend_cuda_head_ops(zt_backend *be);        /* backend_cuda_head.cu */
 void zt_backend_cuda_quant_ops(zt_backend *be);       /* backend_cuda_quant.cu */
+void zt_backend_cuda_fused_ops(zt_backend *be);       /* backend_cuda_fused.cu */
 
 /* cudaFuncGetAttributes of one of the backend's kernels, which fails when the
  * build has no code for the current device (backend_cuda_elementwise.cu). */

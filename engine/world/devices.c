@@ -208,6 +208,14 @@ zt_status zt_world_devices_chosen(const zt_world *w, const zt_device_flags *f,
     }
     zt_backend_options opt = {.device = ch.ordinal, .tf32 = f->tf32, .gemm_dtype = gemm_dtype};
     ZT_TRY(zt_backend_find(ch.device)->init(be, &opt));
+    if (f->fused_ops && !strcmp(f->fused_ops, "off")) {
+        zt_backend_unfuse(be);
+        if (w->rank == 0) {
+            fprintf(notice_to, "zerotrain: --fused-ops off: residual + layernorm, bias + "
+                               "activation and bias gradients run op by op\n");
+            fflush(notice_to);
+        }
+    }
     if (ch.comm == ZT_COMM_USE_NCCL)
         return zt_comm_nccl_init(comm, w->comm, be);
     if (ch.comm == ZT_COMM_USE_STAGED)

@@ -59,10 +59,12 @@ zt_status zt_device_choose(const zt_device_request *req, zt_device_choice *out);
  * Nothing happens without a GPU or a local rank. */
 void zt_devices_select_early(const char *device);
 
-/* What the user asked for: --device, --comm ("auto", ...), --tf32. */
+/* What the user asked for: --device, --comm ("auto", ...), --tf32,
+ * --fused-ops ("off" clears the backend's fused ops; NULL or "on" keeps them). */
 typedef struct {
     const char *device, *comm;
     bool tf32;
+    const char *fused_ops;
 } zt_device_flags;
 
 /* Every rank takes the same decision from the smallest GPU count of any node,

@@ -49,7 +49,9 @@
  *                 sinusoid_add (float64 sin/cos of another libm, rounded, added)
  *   fp32   1e-5   float32 with another summation order or another libm: gemm and
  *                 gemm_batched with TF32 off, sums over rows (bias_grad, layernorm,
- *                 embedding_backward, mean_pool_forward, softmax), gelu,
+ *                 embedding_backward, mean_pool_forward, softmax), gelu, the fused
+ *                 epilogues (linear_act_forward at its GEMM setting's threshold;
+ *                 each also against the device's own op-by-op sequence),
  *                 cross-entropy, adam, sgd
  *   fp64   1e-12  float64 accumulation: sum_squares (fp32 squares are exact in
  *                 float64, only the order of the additions may differ)
@@ -123,6 +125,9 @@ static const op_entry ops[] = {
     {"layernorm_backward", op_layernorm_backward, false, NULL},
     {"gelu_forward", op_gelu_forward, false, NULL},
     {"gelu_backward", op_gelu_backward, false, NULL},
+    {"residual_layernorm_forward", op_residual_layernorm, false, NULL},
+    {"linear_act_forward", op_linear_act_forward, true, NULL},
+    {"act_bias_grad", op_act_bias_grad, false, NULL},
     {"gemm_batched", op_gemm_batched, true, NULL},
     {"attn_softmax_forward", op_attn_softmax_forward, false, NULL},
     {"attn_softmax_backward", op_attn_softmax_backward, false, NULL},

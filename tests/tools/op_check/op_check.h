@@ -141,6 +141,10 @@ void op_has_inf_nan(void);
 void op_convert(void);
 void op_gelu_forward(void);
 void op_gelu_backward(void);
+/* ops_fused.c */
+void op_residual_layernorm(void);
+void op_linear_act_forward(void);
+void op_act_bias_grad(void);
 /* ops_layers.c */
 void op_embedding_forward(void);
 void op_embedding_backward(void);

@@ -1,0 +1,258 @@
+/*
+ * test_backend_fused: the CPU backend's fused epilogues (residual +
+ * layernorm, linear + bias + activation, activation gradient + bias gradient)
+ * against independent float64 references written here (naive loops), against
+ * the op-by-op sequences they replace (the --fused-ops off path, which must
+ * give the same bits), and across thread counts (identical bits).
+ *
+ * Tolerances: x1 = x + branch is one correctly rounded add, so exact;
+ * layernorm outputs within 1e-5 of the reference (|y| ~ 1); linear outputs
+ * within 1e-5 of the sum of |x w| terms plus |b|; dpre within 1e-5 relative
+ * (one product and a tanh); dbias within 1e-5 of the column's sum of |dpre|.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/backend.h"
+#include "tests/unit/test_nn.h"
+#include "tests/unit/test_rng.h"
+
+#define EPS 1e-5f
+
+static double gelu_ref(double v)
+{
+    return 0.5 * v * (1.0 + tanh(sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)));
+}
+
+static double gelu_grad_ref(double v)
+{
+    double k = sqrt(2.0 / M_PI), th = tanh(k * (v + 0.044715 * v * v * v));
+    return 0.5 * (1.0 + th) + 0.5 * v * (1.0 - th * th) * k * (1.0 + 3.0 * 0.044715 * v * v);
+}
+
+static double act_ref(double v, zt_act act)
+{
+    return act == ZT_ACT_GELU ? gelu_ref(v) : act == ZT_ACT_RELU ? (v < 0 ? 0.0 : v) : v;
+}
+
+static void assert_floats_equal(const float *a, const float *b, int64_t n, const char *what)
+{
+    if (memcmp(a, b, (size_t)n * sizeof *a) != 0)
+        fail_msg("%s: the fused op's bits differ from the op-by-op sequence", what);
+}
+
+/* ---- residual + layernorm ---- */
+
+static void test_residual_layernorm(void **state)
+{
+    const zt_backend *be = *state;
+    rng_seed(31);
+    const int64_t shapes[][2] = {{5, 33}, {3, 1}, {600, 130}}; /* the last runs in parallel */
+    for (size_t sh = 0; sh < 3; sh++) {
+        int64_t rows = shapes[sh][0], cols = shapes[sh][1], n = rows * cols;
+        float *x = xmalloc_floats(n), *br = xmalloc_floats(n), *w = xmalloc_floats(cols),
+              *b = xmalloc_floats(cols);
+        fill_uniform(x, n, 1.0, 3.0); /* a mean far from 0 */
+        fill_uniform(br, n, -1, 1);
+        fill_uniform(w, cols, 0.5, 1.5);
+        fill_uniform(b, cols, -0.5, 0.5);
+        float *x1 = xmalloc_floats(n), *y = xmalloc_floats(n), *mean = xmalloc_floats(rows),
+              *rstd = xmalloc_floats(rows);
+        fill_value(x1, n, NAN);
+        fill_value(y, n, NAN);
+        be->residual_layernorm_forward(be, x1, y, mean, rstd, x, br, w, b, rows, cols, EPS);
+        for (int64_t r = 0; r < rows; r++) {
+            double m = 0, var = 0;
+            for (int64_t j = 0; j < cols; j++) {
+                float s = x1[r * cols + j];
+                assert_true(s == (float)((double)x[r * cols + j] + (double)br[r * cols + j]));
+                m += s;
+            }
+            m /= (double)cols;
+            for (int64_t j = 0; j < cols; j++)
+                var += ((double)x1[r * cols + j] - m) * ((double)x1[r * cols + j] - m);
+            var /= (double)cols;
+            double rs = 1.0 / sqrt(var + (double)EPS);
+            assert_true(fabs(mean[r] - m) <= 1e-6 * fabs(m) + 1e-7);
+            assert_true(fabs(rstd[r] - rs) <= 1e-6 * rs);
+            for (int64_t j = 0; j < cols; j++) {
+                double ref = ((double)x1[r * cols + j] - m) * rs * w[j] + b[j];
+                if (fabs(y[r * cols + j] - ref) > 1e-5)
+                    fail_msg("y[%ld][%ld] = %.9g, reference %.9g", (long)r, (long)j,
+                             y[r * cols + j], ref);
+            }
+        }
+        /* The op-by-op sequence: copy, axpy, layernorm. */
+        float *x1u = dup_floats(x, n), *yu = xmalloc_floats(n), *mu = xmalloc_floats(rows),
+              *ru = xmalloc_floats(rows);
+        be->axpy(be, x1u, 1.0f, br, n);
+        be->layernorm_forward(be, yu, mu, ru, x1u, w, b, rows, cols, EPS);
+        assert_floats_equal(x1, x1u, n, "x1");
+        assert_floats_equal(y, yu, n, "y");
+        assert_floats_equal(mean, mu, rows, "mean");
+        assert_floats_equal(rstd, ru, rows, "rstd");
+        /* In place on the branch (what a post-norm layer may do). */
+        float *inplace = dup_floats(br, n);
+        be->residual_layernorm_forward(be, inplace, y, mean, rstd, x, inplace, w, b, rows, cols,
+                                       EPS);
+        assert_floats_equal(inplace, x1u, n, "x1 in place of branch");
+        assert_floats_equal(y, yu, n, "y (x1 in place of branch)");
+        free(inplace);
+        free(x1u), free(yu), free(mu), free(ru);
+        free(x), free(br), free(w), free(b), free(x1), free(y), free(mean), free(rstd);
+    }
+}
+
+/* ---- linear + bias + activation ---- */
+
+static void test_linear_act_forward(void **state)
+{
+    const zt_backend *be = *state;
+    rng_seed(32);
+    const int64_t shapes[][3] = {{7, 5, 9}, {300, 48, 130}}; /* rows, in, out */
+    for (size_t sh = 0; sh < 2; sh++) {
+        int64_t rows = shapes[sh][0], in = shapes[sh][1], out = shapes[sh][2], n = rows * out;
+        float *x = xmalloc_floats(rows * in), *w = xmalloc_floats(out * in),
+              *b = xmalloc_floats(out);
+        fill_uniform(x, rows * in, -1, 1);
+        fill_uniform(w, out * in, -1, 1);
+        fill_uniform(b, out, -1, 1);
+        for (zt_act act = ZT_ACT_NONE; act <= ZT_ACT_GELU; act++) {
+            for (int keep = 0; keep < 2; keep++) {
+                float *y = xmalloc_floats(n), *pre = keep ? xmalloc_floats(n) : NULL;
+                fill_value(y, n, NAN);
+                be->linear_act_forward(be, y, pre, x, w, b, rows, in, out, act);
+                for (int64_t r = 0; r < rows; r++)
+                    for (int64_t o = 0; o < out; o++) {
+                        double v = b[o], mag = fabs(b[o]);
+                        for (int64_t k = 0; k < in; k++) {
+                            v += (double)x[r * in + k] * w[o * in + k];
+                            mag += fabs((double)x[r * in + k] * w[o * in + k]);
+                        }
+                        double tol = 1e-5 * mag + 1e-6;
+                        if (pre && fabs(pre[r * out + o] - v) > tol)
+                            fail_msg("pre[%ld][%ld] = %.9g, reference %.9g", (long)r, (long)o,
+                                     pre[r * out + o], v);
+                        if (fabs(y[r * out + o] - act_ref(v, act)) > tol)
+                            fail_msg("act %d: y[%ld][%ld] = %.9g, reference %.9g", act, (long)r,
+                                     (long)o, y[r * out + o], act_ref(v, act));
+                    }
+                /* The op-by-op sequence: gemm, bias_add, activation. */
+                float *v = xmalloc_floats(n), *yu = xmalloc_floats(n);
+                be->gemm(be, false, true, rows, out, in, 1.0f, x, in, w, in, 0.0f, v, out);
+                be->bias_add(be, v, b, rows, out);
+                if (act == ZT_ACT_GELU)
+                    be->gelu_forward(be, yu, v, n);
+                else if (act == ZT_ACT_RELU)
+                    be->relu_forward(be, yu, v, n);
+                else
+                    memcpy(yu, v, (size_t)n * sizeof *yu);
+                assert_floats_equal(y, yu, n, "y");
+                if (pre)
+                    assert_floats_equal(pre, v, n, "pre");
+                free(v), free(yu), free(y), free(pre);
+            }
+        }
+        free(x), free(w), free(b);
+    }
+}
+
+/* ---- activation gradient + bias gradient ---- */
+
+static void act_bias_grad_case(const zt_backend *be, int64_t rows, int64_t cols, zt_act act,
+                               bool accumulate)
+{
+    int64_t n = rows * cols;
+    float *dy = xmalloc_floats(n), *pre = xmalloc_floats(n), *db0 = xmalloc_floats(cols);
+    fill_uniform(dy, n, -1, 1);
+    fill_uniform(pre, n, -3, 3);
+    if (act == ZT_ACT_RELU) /* ReLU reads its output y >= 0 */
+        for (int64_t i = 0; i < n; i++)
+            pre[i] = pre[i] < 0 ? 0.0f : pre[i];
+    fill_uniform(db0, cols, -1, 1);
+    float *dpre = xmalloc_floats(n), *db = dup_floats(db0, cols);
+    fill_value(dpre, n, NAN);
+    be->act_bias_grad(be, dpre, db, dy, pre, rows, cols, act, accumulate);
+    for (int64_t j = 0; j < cols; j++) {
+        double sum = accumulate ? db0[j] : 0.0, mag = fabs(sum);
+        for (int64_t r = 0; r < rows; r++) {
+            int64_t i = r * cols + j;
+            double d = act == ZT_ACT_GELU   ? dy[i] * gelu_grad_ref(pre[i])
+                       : act == ZT_ACT_RELU ? (pre[i] > 0 ? dy[i] : 0.0)
+                                            : dy[i];
+            if (fabs(dpre[i] - d) > 1e-5 * fabs(d) + 1e-7)
+                fail_msg("act %d: dpre[%ld] = %.9g, reference %.9g", act, (long)i, dpre[i], d);
+            sum += d;
+            mag += fabs(d);
+        }
+        if (fabs(db[j] - sum) > 1e-5 * mag + 1e-7)
+            fail_msg("act %d: dbias[%ld] = %.9g, reference %.9g", act, (long)j, db[j], sum);
+    }
+    /* The op-by-op sequence: activation backward, then bias_grad. */
+    float *du = xmalloc_floats(n), *dbu = dup_floats(db0, cols);
+    if (act == ZT_ACT_GELU)
+        be->gelu_backward(be, du, dy, pre, n);
+    else if (act == ZT_ACT_RELU)
+        be->relu_backward(be, du, dy, pre, n);
+    else
+        memcpy(du, dy, (size_t)n * sizeof *du);
+    be->bias_grad(be, dbu, du, rows, cols, accumulate);
+    assert_floats_equal(dpre, du, n, "dpre");
+    assert_floats_equal(db, dbu, cols, "dbias");
+    /* In place (dpre == dy), on one thread: the same bits again. */
+    int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    float *inplace = dup_floats(dy, n), *db1 = dup_floats(db0, cols);
+    be->act_bias_grad(be, inplace, db1, inplace, pre, rows, cols, act, accumulate);
+    omp_set_num_threads(threads);
+    assert_floats_equal(inplace, du, n, "dpre in place, one thread");
+    assert_floats_equal(db1, dbu, cols, "dbias, one thread");
+    free(inplace), free(db1), free(du), free(dbu);
+    free(dy), free(pre), free(db0), free(dpre), free(db);
+}
+
+static void test_act_bias_grad(void **state)
+{
+    const zt_backend *be = *state;
+    rng_seed(33);
+    /* 130 columns are not whole column blocks; 600 x 130 runs in parallel. */
+    const int64_t shapes[][2] = {{9, 5}, {600, 130}};
+    for (size_t sh = 0; sh < 2; sh++)
+        for (zt_act act = ZT_ACT_NONE; act <= ZT_ACT_GELU; act++)
+            for (int acc = 0; acc < 2; acc++)
+                act_bias_grad_case(be, shapes[sh][0], shapes[sh][1], act, acc);
+}
+
+/* --fused-ops off clears exactly the three fused ops. */
+static void test_unfuse(void **state)
+{
+    zt_backend be = *(const zt_backend *)*state;
+    assert_non_null(be.residual_layernorm_forward);
+    assert_non_null(be.linear_act_forward);
+    assert_non_null(be.act_bias_grad);
+    zt_backend_unfuse(&be);
+    assert_null(be.residual_layernorm_forward);
+    assert_null(be.linear_act_forward);
+    assert_null(be.act_bias_grad);
+    assert_non_null(be.layernorm_forward);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_residual_layernorm),
+        cmocka_unit_test(test_linear_act_forward),
+        cmocka_unit_test(test_act_bias_grad),
+        cmocka_unit_test(test_unfuse),
+    };
+    return cmocka_run_group_tests_name("backend_fused", tests, setup, teardown);
+}
