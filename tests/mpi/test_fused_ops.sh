@@ -4,9 +4,11 @@
 # they replace, run by the same binary with --fused-ops off: over 8 fp32 AdamW
 # steps at np 2 (ZeRO stage 1) the per-step losses must agree to 1e-5
 # (relative), and on the CPU, where the fused ops keep the unfused float32
-# expressions term for term, the final weights must be the same bits. GPT-lite
-# and the classifier run with GELU and with ReLU, with dropout 0.1 (the branch
-# dropout before the fused residual add keeps its keyed mask), and the MLP.
+# expressions term for term, the final weights must be the same bits (on the
+# CUDA backend too, whose fused kernels keep its own op-by-op expressions and
+# sums: tests/cudasim/test_fused_ops.sh runs this script there with ZT_SIM=1).
+# GPT-lite and the classifier run with GELU and with ReLU, with dropout 0.1 (the
+# branch dropout before the fused residual add keeps its keyed mask), and the MLP.
 set -eu
 cd "$(dirname "$0")/../.."
 source tests/env.sh
@@ -42,7 +44,8 @@ failures=()
 run() { # tag fused model-args...
     local tag=$1 fused=$2
     shift 2
-    if ! timeout 300 $ZT_MPIRUN -np 2 ./zerotrain --config "$tmp/cfg.json" --device cpu \
+    # shellcheck disable=SC2086 # ZT_DEVICE_FLAGS is a list of flags
+    if ! timeout 300 $ZT_MPIRUN -np 2 "$ZT_BIN" --config "$tmp/cfg.json" ${ZT_DEVICE_FLAGS:---device cpu} \
         --steps 8 --seed 7 --fused-ops "$fused" "$@" --dump-params "$tmp/$tag.bin" \
         --report "$tmp/$tag.json" >"$tmp/$tag.log" 2>&1; then
         failures+=("$tag: zerotrain failed")

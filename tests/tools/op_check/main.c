@@ -50,8 +50,9 @@
  *   fp32   1e-5   float32 with another summation order or another libm: gemm and
  *                 gemm_batched with TF32 off, sums over rows (bias_grad, layernorm,
  *                 embedding_backward, mean_pool_forward, softmax), gelu, the fused
- *                 epilogues (linear_act_forward at its GEMM setting's threshold;
- *                 each also against the device's own op-by-op sequence),
+ *                 epilogues (linear_act_forward with gemm's metric and its GEMM
+ *                 setting's threshold; each also against the device's own
+ *                 op-by-op sequence, norm),
  *                 cross-entropy, adam, sgd
  *   fp64   1e-12  float64 accumulation: sum_squares (fp32 squares are exact in
  *                 float64, only the order of the additions may differ)
