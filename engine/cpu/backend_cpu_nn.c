@@ -20,6 +20,10 @@
  * hundred columns of a transformer's width still split into a task per thread. */
 #define ZT_CPU_NN_COL_BLOCK 16
 
+/* Elements per tile of act_bias_grad (256 KB of dpre): a tile is summed
+ * into dbias while it is still in L2. */
+#define ZT_CPU_ACT_TILE 65536
+
 /* Positional-encoding values computed per pass; they are then added to every
  * sample, so the float64 sin/cos run once per (position, column). */
 #define ZT_CPU_NN_PE_BLOCK 64
@@ -340,49 +344,57 @@ static void cpu_linear_act_forward(const zt_backend *be, float *y, float *pre, c
         bias_act_row(y + r * out, v + r * out, bias, out, act);
 }
 
+/* dpre of one row (cols): the loops of gelu_backward and relu_backward. */
+static void act_grad_row(float *dpre, const float *dy, const float *pre, int64_t cols, zt_act act)
+{
+    if (act == ZT_ACT_GELU) {
+        for (int64_t j = 0; j < cols; j++)
+            dpre[j] = gelu_grad_f32(dy[j], pre[j]);
+    } else if (act == ZT_ACT_RELU) {
+        for (int64_t j = 0; j < cols; j++) {
+            float g = dy[j]; /* a select, as relu_backward */
+            dpre[j] = pre[j] > 0.0f ? g : 0.0f;
+        }
+    } else if (dpre != dy) {
+        memcpy(dpre, dy, (size_t)cols * sizeof *dpre);
+    }
+}
+
 static void cpu_act_bias_grad(const zt_backend *be, float *dpre, float *dbias, const float *dy,
                               const float *pre, int64_t rows, int64_t cols, zt_act act,
                               bool accumulate)
 {
     (void)be;
-    /* bias_grad's tasks: a column block each, rows in increasing order, so
-     * every dbias element sees the additions of bias_grad in its order; dpre
-     * is written on the way. */
+    /* Tiles of rows: the tile's dpre is computed row by row (the activation
+     * backward's own contiguous loop), then summed into dbias while it is
+     * still in cache, by bias_grad's column-block tasks. Tiles go in
+     * increasing row order, so each dbias element receives bias_grad's
+     * additions in its order (from 0, or the old value, then row by row). */
+    if (!accumulate)
+        memset(dbias, 0, (size_t)cols * sizeof *dbias);
     int64_t nblocks = (cols + ZT_CPU_BIAS_COL_BLOCK - 1) / ZT_CPU_BIAS_COL_BLOCK;
-#pragma omp parallel for schedule(static) if (rows * cols > ZT_CPU_PAR_MIN)
-    for (int64_t blk = 0; blk < nblocks; blk++) {
-        int64_t j0 = blk * ZT_CPU_BIAS_COL_BLOCK;
-        int64_t w = min_i64(cols - j0, ZT_CPU_BIAS_COL_BLOCK);
-        float acc[ZT_CPU_BIAS_COL_BLOCK];
-        for (int64_t j = 0; j < w; j++)
-            acc[j] = accumulate ? dbias[j0 + j] : 0.0f;
-        for (int64_t r = 0; r < rows; r++) {
-            const float *dyr = dy + r * cols + j0; // (w)
-            const float *pr = pre + r * cols + j0; // (w)
-            float *dr = dpre + r * cols + j0;      // (w)
-            if (act == ZT_ACT_GELU) {
-                for (int64_t j = 0; j < w; j++) {
-                    float g = gelu_grad_f32(dyr[j], pr[j]);
-                    dr[j] = g;
-                    acc[j] += g;
-                }
-            } else if (act == ZT_ACT_RELU) {
-                for (int64_t j = 0; j < w; j++) {
-                    float g = dyr[j];
-                    g = pr[j] > 0.0f ? g : 0.0f; /* a select, as relu_backward */
-                    dr[j] = g;
-                    acc[j] += g;
-                }
-            } else {
-                for (int64_t j = 0; j < w; j++) {
-                    float g = dyr[j];
-                    dr[j] = g;
-                    acc[j] += g;
-                }
+    int64_t tile = cols > 0 && ZT_CPU_ACT_TILE / cols > 16 ? ZT_CPU_ACT_TILE / cols : 16;
+#pragma omp parallel if (rows * cols > ZT_CPU_PAR_MIN)
+    for (int64_t r0 = 0; r0 < rows; r0 += tile) {
+        int64_t r1 = min_i64(rows, r0 + tile);
+#pragma omp for schedule(static)
+        for (int64_t r = r0; r < r1; r++)
+            act_grad_row(dpre + r * cols, dy + r * cols, pre + r * cols, cols, act);
+#pragma omp for schedule(static)
+        for (int64_t blk = 0; blk < nblocks; blk++) {
+            int64_t j0 = blk * ZT_CPU_BIAS_COL_BLOCK;
+            int64_t w = min_i64(cols - j0, ZT_CPU_BIAS_COL_BLOCK);
+            float acc[ZT_CPU_BIAS_COL_BLOCK];
+            for (int64_t j = 0; j < w; j++)
+                acc[j] = dbias[j0 + j];
+            for (int64_t r = r0; r < r1; r++) {
+                const float *dr = dpre + r * cols + j0; // (w)
+                for (int64_t j = 0; j < w; j++)
+                    acc[j] += dr[j];
             }
+            for (int64_t j = 0; j < w; j++)
+                dbias[j0 + j] = acc[j];
         }
-        for (int64_t j = 0; j < w; j++)
-            dbias[j0 + j] = acc[j];
     }
 }
 
