@@ -16,7 +16,8 @@
     X(sum_squares, MEMORY) X(has_inf_nan, MEMORY) X(convert, MEMORY)                          \
     X(embedding_forward, MEMORY) X(embedding_backward, MEMORY) X(sinusoid_add, MEMORY)       \
     X(layernorm_forward, MEMORY) X(layernorm_backward, MEMORY) X(gelu_forward, MEMORY)        \
-    X(gelu_backward, MEMORY) X(gemm_batched, MATMUL) X(attn_softmax_forward, MEMORY)          \
+    X(gelu_backward, MEMORY) X(residual_layernorm_forward, MEMORY)                          \
+    X(linear_act_forward, MATMUL) X(act_bias_grad, MEMORY) X(gemm_batched, MATMUL) X(attn_softmax_forward, MEMORY)          \
     X(attn_softmax_backward, MEMORY) X(attn_flash_forward, MATMUL)                          \
     X(attn_flash_backward, MATMUL) X(dropout, MEMORY) X(mean_pool_forward, MEMORY)          \
     X(mean_pool_backward, MEMORY) X(quantize, MEMORY) X(dequantize, MEMORY) X(adam, MEMORY)  \
@@ -348,6 +349,48 @@ static void p_gelu_backward(const zt_backend *be, float *dx, const float *dy, co
     wr(c, ZT_PROF_FP32, u(n));
     inner_of(be)->gelu_backward(inner_of(be), dx, dy, x, n);
 }
+/* x1 = x + branch, then layernorm's counts on x1 (which stays on chip). */
+static void p_residual_layernorm_forward(const zt_backend *be, float *x1, float *y, float *mean,
+                                         float *rstd, const float *x, const float *branch,
+                                         const float *w, const float *b, int64_t rows,
+                                         int64_t cols, float eps)
+{
+    const uint64_t e = u(rows) * u(cols);
+    zt_profile_counts *c = count(be, OP_residual_layernorm_forward, 9 * e);
+    rd(c, ZT_PROF_FP32, 2 * e + 2 * u(cols));
+    wr(c, ZT_PROF_FP32, 2 * e + 2 * u(rows));
+    inner_of(be)->residual_layernorm_forward(inner_of(be), x1, y, mean, rstd, x, branch, w, b,
+                                             rows, cols, eps);
+}
+/* The GEMM as gemm counts it, then the epilogue pass the CUDA backend runs
+ * over its output: v and the bias read, y (and pre, where kept) written. */
+static void p_linear_act_forward(const zt_backend *be, float *y, float *pre, const float *x,
+                                 const float *w, const float *bias, int64_t rows, int64_t in,
+                                 int64_t out, zt_act act)
+{
+    const uint64_t e = u(rows) * u(out);
+    const uint64_t per = (bias ? 1 : 0) + (act == ZT_ACT_GELU ? 8 : act == ZT_ACT_RELU ? 1 : 0);
+    count_gemm(be, OP_linear_act_forward, rows, out, in, 0.0f, 1); /* counts the call */
+    prof_impl *p = prof_of(be);
+    if (__atomic_load_n(&p->on, __ATOMIC_RELAXED)) {
+        zt_profile_counts *c = &p->c[OP_linear_act_forward];
+        add(&c->flops, per * e);
+        rd(c, ZT_PROF_FP32, e + (bias ? u(out) : 0));
+        wr(c, ZT_PROF_FP32, e + (pre && bias ? e : 0));
+    }
+    inner_of(be)->linear_act_forward(inner_of(be), y, pre, x, w, bias, rows, in, out, act);
+}
+static void p_act_bias_grad(const zt_backend *be, float *dpre, float *dbias, const float *dy,
+                            const float *pre, int64_t rows, int64_t cols, zt_act act,
+                            bool accumulate)
+{
+    const uint64_t e = u(rows) * u(cols);
+    zt_profile_counts *c = count(
+        be, OP_act_bias_grad, (act == ZT_ACT_GELU ? 13 : act == ZT_ACT_RELU ? 2 : 1) * e);
+    rd(c, ZT_PROF_FP32, e + (act != ZT_ACT_NONE ? e : 0) + (accumulate ? u(cols) : 0));
+    wr(c, ZT_PROF_FP32, e + u(cols));
+    inner_of(be)->act_bias_grad(inner_of(be), dpre, dbias, dy, pre, rows, cols, act, accumulate);
+}
 static void p_attn_softmax_forward(const zt_backend *be, float *att, int64_t n, int64_t h,
                                    int64_t t, float scale, bool causal, const int32_t *lengths)
 {
@@ -536,6 +579,11 @@ zt_status zt_profile_wrap(zt_backend *wrapper, const zt_backend *inner,
     wrapper->layernorm_backward = p_layernorm_backward;
     wrapper->gelu_forward = p_gelu_forward;
     wrapper->gelu_backward = p_gelu_backward;
+    /* absent where the wrapped backend runs them op by op (--fused-ops off) */
+    wrapper->residual_layernorm_forward =
+        inner->residual_layernorm_forward ? p_residual_layernorm_forward : NULL;
+    wrapper->linear_act_forward = inner->linear_act_forward ? p_linear_act_forward : NULL;
+    wrapper->act_bias_grad = inner->act_bias_grad ? p_act_bias_grad : NULL;
     wrapper->gemm_batched = p_gemm_batched;
     wrapper->attn_softmax_forward = p_attn_softmax_forward;
     wrapper->attn_softmax_backward = p_attn_softmax_backward;

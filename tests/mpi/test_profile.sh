@@ -7,7 +7,9 @@
 #   fused attention's 4 x B P C per layer forward (QK^T and PV over the P =
 #   T (T + 1) / 2 causal pairs) and 10 x B P C backward (QK^T again, dV, dP,
 #   dQ, dK); the modelled operand casts are two per GEMM, fp32 read and bf16
-#   written alike (the fused attention reads fp32 and casts nothing); layernorm_forward's calls and bytes; the comm bytes
+#   written alike (the fused attention reads fp32 and casts nothing); the fc
+#   Linear's forward counted under linear_act_forward (GEMM and epilogue);
+#   layernorm_forward's and residual_layernorm_forward's calls and bytes; the comm bytes
 #   per step times the steps are rank 0's comm counters;
 # - roofline.py: prints its table and MFU; collectives at --world 8 are 7/4
 #   of np 2's (ring algorithms); extrapolating micro-batches 1 and 2 to 3
@@ -48,22 +50,33 @@ want_gemm = 3 * 2 * tokens * (12 * L * C * C + C * V)
 pairs = T * (T + 1) // 2
 want_fwd = 4 * L * B * pairs * C * gas * steps
 want_bwd = 10 * L * B * pairs * C * gas * steps
-assert ops["gemm"]["flops"] == want_gemm, (ops["gemm"]["flops"], want_gemm)
+# the MLP's fc Linear forward runs as linear_act_forward: its GEMM, then the
+# bias and GELU epilogue (9 FLOPs per output)
+fc_fwd = 2 * tokens * L * C * 4 * C
+la = ops["linear_act_forward"]
+assert la["flops"] == fc_fwd + 9 * tokens * L * 4 * C, (la, fc_fwd)
+assert la["class"] == "matmul", la
+assert ops["gemm"]["flops"] == want_gemm - fc_fwd, (ops["gemm"]["flops"], want_gemm - fc_fwd)
 assert ops["attn_flash_forward"]["flops"] == want_fwd, (ops["attn_flash_forward"], want_fwd)
 assert ops["attn_flash_backward"]["flops"] == want_bwd, (ops["attn_flash_backward"], want_bwd)
 assert "gemm_batched" not in ops, ops["gemm_batched"]
 assert ops["gemm"]["class"] == "matmul" and ops["layernorm_forward"]["class"] == "memory"
 assert ops["attn_flash_forward"]["class"] == "matmul"
 cast = ops["gemm_operand_cast"]
-assert cast["calls"] == 2 * ops["gemm"]["calls"], cast
+assert cast["calls"] == 2 * (ops["gemm"]["calls"] + la["calls"]), cast
 assert cast["bytes_read"]["fp32"] == 2 * cast["bytes_written"]["bf16"], cast
 # the 16-bit GEMMs read what the casts wrote
-assert cast["bytes_written"]["bf16"] == ops["gemm"]["bytes_read"]["bf16"], cast
-ln = ops["layernorm_forward"]  # two per block and the final one, per micro-step
-n_ln = (2 * L + 1) * gas * steps
+assert cast["bytes_written"]["bf16"] == ops["gemm"]["bytes_read"]["bf16"] + la["bytes_read"]["bf16"], cast
+ln = ops["layernorm_forward"]  # ln_1 per block and the final one, per micro-step
+n_ln = (L + 1) * gas * steps
 assert ln["calls"] == n_ln, ln
 assert ln["bytes_read"] == {"fp32": 4 * n_ln * (B * T * C + 2 * C)}, ln
 assert ln["bytes_written"] == {"fp32": 4 * n_ln * (B * T * C + 2 * B * T)}, ln
+rl = ops["residual_layernorm_forward"]  # ln_2 with the residual add before it
+n_rl = L * gas * steps
+assert rl["calls"] == n_rl, rl
+assert rl["bytes_read"] == {"fp32": 4 * n_rl * (2 * B * T * C + 2 * C)}, rl
+assert rl["bytes_written"] == {"fp32": 4 * n_rl * (2 * B * T * C + 2 * B * T)}, rl
 # every step was profiled: the comm per step is the run's counters / steps
 rank0 = r["ranks"][0]["comm_bytes"]
 for k, v in p["comm_bytes_per_step"].items():
