@@ -64,7 +64,7 @@ grep -q "hint: optimizer states are the largest part: ZeRO stage 1 or higher sha
 # Activations: the remedy is a smaller micro batch or checkpointing, never a ZeRO stage.
 # The unfused attention's (n, H, T, T) probabilities make ACTS the largest class
 # here (fused attention saves O(T) per row: tests/mpi/test_attention_fused.sh).
-expect 1 "ACTS 2.14" -- bash -c 'ulimit -v 3000000; exec "$@"' _ "${gpt[@]}" --block-size 4096 \
+expect 1 "ACTS 2.12" -- bash -c 'ulimit -v 3000000; exec "$@"' _ "${gpt[@]}" --block-size 4096 \
     --attention unfused --steps 1
 grep -q "hint: activations are the largest part, which no ZeRO stage shards: a smaller train_micro_batch_size_per_gpu" "$tmp/out" ||
     { cat "$tmp/out"; fail "the activations remedy is not the micro batch"; }
