@@ -44,19 +44,21 @@ expect() {
     echo "ok: exit $code, '$pattern': ${*:1:6}"
 }
 
-# zt_short_reviews N OUT: the first N reviews of the shared IMDB sample, cut
-# to 3-60 bytes (review i keeps 3 + (37 i mod 58) bytes, at a UTF-8 boundary),
-# as a review,sentiment CSV: short, mixed lengths, so ranks pad their
-# micro-batches to different lengths and the classifier runs in seconds.
+# zt_short_reviews N OUT [SPAN]: the first N reviews of the shared IMDB sample,
+# cut to 3 to SPAN + 2 bytes (review i keeps 3 + (37 i mod SPAN) bytes, at a
+# UTF-8 boundary; SPAN 58 unless given), as a review,sentiment CSV: short,
+# mixed lengths, so ranks pad their micro-batches to different lengths and the
+# classifier runs in seconds.
 zt_short_reviews() {
-    $ZT_PYTHON - "$ZT_SHARED/data/imdb/imdb-2500.csv" "$2" "$1" <<'PY'
+    $ZT_PYTHON - "$ZT_SHARED/data/imdb/imdb-2500.csv" "$2" "$1" "${3:-58}" <<'PY'
 import csv, sys
 rows = list(csv.DictReader(open(sys.argv[1], encoding="utf-8")))[: int(sys.argv[3])]
+span = int(sys.argv[4])
 with open(sys.argv[2], "w", newline="", encoding="utf-8") as f:
     w = csv.writer(f)
     w.writerow(["review", "sentiment"])
     for i, r in enumerate(rows):
-        w.writerow([r["review"].encode()[: 3 + (i * 37) % 58].decode("utf-8", "ignore"), r["sentiment"]])
+        w.writerow([r["review"].encode()[: 3 + (i * 37) % span].decode("utf-8", "ignore"), r["sentiment"]])
 PY
 }
 

@@ -15,15 +15,7 @@ source tests/env.sh
 zt_scratch
 shared=$ZT_SHARED
 
-$ZT_PYTHON - "$shared/data/imdb/imdb-2500.csv" "$tmp/reviews.csv" <<'PY'
-import csv, sys
-rows = list(csv.DictReader(open(sys.argv[1], encoding="utf-8")))[:64]
-with open(sys.argv[2], "w", newline="", encoding="utf-8") as f:
-    w = csv.writer(f)
-    w.writerow(["review", "sentiment"])
-    for i, r in enumerate(rows):
-        w.writerow([r["review"].encode()[: 3 + (i * 37) % 78].decode("utf-8", "ignore"), r["sentiment"]])
-PY
+zt_short_reviews 64 "$tmp/reviews.csv" 78
 cat >"$tmp/c.json" <<'JSON'
 {"train_batch_size": 8, "optimizer": {"type": "AdamW", "params": {"lr": 3e-3}},
  "zero_optimization": {"stage": 2}}

@@ -28,15 +28,7 @@ zt_scratch
 t0=$SECONDS
 
 # 80 short reviews: mixed lengths pad micro-batches differently per rank.
-$ZT_PYTHON - "$ZT_SHARED/data/imdb/imdb-2500.csv" "$tmp/reviews.csv" <<'PY'
-import csv, sys
-rows = list(csv.DictReader(open(sys.argv[1], encoding="utf-8")))[:80]
-with open(sys.argv[2], "w", newline="", encoding="utf-8") as f:
-    w = csv.writer(f)
-    w.writerow(["review", "sentiment"])
-    for i, r in enumerate(rows):
-        w.writerow([r["review"].encode()[: 3 + (i * 37) % 78].decode("utf-8", "ignore"), r["sentiment"]])
-PY
+zt_short_reviews 80 "$tmp/reviews.csv" 78
 
 mlp=(--model mlp --width 64 --layers 4 --in-size 32 --out-size 10 --steps 8 --seed 7)
 gpt=(--model gptlite --data "$ZT_SHARED/data/tinyshakespeare/input.txt" --n-layer 2 --n-embd 32

@@ -70,27 +70,32 @@ show_failure() { # tag cfg
         sed 's/^/    cfg: /' "$tmp/cfg-$2.json" || true
     fi
 }
+# run_case TAG STAGE NP GAS KIND REF: one run against the reference REF.bin/.json.
+run_case() {
+    local tag=$1 stage=$2 np=$3 gas=$4 kind=$5 ref=$6
+    shift 6
+    n=$((n + 1))
+    local cmd="$ZT_MPIRUN -np $np ./zerotrain --config cfg-s$stage-$kind.json $* --gradient-accumulation-steps $gas"
+    if ! timeout 120 $ZT_MPIRUN -np "$np" ./zerotrain --config "$tmp/cfg-s$stage-$kind.json" \
+        "$@" --gradient-accumulation-steps "$gas" --dump-params "$tmp/$tag.bin" \
+        --report "$tmp/$tag.json" >"$tmp/$tag.log" 2>&1; then
+        failures+=("$tag: zerotrain failed: $cmd")
+        echo "FAIL: ${failures[-1]}"
+        show_failure "$tag" "s$stage-$kind"
+        return 0
+    fi
+    if ! $ZT_PYTHON tests/tools/ztstages.py same "$tmp/$ref.bin" "$tmp/$ref.json" "$tmp/$tag.bin" \
+        "$tmp/$tag.json" --tol 1e-6 --expect "stage=$stage,np=$np,gas=$gas" --tag "$tag"; then
+        failures+=("$tag: differs from the reference: $cmd")
+        show_failure "$tag" "s$stage-$kind"
+    fi
+}
 for stage in 0 1 2 3; do
     for np in 1 2 3 4; do
         for gas in 1 3; do
             for kind in big small; do
                 [ "$stage" = 0 ] && [ "$np" = 1 ] && [ "$gas" = 1 ] && [ "$kind" = big ] && continue
-                tag="stage$stage-np$np-gas$gas-$kind"
-                n=$((n + 1))
-                cmd="$ZT_MPIRUN -np $np ./zerotrain --config cfg-s$stage-$kind.json ${model[*]} --gradient-accumulation-steps $gas"
-                if ! timeout 120 $ZT_MPIRUN -np "$np" ./zerotrain --config "$tmp/cfg-s$stage-$kind.json" \
-                    "${model[@]}" --gradient-accumulation-steps "$gas" --dump-params "$tmp/$tag.bin" \
-                    --report "$tmp/$tag.json" >"$tmp/$tag.log" 2>&1; then
-                    failures+=("$tag: zerotrain failed: $cmd")
-                    echo "FAIL: ${failures[-1]}"
-                    show_failure "$tag" "s$stage-$kind"
-                    continue
-                fi
-                if ! $ZT_PYTHON tests/tools/ztstages.py same "$tmp/ref.bin" "$tmp/ref.json" "$tmp/$tag.bin" \
-                    "$tmp/$tag.json" --tol 1e-6 --expect "stage=$stage,np=$np,gas=$gas" --tag "$tag"; then
-                    failures+=("$tag: differs from the reference: $cmd")
-                    show_failure "$tag" "s$stage-$kind"
-                fi
+                run_case "stage$stage-np$np-gas$gas-$kind" $stage $np $gas $kind ref "${model[@]}"
             done
         done
     done
@@ -106,22 +111,7 @@ for stage in 1 2; do
     for np in 2 4; do
         for gas in 1 3; do
             for kind in big mid; do
-                tag="wide-stage$stage-np$np-gas$gas-$kind"
-                n=$((n + 1))
-                cmd="$ZT_MPIRUN -np $np ./zerotrain --config cfg-s$stage-$kind.json ${wide[*]} --gradient-accumulation-steps $gas"
-                if ! timeout 120 $ZT_MPIRUN -np "$np" ./zerotrain --config "$tmp/cfg-s$stage-$kind.json" \
-                    "${wide[@]}" --gradient-accumulation-steps "$gas" --dump-params "$tmp/$tag.bin" \
-                    --report "$tmp/$tag.json" >"$tmp/$tag.log" 2>&1; then
-                    failures+=("$tag: zerotrain failed: $cmd")
-                    echo "FAIL: ${failures[-1]}"
-                    show_failure "$tag" "s$stage-$kind"
-                    continue
-                fi
-                if ! $ZT_PYTHON tests/tools/ztstages.py same "$tmp/wref.bin" "$tmp/wref.json" "$tmp/$tag.bin" \
-                    "$tmp/$tag.json" --tol 1e-6 --expect "stage=$stage,np=$np,gas=$gas" --tag "$tag"; then
-                    failures+=("$tag: differs from the reference: $cmd")
-                    show_failure "$tag" "s$stage-$kind"
-                fi
+                run_case "wide-stage$stage-np$np-gas$gas-$kind" $stage $np $gas $kind wref "${wide[@]}"
             done
         done
     done

@@ -19,15 +19,7 @@ shared=$ZT_SHARED
 
 # 240 reviews from the IMDB sample cut to 3..80 bytes: max_len 48 truncates
 # some, pads the others.
-$ZT_PYTHON - "$shared/data/imdb/imdb-2500.csv" "$tmp/reviews.csv" <<'PY'
-import csv, sys
-rows = list(csv.DictReader(open(sys.argv[1], encoding="utf-8")))[:240]
-with open(sys.argv[2], "w", newline="", encoding="utf-8") as f:
-    w = csv.writer(f)
-    w.writerow(["review", "sentiment"])
-    for i, r in enumerate(rows):
-        w.writerow([r["review"].encode()[: 3 + (i * 37) % 78].decode("utf-8", "ignore"), r["sentiment"]])
-PY
+zt_short_reviews 240 "$tmp/reviews.csv" 78
 
 gpt=(--model gptlite --data "$shared/data/tinyshakespeare/input.txt" --n-layer 2 --n-embd 32
      --n-head 4 --block-size 16 --steps 10 --seed 11)
