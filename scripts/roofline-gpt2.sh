@@ -38,6 +38,8 @@ TOKENIZER=${TOKENIZER:-$SHARED/data/gpt2-bpe}
 N_LAYER=${N_LAYER:-12} N_EMBD=${N_EMBD:-768} N_HEAD=${N_HEAD:-12} BLOCK=${BLOCK:-1024}
 MICRO=${MICRO:-16}
 BIN=${ZT_BIN:-./zerotrain}
+# mpirun refuses root unless told; CI and containers run as root.
+[ "$(id -u)" = 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 read -ra mpirun <<<"${MPIRUN:-mpirun --oversubscribe --bind-to none}"
 [ -x "$BIN" ] || { echo "roofline-gpt2: no $BIN: run make first" >&2; exit 2; }
 [ -f "$DATA" ] || { echo "roofline-gpt2: DATA=$DATA: no such file" >&2; exit 2; }
