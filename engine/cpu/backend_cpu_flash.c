@@ -157,18 +157,6 @@ static void flash_pair_forward(const flash_geom *g, int64_t s, int64_t hh, float
     }
 }
 
-static float dot_hs(const float *a, const float *b, int64_t n)
-{
-    float acc[8] = {0};
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int l = 0; l < 8; l++)
-            acc[l] += a[i + l] * b[i + l];
-    for (; i < n; i++)
-        acc[0] += a[i] * b[i];
-    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-}
-
 static void flash_pair_backward(const flash_geom *g, int64_t s, int64_t hh, float *dqkv,
                                 const float *dy, const float *y, const float *lse, float *buf,
                                 const float *qkv)
@@ -200,7 +188,7 @@ static void flash_pair_backward(const flash_geom *g, int64_t s, int64_t hh, floa
             int64_t i = i0 + r, a = flash_allowed(g, s, i);
             float *pr = p + r * kmax, *dr = ds + r * kmax;
             a = a < 0 ? 0 : a;
-            float dsum = a > 0 ? dot_hs(dys + i * c, yo + i * c, hs) : 0.0f, l = ls[i];
+            float dsum = a > 0 ? zt_cpu_dot_f32(dys + i * c, yo + i * c, hs) : 0.0f, l = ls[i];
             uint64_t ctr0 = dropped ? (uint64_t)((hh * d->key_b + i) * d->key_c) : 0;
             for (int64_t j = 0; j < a; j++)
                 pr[j] = flash_exp(scale * pr[j] - l);

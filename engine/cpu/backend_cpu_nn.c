@@ -71,19 +71,6 @@ static double sum_sq_dev_f64(const float *x, int64_t n, double m)
     return tree_sum8_f64(acc);
 }
 
-/* sum of a * b, in float32 */
-static float dot_f32(const float *a, const float *b, int64_t n)
-{
-    float acc[8] = {0};
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int l = 0; l < 8; l++)
-            acc[l] += a[i + l] * b[i + l];
-    for (; i < n; i++)
-        acc[0] += a[i] * b[i];
-    return tree_sum8_f32(acc);
-}
-
 static void cpu_embedding_forward(const zt_backend *be, float *y, const int32_t *ids,
                                   const float *table, int64_t rows, int64_t cols, bool accumulate)
 {
@@ -480,7 +467,7 @@ static void cpu_attn_softmax_backward(const zt_backend *be, float *datt, const f
     for (int64_t r = 0; r < rows; r++) {
         float *dr = datt + r * t;      // (t) dL/dP, becomes dL/dscores
         const float *pr = p + r * t;   // (t)
-        float dot = dot_f32(dr, pr, t);
+        float dot = zt_cpu_dot_f32(dr, pr, t);
         for (int64_t j = 0; j < t; j++)
             dr[j] = scale * pr[j] * (dr[j] - dot);
     }

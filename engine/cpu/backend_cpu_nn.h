@@ -16,6 +16,8 @@
 #ifndef ZT_BACKEND_CPU_NN_H
 #define ZT_BACKEND_CPU_NN_H
 
+#include <stdint.h>
+
 #include "engine/backend.h"
 
 /* Below this many elements an op runs on one thread: waking the team costs
@@ -26,6 +28,21 @@
  * floats are four cache lines, wide enough for full-line reads down a column
  * block, narrow enough to give threads work. */
 #define ZT_CPU_BIAS_COL_BLOCK 64
+
+/* sum of a * b in float32: eight lanes, then a fixed tree, so a dot product
+ * has the same bits wherever it is taken (attention softmax backward, the
+ * fused attention's rowsum(dO * O)). */
+static inline float zt_cpu_dot_f32(const float *a, const float *b, int64_t n)
+{
+    float acc[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; l++)
+            acc[l] += a[i + l] * b[i + l];
+    for (; i < n; i++)
+        acc[0] += a[i] * b[i];
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
 
 /* Fills the transformer-layer function pointers of a CPU backend; the rest of
  * *be is left as it is. */

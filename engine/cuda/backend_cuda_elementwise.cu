@@ -227,20 +227,6 @@ __global__ void bias_grad_seg_kernel(float *out, const float *dbias, const float
     out[s * cols + j] = acc;
 }
 
-/* bias_grad, second pass: the segment sums of a column, in segment order. */
-__global__ void bias_grad_join_kernel(float *dbias, const float *part, int64_t segs,
-                                      int64_t cols)
-{
-    const int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= cols)
-        return;
-    float acc = part[j];
-#pragma unroll 8
-    for (int64_t s = 1; s < segs; s++)
-        acc = __fadd_rn(acc, part[s * cols + j]);
-    dbias[j] = acc;
-}
-
 /* ---- Element-wise ops. ---- */
 
 void cuda_bias_add(const zt_backend *be, float *y, const float *bias, int64_t rows,
@@ -269,7 +255,7 @@ void cuda_bias_grad(const zt_backend *be, float *dbias, const float *dy, int64_t
     (p.segs == 1 ? dbias : part, dbias, dy, rows, cols, p.seg_rows, accumulate);
     launched(impl, "bias_grad");
     if (p.segs > 1) {
-        ZT_LAUNCH(p.grid_x, p.block, 0, impl->stream, bias_grad_join_kernel)
+        ZT_LAUNCH(p.grid_x, p.block, 0, impl->stream, bias_grad_join_kernel<>)
         (dbias, part, p.segs, cols);
         launched(impl, "bias_grad");
     }

@@ -95,20 +95,6 @@ __global__ void act_bias_grad_seg_kernel(float *out, float *dpre, const float *d
     out[s * cols + j] = acc;
 }
 
-/* Second pass: the segment sums of a column, in segment order. */
-__global__ void act_bias_grad_join_kernel(float *dbias, const float *part, int64_t segs,
-                                          int64_t cols)
-{
-    const int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= cols)
-        return;
-    float acc = part[j];
-#pragma unroll 8
-    for (int64_t s = 1; s < segs; s++)
-        acc = __fadd_rn(acc, part[s * cols + j]);
-    dbias[j] = acc;
-}
-
 template <zt_act A>
 void launch_act_bias_grad(zt_cuda_impl *impl, float *dpre, float *dbias, const float *dy,
                           const float *pre, int64_t rows, int64_t cols, bool accumulate)
@@ -121,7 +107,7 @@ void launch_act_bias_grad(zt_cuda_impl *impl, float *dpre, float *dbias, const f
     (p.segs == 1 ? dbias : part, dpre, dbias, dy, pre, rows, cols, p.seg_rows, accumulate);
     launched(impl, "act_bias_grad");
     if (p.segs > 1) {
-        ZT_LAUNCH(p.grid_x, p.block, 0, impl->stream, act_bias_grad_join_kernel)
+        ZT_LAUNCH(p.grid_x, p.block, 0, impl->stream, bias_grad_join_kernel<>)
         (dbias, part, p.segs, cols);
         launched(impl, "act_bias_grad");
     }

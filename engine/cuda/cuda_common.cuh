@@ -171,6 +171,24 @@ template <int V, class Op> __global__ void map_kernel(Op op, int64_t n)
         op.template run<1>(i);
 }
 
+/* ---- Segmented column sums (bias_grad, act_bias_grad). ---- */
+
+/* Second pass: the (segs, cols) segment sums of each column, added in segment
+ * order. A template only so that files that never launch it do not warn of an
+ * unused function. */
+template <int = 0>
+__global__ void bias_grad_join_kernel(float *dbias, const float *part, int64_t segs, int64_t cols)
+{
+    const int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= cols)
+        return;
+    float acc = part[j];
+#pragma unroll 8
+    for (int64_t s = 1; s < segs; s++)
+        acc = __fadd_rn(acc, part[s * cols + j]);
+    dbias[j] = acc;
+}
+
 /* ---- Host side: launching and recording. ---- */
 
 inline zt_cuda_impl *impl_of(const zt_backend *be)
