@@ -159,7 +159,7 @@ float *zt_train_logits(zt_trainer *t, int64_t n)
 
 /* Unit u's backward from dy (fp32) into dx (fp32, NULL for unit 0) and the
  * unit's fp32 parameter gradient: written to (or, in fp32 training, added to
- * when accumulate) `dp`; under mixed precision always written to t->gw. */
+ * when accumulate) `dp`; under mixed precision always written. */
 static void micro_run_backward(zt_trainer *t, int u, const void *p, float *dy, float *dx,
                                float *dp, bool accumulate, const zt_batch *b)
 {
@@ -175,8 +175,8 @@ static void micro_run_backward(zt_trainer *t, int u, const void *p, float *dy, f
                           ? zt_train_fp32(t, t->saved[u], n * unit->saved_numel, t->sw)
                           : NULL;
     double t0 = micro_prof_start(t);
-    unit->ops->backward(unit, t->be, pf, x, y, sv, dy, dx, t->mixed ? t->gw : dp, t->work,
-                        accumulate && !t->mixed, b);
+    unit->ops->backward(unit, t->be, pf, x, y, sv, dy, dx, dp, t->work, accumulate && !t->mixed,
+                        b);
     micro_prof_stop(t, u, t0, false, b);
 }
 
@@ -295,6 +295,11 @@ static zt_status micro_backward(void *ctx, int64_t m, int slot, float *grad_out)
             float *g = t->mixed              ? t->gw
                        : pol->grads_sharded ? t->unit_grad
                                             : (float *)t->grads + ul->offset;
+            if (reduce) {
+                float *into;
+                ZT_TRY(pol->unit_grad_buffer(&t->stage, u, &into));
+                g = into ? into : g;
+            }
             float *dx = u > 0 ? (dy == t->dact[1] ? t->dact[0] : t->dact[1]) : grad_out;
             micro_run_backward(t, u, p, dy, dx, g, !pol->grads_sharded && m > 0, b);
             ZT_TRY(pol->release(&t->stage, u, ZT_GATHER_BWD, boundary));

@@ -142,9 +142,13 @@ zt_status zt_zero_rs_init(zt_zero_rs *r, const zt_config *cfg, const zt_backend 
     /* Packing is a copy only when nothing is converted or pre-scaled on the
      * way; a gradient that may be reused when rs_unit returns must not be
      * read by a collective still in flight. */
-    r->direct = !r->qgz && r->use_reduce_scatter && r->pre_scale == 1.0f &&
-                target->unit_grad_dt == r->comm_dt &&
-                (target->unit_grads_persist || !r->overlap);
+    bool plain = !r->qgz && r->use_reduce_scatter && r->pre_scale == 1.0f &&
+                 target->unit_grad_dt == r->comm_dt;
+    r->direct = plain && (target->unit_grads_persist || !r->overlap);
+    /* Overlapped fresh gradients would be overwritten while in flight: the
+     * unit's backward writes them into the bucket instead (rs_unit_buffer). */
+    r->in_bucket = plain && !target->unit_grads_persist && r->overlap;
+    r->prepared = -1;
     for (int i = 0; i < r->n_buckets; i++) {
         r->buckets[i].send = send[i];
         r->buckets[i].recv = r->use_reduce_scatter ? recv[i] : NULL;
@@ -167,6 +171,7 @@ void zt_zero_rs_begin(zt_zero_rs *r, bool accumulate)
 {
     r->accumulate = accumulate;
     r->open = -1;
+    r->prepared = -1;
 }
 
 /* The comm a bucket's request is pending on. */
@@ -238,15 +243,17 @@ static zt_status rs_deliver(zt_zero_rs *r, zt_zero_bucket *b)
 }
 
 /* A unit whose shard is at least this many elements (and fits one bucket) is
- * reduce-scattered from its own gradient when r->direct: the pack would copy
- * the whole gradient once more (about 5% of a stage-1 step for the benchmark
- * MLP at np 2), while smaller units share buckets, where one call's latency
- * would outweigh the copy. */
+ * reduce-scattered alone, with no pack: from its own gradient when r->direct,
+ * from the bucket its backward wrote into when r->in_bucket. The pack would
+ * copy the whole gradient once more (about 5% of a stage-1 step for the
+ * benchmark MLP at np 2), while smaller units share buckets, where one call's
+ * latency would outweigh the copy. */
 #define RS_DIRECT_MIN_NUMEL ((int64_t)1 << 15)
 
 static bool rs_unit_direct(const zt_zero_rs *r, const zt_unit_layout *ul)
 {
-    return r->direct && ul->shard_numel >= RS_DIRECT_MIN_NUMEL && ul->shard_numel <= r->width;
+    return (r->direct || r->in_bucket) && ul->shard_numel >= RS_DIRECT_MIN_NUMEL &&
+           ul->shard_numel <= r->width;
 }
 
 /* Opens the next bucket with its top at partition coordinate `top`; it reaches
@@ -295,6 +302,32 @@ static zt_status rs_issue(zt_zero_rs *r, const void *send)
     return r->overlap ? ZT_OK : rs_deliver(r, b);
 }
 
+/* Opens the bucket that unit u, going direct, is reduce-scattered from: the
+ * unit alone, its shards rank-major as they lie in the unit's gradient. */
+static zt_status rs_open_unit(zt_zero_rs *r, int u)
+{
+    const zt_unit_layout *ul = &r->layout->units[u];
+    if (r->open >= 0)
+        return zt_fail(ZT_ERR_INTERNAL, "", "unit %d goes direct but a bucket reaches into it",
+                       u);
+    ZT_TRY(rs_open(r, ul->part_offset + ul->shard_numel));
+    zt_zero_bucket *b = &r->buckets[r->open];
+    b->b0 = ul->part_offset;
+    b->segs[b->n_segs++] = (zt_zero_seg){u, 0, ul->shard_numel};
+    return ZT_OK;
+}
+
+zt_status zt_zero_rs_unit_buffer(zt_zero_rs *r, int u, void **g)
+{
+    *g = NULL;
+    if (!r->in_bucket || !rs_unit_direct(r, &r->layout->units[u]))
+        return ZT_OK;
+    ZT_TRY(rs_open_unit(r, u));
+    r->prepared = u;
+    *g = r->buckets[r->open].send;
+    return ZT_OK;
+}
+
 zt_status zt_zero_rs_unit(zt_zero_rs *r, int u, const void *g, zt_dtype g_dt)
 {
     const zt_backend *be = r->be;
@@ -302,14 +335,15 @@ zt_status zt_zero_rs_unit(zt_zero_rs *r, int u, const void *g, zt_dtype g_dt)
     int world = r->layout->world_size;
     int64_t hi = ul->shard_numel;
     if (rs_unit_direct(r, ul) && g_dt == r->comm_dt) {
-        if (r->open >= 0)
-            return zt_fail(ZT_ERR_INTERNAL, "",
-                           "unit %d goes direct but a bucket reaches into it", u);
-        ZT_TRY(rs_open(r, ul->part_offset + hi));
-        zt_zero_bucket *b = &r->buckets[r->open];
-        b->b0 = ul->part_offset;
-        b->segs[b->n_segs++] = (zt_zero_seg){u, 0, hi};
-        ZT_TRY(rs_issue(r, g));
+        if (r->prepared != u)
+            ZT_TRY(rs_open_unit(r, u));
+        void *send = r->buckets[r->open].send;
+        /* A gradient that may be reused while the bucket is in flight goes
+         * there first, unless backward wrote it there. */
+        if (r->in_bucket && g != send)
+            be->copy_d2d(be, send, g, (size_t)ul->padded_numel * zt_dtype_size(g_dt));
+        r->prepared = -1;
+        ZT_TRY(rs_issue(r, r->in_bucket ? send : g));
         hi = 0;
     }
     while (hi > 0) {

@@ -114,7 +114,9 @@ typedef struct {
     const zt_qgz *qgz;   /* active qgZ, else NULL */
     void *qgz_work[2];   /* per bucket, zt_qgz_work_bytes (COMM) */
     int n_buckets;
-    bool direct;         /* units of zt_zero_rs_direct shape skip the bucket copy */
+    bool direct;         /* large units are reduce-scattered from their own gradients */
+    bool in_bucket;      /* large units are reduce-scattered from the bucket backward wrote */
+    int prepared;        /* the unit whose bucket rs_unit_buffer opened, or -1 */
     int open;            /* bucket being filled, or -1 */
     int next;            /* bucket to open next */
 } zt_zero_rs;
@@ -166,6 +168,15 @@ void zt_zero_rs_begin(zt_zero_rs *r, bool accumulate);
  * gradients persist: then a large unit is reduce-scattered straight from `g`
  * (its shards already lie rank-major, the layout reduce_scatter reads). */
 zt_status zt_zero_rs_unit(zt_zero_rs *r, int u, const void *g, zt_dtype g_dt);
+/* Where unit u's backward may write its gradient (padded_numel of the target's
+ * unit_grad_dt) so that zt_zero_rs_unit sends it without packing: the send
+ * buffer of the bucket the unit goes alone in, once that bucket's previous
+ * collective is delivered. NULL when the unit is packed, or gradients go
+ * direct from where they are. Overlapped stages 2-3 (fresh gradients, reused
+ * as soon as rs_unit returns) with fp32 communication: a large unit's copy
+ * into the bucket is the only work the pack would do. Called just before
+ * the unit's backward, in the same order as zt_zero_rs_unit. */
+zt_status zt_zero_rs_unit_buffer(zt_zero_rs *r, int u, void **g);
 /* Waits for every bucket and delivers it. */
 zt_status zt_zero_rs_finish(zt_zero_rs *r);
 

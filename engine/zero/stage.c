@@ -63,6 +63,23 @@ static void stage_rs_begin(zt_stage_ctx *c, bool accumulate) { zt_zero_rs_begin(
 
 static zt_status stage_rs_finish(zt_stage_ctx *c) { return zt_zero_rs_finish(&c->rs); }
 
+static zt_status stage_grad_buffer_none(zt_stage_ctx *c, int u, float **g)
+{
+    (void)c;
+    (void)u;
+    *g = NULL;
+    return ZT_OK;
+}
+
+/* Stages 2-3: a large unit's fresh gradient is written into its bucket. */
+static zt_status stage_rs_grad_buffer(zt_stage_ctx *c, int u, float **g)
+{
+    void *buf;
+    ZT_TRY(zt_zero_rs_unit_buffer(&c->rs, u, &buf));
+    *g = buf;
+    return ZT_OK;
+}
+
 /* Stages 2-3: the unit's fresh gradient goes straight into the buckets. */
 static zt_status stage_rs_fresh(zt_stage_ctx *c, int u, const float *g)
 {
@@ -280,6 +297,7 @@ static const zt_stage_policy stage_policies[4] = {
         .release = stage_release_none,
         .flush = stage_nothing,
         .reduce_begin = stage0_reduce_begin,
+        .unit_grad_buffer = stage_grad_buffer_none,
         .reduce_unit = stage0_reduce_unit,
         .reduce_finish = stage0_reduce_finish,
         .after_step = stage_nothing,
@@ -299,6 +317,7 @@ static const zt_stage_policy stage_policies[4] = {
         .release = stage_release_none,
         .flush = stage_nothing,
         .reduce_begin = stage_rs_begin,
+        .unit_grad_buffer = stage_grad_buffer_none,
         .reduce_unit = stage1_reduce_unit,
         .reduce_finish = stage_rs_finish,
         .after_step = stage_allgather,
@@ -320,6 +339,7 @@ static const zt_stage_policy stage_policies[4] = {
         .release = stage_release_none,
         .flush = stage_nothing,
         .reduce_begin = stage_rs_begin,
+        .unit_grad_buffer = stage_rs_grad_buffer,
         .reduce_unit = stage_rs_fresh,
         .reduce_finish = stage_rs_finish,
         .after_step = stage_allgather,
@@ -341,6 +361,7 @@ static const zt_stage_policy stage_policies[4] = {
         .release = stage3_release,
         .flush = stage3_flush,
         .reduce_begin = stage_rs_begin,
+        .unit_grad_buffer = stage_rs_grad_buffer,
         .reduce_unit = stage_rs_fresh,
         .reduce_finish = stage_rs_finish,
         .after_step = stage3_after_step,

@@ -163,6 +163,11 @@ struct zt_stage_policy {
      * fresh fp32 gradient, padded_numel, when grads_sharded; the full
      * gradients hold it otherwise), finish waits and delivers. */
     void (*reduce_begin)(zt_stage_ctx *c, bool accumulate);
+    /* Just before unit u's backward in a reducing backward: where to write
+     * its fp32 gradient instead of the trainer's own buffer, so reduce_unit
+     * sends it without a copy (zt_zero_rs_unit_buffer); *g NULL: no such
+     * place. */
+    zt_status (*unit_grad_buffer)(zt_stage_ctx *c, int u, float **g);
     zt_status (*reduce_unit)(zt_stage_ctx *c, int u, const float *g);
     zt_status (*reduce_finish)(zt_stage_ctx *c);
     /* After the rank's slices were stepped (or written from a checkpoint):

@@ -8,11 +8,12 @@
 # 63 runs (4 stages x 4 world sizes x 2 GAS x 2 bucket configs, less the
 # reference itself). Then a wider MLP whose middle unit has shards of 32K
 # elements or more at np 2 and 4, so that stages 1-2 all-gather it in place
-# and reduce-scatter it straight from its gradients (engine/zero/allgather.c,
-# reduce.c) while its small neighbours share buckets: 16 more runs against
+# and stages 1-3 reduce-scatter it unpacked (engine/zero/allgather.c,
+# reduce.c) while its small neighbours share buckets: 24 more runs against
 # that model's own np 1 stage 0 reference, with buckets wider than the unit
-# (no overlap; and overlapped, where only stage 1's persistent gradients go
-# direct).
+# (no overlap: straight from its gradients; and overlapped, where stage 1's
+# persistent gradients go straight and stages 2-3's backward writes the
+# unit's gradient into its bucket).
 #
 # Adam's eps is 1e-5, not the default 1e-8: Adam divides by sqrt(v) + eps, so a
 # parameter whose gradient is ~1e-8 (this MLP has a few: weights between nearly
@@ -105,9 +106,10 @@ wide=(--model mlp --width 384 --layers 3 --in-size 32 --out-size 10 --steps 20 -
 # at np 4), 384*10+10 = 3850.
 sed 's/"overlap_comm": false/"overlap_comm": true/; s/500000000/400000/g' "$tmp/cfg-s1-big.json" >"$tmp/cfg-s1-mid.json"
 sed 's/"overlap_comm": false/"overlap_comm": true/; s/500000000/400000/g' "$tmp/cfg-s2-big.json" >"$tmp/cfg-s2-mid.json"
+sed 's/"overlap_comm": false/"overlap_comm": true/; s/500000000/400000/g' "$tmp/cfg-s3-big.json" >"$tmp/cfg-s3-mid.json"
 ./zerotrain --config "$tmp/cfg-s0-big.json" "${wide[@]}" --gradient-accumulation-steps 1 \
     --dump-params "$tmp/wref.bin" --report "$tmp/wref.json" >"$tmp/wref.log" 2>&1 || { cat "$tmp/wref.log"; exit 1; }
-for stage in 1 2; do
+for stage in 1 2 3; do
     for np in 2 4; do
         for gas in 1 3; do
             for kind in big mid; do
