@@ -45,6 +45,13 @@ zt_status zt_world_init(zt_world *w, int *argc, char ***argv)
     int inited = 0;
     MPI_Initialized(&inited);
     if (!inited) {
+        /* The comm thread (engine/comm/worker.h) runs collectives beside the
+         * compute threads, which fill the cores; Open MPI's progress loop
+         * spinning without yielding takes their time slices, so overlapped
+         * reductions cost backward more than they hide (docs/benchmarks.md,
+         * make bench-comm). Open MPI yields on its own only when mpirun
+         * itself oversubscribes. A user's setting wins. */
+        setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
         int provided = 0;
         ZT_TRY(zt_world_mpi(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided),
                             "MPI_Init_thread"));
