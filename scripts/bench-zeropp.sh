@@ -54,8 +54,10 @@ config quant-4 "$q"', "zero_hpz_partition_size": 2'
 
 model=(--model gptlite --data "$data" --n-layer 4 --n-embd 128 --n-head 4 --block-size 64
        --steps "$steps" --seed 3)
+# nproc alone would answer OMP_NUM_THREADS, which the loop sets.
+cores=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
 for np in 2 4; do
-    export OMP_NUM_THREADS=$(( $(nproc) / np > 0 ? $(nproc) / np : 1 ))
+    export OMP_NUM_THREADS=$(( cores / np > 0 ? cores / np : 1 ))
     for v in plain quant; do
         echo "bench-zeropp: $v np $np, $steps steps" >&2
         ZT_RANKS_PER_NODE=$((np / 2)) $MPIRUN -np "$np" ./zerotrain --config "$OUT/$v-$np.json" \

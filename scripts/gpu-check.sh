@@ -211,7 +211,8 @@ else
 fi
 GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
 echo "GPUs: $N_GPU ($GPU_NAME)"
-nproc_all=$(nproc)
+# nproc alone would answer OMP_NUM_THREADS.
+nproc_all=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
 echo "CPU: $(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo) x $nproc_all;" \
     "$(ldd --version | head -1)"
 

@@ -82,7 +82,8 @@ if [ -n "$plot_dir" ]; then
 fi
 
 [ "$(id -u)" = 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-cores=$(nproc)
+# nproc alone would answer OMP_NUM_THREADS.
+cores=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
 threads=$(( cores / np > 0 ? cores / np : 1 ))
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$threads}
 export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-$OMP_NUM_THREADS}

@@ -24,6 +24,9 @@ ZT_DEVICE_FLAGS=${ZT_DEVICE_FLAGS:-}
 
 fail() { echo "FAIL: $*"; exit 1; }
 
+# The machine's cores: nproc alone answers OMP_NUM_THREADS, set to 1 above.
+zt_cores() { env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc; }
+
 # A test's scratch directory $tmp, removed on exit; the binary must be built.
 zt_scratch() {
     tmp=$(mktemp -d)

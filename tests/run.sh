@@ -48,9 +48,9 @@ for t in tests/reference/test_*.py; do
 done
 # Their own builds, with both cores (MAKEFLAGS cleared: `make test`'s job
 # server does not reach this script).
-run_one "sanitize" env MAKEFLAGS= make --no-print-directory -j"$(nproc)" sanitize
-run_one "cudasim/asan" env MAKEFLAGS= make --no-print-directory -j"$(nproc)" sim-sanitize
-run_one "fuzz" env MAKEFLAGS= make --no-print-directory -j"$(nproc)" fuzz \
+run_one "sanitize" env MAKEFLAGS= make --no-print-directory -j"$(zt_cores)" sanitize
+run_one "cudasim/asan" env MAKEFLAGS= make --no-print-directory -j"$(zt_cores)" sim-sanitize
+run_one "fuzz" env MAKEFLAGS= make --no-print-directory -j"$(zt_cores)" fuzz \
     FUZZ_SECONDS="${ZT_FUZZ_SECONDS:-30}"
 
 echo

@@ -15,7 +15,8 @@ set -u
 cd "$(dirname "$0")/../.."
 seconds=${1:?usage: tests/fuzz/run.sh SECONDS NAME...}
 shift
-jobs=${ZT_FUZZ_JOBS:-$(nproc)}
+# nproc alone answers OMP_NUM_THREADS, which the test environment sets to 1.
+jobs=${ZT_FUZZ_JOBS:-$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
 mkdir -p build/fuzz/logs
 
