@@ -74,7 +74,7 @@ UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 TOOLS      := $(BUILD)/tests/comm-check $(BUILD)/tests/quant-dump $(BUILD)/tests/qgz-check $(if $(NVCC),$(BUILD)/tests/op-check)
 
-.PHONY: all deps test unit-test run clean toolkit bench bench-check sanitize sanitize-build fuzz fuzz-build sim \
+.PHONY: all deps test unit-test run clean toolkit bench bench-comm bench-check sanitize sanitize-build fuzz fuzz-build sim \
         sim-sanitize
 all: toolkit $(BIN)
 
@@ -164,6 +164,10 @@ run: deps
 
 bench: all $(BUILD)/bench-sgemm $(BUILD)/bench-adam
 	@bash scripts/bench-cpu.sh
+
+# The MPI comm against plain MPI, and backward with and without overlap_comm.
+bench-comm: $(BIN) $(BUILD)/bench-comm
+	@bash scripts/bench-comm.sh
 
 # ---- Sanitizers and fuzzing (README, Tests). ----
 # make sanitize: the binary, the unit tests and the test tools with ASan +
