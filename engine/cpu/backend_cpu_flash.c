@@ -10,9 +10,11 @@
  * tiles in increasing order), so results do not depend on OMP_NUM_THREADS.
  *
  * The forward softmax follows attn_softmax_forward (float32 row maximum,
- * left-to-right sum, times 1 / sum) with flash_exp for expf: a polynomial
- * within 2 ulp of expf that vectorises (libm's expf does not), so the
- * probabilities are the three-op path's to a few ulp. Backward recomputes
+ * sum, times 1 / sum) with flash_exp for expf: a polynomial within 2 ulp of
+ * expf that vectorises (libm's expf does not), and the row's sum taken in
+ * FLASH_LANES interleaved partial sums (one running sum is a serial chain
+ * of scalar adds, about a third of the forward's own time on the
+ * classifier), so the probabilities are the three-op path's to a few ulp. Backward recomputes
  * them as flash_exp(scale s - lse): that recomputation is the one elementwise
  * cost the three-op backward does not have (with expf it made the
  * classifier's attention backward ~1.4x slower). The Makefile builds this
@@ -97,19 +99,44 @@ static inline float flash_exp(float x)
     return x < -87.0f ? 0.0f : q * two_n.f;
 }
 
+/* Partial maxima and sums of a row: element j goes to lane j % FLASH_LANES
+ * (the tail past the last full group to lane 0's chain, after the lanes
+ * are combined in lane order). A fixed order, so the result never depends
+ * on the thread count, and one that vectorises. */
+#define FLASH_LANES 8
+
 /* Row i's probabilities in place over its `a` allowed scores, zeros up to
- * kmax; returns the log-sum-exp of scale * scores. */
+ * kmax; returns the log-sum-exp of scale * scores. The maximum skips NaN
+ * scores unless the first is NaN, as a single running maximum does. */
 static float flash_softmax_row(float *row, int64_t a, int64_t kmax, float scale)
 {
-    float mx = scale * row[0];
-    for (int64_t j = 1; j < a; j++) {
+    float lane[FLASH_LANES];
+    int64_t full = a / FLASH_LANES * FLASH_LANES;
+    for (int l = 0; l < FLASH_LANES; l++)
+        lane[l] = scale * row[0];
+    for (int64_t j = 0; j < full; j += FLASH_LANES)
+        for (int l = 0; l < FLASH_LANES; l++) {
+            float z = scale * row[j + l];
+            lane[l] = z > lane[l] ? z : lane[l];
+        }
+    float mx = lane[0];
+    for (int l = 1; l < FLASH_LANES; l++)
+        mx = lane[l] > mx ? lane[l] : mx;
+    for (int64_t j = full; j < a; j++) {
         float z = scale * row[j];
         mx = z > mx ? z : mx;
     }
     for (int64_t j = 0; j < a; j++)
         row[j] = flash_exp(scale * row[j] - mx);
+    for (int l = 0; l < FLASH_LANES; l++)
+        lane[l] = 0.0f;
+    for (int64_t j = 0; j < full; j += FLASH_LANES)
+        for (int l = 0; l < FLASH_LANES; l++)
+            lane[l] += row[j + l];
     float sum = 0.0f;
-    for (int64_t j = 0; j < a; j++)
+    for (int l = 0; l < FLASH_LANES; l++)
+        sum += lane[l];
+    for (int64_t j = full; j < a; j++)
         sum += row[j];
     float inv = 1.0f / sum;
     for (int64_t j = 0; j < a; j++)
