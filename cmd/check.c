@@ -119,6 +119,9 @@ static void check_print_topology(const zt_world *w, const zt_topology_rank *t,
                "use these)\n",
                w->n_nodes);
     printf("communicator: %s\n", ch->why);
+    /* zt_world_init sets it, unless the environment did (engine/world/world.c). */
+    const char *yield = getenv("OMPI_MCA_mpi_yield_when_idle");
+    printf("MPI progress: OMPI_MCA_mpi_yield_when_idle=%s\n", yield ? yield : "(unset)");
 }
 
 /* The files every rank must see alike, hashed; rank 0 prints its hashes. */

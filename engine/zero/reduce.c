@@ -335,15 +335,13 @@ zt_status zt_zero_rs_unit(zt_zero_rs *r, int u, const void *g, zt_dtype g_dt)
     int world = r->layout->world_size;
     int64_t hi = ul->shard_numel;
     if (rs_unit_direct(r, ul) && g_dt == r->comm_dt) {
-        if (r->prepared != u)
+        if (r->in_bucket && (r->prepared != u || g != r->buckets[r->open].send))
+            return zt_fail(ZT_ERR_INTERNAL, "",
+                           "unit %d's gradient was not written into its bucket", u);
+        if (!r->in_bucket)
             ZT_TRY(rs_open_unit(r, u));
-        void *send = r->buckets[r->open].send;
-        /* A gradient that may be reused while the bucket is in flight goes
-         * there first, unless backward wrote it there. */
-        if (r->in_bucket && g != send)
-            be->copy_d2d(be, send, g, (size_t)ul->padded_numel * zt_dtype_size(g_dt));
         r->prepared = -1;
-        ZT_TRY(rs_issue(r, r->in_bucket ? send : g));
+        ZT_TRY(rs_issue(r, g));
         hi = 0;
     }
     while (hi > 0) {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # zerotrain check, the preflight, started with a job's own mpirun line and flags:
 #  1. one host, np 2 (GPT-lite with --data): exit 0; the hosts, ranks and
-#     devices, the communicator and why; the files' hashes; a bandwidth table
+#     devices, the communicator and why, MPI's yield setting (zerotrain's
+#     default 1; a user's 0 kept); the files' hashes; a bandwidth table
 #     for the world from 1 KB to --max-bytes with every row's busbw = algbw x
 #     nccl-tests' factor (2(n-1)/n all_reduce, (n-1)/n all_gather and
 #     reduce_scatter) and algbw = bytes / time, as printed; no inter-host table;
@@ -72,11 +73,18 @@ for pattern in "zerotrain check 0.1.0: 2 rank(s) on 1 host(s)" \
     "communicator: device cpu (--device cpu); comm mpi: the CPU backend's buffers are host memory" \
     "the --data file  *[0-9a-f]\{16\}  $tmp/a.txt" "the --config file  *[0-9a-f]\{16\}" \
     "settings: every rank runs the same flags and config" "inter-host: none (one host)" \
+    "MPI progress: OMPI_MCA_mpi_yield_when_idle=1" \
     "zerotrain check: ok: 2 rank(s) on 1 host(s)"; do
     grep -q -- "$pattern" "$tmp/one.log" || { cat "$tmp/one.log"; fail "check: no '$pattern'"; }
 done
 tables_check "$tmp/one.log" world:2 8192 || { cat "$tmp/one.log"; exit 1; }
 echo "ok: check on one host"
+# A user's setting of MPI's yield wins over zerotrain's default.
+OMPI_MCA_mpi_yield_when_idle=0 $ZT_MPIRUN -np 1 ./zerotrain check --max-bytes 1K --config "$tmp/c.json" \
+    "${gpt[@]}" --data "$tmp/a.txt" >"$tmp/yield.log" 2>&1 || { cat "$tmp/yield.log"; fail "check, yield 0"; }
+grep -q "MPI progress: OMPI_MCA_mpi_yield_when_idle=0" "$tmp/yield.log" ||
+    { cat "$tmp/yield.log"; fail "check: the user's OMPI_MCA_mpi_yield_when_idle=0 was not kept"; }
+echo "ok: the user's yield setting is kept"
 
 # ---- 2. mismatches
 mpmd() { # name: rank 0 with the first flags, rank 1 with the second
