@@ -1,23 +1,35 @@
 /*
  * backend_cuda_flash: the CUDA backend's fused attention (attn_flash_forward
- * and attn_flash_backward, engine/backend.h): simple fp32 kernels, one thread
- * per query row (forward, dQ) or per key row (dK, dV), tiles of keys or
- * queries staged in static shared memory, no (t, t) tensor and no atomics.
+ * and attn_flash_backward, engine/backend.h): fp32 kernels, one thread per
+ * query row (forward, dQ) or per key row (dK, dV), tiles of keys or queries
+ * staged in shared memory and read by every thread of the block at once (a
+ * broadcast), no (t, t) tensor and no atomics.
  *
- *   forward:  block = FL_ROWS query rows of one (sample, head); online softmax
+ *   forward:  block = the query rows of one (sample, head); online softmax
  *             over key tiles (running max and sum, y rescaled once per tile);
- *             y is accumulated in place in its output row, lse written last.
+ *             lse written last.
  *   backward: D = rowsum(dy * y) into `work` (n, h, t); then dK and dV by
- *             blocks owning FL_ROWS keys, looping over query tiles in
- *             increasing order, and dQ by blocks owning FL_ROWS queries,
+ *             blocks owning a run of keys, looping over query tiles in
+ *             increasing order, and dQ by blocks owning a run of queries,
  *             looping over key tiles in increasing order. Each output element
  *             is written by one thread with a fixed order of additions, so
  *             results are deterministic.
  *
- * A tile holds min(FL_TILE, FL_SMEM / hs) rows of width hs; a head wider than
- * FL_SMEM floats reads its tile from global memory instead (same code, the
- * tile pointer and row stride change). Dropout masks are drawn as the
- * `dropout` op draws them on the (n, h, t, t) tensor (engine/rng.h).
+ * Two paths. Heads up to FR_MAX_HS (128) wide take the register path: a
+ * thread's own rows (q and the y accumulator; dQ's q and accumulator; dK's and
+ * dV's accumulators) live in registers, sized by the head width rounded up to
+ * 16, 32, 64 or 128 (a template parameter, so loops unroll), and the rows a
+ * thread reads of its own in the backward (dy; k and v) sit in shared memory
+ * at a padded stride, so a warp's 32 rows fall in 32 banks. Tiles are zero
+ * padded to that width. Wider heads take the wide path: a tile holds
+ * min(FL_TILE, FL_SMEM / hs) rows, or is read from global memory when a row is
+ * wider than FL_SMEM floats, and the thread's rows are read from global memory.
+ * Dropout masks are drawn as the `dropout` op draws them on the (n, h, t, t)
+ * tensor (engine/rng.h).
+ *
+ * Numerics: another order of additions than the CPU's (compared at fp32
+ * tolerance by op-check), so the register path multiplies and adds with FMAs,
+ * in four interleaved partial sums per dot product.
  *
  * Memory: ops allocate nothing; backward uses n * h * t floats of `work`.
  * Collective: none.
@@ -87,6 +99,255 @@ static __device__ const float *fl_stage(const fl_geom &g, float *sh, const float
     *stride = g.hs;
     return sh;
 }
+
+/* ---- register path: heads up to FR_MAX_HS wide ---- */
+
+#define FR_MAX_HS 128
+
+/* HSM: the head width rounded up. ROWS threads per block, each owning a row;
+ * TILE keys per forward tile; BTILE rows per backward tile; OWN the padded
+ * stride of a thread's own row in shared memory (odd: conflict-free). The
+ * sizes keep static shared memory under 48 KB. */
+template <int HSM> struct fr {
+    static constexpr int ROWS = HSM <= 64 ? 64 : 32;
+    static constexpr int TILE = HSM <= 64 ? 32 : 16;
+    static constexpr int BTILE = HSM <= 64 ? 16 : 8;
+    static constexpr int OWN = HSM + 1;
+};
+
+/* a . b over HSM floats, in four partial sums (independent FMA chains). */
+template <int HSM> static __device__ float fr_dot(const float *a, const float *b)
+{
+    float p[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int d = 0; d < HSM; d++)
+        p[d & 3] = fmaf(a[d], b[d], p[d & 3]);
+    return (p[0] + p[1]) + (p[2] + p[3]);
+}
+
+/* `cap` rows of HSM floats into sh (row stride `stride`) with the whole block:
+ * the first `rows` from src (row stride ld, hs columns), zeros elsewhere.
+ * Callers __syncthreads before (the previous tile is done) and after. */
+template <int HSM>
+static __device__ void fr_stage(float *sh, int stride, const float *src, int64_t ld, int64_t hs,
+                                int64_t rows, int cap)
+{
+    for (int e = threadIdx.x; e < cap * HSM; e += blockDim.x) {
+        int r = e / HSM, d = e % HSM;
+        sh[r * stride + d] = r < rows && d < hs ? src[r * ld + d] : 0.0f;
+    }
+}
+
+template <int HSM>
+static __global__ void __launch_bounds__(fr<HSM>::ROWS)
+    flash_forward_reg(fl_geom g, float *y, float *lse, const float *__restrict__ qkv)
+{
+    constexpr int R = fr<HSM>::ROWS, TL = fr<HSM>::TILE;
+    __shared__ float sk[TL * HSM], sv[TL * HSM];
+    const int64_t pair = blockIdx.y, s = pair / g.h, hh = pair % g.h;
+    const int64_t i0 = (int64_t)blockIdx.x * R, i = i0 + threadIdx.x;
+    const int64_t kmax = fl_allowed(g, s, min_i64(i0 + R, g.t) - 1); // block-uniform
+    const float *q = qkv + s * g.t * g.ld + hh * g.hs, *k = q + g.c, *v = q + 2 * g.c;
+    const bool active = i < g.t;
+    const int64_t a = active ? fl_allowed(g, s, i) : 0;
+    const uint64_t key = g.p > 0.0f ? fl_drop_key(g, s) : 0;
+    const float *qi = q + (active ? i : 0) * g.ld;
+    float qr[HSM], o[HSM]; // (hs) each, zero padded
+#pragma unroll
+    for (int d = 0; d < HSM; d++) {
+        qr[d] = d < g.hs ? qi[d] : 0.0f;
+        o[d] = 0.0f;
+    }
+    float m = -INFINITY, l = 0.0f;
+    for (int64_t j0 = 0; j0 < kmax; j0 += TL) {
+        const int64_t rows = min_i64(TL, kmax - j0);
+        __syncthreads();
+        fr_stage<HSM>(sk, HSM, k + j0 * g.ld, g.ld, g.hs, rows, TL);
+        fr_stage<HSM>(sv, HSM, v + j0 * g.ld, g.ld, g.hs, rows, TL);
+        __syncthreads();
+        const int64_t nj = min_i64(rows, a - j0);
+        if (nj <= 0)
+            continue;
+        float sc[TL], mt = m;
+#pragma unroll
+        for (int jj = 0; jj < TL; jj++)
+            if (jj < nj) {
+                sc[jj] = g.scale * fr_dot<HSM>(qr, sk + jj * HSM);
+                mt = fmaxf(mt, sc[jj]);
+            }
+        const float corr = expf(m - mt); // 0 on the first tile (m = -inf)
+        l *= corr;
+#pragma unroll
+        for (int jj = 0; jj < TL; jj++) {
+            float e = 0.0f;
+            if (jj < nj) {
+                e = expf(sc[jj] - mt);
+                l += e;
+                e *= fl_kept(g, key, hh, i, j0 + jj);
+            }
+            sc[jj] = e;
+        }
+        m = mt;
+#pragma unroll
+        for (int d = 0; d < HSM; d++)
+            o[d] *= corr;
+#pragma unroll
+        for (int jj = 0; jj < TL; jj++)
+            if (jj < nj)
+#pragma unroll
+                for (int d = 0; d < HSM; d++)
+                    o[d] = fmaf(sc[jj], sv[jj * HSM + d], o[d]);
+    }
+    if (!active)
+        return;
+    float *yi = y + (s * g.t + i) * g.c + hh * g.hs; // (hs)
+    const float inv = a > 0 ? 1.0f / l : 0.0f;       // a zero-length sample: y = 0, lse = 0
+#pragma unroll
+    for (int d = 0; d < HSM; d++)
+        if (d < g.hs)
+            yi[d] = o[d] * inv;
+    lse[pair * g.t + i] = a > 0 ? m + logf(l) : 0.0f;
+}
+
+/* dQ of R queries, one thread per query, over key tiles in order. */
+template <int HSM>
+static __global__ void __launch_bounds__(fr<HSM>::ROWS)
+    flash_dq_reg(fl_geom g, float *dqkv, const float *__restrict__ dy,
+                 const float *__restrict__ lse, const float *__restrict__ dd,
+                 const float *__restrict__ qkv)
+{
+    constexpr int R = fr<HSM>::ROWS, BT = fr<HSM>::BTILE, OWN = fr<HSM>::OWN;
+    __shared__ float sk[BT * HSM], sv[BT * HSM], sdy[R * OWN];
+    const int64_t pair = blockIdx.y, s = pair / g.h, hh = pair % g.h;
+    const int64_t i0 = (int64_t)blockIdx.x * R, i = i0 + threadIdx.x;
+    const int64_t kmax = fl_allowed(g, s, min_i64(i0 + R, g.t) - 1); // block-uniform
+    const float *q = qkv + s * g.t * g.ld + hh * g.hs, *k = q + g.c, *v = q + 2 * g.c;
+    const float *dys = dy + s * g.t * g.c + hh * g.hs;
+    const bool active = i < g.t;
+    const int64_t ir = active ? i : 0, a = active ? fl_allowed(g, s, i) : 0;
+    const float li = active ? lse[pair * g.t + i] : 0.0f, di = active ? dd[pair * g.t + i] : 0.0f;
+    const uint64_t key = g.p > 0.0f ? fl_drop_key(g, s) : 0;
+    const float *qi = q + ir * g.ld, *dyi = sdy + threadIdx.x * OWN;
+    float qr[HSM], dq[HSM]; // (hs) each, zero padded
+#pragma unroll
+    for (int d = 0; d < HSM; d++) {
+        qr[d] = d < g.hs ? qi[d] : 0.0f;
+        dq[d] = 0.0f;
+    }
+    /* Visible after the first tile's second barrier, the first use. */
+    fr_stage<HSM>(sdy, OWN, dys + i0 * g.c, g.c, g.hs, min_i64(R, g.t - i0), R);
+    for (int64_t j0 = 0; j0 < kmax; j0 += BT) {
+        const int64_t rows = min_i64(BT, kmax - j0);
+        __syncthreads();
+        fr_stage<HSM>(sk, HSM, k + j0 * g.ld, g.ld, g.hs, rows, BT);
+        fr_stage<HSM>(sv, HSM, v + j0 * g.ld, g.ld, g.hs, rows, BT);
+        __syncthreads();
+        const int64_t nj = min_i64(rows, a - j0);
+#pragma unroll 1
+        for (int jj = 0; jj < nj; jj++) {
+            const float *kj = sk + jj * HSM;
+            float p = expf(g.scale * fr_dot<HSM>(qr, kj) - li);
+            float dp = fr_dot<HSM>(dyi, sv + jj * HSM) * fl_kept(g, key, hh, i, j0 + jj);
+            float ds = g.scale * p * (dp - di);
+#pragma unroll
+            for (int d = 0; d < HSM; d++)
+                dq[d] = fmaf(ds, kj[d], dq[d]);
+        }
+    }
+    if (!active)
+        return;
+    float *dqi = dqkv + (s * g.t + i) * g.ld + hh * g.hs;
+#pragma unroll
+    for (int d = 0; d < HSM; d++)
+        if (d < g.hs)
+            dqi[d] = dq[d];
+}
+
+/* dK and dV of R keys, one thread per key, over query tiles in order. */
+template <int HSM>
+static __global__ void __launch_bounds__(fr<HSM>::ROWS)
+    flash_dkv_reg(fl_geom g, float *dqkv, const float *__restrict__ dy,
+                  const float *__restrict__ lse, const float *__restrict__ dd,
+                  const float *__restrict__ qkv)
+{
+    constexpr int R = fr<HSM>::ROWS, BT = fr<HSM>::BTILE, OWN = fr<HSM>::OWN;
+    __shared__ float sq[BT * HSM], sdy[BT * HSM], sk[R * OWN], sv[R * OWN];
+    const int64_t pair = blockIdx.y, s = pair / g.h, hh = pair % g.h;
+    const int64_t j0 = (int64_t)blockIdx.x * R, j = j0 + threadIdx.x;
+    const float *q = qkv + s * g.t * g.ld + hh * g.hs, *k = q + g.c, *v = q + 2 * g.c;
+    const float *dys = dy + s * g.t * g.c + hh * g.hs;
+    const float *ls = lse + pair * g.t, *ds = dd + pair * g.t;
+    const bool active = j < g.t;
+    const uint64_t key = g.p > 0.0f ? fl_drop_key(g, s) : 0;
+    const float *kj = sk + threadIdx.x * OWN, *vj = sv + threadIdx.x * OWN;
+    float dk[HSM], dv[HSM]; // (hs) each, zero padded
+#pragma unroll
+    for (int d = 0; d < HSM; d++)
+        dk[d] = dv[d] = 0.0f;
+    const int64_t len = g.lengths ? g.lengths[s] : g.t;
+    /* Block-uniform: queries before the first key see none of it (causal),
+     * and keys at or past the length are seen by no query. */
+    const int64_t start = j0 >= len ? g.t : (g.causal ? j0 : 0);
+    /* Visible after the first tile's second barrier, the first use. */
+    fr_stage<HSM>(sk, OWN, k + j0 * g.ld, g.ld, g.hs, min_i64(R, g.t - j0), R);
+    fr_stage<HSM>(sv, OWN, v + j0 * g.ld, g.ld, g.hs, min_i64(R, g.t - j0), R);
+    for (int64_t i0 = start; i0 < g.t; i0 += BT) {
+        const int64_t rows = min_i64(BT, g.t - i0);
+        __syncthreads();
+        fr_stage<HSM>(sq, HSM, q + i0 * g.ld, g.ld, g.hs, rows, BT);
+        fr_stage<HSM>(sdy, HSM, dys + i0 * g.c, g.c, g.hs, rows, BT);
+        __syncthreads();
+        if (!active)
+            continue;
+#pragma unroll 1
+        for (int ii = 0; ii < rows; ii++) {
+            const int64_t i = i0 + ii;
+            if (j >= fl_allowed(g, s, i))
+                continue;
+            const float *qt = sq + ii * HSM, *dyt = sdy + ii * HSM;
+            float p = expf(g.scale * fr_dot<HSM>(qt, kj) - ls[i]);
+            float kept = fl_kept(g, key, hh, i, j);
+            float dp = fr_dot<HSM>(dyt, vj) * kept;
+            float pd = p * kept, dsc = g.scale * p * (dp - ds[i]);
+#pragma unroll
+            for (int d = 0; d < HSM; d++) {
+                dv[d] = fmaf(pd, dyt[d], dv[d]);
+                dk[d] = fmaf(dsc, qt[d], dk[d]);
+            }
+        }
+    }
+    if (!active)
+        return;
+    float *dkj = dqkv + (s * g.t + j) * g.ld + g.c + hh * g.hs, *dvj = dkj + g.c;
+#pragma unroll
+    for (int d = 0; d < HSM; d++)
+        if (d < g.hs) {
+            dkj[d] = dk[d];
+            dvj[d] = dv[d];
+        }
+}
+
+template <int HSM> static dim3 fr_grid(const fl_geom &g)
+{
+    return dim3((unsigned)((g.t + fr<HSM>::ROWS - 1) / fr<HSM>::ROWS), (unsigned)(g.n * g.h));
+}
+
+template <int HSM>
+static void fr_forward(cudaStream_t st, const fl_geom &g, float *y, float *lse, const float *qkv)
+{
+    ZT_LAUNCH(fr_grid<HSM>(g), fr<HSM>::ROWS, 0, st, flash_forward_reg<HSM>)(g, y, lse, qkv);
+}
+
+template <int HSM>
+static void fr_backward(cudaStream_t st, const fl_geom &g, float *dqkv, const float *dy,
+                        const float *lse, const float *dd, const float *qkv)
+{
+    ZT_LAUNCH(fr_grid<HSM>(g), fr<HSM>::ROWS, 0, st, flash_dkv_reg<HSM>)(g, dqkv, dy, lse, dd,
+                                                                          qkv);
+    ZT_LAUNCH(fr_grid<HSM>(g), fr<HSM>::ROWS, 0, st, flash_dq_reg<HSM>)(g, dqkv, dy, lse, dd, qkv);
+}
+
+/* ---- wide path: heads wider than FR_MAX_HS ---- */
 
 /* ---- forward ---- */
 
@@ -301,7 +562,17 @@ static void cuda_attn_flash_forward(const zt_backend *be, float *y, float *lse, 
     if (n <= 0 || t <= 0)
         return;
     fl_geom g = fl_geom_of(n, h, t, c, scale, causal, lengths, drop);
-    ZT_LAUNCH(fl_grid(g), FL_ROWS, 0, impl->stream, flash_forward_kernel)(g, y, lse, qkv);
+    cudaStream_t st = impl->stream;
+    if (g.hs <= 16)
+        fr_forward<16>(st, g, y, lse, qkv);
+    else if (g.hs <= 32)
+        fr_forward<32>(st, g, y, lse, qkv);
+    else if (g.hs <= 64)
+        fr_forward<64>(st, g, y, lse, qkv);
+    else if (g.hs <= FR_MAX_HS)
+        fr_forward<FR_MAX_HS>(st, g, y, lse, qkv);
+    else
+        ZT_LAUNCH(fl_grid(g), FL_ROWS, 0, st, flash_forward_kernel)(g, y, lse, qkv);
     nn_record(be, "attn_flash_forward");
 }
 
@@ -317,8 +588,19 @@ static void cuda_attn_flash_backward(const zt_backend *be, float *dqkv, const fl
     fl_geom g = fl_geom_of(n, h, t, c, scale, causal, lengths, drop);
     ZT_LAUNCH(nn_grid(impl, n * h * t, ZT_NN_THREADS), ZT_NN_THREADS, 0, impl->stream,
               flash_rowdot_kernel)(g, work, dy, y);
-    ZT_LAUNCH(fl_grid(g), FL_ROWS, 0, impl->stream, flash_dkv_kernel)(g, dqkv, dy, lse, work, qkv);
-    ZT_LAUNCH(fl_grid(g), FL_ROWS, 0, impl->stream, flash_dq_kernel)(g, dqkv, dy, lse, work, qkv);
+    cudaStream_t st = impl->stream;
+    if (g.hs <= 16) {
+        fr_backward<16>(st, g, dqkv, dy, lse, work, qkv);
+    } else if (g.hs <= 32) {
+        fr_backward<32>(st, g, dqkv, dy, lse, work, qkv);
+    } else if (g.hs <= 64) {
+        fr_backward<64>(st, g, dqkv, dy, lse, work, qkv);
+    } else if (g.hs <= FR_MAX_HS) {
+        fr_backward<FR_MAX_HS>(st, g, dqkv, dy, lse, work, qkv);
+    } else {
+        ZT_LAUNCH(fl_grid(g), FL_ROWS, 0, st, flash_dkv_kernel)(g, dqkv, dy, lse, work, qkv);
+        ZT_LAUNCH(fl_grid(g), FL_ROWS, 0, st, flash_dq_kernel)(g, dqkv, dy, lse, work, qkv);
+    }
     nn_record(be, "attn_flash_backward");
 }
 

@@ -2,8 +2,10 @@
  * ops_flash: op-check's cases of the fused attention ops (attn_flash_forward,
  * attn_flash_backward): causal and not, key padding with a zero-length and a
  * one-key sample, dropout on and off with key extents beyond t, t across
- * several of the CUDA kernels' 64-row blocks and not a multiple of them, and a
- * head wider than the kernels' shared-memory tile (read from global memory).
+ * several of the CUDA kernels' 64-row blocks and not a multiple of them, heads
+ * of each width class of the register path (8 and 96 padded to 16 and 128),
+ * and a head wider than the wide path's shared-memory tile (read from global
+ * memory).
  * Backward runs on both sides from the CPU forward's y and lse, so each op is
  * judged on its own. fp32 threshold: another summation order and the online
  * softmax's rescaling (main.c).
@@ -26,7 +28,8 @@ static const flash_shape flash_shapes[] = {
     {4, 2, 70, 8, false, true, 0.2f, false},
     {2, 3, 33, 16, true, false, 0.1f, false},
     {2, 2, 130, 32, true, false, 0.0f, false},
-    {1, 1, 9, 4104, false, false, 0.0f, false}, /* wider than a staged tile */
+    {2, 2, 75, 96, true, true, 0.1f, false},    /* the register path's widest, padded */
+    {1, 1, 9, 4104, false, false, 0.0f, false}, /* the wide path, wider than a staged tile */
     {4, 4, 256, 64, true, true, 0.1f, true},
 };
 
