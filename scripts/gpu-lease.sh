@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# gpu-lease: scripts/gpu-check.sh fitted to a short loan of a GPU machine that
+# has no Open MPI, jansson, OpenBLAS or data (the device tool's machines: one
+# command of at most 10 minutes, and only some files come back).
+#
+#   bash scripts/gpu-lease.sh prepare [DIR]     here, where the CUDA toolkit is
+#   bash scripts/gpu-lease.sh run [DIR]         there, from the repository root
+#
+# prepare (default DIR .gpu): builds ./zerotrain and build/tests/op-check,
+# copies them stripped into DIR with the runtime libraries (gpu-check.sh
+# --pack-deps), tiny shakespeare and the GPT-2 BPE files from ../shared/data,
+# and adds DIR to .git/info/exclude: the folder to name in the device tool's
+# `carry` (about 40 MB).
+# run: puts the binaries in place and runs gpu-check.sh's parts in the order
+# that matters most when time runs short, each under its own cap: ops (quick),
+# roofline, bench (quick), stages (quick, with what is left of TOTAL). The
+# results go to $OUT (or OUT_DIR): gpu-check.log and gpu-results.tar.xz (every
+# part's folder less the parameter dumps and the unpacked libraries).
+# Env (seconds): TOTAL (440: the parts' whole budget), OPS_T (130), ROOF_T
+# (100), BENCH_T (200); BENCH_STEPS (10); RESULTS (/tmp/gpu-lease: the work
+# folder there).
+set -uo pipefail
+
+die() { echo "gpu-lease: error: $*" >&2; exit 2; }
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT" || exit 2
+what=${1:-}
+DIR=${2:-.gpu}
+
+prepare() {
+    local data=${ZT_SHARED:-$ROOT/../shared}/data
+    [ -f "$data/tinyshakespeare/input.txt" ] || die "no $data/tinyshakespeare/input.txt (set ZT_SHARED)"
+    make --no-print-directory zerotrain build/tests/op-check >/dev/null || die "make failed"
+    ldd ./zerotrain | grep -q libcudart || die "./zerotrain is a CPU-only build: no nvcc found"
+    rm -rf "$DIR"
+    mkdir -p "$DIR/data/tinyshakespeare" "$DIR/data/gpt2-bpe"
+    { strip -o "$DIR/zerotrain" ./zerotrain && strip -o "$DIR/op-check" build/tests/op-check; } ||
+        die "strip failed"
+    bash scripts/gpu-check.sh --pack-deps "$DIR/gpu-deps.tar.xz" >/dev/null || die "--pack-deps failed"
+    cp "$data/tinyshakespeare/input.txt" "$DIR/data/tinyshakespeare/"
+    [ -d "$data/gpt2-bpe" ] && cp "$data/gpt2-bpe/"* "$DIR/data/gpt2-bpe/"
+    local ex
+    ex=$(git rev-parse --git-path info/exclude)
+    mkdir -p "$(dirname "$ex")"
+    grep -qxF "/$DIR/" "$ex" 2>/dev/null || echo "/$DIR/" >>"$ex"
+    echo "gpu-lease: $(du -sh "$DIR" | cut -f1) in $DIR; on the GPU machine (carry $DIR):"
+    echo "    bash scripts/gpu-lease.sh run $DIR"
+}
+
+run() {
+    local out=${OUT_DIR:-${OUT:-}} res=${RESULTS:-/tmp/gpu-lease} t0 left
+    [ -n "$out" ] || die "set OUT (the device tool's) or OUT_DIR"
+    [ -x "$DIR/zerotrain" ] || die "no $DIR/zerotrain: run 'prepare' where the CUDA toolkit is"
+    cp "$DIR/zerotrain" ./zerotrain && mkdir -p build/tests && cp "$DIR/op-check" build/tests/op-check
+    export PYTHONUNBUFFERED=1 DATA=$ROOT/$DIR/data/tinyshakespeare/input.txt
+    mkdir -p "$res" "$out"
+    local kit=(bash scripts/gpu-check.sh --quick --deps "$DIR/gpu-deps.tar.xz" --out "$res")
+    t0=$(date +%s)
+    since() { echo "gpu-lease: $1 done at $(($(date +%s) - t0)) s"; }
+    OPCHECK_TIMEOUT=$((${OPS_T:-130} - 20)) timeout "${OPS_T:-130}" "${kit[@]}" --parts ops
+    since ops
+    BENCH_TIMEOUT=$((${ROOF_T:-100} - 20)) timeout "${ROOF_T:-100}" "${kit[@]}" --parts roofline
+    since roofline
+    BENCH_TIMEOUT=120 BENCH_STEPS=${BENCH_STEPS:-10} timeout "${BENCH_T:-200}" "${kit[@]}" --parts bench
+    since bench
+    left=$((${TOTAL:-440} - ($(date +%s) - t0)))
+    [ "$left" -gt 20 ] && RUN_TIMEOUT=40 timeout "$left" "${kit[@]}" --parts stages
+    since stages
+    cp "$res/gpu-check.log" "$out/" 2>/dev/null
+    tar -cJf "$out/gpu-results.tar.xz" -C "$(dirname "$res")" --exclude="$(basename "$res")/deps" \
+        --exclude='*.bin' "$(basename "$res")"
+    ls -la "$out"
+}
+
+case $what in
+prepare) prepare ;;
+run) run ;;
+*) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; [ "$what" = -h ] || [ "$what" = --help ] || exit 2 ;;
+esac
