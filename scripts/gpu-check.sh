@@ -44,6 +44,9 @@
 #      and, in a second column, the GPU's dense bf16 peak from its data sheet
 #      (known GPUs by nvidia-smi name; SPEC_PEAK_TFLOPS overrides). fp32 rows
 #      are against the same bf16 peaks (fp32 peak printed alongside).
+#   table (not in the default list: --parts table): the bench part's table
+#      (throughput.md) from the runs already in OUT/bench, for a bench part
+#      that a time limit cut short.
 #   roofline (not in the default list: --parts roofline, or ops,stages,bench,roofline):
 #      docs/roofline.md's table measured. GPT-2 small (12 layers, C 768, 12
 #      heads, T 1024, vocab 50257: the GPT-2 BPE tokenizer when its folder is
@@ -99,8 +102,8 @@ while [ $# -gt 0 ]; do
 done
 for p in ${PARTS//,/ }; do
     case $p in
-    ops | stages | bench | roofline) ;;
-    *) die "--parts: unknown part '$p' (ops, stages, bench, roofline)" ;;
+    ops | stages | bench | roofline | table) ;;
+    *) die "--parts: unknown part '$p' (ops, stages, bench, roofline, table)" ;;
     esac
 done
 want() { [[ ",$PARTS," == *",$1,"* ]]; }
@@ -505,64 +508,9 @@ fi
 
 # ---------------------------------------------------------------- bench
 
-if want bench; then
-    section "bench: GPT-lite throughput, zerotrain against PyTorch"
-    BDIR=$OUT/bench
-    mkdir -p "$BDIR"
-    N_LAYER=${N_LAYER:-12} N_EMBD=${N_EMBD:-768} N_HEAD=${N_HEAD:-12} BLOCK=${BLOCK:-1024}
-    MICRO=${MICRO:-16} MICRO_BIGV=${MICRO_BIGV:-8}
-    steps=${BENCH_STEPS:-20} bstages=(0 1 2 3)
-    [ "$QUICK" = 1 ] && steps=${BENCH_STEPS:-8} bstages=(0 3)
-    shape=(--n-layer "$N_LAYER" --n-embd "$N_EMBD" --n-head "$N_HEAD" --block-size "$BLOCK")
-    # (vocab, micro-batch, dtype, stage) of each zerotrain row
-    zt_rows=()
-    for dt in fp32 bf16; do
-        for s in "${bstages[@]}"; do zt_rows+=("65 $MICRO $dt $s"); done
-    done
-    zt_rows+=("50257 $MICRO_BIGV bf16 0" "50257 $MICRO_BIGV bf16 3")
-    if [ -x build/tests/op-check ]; then
-        run_zt build/tests/op-check --gemm-peak --device "${ZT_DEVICE:-0}" \
-            >"$BDIR/gemm-peak.txt" 2>&1 ||
-            fail_part "bench: op-check --gemm-peak failed ($BDIR/gemm-peak.txt)"
-        cat "$BDIR/gemm-peak.txt"
-    fi
-    for zr in "${zt_rows[@]}"; do
-        read -r V mb dt s <<<"$zr"
-        tag=zt-v$V-b$mb-$dt-s$s
-        mixed=
-        [ $dt = bf16 ] && mixed=', "bf16": {"enabled": true}'
-        cat >"$BDIR/$tag.cfg.json" <<JSON
-{"train_batch_size": $mb, "train_micro_batch_size_per_gpu": $mb,
- "gradient_accumulation_steps": 1, "steps_per_print": 1,
- "optimizer": {"type": "AdamW", "params": {"lr": 3e-4, "weight_decay": 0.01}},
- "zero_optimization": {"stage": $s}$mixed}
-JSON
-        echo "bench: zerotrain vocab $V micro $mb $dt stage $s"
-        if ! run_zt timeout "${BENCH_TIMEOUT:-400}" "${mpirun_cmd[@]}" -np 1 ./zerotrain \
-            --config "$BDIR/$tag.cfg.json" --model gptlite --data "$DATA" --vocab-size "$V" \
-            "${shape[@]}" --dropout 0.1 --steps "$steps" --device cuda --comm nccl \
-            --report "$BDIR/$tag.json" >"$BDIR/$tag.log" 2>&1; then
-            tail -5 "$BDIR/$tag.log"
-            fail_part "bench: zerotrain vocab $V $dt stage $s failed ($BDIR/$tag.log)"
-        fi
-    done
-    # compile+bf16+sdpa is what a PyTorch user would run; quick leaves out two compilations.
-    variants=("eager fp32 math 65 $MICRO" "eager bf16 math 65 $MICRO"
-        "compile fp32 math 65 $MICRO" "compile bf16 math 65 $MICRO" "compile bf16 sdpa 65 $MICRO"
-        "eager bf16 math 50257 $MICRO_BIGV" "compile bf16 sdpa 50257 $MICRO_BIGV")
-    [ "$QUICK" = 1 ] && variants=("eager fp32 math 65 $MICRO" "eager bf16 math 65 $MICRO"
-        "compile bf16 sdpa 65 $MICRO" "eager bf16 math 50257 $MICRO_BIGV")
-    for variant in "${variants[@]}"; do
-        read -r mode dt attn V mb <<<"$variant"
-        tag=torch-v$V-b$mb-$mode-$dt-$attn
-        echo "bench: torch $mode $dt $attn vocab $V micro $mb"
-        if ! timeout "${BENCH_TIMEOUT:-400}" "$PY" scripts/torch_gptlite_peer.py --mode "$mode" \
-            --dtype "$dt" --attention "$attn" "${shape[@]}" --vocab "$V" --batch "$mb" \
-            --dropout 0.1 --steps "$steps" --warmup 5 >"$BDIR/$tag.json" 2>"$BDIR/$tag.log"; then
-            tail -5 "$BDIR/$tag.log"
-            fail_part "bench: torch peer $variant failed ($BDIR/$tag.log)"
-        fi
-    done
+# The throughput table of the runs in $BDIR (bench/): also rebuilt on its own
+# by --parts table, for a bench part a time limit cut short.
+bench_table() {
     $PY - "$BDIR" "$N_LAYER" "$N_EMBD" "$BLOCK" "$steps" "$GPU_NAME" \
         "${SPEC_PEAK_TFLOPS:-}" <<'PY' | tee "$OUT/throughput.md"
 import glob, json, os, re, statistics, sys
@@ -637,6 +585,77 @@ for V in sorted({r[2] for r in rows}):
     if len({r[5] for r in rows if r[2] == V}) > 1:
         print(f"\nWARNING: vocab {V}: parameter counts differ between rows: not the same model")
 PY
+}
+
+if want bench; then
+    section "bench: GPT-lite throughput, zerotrain against PyTorch"
+    BDIR=$OUT/bench
+    mkdir -p "$BDIR"
+    N_LAYER=${N_LAYER:-12} N_EMBD=${N_EMBD:-768} N_HEAD=${N_HEAD:-12} BLOCK=${BLOCK:-1024}
+    MICRO=${MICRO:-16} MICRO_BIGV=${MICRO_BIGV:-8}
+    steps=${BENCH_STEPS:-20} bstages=(0 1 2 3)
+    [ "$QUICK" = 1 ] && steps=${BENCH_STEPS:-8} bstages=(0 3)
+    shape=(--n-layer "$N_LAYER" --n-embd "$N_EMBD" --n-head "$N_HEAD" --block-size "$BLOCK")
+    # (vocab, micro-batch, dtype, stage) of each zerotrain row
+    zt_rows=()
+    for dt in fp32 bf16; do
+        for s in "${bstages[@]}"; do zt_rows+=("65 $MICRO $dt $s"); done
+    done
+    zt_rows+=("50257 $MICRO_BIGV bf16 0" "50257 $MICRO_BIGV bf16 3")
+    if [ -x build/tests/op-check ]; then
+        run_zt build/tests/op-check --gemm-peak --device "${ZT_DEVICE:-0}" \
+            >"$BDIR/gemm-peak.txt" 2>&1 ||
+            fail_part "bench: op-check --gemm-peak failed ($BDIR/gemm-peak.txt)"
+        cat "$BDIR/gemm-peak.txt"
+    fi
+    for zr in "${zt_rows[@]}"; do
+        read -r V mb dt s <<<"$zr"
+        tag=zt-v$V-b$mb-$dt-s$s
+        mixed=
+        [ $dt = bf16 ] && mixed=', "bf16": {"enabled": true}'
+        cat >"$BDIR/$tag.cfg.json" <<JSON
+{"train_batch_size": $mb, "train_micro_batch_size_per_gpu": $mb,
+ "gradient_accumulation_steps": 1, "steps_per_print": 1,
+ "optimizer": {"type": "AdamW", "params": {"lr": 3e-4, "weight_decay": 0.01}},
+ "zero_optimization": {"stage": $s}$mixed}
+JSON
+        echo "bench: zerotrain vocab $V micro $mb $dt stage $s"
+        if ! run_zt timeout "${BENCH_TIMEOUT:-400}" "${mpirun_cmd[@]}" -np 1 ./zerotrain \
+            --config "$BDIR/$tag.cfg.json" --model gptlite --data "$DATA" --vocab-size "$V" \
+            "${shape[@]}" --dropout 0.1 --steps "$steps" --device cuda --comm nccl \
+            --report "$BDIR/$tag.json" >"$BDIR/$tag.log" 2>&1; then
+            tail -5 "$BDIR/$tag.log"
+            fail_part "bench: zerotrain vocab $V $dt stage $s failed ($BDIR/$tag.log)"
+        fi
+    done
+    # compile+bf16+sdpa is what a PyTorch user would run; quick leaves out two compilations.
+    variants=("eager fp32 math 65 $MICRO" "eager bf16 math 65 $MICRO"
+        "compile fp32 math 65 $MICRO" "compile bf16 math 65 $MICRO" "compile bf16 sdpa 65 $MICRO"
+        "eager bf16 math 50257 $MICRO_BIGV" "compile bf16 sdpa 50257 $MICRO_BIGV")
+    [ "$QUICK" = 1 ] && variants=("eager fp32 math 65 $MICRO" "eager bf16 math 65 $MICRO"
+        "compile bf16 sdpa 65 $MICRO" "eager bf16 math 50257 $MICRO_BIGV")
+    for variant in "${variants[@]}"; do
+        read -r mode dt attn V mb <<<"$variant"
+        tag=torch-v$V-b$mb-$mode-$dt-$attn
+        echo "bench: torch $mode $dt $attn vocab $V micro $mb"
+        if ! timeout "${BENCH_TIMEOUT:-400}" "$PY" scripts/torch_gptlite_peer.py --mode "$mode" \
+            --dtype "$dt" --attention "$attn" "${shape[@]}" --vocab "$V" --batch "$mb" \
+            --dropout 0.1 --steps "$steps" --warmup 5 >"$BDIR/$tag.json" 2>"$BDIR/$tag.log"; then
+            tail -5 "$BDIR/$tag.log"
+            fail_part "bench: torch peer $variant failed ($BDIR/$tag.log)"
+        fi
+    done
+    bench_table
+fi
+
+if want table && ! want bench; then
+    section "table: the throughput table of $OUT/bench"
+    BDIR=$OUT/bench
+    N_LAYER=${N_LAYER:-12} N_EMBD=${N_EMBD:-768} BLOCK=${BLOCK:-1024}
+    steps=${BENCH_STEPS:-20}
+    [ "$QUICK" = 1 ] && steps=${BENCH_STEPS:-8}
+    [ -d "$BDIR" ] || die "--parts table: no $BDIR (run the bench part first)"
+    bench_table
 fi
 
 # ---------------------------------------------------------------- roofline
@@ -651,7 +670,7 @@ if want roofline; then
     rgpu=${ROOF_GPU:-}
     if [ -z "$rgpu" ]; then
         case $GPU_NAME in
-        *H200* | *GH200*) rgpu=h200 ;;
+        *H200*) rgpu=h200 ;;
         *H100*) rgpu=h100 ;;
         *A100* | *A800*) rgpu=a100 ;;
         *)

@@ -13,7 +13,8 @@
 # `carry` (about 40 MB).
 # run: puts the binaries in place and runs gpu-check.sh's parts in the order
 # that matters most when time runs short, each under its own cap: ops (quick),
-# roofline, bench (quick), stages (quick, with what is left of TOTAL). The
+# roofline, bench (quick; its table rebuilt when the cap cut it short), stages
+# (quick, with what is left of TOTAL). The
 # results go to $OUT (or OUT_DIR): gpu-check.log and gpu-results.tar.xz (every
 # part's folder less the parameter dumps and the unpacked libraries).
 # Env (seconds): TOTAL (440: the parts' whole budget), OPS_T (130), ROOF_T
@@ -62,6 +63,7 @@ run() {
     BENCH_TIMEOUT=$((${ROOF_T:-100} - 20)) timeout "${ROOF_T:-100}" "${kit[@]}" --parts roofline
     since roofline
     BENCH_TIMEOUT=120 BENCH_STEPS=${BENCH_STEPS:-10} timeout "${BENCH_T:-200}" "${kit[@]}" --parts bench
+    [ -f "$res/throughput.md" ] || timeout 30 "${kit[@]}" --parts table
     since bench
     left=$((${TOTAL:-440} - ($(date +%s) - t0)))
     [ "$left" -gt 20 ] && RUN_TIMEOUT=40 timeout "$left" "${kit[@]}" --parts stages
