@@ -14,9 +14,9 @@
 # run: puts the binaries in place and runs gpu-check.sh's parts in the order
 # that matters most when time runs short, each under its own cap: ops (quick),
 # roofline, bench (quick; its table rebuilt when the cap cut it short), stages
-# (quick, with what is left of TOTAL). The
-# results go to $OUT (or OUT_DIR): gpu-check.log and gpu-results.tar.xz (every
-# part's folder less the parameter dumps and the unpacked libraries).
+# (quick, with what is left of TOTAL). The results go to $OUT (or OUT_DIR):
+# gpu-check.log and gpu-results.tar.xz (every part's folder less the parameter
+# dumps and the unpacked libraries).
 # Env (seconds): TOTAL (440: the parts' whole budget), OPS_T (130), ROOF_T
 # (100), BENCH_T (200); BENCH_STEPS (10); RESULTS (/tmp/gpu-lease: the work
 # folder there).
