@@ -18,7 +18,7 @@
  * Two paths. Heads up to FR_MAX_HS (128) wide take the register path: a
  * thread's own rows (q and the y accumulator; dQ's q and accumulator; dK's and
  * dV's accumulators) live in registers, sized by the head width rounded up to
- * 16, 32, 64 or 128 (a template parameter, so loops unroll), and the rows a
+ * 32, 64 or 128 (a template parameter, so loops over it unroll), and the rows a
  * thread reads of its own in the backward (dy; k and v) sit in shared memory
  * at a padded stride, so a warp's 32 rows fall in 32 banks. Tiles are zero
  * padded to that width. Wider heads take the wide path: a tile holds
@@ -103,6 +103,7 @@ static __device__ const float *fl_stage(const fl_geom &g, float *sh, const float
 /* ---- register path: heads up to FR_MAX_HS wide ---- */
 
 #define FR_MAX_HS 128
+#define FR_CHUNK 8 /* keys whose scores a forward thread holds at once */
 
 /* HSM: the head width rounded up. ROWS threads per block, each owning a row;
  * TILE keys per forward tile; BTILE rows per backward tile; OWN the padded
@@ -168,35 +169,42 @@ static __global__ void __launch_bounds__(fr<HSM>::ROWS)
         const int64_t nj = min_i64(rows, a - j0);
         if (nj <= 0)
             continue;
-        float sc[TL], mt = m;
+        /* Online softmax over chunks of FR_CHUNK keys: the chunk's scores in
+         * registers, y rescaled once per chunk. */
+#pragma unroll 1
+        for (int64_t c0 = 0; c0 < nj; c0 += FR_CHUNK) {
+            const int64_t nc = min_i64(FR_CHUNK, nj - c0);
+            const float *kc = sk + c0 * HSM, *vc = sv + c0 * HSM;
+            float sc[FR_CHUNK], mt = m;
 #pragma unroll
-        for (int jj = 0; jj < TL; jj++)
-            if (jj < nj) {
-                sc[jj] = g.scale * fr_dot<HSM>(qr, sk + jj * HSM);
-                mt = fmaxf(mt, sc[jj]);
-            }
-        const float corr = expf(m - mt); // 0 on the first tile (m = -inf)
-        l *= corr;
+            for (int jj = 0; jj < FR_CHUNK; jj++)
+                if (jj < nc) {
+                    sc[jj] = g.scale * fr_dot<HSM>(qr, kc + jj * HSM);
+                    mt = fmaxf(mt, sc[jj]);
+                }
+            const float corr = expf(m - mt); // 0 on the first chunk (m = -inf)
+            l *= corr;
 #pragma unroll
-        for (int jj = 0; jj < TL; jj++) {
-            float e = 0.0f;
-            if (jj < nj) {
-                e = expf(sc[jj] - mt);
-                l += e;
-                e *= fl_kept(g, key, hh, i, j0 + jj);
+            for (int jj = 0; jj < FR_CHUNK; jj++) {
+                float e = 0.0f;
+                if (jj < nc) {
+                    e = expf(sc[jj] - mt);
+                    l += e;
+                    e *= fl_kept(g, key, hh, i, j0 + c0 + jj);
+                }
+                sc[jj] = e;
             }
-            sc[jj] = e;
+            m = mt;
+#pragma unroll
+            for (int d = 0; d < HSM; d++)
+                o[d] *= corr;
+#pragma unroll
+            for (int jj = 0; jj < FR_CHUNK; jj++)
+                if (jj < nc)
+#pragma unroll
+                    for (int d = 0; d < HSM; d++)
+                        o[d] = fmaf(sc[jj], vc[jj * HSM + d], o[d]);
         }
-        m = mt;
-#pragma unroll
-        for (int d = 0; d < HSM; d++)
-            o[d] *= corr;
-#pragma unroll
-        for (int jj = 0; jj < TL; jj++)
-            if (jj < nj)
-#pragma unroll
-                for (int d = 0; d < HSM; d++)
-                    o[d] = fmaf(sc[jj], sv[jj * HSM + d], o[d]);
     }
     if (!active)
         return;
@@ -563,9 +571,7 @@ static void cuda_attn_flash_forward(const zt_backend *be, float *y, float *lse, 
         return;
     fl_geom g = fl_geom_of(n, h, t, c, scale, causal, lengths, drop);
     cudaStream_t st = impl->stream;
-    if (g.hs <= 16)
-        fr_forward<16>(st, g, y, lse, qkv);
-    else if (g.hs <= 32)
+    if (g.hs <= 32)
         fr_forward<32>(st, g, y, lse, qkv);
     else if (g.hs <= 64)
         fr_forward<64>(st, g, y, lse, qkv);
@@ -589,9 +595,7 @@ static void cuda_attn_flash_backward(const zt_backend *be, float *dqkv, const fl
     ZT_LAUNCH(nn_grid(impl, n * h * t, ZT_NN_THREADS), ZT_NN_THREADS, 0, impl->stream,
               flash_rowdot_kernel)(g, work, dy, y);
     cudaStream_t st = impl->stream;
-    if (g.hs <= 16) {
-        fr_backward<16>(st, g, dqkv, dy, lse, work, qkv);
-    } else if (g.hs <= 32) {
+    if (g.hs <= 32) {
         fr_backward<32>(st, g, dqkv, dy, lse, work, qkv);
     } else if (g.hs <= 64) {
         fr_backward<64>(st, g, dqkv, dy, lse, work, qkv);

@@ -3,7 +3,7 @@
  * attn_flash_backward): causal and not, key padding with a zero-length and a
  * one-key sample, dropout on and off with key extents beyond t, t across
  * several of the CUDA kernels' 64-row blocks and not a multiple of them, heads
- * of each width class of the register path (8 and 96 padded to 16 and 128),
+ * of each width class of the register path (8 and 16 padded to 32, 96 to 128),
  * and a head wider than the wide path's shared-memory tile (read from global
  * memory).
  * Backward runs on both sides from the CPU forward's y and lse, so each op is
