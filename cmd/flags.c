@@ -296,6 +296,11 @@ static const cmd_flag train_flags[] = {
      "FLOPs, bytes per dtype) into the report's \"profile\"\n"
      "(scripts/roofline.py; needs --report)",
      FLAG_SWITCH, T(profile), 0, 0, 0, NULL, NULL, FOR_ALL, NULL},
+    {"--profile-time", NULL, NULL,
+     "--profile, and each op's time too: the device is drained\n"
+     "before and after every op, so the run is slower (see\n"
+     "docs/roofline.md)",
+     FLAG_SWITCH, T(profile_time), 0, 0, 0, NULL, NULL, FOR_ALL, NULL},
     INT("--log-interval", "N", T(log_interval), 0,
         "a progress line every N steps (0: none; default: every\n"
         "steps_per_print steps, or every ~10 s without it)"),
@@ -722,6 +727,7 @@ int cmd_flags_train(int argc, char **argv, cmd_train_flags *f)
         return rc;
     zt_model_args_resolve(&f->model);
     f->model.unfused_attention = !strcmp(f->attention, "unfused");
+    f->profile = f->profile || f->profile_time;
     if (f->local_rank >= 0 && cmd_is_first_process())
         printf("zerotrain: note: --local_rank %lld ignored: mpirun places each rank "
                "(DeepSpeed's launcher passes it)\n",

@@ -32,6 +32,7 @@ typedef struct {
     const char *report_path, *dump_path, *grad_dump_path;
     const char *log_file;  /* NULL: REPORT.jsonl beside --report, or none */
     bool profile;          /* --profile: count the backend's ops into the report */
+    bool profile_time;     /* --profile-time: --profile, timing each op as well */
     int64_t log_interval;  /* progress line every N steps; 0 none; < 0 the default cadence */
     const char *data_path, *tokenizer_dir;
     int64_t eval_interval, eval_iters, sample;

@@ -205,7 +205,8 @@ static zt_status cmd_profile_wrap(zt_backend *prof, const zt_backend *be,
                             .micro_batch_size = cfg->micro_batch_size,
                             .gradient_accumulation_steps = cfg->gradient_accumulation_steps,
                             .stage = cfg->zero.stage,
-                            .world_size = w->size};
+                            .world_size = w->size,
+                            .timing = f->profile_time};
     return zt_profile_wrap(prof, be, &o);
 }
 

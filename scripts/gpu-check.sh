@@ -56,9 +56,12 @@
 #      step time scripts/roofline.py predicts from the run's own counts (for
 #      the GPU by nvidia-smi name: h100/h200 or a100; ROOF_GPU overrides)
 #      next to the measured median step (CurrSamplesPerSec after the first 2
-#      steps), with both MFUs, into roofline.md. ROOF_DEVICE=cpu with a small
-#      N_LAYER/N_EMBD/N_HEAD/BLOCK, ROOF_VOCAB and ROOF_MICRO runs the part's
-#      plumbing on a machine without a GPU (its "measured" is then the CPU's).
+#      steps), with both MFUs, into roofline.md; then stage 0 for 3 steps with
+#      --profile-time: each op's measured time next to its prediction
+#      (roofline/gpt2-bf16-s0-bMICRO-timed.roofline.md, printed).
+#      ROOF_DEVICE=cpu with a small N_LAYER/N_EMBD/N_HEAD/BLOCK, ROOF_VOCAB
+#      and ROOF_MICRO runs the part's plumbing on a machine without a GPU (its
+#      "measured" is then the CPU's).
 # --quick: np 1 and 2 only, fewer steps, op-check --quick, bench stages 0 and 3.
 # --out DIR (default ./gpu-results): every raw log, the op-check output, the
 # matrix (stages.md) and the throughput table (throughput.md).
@@ -710,6 +713,25 @@ JSON
         $PY scripts/roofline.py "$RDIR/$tag.json" --gpu "$rgpu" >"$RDIR/$tag.roofline.md" ||
             fail_part "roofline: scripts/roofline.py failed on $RDIR/$tag.json"
     done
+    # Stage 0 again with every op timed: predicted against measured, op by op
+    # (slower: the device is drained around each op; not in the step table).
+    tag=gpt2-bf16-s0-b$rmicro
+    echo "roofline: zerotrain bf16 stage 0 micro $rmicro on $rdev, --profile-time"
+    if run_zt timeout "${BENCH_TIMEOUT:-400}" "${mpirun_cmd[@]}" -np 1 ./zerotrain \
+        --config "$RDIR/$tag.cfg.json" --model gptlite --data "$DATA" "${rtok[@]}" \
+        --n-layer "$N_LAYER" --n-embd "$N_EMBD" --n-head "$N_HEAD" --block-size "$BLOCK" \
+        --activation gelu --dropout 0.1 --steps 3 --device "$rdev" "${rcomm[@]}" \
+        --profile-time --report "$RDIR/$tag-timed.json" >"$RDIR/$tag-timed.log" 2>&1; then
+        if $PY scripts/roofline.py "$RDIR/$tag-timed.json" --gpu "$rgpu" --top 15 \
+            >"$RDIR/$tag-timed.roofline.md"; then
+            sed -n '/^| op |/,$p' "$RDIR/$tag-timed.roofline.md"
+        else
+            fail_part "roofline: scripts/roofline.py failed on $RDIR/$tag-timed.json"
+        fi
+    else
+        tail -5 "$RDIR/$tag-timed.log"
+        fail_part "roofline: the --profile-time run failed ($RDIR/$tag-timed.log)"
+    fi
     $PY - "$RDIR" "$rgpu" "$GPU_NAME" "$rdev" <<'PY' | tee "$OUT/roofline.md"
 import glob, json, os, re, statistics, sys
 
@@ -721,7 +743,7 @@ print("| config | predicted ms | measured ms | measured / predicted | predicted 
       "| measured MFU |")
 print("|---|---:|---:|---:|---:|---:|")
 for rep in sorted(glob.glob(f"{rdir}/gpt2-*.json")):
-    if rep.endswith(".cfg.json"):
+    if rep.endswith(".cfg.json") or rep.endswith("-timed.json"):
         continue
     tag = os.path.basename(rep)[:-5]
     try:

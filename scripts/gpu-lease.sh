@@ -17,8 +17,8 @@
 # (quick, with what is left of TOTAL). The results go to $OUT (or OUT_DIR):
 # gpu-check.log and gpu-results.tar.xz (every part's folder less the parameter
 # dumps and the unpacked libraries).
-# Env (seconds): TOTAL (440: the parts' whole budget), OPS_T (130), ROOF_T
-# (100), BENCH_T (200); BENCH_STEPS (10); RESULTS (/tmp/gpu-lease: the work
+# Env (seconds): TOTAL (470: the parts' whole budget), OPS_T (130), ROOF_T
+# (130), BENCH_T (200); BENCH_STEPS (10); RESULTS (/tmp/gpu-lease: the work
 # folder there).
 set -uo pipefail
 
@@ -60,12 +60,12 @@ run() {
     since() { echo "gpu-lease: $1 done at $(($(date +%s) - t0)) s"; }
     OPCHECK_TIMEOUT=$((${OPS_T:-130} - 20)) timeout "${OPS_T:-130}" "${kit[@]}" --parts ops
     since ops
-    BENCH_TIMEOUT=$((${ROOF_T:-100} - 20)) timeout "${ROOF_T:-100}" "${kit[@]}" --parts roofline
+    BENCH_TIMEOUT=$((${ROOF_T:-130} - 40)) timeout "${ROOF_T:-130}" "${kit[@]}" --parts roofline
     since roofline
     BENCH_TIMEOUT=120 BENCH_STEPS=${BENCH_STEPS:-10} timeout "${BENCH_T:-200}" "${kit[@]}" --parts bench
     [ -f "$res/throughput.md" ] || timeout 30 "${kit[@]}" --parts table
     since bench
-    left=$((${TOTAL:-440} - ($(date +%s) - t0)))
+    left=$((${TOTAL:-470} - ($(date +%s) - t0)))
     [ "$left" -gt 20 ] && RUN_TIMEOUT=40 timeout "$left" "${kit[@]}" --parts stages
     since stages
     cp "$res/gpu-check.log" "$out/" 2>/dev/null

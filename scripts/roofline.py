@@ -93,6 +93,8 @@ def per_step(p):
         ops[name] = {"class": o["class"], "calls": o["calls"] / s, "flops": o["flops"] / s,
                      "read": {k: v / s for k, v in o["bytes_read"].items()},
                      "written": {k: v / s for k, v in o["bytes_written"].items()}}
+        if "time_ms" in o:
+            ops[name]["ms"] = o["time_ms"] / s
     return ops, dict(p["comm_bytes_per_step"])
 
 
@@ -187,12 +189,12 @@ def main():
             t_mem = nbytes / hbm
             t_fl = o["flops"] / (GEMM_EFF * gemm_peak * 1e12) if o["class"] == "matmul" else 0.0
             t, bound = (t_fl, "compute") if t_fl > t_mem else (t_mem, "memory")
-        rows.append([name, o["calls"], o["flops"], nbytes, t, bound])
+        rows.append([name, o["calls"], o["flops"], nbytes, t, bound, o.get("ms")])
     comm_bytes = sum(RING.get(k, lambda q: 1.0)(world) * v for k, v in comm.items()) \
         if world > 1 else 0.0
     t_comm = comm_bytes / (g["nvlink"] * 1e9)
     if a.comm == "include" and comm_bytes > 0:
-        rows.append(["collectives (sent over NVLink)", 0, 0, comm_bytes, t_comm, "nvlink"])
+        rows.append(["collectives (sent over NVLink)", 0, 0, comm_bytes, t_comm, "nvlink", None])
     step = sum(r[4] for r in rows)
     tokens = micro * p["gradient_accumulation_steps"] * T
     model_flops = (6 * (m["params"] - (V + T) * C) + 12 * L * C * T) * tokens
@@ -225,22 +227,46 @@ def main():
     print(f"- MFU: model FLOPs per step (6 (params - (V + T) C) + 12 L C T) x {tokens:,} "
           f"tokens = {model_flops / 1e12:.3f} TFLOP, over predicted time x "
           f"{g['bf16']} TFLOP/s.\n")
-    print("| op | calls | GFLOP | GB | predicted ms | % of step | bound |")
-    print("|---|---:|---:|---:|---:|---:|---|")
+    # --profile-time's measured op times, where the counts are this run's own
+    timed = bool(p.get("timed")) and not a.report2
+    if timed:
+        print("Measured (--profile-time): each op's wall time on the device that ran, with "
+              "the device drained before and after it, per step; a GEMM's includes its "
+              "operand casts.\n")
+        print("| op | calls | GFLOP | GB | predicted ms | % of step | bound | measured ms "
+              "| measured / predicted |")
+        print("|---|---:|---:|---:|---:|---:|---|---:|---:|")
+    else:
+        print("| op | calls | GFLOP | GB | predicted ms | % of step | bound |")
+        print("|---|---:|---:|---:|---:|---:|---|")
+
+    def measured(name, ms, t):
+        if not timed:
+            return ""
+        if name == "gemm_operand_cast":
+            return " (in gemm) | |"
+        if ms is None:
+            return " | |"
+        return f" {ms:,.3f} | {ms / (t * 1e3) if t > 0 else float('inf'):,.2f} |"
+
     rows.sort(key=lambda r: -r[4])
     shown = rows[:a.top] if a.top > 0 else rows
-    for name, calls, fl, nb, t, bound in shown:
+    for name, calls, fl, nb, t, bound, ms in shown:
         print(f"| {name} | {calls:,.0f} | {fl / 1e9:,.1f} | {nb / 1e9:,.3f} | {t * 1e3:,.3f} | "
-              f"{100 * t / step if step else 0:.1f}% | {bound} |")
+              f"{100 * t / step if step else 0:.1f}% | {bound} |" + measured(name, ms, t))
     if len(shown) < len(rows):
         rest = rows[len(shown):]
         t = sum(r[4] for r in rest)
+        ms = sum(r[6] or 0.0 for r in rest)
         print(f"| ({len(rest)} more ops) | | | {sum(r[3] for r in rest) / 1e9:,.3f} | "
-              f"{t * 1e3:,.3f} | {100 * t / step if step else 0:.1f}% | |")
+              f"{t * 1e3:,.3f} | {100 * t / step if step else 0:.1f}% | |" +
+              measured("", ms, t))
     print(f"\npredicted_step_ms {step * 1e3:.6g}")
     print(f"predicted_mfu {100 * mfu:.1f}%")
     if a.comm == "exclude" and comm_bytes > 0:
         print(f"excluded_comm_ms {t_comm * 1e3:.3f}")
+    if timed:
+        print(f"measured_ops_ms {sum(r[6] or 0.0 for r in rows):.6g}")
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* One row per op of struct zt_backend that moves data, plus the modelled
  * casts; the order is the report's. */
@@ -49,7 +50,21 @@ static void add(uint64_t *x, uint64_t v) { __atomic_fetch_add(x, v, __ATOMIC_REL
 
 static uint64_t u(int64_t v) { return v > 0 ? (uint64_t)v : 0; }
 
-/* A call of op: its FLOPs; bytes follow through rd and wr. NULL when off. */
+/* Timing (opt.timing): the op this thread is in and when it began; -1 when
+ * none. Per thread, since ops may come from more than one. */
+static _Thread_local int tl_op = -1;
+static _Thread_local uint64_t tl_t0_ns;
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* A call of op: its FLOPs; bytes follow through rd and wr. NULL when off.
+ * With timing, the device is drained first, so the op's time starts with
+ * nothing else queued. The modelled casts are timed inside their GEMM. */
 static zt_profile_counts *count(const zt_backend *be, int op, uint64_t flops)
 {
     prof_impl *p = prof_of(be);
@@ -57,7 +72,23 @@ static zt_profile_counts *count(const zt_backend *be, int op, uint64_t flops)
         return NULL;
     add(&p->c[op].calls, 1);
     add(&p->c[op].flops, flops);
+    if (p->opt.timing && op != OP_gemm_operand_cast) {
+        p->inner->sync(p->inner);
+        tl_op = op;
+        tl_t0_ns = now_ns();
+    }
     return &p->c[op];
+}
+
+/* After the wrapped op: with timing, waits for it and adds its time. */
+static void op_end(const zt_backend *be)
+{
+    if (tl_op < 0)
+        return;
+    prof_impl *p = prof_of(be);
+    p->inner->sync(p->inner);
+    add(&p->c[tl_op].ns, now_ns() - tl_t0_ns);
+    tl_op = -1;
 }
 
 static zt_profile_kind kind_of(zt_dtype dt)
@@ -114,12 +145,15 @@ static void p_set_workspace(const zt_backend *be, void *ptr, size_t bytes)
 static zt_status p_check(const zt_backend *be)
 {
     count(be, OP_check, 0);
-    return inner_of(be)->check(inner_of(be));
+    zt_status r = inner_of(be)->check(inner_of(be));
+    op_end(be);
+    return r;
 }
 static void p_sync(const zt_backend *be)
 {
     count(be, OP_sync, 0);
     inner_of(be)->sync(inner_of(be));
+    op_end(be);
 }
 static void p_copy_h2d(const zt_backend *be, void *dst, const void *src, size_t bytes)
 {
@@ -127,6 +161,7 @@ static void p_copy_h2d(const zt_backend *be, void *dst, const void *src, size_t 
     rd(c, ZT_PROF_BYTES, bytes);
     wr(c, ZT_PROF_BYTES, bytes);
     inner_of(be)->copy_h2d(inner_of(be), dst, src, bytes);
+    op_end(be);
 }
 static void p_copy_d2h(const zt_backend *be, void *dst, const void *src, size_t bytes)
 {
@@ -134,6 +169,7 @@ static void p_copy_d2h(const zt_backend *be, void *dst, const void *src, size_t 
     rd(c, ZT_PROF_BYTES, bytes);
     wr(c, ZT_PROF_BYTES, bytes);
     inner_of(be)->copy_d2h(inner_of(be), dst, src, bytes);
+    op_end(be);
 }
 static void p_copy_d2d(const zt_backend *be, void *dst, const void *src, size_t bytes)
 {
@@ -141,11 +177,13 @@ static void p_copy_d2d(const zt_backend *be, void *dst, const void *src, size_t 
     rd(c, ZT_PROF_BYTES, bytes);
     wr(c, ZT_PROF_BYTES, bytes);
     inner_of(be)->copy_d2d(inner_of(be), dst, src, bytes);
+    op_end(be);
 }
 static void p_memset_zero(const zt_backend *be, void *dst, size_t bytes)
 {
     wr(count(be, OP_memset_zero, 0), ZT_PROF_BYTES, bytes);
     inner_of(be)->memset_zero(inner_of(be), dst, bytes);
+    op_end(be);
 }
 
 /* ---- GEMMs ---- */
@@ -183,6 +221,7 @@ static void p_gemm(const zt_backend *be, bool trans_a, bool trans_b, int64_t m, 
     count_gemm(be, OP_gemm, m, n, k, beta, 1);
     inner_of(be)->gemm(inner_of(be), trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
                        ldc);
+    op_end(be);
 }
 static void p_gemm_batched(const zt_backend *be, bool trans_a, bool trans_b, int64_t m,
                            int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
@@ -192,6 +231,7 @@ static void p_gemm_batched(const zt_backend *be, bool trans_a, bool trans_b, int
     count_gemm(be, OP_gemm_batched, m, n, k, beta, batch);
     inner_of(be)->gemm_batched(inner_of(be), trans_a, trans_b, m, n, k, alpha, a, lda, stride_a,
                                b, ldb, stride_b, beta, c, ldc, stride_c, batch);
+    op_end(be);
 }
 
 /* ---- element-wise and reductions ---- */
@@ -203,6 +243,7 @@ static void p_bias_add(const zt_backend *be, float *y, const float *bias, int64_
     rd(c, ZT_PROF_FP32, u(rows) * u(cols) + u(cols));
     wr(c, ZT_PROF_FP32, u(rows) * u(cols));
     inner_of(be)->bias_add(inner_of(be), y, bias, rows, cols);
+    op_end(be);
 }
 static void p_bias_grad(const zt_backend *be, float *dbias, const float *dy, int64_t rows,
                         int64_t cols, bool accumulate)
@@ -211,6 +252,7 @@ static void p_bias_grad(const zt_backend *be, float *dbias, const float *dy, int
     rd(c, ZT_PROF_FP32, u(rows) * u(cols) + (accumulate ? u(cols) : 0));
     wr(c, ZT_PROF_FP32, u(cols));
     inner_of(be)->bias_grad(inner_of(be), dbias, dy, rows, cols, accumulate);
+    op_end(be);
 }
 static void p_relu_forward(const zt_backend *be, float *y, const float *x, int64_t n)
 {
@@ -218,6 +260,7 @@ static void p_relu_forward(const zt_backend *be, float *y, const float *x, int64
     rd(c, ZT_PROF_FP32, u(n));
     wr(c, ZT_PROF_FP32, u(n));
     inner_of(be)->relu_forward(inner_of(be), y, x, n);
+    op_end(be);
 }
 static void p_relu_backward(const zt_backend *be, float *dx, const float *dy, const float *y,
                             int64_t n)
@@ -226,6 +269,7 @@ static void p_relu_backward(const zt_backend *be, float *dx, const float *dy, co
     rd(c, ZT_PROF_FP32, 2 * u(n));
     wr(c, ZT_PROF_FP32, u(n));
     inner_of(be)->relu_backward(inner_of(be), dx, dy, y, n);
+    op_end(be);
 }
 static double p_xent(const zt_backend *be, const float *logits, const int32_t *labels,
                      int64_t rows, int64_t classes, int64_t ld, int32_t ignore_index,
@@ -239,8 +283,10 @@ static double p_xent(const zt_backend *be, const float *logits, const int32_t *l
     rd(c, ZT_PROF_INT32, u(rows));
     if (dlogits)
         wr(c, ZT_PROF_FP32, u(rows) * u(ld));
-    return inner_of(be)->xent_forward_backward(inner_of(be), logits, labels, rows, classes, ld,
-                                               ignore_index, dscale, dlogits);
+    double r = inner_of(be)->xent_forward_backward(inner_of(be), logits, labels, rows, classes, ld,
+                                                   ignore_index, dscale, dlogits);
+    op_end(be);
+    return r;
 }
 static void p_scale(const zt_backend *be, float *x, float a, int64_t n)
 {
@@ -248,6 +294,7 @@ static void p_scale(const zt_backend *be, float *x, float a, int64_t n)
     rd(c, ZT_PROF_FP32, u(n));
     wr(c, ZT_PROF_FP32, u(n));
     inner_of(be)->scale(inner_of(be), x, a, n);
+    op_end(be);
 }
 static void p_axpy(const zt_backend *be, float *y, float a, const float *x, int64_t n)
 {
@@ -255,16 +302,21 @@ static void p_axpy(const zt_backend *be, float *y, float a, const float *x, int6
     rd(c, ZT_PROF_FP32, 2 * u(n));
     wr(c, ZT_PROF_FP32, u(n));
     inner_of(be)->axpy(inner_of(be), y, a, x, n);
+    op_end(be);
 }
 static double p_sum_squares(const zt_backend *be, const void *x, zt_dtype dt, int64_t n)
 {
     rd(count(be, OP_sum_squares, 2 * u(n)), kind_of(dt), u(n));
-    return inner_of(be)->sum_squares(inner_of(be), x, dt, n);
+    double r = inner_of(be)->sum_squares(inner_of(be), x, dt, n);
+    op_end(be);
+    return r;
 }
 static bool p_has_inf_nan(const zt_backend *be, const void *x, zt_dtype dt, int64_t n)
 {
     rd(count(be, OP_has_inf_nan, u(n)), kind_of(dt), u(n));
-    return inner_of(be)->has_inf_nan(inner_of(be), x, dt, n);
+    bool r = inner_of(be)->has_inf_nan(inner_of(be), x, dt, n);
+    op_end(be);
+    return r;
 }
 static void p_convert(const zt_backend *be, void *dst, zt_dtype dst_dt, const void *src,
                       zt_dtype src_dt, int64_t n, float alpha, bool accumulate)
@@ -275,6 +327,7 @@ static void p_convert(const zt_backend *be, void *dst, zt_dtype dst_dt, const vo
         rd(c, kind_of(dst_dt), u(n));
     wr(c, kind_of(dst_dt), u(n));
     inner_of(be)->convert(inner_of(be), dst, dst_dt, src, src_dt, n, alpha, accumulate);
+    op_end(be);
 }
 
 /* ---- transformer layers ---- */
@@ -288,6 +341,7 @@ static void p_embedding_forward(const zt_backend *be, float *y, const int32_t *i
     rd(c, ZT_PROF_FP32, accumulate ? 2 * e : e); /* the rows looked up (and y) */
     wr(c, ZT_PROF_FP32, e);
     inner_of(be)->embedding_forward(inner_of(be), y, ids, table, rows, cols, accumulate);
+    op_end(be);
 }
 static void p_embedding_backward(const zt_backend *be, float *dtable, const int32_t *ids,
                                  const float *dy, int64_t rows, int64_t cols, int64_t vocab,
@@ -302,6 +356,7 @@ static void p_embedding_backward(const zt_backend *be, float *dtable, const int3
     wr(c, ZT_PROF_FP32, accumulate ? e : u(vocab) * u(cols));
     inner_of(be)->embedding_backward(inner_of(be), dtable, ids, dy, rows, cols, vocab,
                                      accumulate);
+    op_end(be);
 }
 static void p_sinusoid_add(const zt_backend *be, float *y, int64_t n, int64_t t, int64_t cols)
 {
@@ -310,6 +365,7 @@ static void p_sinusoid_add(const zt_backend *be, float *y, int64_t n, int64_t t,
     rd(c, ZT_PROF_FP32, e);
     wr(c, ZT_PROF_FP32, e);
     inner_of(be)->sinusoid_add(inner_of(be), y, n, t, cols);
+    op_end(be);
 }
 static void p_layernorm_forward(const zt_backend *be, float *y, float *mean, float *rstd,
                                 const float *x, const float *w, const float *b, int64_t rows,
@@ -320,6 +376,7 @@ static void p_layernorm_forward(const zt_backend *be, float *y, float *mean, flo
     rd(c, ZT_PROF_FP32, e + 2 * u(cols));
     wr(c, ZT_PROF_FP32, e + 2 * u(rows));
     inner_of(be)->layernorm_forward(inner_of(be), y, mean, rstd, x, w, b, rows, cols, eps);
+    op_end(be);
 }
 static void p_layernorm_backward(const zt_backend *be, float *dx, float *dw, float *db,
                                  const float *dy, const float *x, const float *mean,
@@ -333,6 +390,7 @@ static void p_layernorm_backward(const zt_backend *be, float *dx, float *dw, flo
     wr(c, ZT_PROF_FP32, e + 2 * u(cols));
     inner_of(be)->layernorm_backward(inner_of(be), dx, dw, db, dy, x, mean, rstd, w, rows, cols,
                                      accumulate_dx, accumulate_params);
+    op_end(be);
 }
 static void p_gelu_forward(const zt_backend *be, float *y, const float *x, int64_t n)
 {
@@ -340,6 +398,7 @@ static void p_gelu_forward(const zt_backend *be, float *y, const float *x, int64
     rd(c, ZT_PROF_FP32, u(n));
     wr(c, ZT_PROF_FP32, u(n));
     inner_of(be)->gelu_forward(inner_of(be), y, x, n);
+    op_end(be);
 }
 static void p_gelu_backward(const zt_backend *be, float *dx, const float *dy, const float *x,
                             int64_t n)
@@ -348,6 +407,7 @@ static void p_gelu_backward(const zt_backend *be, float *dx, const float *dy, co
     rd(c, ZT_PROF_FP32, 2 * u(n));
     wr(c, ZT_PROF_FP32, u(n));
     inner_of(be)->gelu_backward(inner_of(be), dx, dy, x, n);
+    op_end(be);
 }
 /* x1 = x + branch, then layernorm's counts on x1 (which stays on chip). */
 static void p_residual_layernorm_forward(const zt_backend *be, float *x1, float *y, float *mean,
@@ -361,6 +421,7 @@ static void p_residual_layernorm_forward(const zt_backend *be, float *x1, float 
     wr(c, ZT_PROF_FP32, 2 * e + 2 * u(rows));
     inner_of(be)->residual_layernorm_forward(inner_of(be), x1, y, mean, rstd, x, branch, w, b,
                                              rows, cols, eps);
+    op_end(be);
 }
 /* The GEMM as gemm counts it, then the epilogue pass the CUDA backend runs
  * over its output: v and the bias read, y (and pre, where kept) written. */
@@ -379,6 +440,7 @@ static void p_linear_act_forward(const zt_backend *be, float *y, float *pre, con
         wr(c, ZT_PROF_FP32, e + (pre && bias ? e : 0));
     }
     inner_of(be)->linear_act_forward(inner_of(be), y, pre, x, w, bias, rows, in, out, act);
+    op_end(be);
 }
 static void p_act_bias_grad(const zt_backend *be, float *dpre, float *dbias, const float *dy,
                             const float *pre, int64_t rows, int64_t cols, zt_act act,
@@ -390,6 +452,7 @@ static void p_act_bias_grad(const zt_backend *be, float *dpre, float *dbias, con
     rd(c, ZT_PROF_FP32, e + (act != ZT_ACT_NONE ? e : 0) + (accumulate ? u(cols) : 0));
     wr(c, ZT_PROF_FP32, e + u(cols));
     inner_of(be)->act_bias_grad(inner_of(be), dpre, dbias, dy, pre, rows, cols, act, accumulate);
+    op_end(be);
 }
 static void p_attn_softmax_forward(const zt_backend *be, float *att, int64_t n, int64_t h,
                                    int64_t t, float scale, bool causal, const int32_t *lengths)
@@ -401,6 +464,7 @@ static void p_attn_softmax_forward(const zt_backend *be, float *att, int64_t n, 
         rd(c, ZT_PROF_INT32, u(n));
     wr(c, ZT_PROF_FP32, e);
     inner_of(be)->attn_softmax_forward(inner_of(be), att, n, h, t, scale, causal, lengths);
+    op_end(be);
 }
 static void p_attn_softmax_backward(const zt_backend *be, float *datt, const float *p,
                                     int64_t rows, int64_t t, float scale)
@@ -410,6 +474,7 @@ static void p_attn_softmax_backward(const zt_backend *be, float *datt, const flo
     rd(c, ZT_PROF_FP32, 2 * e);
     wr(c, ZT_PROF_FP32, e);
     inner_of(be)->attn_softmax_backward(inner_of(be), datt, p, rows, t, scale);
+    op_end(be);
 }
 /* Query-key pairs a fused attention call scores: all t^2, or the causal
  * triangle. Its tiles live in on-chip memory on a GPU, so only the operands
@@ -440,6 +505,7 @@ static void p_attn_flash_forward(const zt_backend *be, float *y, float *lse, flo
     wr(k, ZT_PROF_FP32, u(n) * u(t) * u(c) + u(n) * u(h) * u(t));
     inner_of(be)->attn_flash_forward(inner_of(be), y, lse, work, qkv, n, h, t, c, scale, causal,
                                      lengths, drop);
+    op_end(be);
 }
 static void p_attn_flash_backward(const zt_backend *be, float *dqkv, const float *dy,
                                   const float *y, const float *lse, const float *qkv, float *work,
@@ -455,6 +521,7 @@ static void p_attn_flash_backward(const zt_backend *be, float *dqkv, const float
     wr(k, ZT_PROF_FP32, 3 * u(n) * u(t) * u(c));
     inner_of(be)->attn_flash_backward(inner_of(be), dqkv, dy, y, lse, qkv, work, n, h, t, c,
                                       scale, causal, lengths, drop);
+    op_end(be);
 }
 static void p_dropout(const zt_backend *be, float *y, const float *x, const zt_dropout_desc *d)
 {
@@ -464,6 +531,7 @@ static void p_dropout(const zt_backend *be, float *y, const float *x, const zt_d
     rd(c, ZT_PROF_UINT64, u(d->n));
     wr(c, ZT_PROF_FP32, e);
     inner_of(be)->dropout(inner_of(be), y, x, d);
+    op_end(be);
 }
 static void p_mean_pool_forward(const zt_backend *be, float *y, const float *x,
                                 const int32_t *lengths, int64_t n, int64_t t, int64_t cols)
@@ -474,6 +542,7 @@ static void p_mean_pool_forward(const zt_backend *be, float *y, const float *x,
         rd(c, ZT_PROF_INT32, u(n));
     wr(c, ZT_PROF_FP32, u(n) * u(cols));
     inner_of(be)->mean_pool_forward(inner_of(be), y, x, lengths, n, t, cols);
+    op_end(be);
 }
 static void p_mean_pool_backward(const zt_backend *be, float *dx, const float *dy,
                                  const int32_t *lengths, int64_t n, int64_t t, int64_t cols)
@@ -484,6 +553,7 @@ static void p_mean_pool_backward(const zt_backend *be, float *dx, const float *d
         rd(c, ZT_PROF_INT32, u(n));
     wr(c, ZT_PROF_FP32, u(n) * u(t) * u(cols));
     inner_of(be)->mean_pool_backward(inner_of(be), dx, dy, lengths, n, t, cols);
+    op_end(be);
 }
 
 /* ---- quantization and optimizers ---- */
@@ -502,6 +572,7 @@ static void p_quantize(const zt_backend *be, void *q, float *scales, const void 
     wr(c, ZT_PROF_INT8, packed(n, bits));
     wr(c, ZT_PROF_FP32, blocks(n, block));
     inner_of(be)->quantize(inner_of(be), q, scales, x, dt, n, block, bits);
+    op_end(be);
 }
 static void p_dequantize(const zt_backend *be, void *y, zt_dtype dt, const void *q,
                          const float *scales, int64_t n, int64_t block, int bits, bool accumulate)
@@ -513,6 +584,7 @@ static void p_dequantize(const zt_backend *be, void *y, zt_dtype dt, const void 
         rd(c, kind_of(dt), u(n));
     wr(c, kind_of(dt), u(n));
     inner_of(be)->dequantize(inner_of(be), y, dt, q, scales, n, block, bits, accumulate);
+    op_end(be);
 }
 static void p_adam(const zt_backend *be, float *p, const float *g, float *m, float *v, int64_t n,
                    const zt_adam_hparams *hp)
@@ -521,6 +593,7 @@ static void p_adam(const zt_backend *be, float *p, const float *g, float *m, flo
     rd(c, ZT_PROF_FP32, 4 * u(n));
     wr(c, ZT_PROF_FP32, 3 * u(n));
     inner_of(be)->adam(inner_of(be), p, g, m, v, n, hp);
+    op_end(be);
 }
 static void p_sgd(const zt_backend *be, float *p, const float *g, float *buf, int64_t n,
                   const zt_sgd_hparams *hp)
@@ -530,6 +603,7 @@ static void p_sgd(const zt_backend *be, float *p, const float *g, float *buf, in
     rd(c, ZT_PROF_FP32, (mom && !hp->first_step ? 3 : 2) * u(n));
     wr(c, ZT_PROF_FP32, (mom ? 2 : 1) * u(n));
     inner_of(be)->sgd(inner_of(be), p, g, buf, n, hp);
+    op_end(be);
 }
 
 /* ---- the wrapper ---- */
@@ -684,12 +758,14 @@ json_t *zt_profile_json(const zt_backend *be)
         const zt_profile_counts *c = &p->c[op];
         if (!c->calls)
             continue;
-        json_object_set_new(ops, prof_names[op],
-                            json_pack("{s:s, s:I, s:I, s:o, s:o}", "class",
-                                      class_names[prof_classes[op]], "calls",
-                                      (json_int_t)c->calls, "flops", (json_int_t)c->flops,
-                                      "bytes_read", prof_kinds_json(c->read), "bytes_written",
-                                      prof_kinds_json(c->written)));
+        json_t *row = json_pack("{s:s, s:I, s:I, s:o, s:o}", "class",
+                                class_names[prof_classes[op]], "calls", (json_int_t)c->calls,
+                                "flops", (json_int_t)c->flops, "bytes_read",
+                                prof_kinds_json(c->read), "bytes_written",
+                                prof_kinds_json(c->written));
+        if (o->timing && op != OP_gemm_operand_cast)
+            json_object_set_new(row, "time_ms", json_real((double)c->ns / 1e6));
+        json_object_set_new(ops, prof_names[op], row);
     }
     json_t *comm = json_object();
     for (int k = 0; k < ZT_COMM_NKINDS; k++)
@@ -697,13 +773,13 @@ json_t *zt_profile_json(const zt_backend *be)
                             json_integer(p->steps > 0 ? (json_int_t)(p->comm_bytes[k] /
                                                                      (uint64_t)p->steps)
                                                       : 0));
-    return json_pack("{s:I, s:s, s:b, s:s, s:{s:s, s:I, s:I, s:I, s:I, s:I, s:I}, s:I, s:I, "
+    return json_pack("{s:I, s:b, s:s, s:b, s:s, s:{s:s, s:I, s:I, s:I, s:I, s:I, s:I}, s:I, s:I, "
                      "s:i, s:i, s:o, s:o}",
-                     "steps", (json_int_t)p->steps, "gemm_dtype", zt_dtype_name(o->gemm_dtype),
-                     "tf32", o->tf32, "counts_model", "cuda", "model", "name",
-                     o->model ? o->model : "", "n_layer", (json_int_t)o->n_layer, "n_embd",
-                     (json_int_t)o->n_embd, "n_head", (json_int_t)o->n_head, "block_size",
-                     (json_int_t)o->block_size, "vocab_size", (json_int_t)o->vocab_size,
+                     "steps", (json_int_t)p->steps, "timed", o->timing, "gemm_dtype",
+                     zt_dtype_name(o->gemm_dtype), "tf32", o->tf32, "counts_model", "cuda",
+                     "model", "name", o->model ? o->model : "", "n_layer",
+                     (json_int_t)o->n_layer, "n_embd", (json_int_t)o->n_embd, "n_head",
+                     (json_int_t)o->n_head, "block_size", (json_int_t)o->block_size, "vocab_size", (json_int_t)o->vocab_size,
                      "params", (json_int_t)o->params, "micro_batch_size",
                      (json_int_t)o->micro_batch_size, "gradient_accumulation_steps",
                      (json_int_t)o->gradient_accumulation_steps, "stage", o->stage,

@@ -21,6 +21,14 @@
  * read, 16-bit written, one pass: tiled products that recast an operand move
  * more) and reads its operands as 16-bit.
  *
+ * Timing (opt.timing, --profile-time): each counted op also gets its time:
+ * the wrapper drains the device (sync) before the op and waits for it after,
+ * and adds the wall time between. That serialises the host with the device
+ * and the ops with any overlapped transfer or collective, so a timed run's
+ * step is slower than an untimed one; each op's time includes one launch and
+ * one synchronisation (microseconds on a GPU). A GEMM's time includes the
+ * modelled casts, which the CUDA backend runs inside it.
+ *
  * Counting runs only between zt_profile_begin and zt_profile_end (the
  * trainer's steps), so set-up, evaluation and the report are left out. The
  * wrapper is only installed with --profile: without it nothing is counted
@@ -51,6 +59,7 @@ typedef struct {
     int64_t n_layer, n_embd, n_head, block_size, vocab_size, params;
     int64_t micro_batch_size, gradient_accumulation_steps;
     int stage, world_size;
+    bool timing; /* also time each op (--profile-time) */
 } zt_profile_options;
 
 /* The byte kinds counted apart. */
@@ -72,6 +81,7 @@ typedef enum { ZT_PROF_MATMUL = 0, ZT_PROF_MEMORY, ZT_PROF_TRANSFER } zt_profile
 typedef struct {
     uint64_t calls, flops;
     uint64_t read[ZT_PROF_NKINDS], written[ZT_PROF_NKINDS];
+    uint64_t ns; /* with timing: the calls' wall time, summed */
 } zt_profile_counts;
 
 /* Makes *wrapper count the ops of inner (borrowed). */

@@ -4,6 +4,7 @@
 # counts are the CPU backend's, op for op, with the same comm bytes per step:
 # they depend on the shapes and the config's GEMM dtype, never on the device
 # (engine/monitor/profile.h), which is why docs/roofline.md profiles on a CPU.
+# --profile-time keeps them and times every op through the CUDA backend's sync.
 set -eu
 cd "$(dirname "$0")/../.."
 export ZT_SIM=1
@@ -36,5 +37,21 @@ assert a["comm_bytes_per_step"] == b["comm_bytes_per_step"], (a["comm_bytes_per_
                                                               b["comm_bytes_per_step"])
 assert a["comm_bytes_per_step"]["all_gather"] > 0
 print(f"profile: {len(a['ops'])} ops equal on the CPU and the simulated GPUs")
+PY
+
+# --profile-time on the CUDA backend (np 2, stage 3: streams and NCCL): the
+# same counts again, and every op timed through the backend's sync.
+$ZT_MPIRUN -np 2 "$ZT_BIN" "${gpt[@]/--profile/--profile-time}" $ZT_DEVICE_FLAGS \
+    --report "$tmp/timed.json" >"$tmp/timed.log" 2>&1 || { cat "$tmp/timed.log"; fail "--profile-time"; }
+! grep -q "zt-sim:" "$tmp/timed.log" || { cat "$tmp/timed.log"; fail "the simulator reported"; }
+python3 - "$tmp/sim.json" "$tmp/timed.json" <<'PY'
+import json, sys
+a, b = (json.load(open(f))["profile"] for f in sys.argv[1:])
+assert b["timed"] and not a["timed"]
+for op, o in b["ops"].items():
+    assert {k: v for k, v in o.items() if k != "time_ms"} == a["ops"][op], op
+    assert ("time_ms" in o) == (op != "gemm_operand_cast"), (op, o)
+assert b["ops"]["attn_flash_forward"]["time_ms"] > 0, b["ops"]["attn_flash_forward"]
+print(f"profile timing: {sum(o.get('time_ms', 0) for o in b['ops'].values()):.1f} ms of ops timed")
 PY
 echo "test_profile (sim): PASS"

@@ -14,7 +14,9 @@
 # - roofline.py: prints its table and MFU; collectives at --world 8 are 7/4
 #   of np 2's (ring algorithms); extrapolating micro-batches 1 and 2 to 3
 #   predicts what the micro-batch 3 run's own counts predict;
-# - --profile without --report is refused.
+# - --profile-time: the same counts, each op's time (their sum within the
+#   training time), roofline.py's measured column;
+# - --profile or --profile-time without --report is refused.
 set -eu
 cd "$(dirname "$0")/../.."
 source tests/env.sh
@@ -114,6 +116,41 @@ expect 2 "no collective was counted at world size 1" -- python3 scripts/roofline
 expect 2 "give REPORT REPORT2 --scale-batch N" -- python3 scripts/roofline.py "$tmp/b1.json" \
     --gpu h100 --scale-batch 4
 
+# --profile-time: the same counts as the untimed run (b2), each op's time,
+# their sum within the run's training time, and roofline.py's measured column.
+expect 0 "zerotrain: done" -- $ZT_MPIRUN -np 1 $ZT_BIN --config "$(cfg 2 1 0)" "${gpt[@]}" \
+    --steps 1 --profile-time --report "$tmp/t2.json"
+python3 - "$tmp/b2.json" "$tmp/t2.json" <<'PY'
+import json, sys
+(u, ru), (t, rt) = [(r["profile"], r) for r in (json.load(open(f)) for f in sys.argv[1:])]
+assert u["timed"] is False and t["timed"] is True, (u["timed"], t["timed"])
+assert set(u["ops"]) == set(t["ops"]), (sorted(u["ops"]), sorted(t["ops"]))
+total = 0.0
+for name, o in t["ops"].items():
+    counts = {k: v for k, v in o.items() if k != "time_ms"}
+    assert counts == u["ops"][name], (name, counts, u["ops"][name])
+    assert "time_ms" not in u["ops"][name], name
+    if name == "gemm_operand_cast":  # modelled: timed inside its GEMM
+        assert "time_ms" not in o, o
+        continue
+    assert o["time_ms"] >= 0, (name, o)
+    total += o["time_ms"]
+assert t["ops"]["gemm"]["time_ms"] > 0, t["ops"]["gemm"]
+wall = 1e3 * rt["train_seconds"]
+assert 0 < total <= wall * 1.02 + 0.5, (total, wall)
+print(f"profile timing: ok ({total:.2f} ms of ops in {wall:.2f} ms of training)")
+PY
+out=$(python3 scripts/roofline.py "$tmp/t2.json" --gpu h100)
+echo "$out" | grep -q "^| op | .* | measured ms | measured / predicted |$" ||
+    { echo "$out"; fail "roofline: no measured column for a --profile-time report"; }
+echo "$out" | grep -q "^| gemm_operand_cast | .* (in gemm) |" ||
+    { echo "$out"; fail "roofline: the casts are not shown as timed inside gemm"; }
+echo "$out" | grep -q "^measured_ops_ms [0-9.e+-]*$" || { echo "$out"; fail "roofline: no measured_ops_ms"; }
+python3 scripts/roofline.py "$tmp/b2.json" --gpu h100 | grep -q "measured" &&
+    fail "roofline: a measured column for an untimed report"
+
 expect 2 "profile.*add --report FILE" -- $ZT_BIN --config "$(cfg 1 1 0)" "${gpt[@]}" --steps 1 \
     --profile
+expect 2 "profile.*add --report FILE" -- $ZT_BIN --config "$(cfg 1 1 0)" "${gpt[@]}" --steps 1 \
+    --profile-time
 echo "test_profile: PASS"
