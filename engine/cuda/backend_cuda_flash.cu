@@ -139,6 +139,20 @@ static __device__ void fr_stage(float *sh, int stride, const float *src, int64_t
     }
 }
 
+/* The key tile [j0, j0 + TL) (or up to kmax) of k and v into sk and sv,
+ * between barriers; returns its rows. */
+template <int HSM, int TL>
+static __device__ int64_t fr_stage_kv(float *sk, float *sv, const float *k, const float *v,
+                                      const fl_geom &g, int64_t j0, int64_t kmax)
+{
+    const int64_t rows = min_i64(TL, kmax - j0);
+    __syncthreads();
+    fr_stage<HSM>(sk, HSM, k + j0 * g.ld, g.ld, g.hs, rows, TL);
+    fr_stage<HSM>(sv, HSM, v + j0 * g.ld, g.ld, g.hs, rows, TL);
+    __syncthreads();
+    return rows;
+}
+
 template <int HSM>
 static __global__ void __launch_bounds__(fr<HSM>::ROWS)
     flash_forward_reg(fl_geom g, float *y, float *lse, const float *__restrict__ qkv)
@@ -161,11 +175,7 @@ static __global__ void __launch_bounds__(fr<HSM>::ROWS)
     }
     float m = -INFINITY, l = 0.0f;
     for (int64_t j0 = 0; j0 < kmax; j0 += TL) {
-        const int64_t rows = min_i64(TL, kmax - j0);
-        __syncthreads();
-        fr_stage<HSM>(sk, HSM, k + j0 * g.ld, g.ld, g.hs, rows, TL);
-        fr_stage<HSM>(sv, HSM, v + j0 * g.ld, g.ld, g.hs, rows, TL);
-        __syncthreads();
+        const int64_t rows = fr_stage_kv<HSM, TL>(sk, sv, k, v, g, j0, kmax);
         const int64_t nj = min_i64(rows, a - j0);
         if (nj <= 0)
             continue;
@@ -245,11 +255,7 @@ static __global__ void __launch_bounds__(fr<HSM>::ROWS)
     /* Visible after the first tile's second barrier, the first use. */
     fr_stage<HSM>(sdy, OWN, dys + i0 * g.c, g.c, g.hs, min_i64(R, g.t - i0), R);
     for (int64_t j0 = 0; j0 < kmax; j0 += BT) {
-        const int64_t rows = min_i64(BT, kmax - j0);
-        __syncthreads();
-        fr_stage<HSM>(sk, HSM, k + j0 * g.ld, g.ld, g.hs, rows, BT);
-        fr_stage<HSM>(sv, HSM, v + j0 * g.ld, g.ld, g.hs, rows, BT);
-        __syncthreads();
+        const int64_t rows = fr_stage_kv<HSM, BT>(sk, sv, k, v, g, j0, kmax);
         const int64_t nj = min_i64(rows, a - j0);
 #pragma unroll 1
         for (int jj = 0; jj < nj; jj++) {
