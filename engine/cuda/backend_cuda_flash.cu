@@ -18,7 +18,8 @@
  * Two paths. Heads up to FR_MAX_HS (128) wide take the register path: a
  * thread's own rows (q and the y accumulator; dQ's q and accumulator; dK's and
  * dV's accumulators) live in registers, sized by the head width rounded up to
- * 32, 64 or 128 (a template parameter, so loops over it unroll), and the rows a
+ * 32, 64 or 128 (a template parameter, so loops over it unroll; at 128 two
+ * blocks share a row, each accumulating half its columns), and the rows a
  * thread reads of its own in the backward (dy; k and v) sit in shared memory
  * at a padded stride, so a warp's 32 rows fall in 32 banks. Tiles are zero
  * padded to that width. Wider heads take the wide path: a tile holds
@@ -108,12 +109,17 @@ static __device__ const float *fl_stage(const fl_geom &g, float *sh, const float
 /* HSM: the head width rounded up. ROWS threads per block, each owning a row;
  * TILE keys per forward tile; BTILE rows per backward tile; OWN the padded
  * stride of a thread's own row in shared memory (odd: conflict-free). The
- * sizes keep static shared memory under 48 KB. */
+ * sizes keep static shared memory under 48 KB. SPLIT: blocks (grid z) that
+ * share a row, each accumulating HA = HSM / SPLIT of its columns, so that the
+ * accumulators fit in registers (two 128-wide ones spill); each recomputes
+ * the row's scores. */
 template <int HSM> struct fr {
     static constexpr int ROWS = HSM <= 64 ? 64 : 32;
     static constexpr int TILE = HSM <= 64 ? 32 : 16;
     static constexpr int BTILE = HSM <= 64 ? 16 : 8;
     static constexpr int OWN = HSM + 1;
+    static constexpr int SPLIT = HSM <= 64 ? 1 : 2;
+    static constexpr int HA = HSM / SPLIT;
 };
 
 /* a . b over HSM floats, in four partial sums (independent FMA chains). */
@@ -157,8 +163,9 @@ template <int HSM>
 static __global__ void __launch_bounds__(fr<HSM>::ROWS)
     flash_forward_reg(fl_geom g, float *y, float *lse, const float *__restrict__ qkv)
 {
-    constexpr int R = fr<HSM>::ROWS, TL = fr<HSM>::TILE;
+    constexpr int R = fr<HSM>::ROWS, TL = fr<HSM>::TILE, HA = fr<HSM>::HA;
     __shared__ float sk[TL * HSM], sv[TL * HSM];
+    const int d0 = (int)blockIdx.z * HA; // this block's columns of y
     const int64_t pair = blockIdx.y, s = pair / g.h, hh = pair % g.h;
     const int64_t i0 = (int64_t)blockIdx.x * R, i = i0 + threadIdx.x;
     const int64_t kmax = fl_allowed(g, s, min_i64(i0 + R, g.t) - 1); // block-uniform
@@ -167,12 +174,13 @@ static __global__ void __launch_bounds__(fr<HSM>::ROWS)
     const int64_t a = active ? fl_allowed(g, s, i) : 0;
     const uint64_t key = g.p > 0.0f ? fl_drop_key(g, s) : 0;
     const float *qi = q + (active ? i : 0) * g.ld;
-    float qr[HSM], o[HSM]; // (hs) each, zero padded
+    float qr[HSM], o[HA]; // (hs) zero padded, and columns d0.. of y
 #pragma unroll
-    for (int d = 0; d < HSM; d++) {
+    for (int d = 0; d < HSM; d++)
         qr[d] = d < g.hs ? qi[d] : 0.0f;
+#pragma unroll
+    for (int d = 0; d < HA; d++)
         o[d] = 0.0f;
-    }
     float m = -INFINITY, l = 0.0f;
     for (int64_t j0 = 0; j0 < kmax; j0 += TL) {
         const int64_t rows = fr_stage_kv<HSM, TL>(sk, sv, k, v, g, j0, kmax);
@@ -206,14 +214,14 @@ static __global__ void __launch_bounds__(fr<HSM>::ROWS)
             }
             m = mt;
 #pragma unroll
-            for (int d = 0; d < HSM; d++)
+            for (int d = 0; d < HA; d++)
                 o[d] *= corr;
 #pragma unroll
             for (int jj = 0; jj < FR_CHUNK; jj++)
                 if (jj < nc)
 #pragma unroll
-                    for (int d = 0; d < HSM; d++)
-                        o[d] = fmaf(sc[jj], vc[jj * HSM + d], o[d]);
+                    for (int d = 0; d < HA; d++)
+                        o[d] = fmaf(sc[jj], vc[jj * HSM + d0 + d], o[d]);
         }
     }
     if (!active)
@@ -221,10 +229,11 @@ static __global__ void __launch_bounds__(fr<HSM>::ROWS)
     float *yi = y + (s * g.t + i) * g.c + hh * g.hs; // (hs)
     const float inv = a > 0 ? 1.0f / l : 0.0f;       // a zero-length sample: y = 0, lse = 0
 #pragma unroll
-    for (int d = 0; d < HSM; d++)
-        if (d < g.hs)
-            yi[d] = o[d] * inv;
-    lse[pair * g.t + i] = a > 0 ? m + logf(l) : 0.0f;
+    for (int d = 0; d < HA; d++)
+        if (d0 + d < g.hs)
+            yi[d0 + d] = o[d] * inv;
+    if (blockIdx.z == 0)
+        lse[pair * g.t + i] = a > 0 ? m + logf(l) : 0.0f;
 }
 
 /* dQ of R queries, one thread per query, over key tiles in order. */
@@ -234,8 +243,9 @@ static __global__ void __launch_bounds__(fr<HSM>::ROWS)
                  const float *__restrict__ lse, const float *__restrict__ dd,
                  const float *__restrict__ qkv)
 {
-    constexpr int R = fr<HSM>::ROWS, BT = fr<HSM>::BTILE, OWN = fr<HSM>::OWN;
+    constexpr int R = fr<HSM>::ROWS, BT = fr<HSM>::BTILE, OWN = fr<HSM>::OWN, HA = fr<HSM>::HA;
     __shared__ float sk[BT * HSM], sv[BT * HSM], sdy[R * OWN];
+    const int d0 = (int)blockIdx.z * HA; // this block's columns of dQ
     const int64_t pair = blockIdx.y, s = pair / g.h, hh = pair % g.h;
     const int64_t i0 = (int64_t)blockIdx.x * R, i = i0 + threadIdx.x;
     const int64_t kmax = fl_allowed(g, s, min_i64(i0 + R, g.t) - 1); // block-uniform
@@ -246,12 +256,13 @@ static __global__ void __launch_bounds__(fr<HSM>::ROWS)
     const float li = active ? lse[pair * g.t + i] : 0.0f, di = active ? dd[pair * g.t + i] : 0.0f;
     const uint64_t key = g.p > 0.0f ? fl_drop_key(g, s) : 0;
     const float *qi = q + ir * g.ld, *dyi = sdy + threadIdx.x * OWN;
-    float qr[HSM], dq[HSM]; // (hs) each, zero padded
+    float qr[HSM], dq[HA]; // (hs) zero padded, and columns d0.. of dQ
 #pragma unroll
-    for (int d = 0; d < HSM; d++) {
+    for (int d = 0; d < HSM; d++)
         qr[d] = d < g.hs ? qi[d] : 0.0f;
+#pragma unroll
+    for (int d = 0; d < HA; d++)
         dq[d] = 0.0f;
-    }
     /* Visible after the first tile's second barrier, the first use. */
     fr_stage<HSM>(sdy, OWN, dys + i0 * g.c, g.c, g.hs, min_i64(R, g.t - i0), R);
     for (int64_t j0 = 0; j0 < kmax; j0 += BT) {
@@ -264,17 +275,17 @@ static __global__ void __launch_bounds__(fr<HSM>::ROWS)
             float dp = fr_dot<HSM>(dyi, sv + jj * HSM) * fl_kept(g, key, hh, i, j0 + jj);
             float ds = g.scale * p * (dp - di);
 #pragma unroll
-            for (int d = 0; d < HSM; d++)
-                dq[d] = fmaf(ds, kj[d], dq[d]);
+            for (int d = 0; d < HA; d++)
+                dq[d] = fmaf(ds, kj[d0 + d], dq[d]);
         }
     }
     if (!active)
         return;
     float *dqi = dqkv + (s * g.t + i) * g.ld + hh * g.hs;
 #pragma unroll
-    for (int d = 0; d < HSM; d++)
-        if (d < g.hs)
-            dqi[d] = dq[d];
+    for (int d = 0; d < HA; d++)
+        if (d0 + d < g.hs)
+            dqi[d0 + d] = dq[d];
 }
 
 /* dK and dV of R keys, one thread per key, over query tiles in order. */
@@ -284,8 +295,9 @@ static __global__ void __launch_bounds__(fr<HSM>::ROWS)
                   const float *__restrict__ lse, const float *__restrict__ dd,
                   const float *__restrict__ qkv)
 {
-    constexpr int R = fr<HSM>::ROWS, BT = fr<HSM>::BTILE, OWN = fr<HSM>::OWN;
+    constexpr int R = fr<HSM>::ROWS, BT = fr<HSM>::BTILE, OWN = fr<HSM>::OWN, HA = fr<HSM>::HA;
     __shared__ float sq[BT * HSM], sdy[BT * HSM], sk[R * OWN], sv[R * OWN];
+    const int d0 = (int)blockIdx.z * HA; // this block's columns of dK and dV
     const int64_t pair = blockIdx.y, s = pair / g.h, hh = pair % g.h;
     const int64_t j0 = (int64_t)blockIdx.x * R, j = j0 + threadIdx.x;
     const float *q = qkv + s * g.t * g.ld + hh * g.hs, *k = q + g.c, *v = q + 2 * g.c;
@@ -294,9 +306,9 @@ static __global__ void __launch_bounds__(fr<HSM>::ROWS)
     const bool active = j < g.t;
     const uint64_t key = g.p > 0.0f ? fl_drop_key(g, s) : 0;
     const float *kj = sk + threadIdx.x * OWN, *vj = sv + threadIdx.x * OWN;
-    float dk[HSM], dv[HSM]; // (hs) each, zero padded
+    float dk[HA], dv[HA]; // columns d0.. of dK and dV
 #pragma unroll
-    for (int d = 0; d < HSM; d++)
+    for (int d = 0; d < HA; d++)
         dk[d] = dv[d] = 0.0f;
     const int64_t len = g.lengths ? g.lengths[s] : g.t;
     /* Block-uniform: queries before the first key see none of it (causal),
@@ -324,9 +336,9 @@ static __global__ void __launch_bounds__(fr<HSM>::ROWS)
             float dp = fr_dot<HSM>(dyt, vj) * kept;
             float pd = p * kept, dsc = g.scale * p * (dp - ds[i]);
 #pragma unroll
-            for (int d = 0; d < HSM; d++) {
-                dv[d] = fmaf(pd, dyt[d], dv[d]);
-                dk[d] = fmaf(dsc, qt[d], dk[d]);
+            for (int d = 0; d < HA; d++) {
+                dv[d] = fmaf(pd, dyt[d0 + d], dv[d]);
+                dk[d] = fmaf(dsc, qt[d0 + d], dk[d]);
             }
         }
     }
@@ -334,16 +346,17 @@ static __global__ void __launch_bounds__(fr<HSM>::ROWS)
         return;
     float *dkj = dqkv + (s * g.t + j) * g.ld + g.c + hh * g.hs, *dvj = dkj + g.c;
 #pragma unroll
-    for (int d = 0; d < HSM; d++)
-        if (d < g.hs) {
-            dkj[d] = dk[d];
-            dvj[d] = dv[d];
+    for (int d = 0; d < HA; d++)
+        if (d0 + d < g.hs) {
+            dkj[d0 + d] = dk[d];
+            dvj[d0 + d] = dv[d];
         }
 }
 
 template <int HSM> static dim3 fr_grid(const fl_geom &g)
 {
-    return dim3((unsigned)((g.t + fr<HSM>::ROWS - 1) / fr<HSM>::ROWS), (unsigned)(g.n * g.h));
+    return dim3((unsigned)((g.t + fr<HSM>::ROWS - 1) / fr<HSM>::ROWS), (unsigned)(g.n * g.h),
+                (unsigned)fr<HSM>::SPLIT);
 }
 
 template <int HSM>
