@@ -28,6 +28,16 @@
 #      sizes) and against the CPU backend's np 1 stage 0 run (1e-4: every op
 #      rounds differently, Adam amplifies that a little over the steps), with
 #      tests/tools/ztcheck.py dumps / losses (relative L2 / max relative).
+#   matrix (not in the default list: --parts matrix): mixed precision,
+#      offload and activation checkpointing: tests/cudasim/test_matrix.sh's
+#      24 runs (GPT-lite and the classifier, fp32/bf16/fp16, stages 0-3 at
+#      np 1-3, optimizer and parameter offload, checkpointing on the GPU and
+#      on the host) with ./zerotrain on the GPU against the CPU backend, at
+#      its tolerances (fp32 1e-5 losses / 1e-4 weights, 16-bit 2e-3 / 2.5e-3);
+#      ranks share one GPU over MPI (NCCL with 3 or more GPUs). Needs the
+#      IMDB sample beside tiny shakespeare (DATA's ../../imdb). Into
+#      matrix.txt. MATRIX_TIMEOUT (900) caps it; MATRIX_BIN (./zerotrain) is the
+#      binary on the GPU side (build/sim/zerotrain checks the part without one).
 #   bench: throughput at GPT-2 small's shape (12 layers, C 768, 12 heads, T 1024,
 #      vocab 65), micro-batch MICRO (16) at np 1 over NCCL, fp32 and bf16, ZeRO
 #      stages 0-3 (quick: 0 and 3), and at GPT-2's vocabulary (50257: the lm_head
@@ -105,8 +115,8 @@ while [ $# -gt 0 ]; do
 done
 for p in ${PARTS//,/ }; do
     case $p in
-    ops | stages | bench | roofline | table) ;;
-    *) die "--parts: unknown part '$p' (ops, stages, bench, roofline, table)" ;;
+    ops | stages | matrix | bench | roofline | table) ;;
+    *) die "--parts: unknown part '$p' (ops, stages, matrix, bench, roofline, table)" ;;
     esac
 done
 want() { [[ ",$PARTS," == *",$1,"* ]]; }
@@ -509,6 +519,32 @@ if want stages; then
     } | tee "$SDIR/../stages.md"
 fi
 
+# ---------------------------------------------------------------- matrix
+
+if want matrix; then
+    section "matrix: mixed precision, offload and checkpointing on the CUDA backend"
+    # Its data: tiny shakespeare's folder's parent must hold imdb/ too.
+    mshared=$(dirname "$(dirname "$(dirname "$DATA")")")
+    if [ ! -f "$mshared/data/imdb/imdb-2500.csv" ]; then
+        fail_part "matrix: no $mshared/data/imdb/imdb-2500.csv beside DATA's folder (the" \
+            "test reads ../shared/data; gpu-lease.sh prepare packs it)"
+    else
+        mflags="--device cuda --comm mpi"
+        [ "$N_GPU" -ge 3 ] && mflags="--device cuda --comm nccl"
+        echo "matrix: tests/cudasim/test_matrix.sh with ${MATRIX_BIN:-./zerotrain} $mflags"
+        # python3 without the carried libraries: the check scripts use the
+        # machine's numpy.
+        if ZT_BIN=${MATRIX_BIN:-./zerotrain} ZT_DEVICE_FLAGS="$mflags" ZT_SHARED=$mshared \
+            ZT_PYTHON="env -u LD_LIBRARY_PATH $PY" run_zt timeout "${MATRIX_TIMEOUT:-900}" \
+            bash tests/cudasim/test_matrix.sh >"$OUT/matrix.txt" 2>&1; then
+            tail -1 "$OUT/matrix.txt"
+        else
+            grep -vE '^ok: ' "$OUT/matrix.txt" | tail -30
+            fail_part "matrix: runs differ from the CPU backend or failed ($OUT/matrix.txt)"
+        fi
+    fi
+fi
+
 # ---------------------------------------------------------------- bench
 
 # The throughput table of the runs in $BDIR (bench/): also rebuilt on its own
@@ -615,7 +651,7 @@ if want bench; then
         read -r V mb dt s <<<"$zr"
         tag=zt-v$V-b$mb-$dt-s$s
         mixed=
-        [ $dt = bf16 ] && mixed=', "bf16": {"enabled": true}'
+        [ "$dt" = bf16 ] && mixed=', "bf16": {"enabled": true}'
         cat >"$BDIR/$tag.cfg.json" <<JSON
 {"train_batch_size": $mb, "train_micro_batch_size_per_gpu": $mb,
  "gradient_accumulation_steps": 1, "steps_per_print": 1,

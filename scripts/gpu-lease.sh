@@ -18,8 +18,9 @@
 # gpu-check.log and gpu-results.tar.xz (every part's folder less the parameter
 # dumps and the unpacked libraries).
 # Env (seconds): TOTAL (470: the parts' whole budget), OPS_T (130), ROOF_T
-# (130), BENCH_T (200); BENCH_STEPS (10); RESULTS (/tmp/gpu-lease: the work
-# folder there).
+# (130), BENCH_T (200), MATRIX_T (0: extra seconds for the matrix part, the
+# mixed precision and offload runs, after the others; none by default);
+# BENCH_STEPS (10); RESULTS (/tmp/gpu-lease: the work folder there).
 set -uo pipefail
 
 die() { echo "gpu-lease: error: $*" >&2; exit 2; }
@@ -34,12 +35,13 @@ prepare() {
     make --no-print-directory zerotrain build/tests/op-check >/dev/null || die "make failed"
     ldd ./zerotrain | grep -q libcudart || die "./zerotrain is a CPU-only build: no nvcc found"
     rm -rf "$DIR"
-    mkdir -p "$DIR/data/tinyshakespeare" "$DIR/data/gpt2-bpe"
+    mkdir -p "$DIR/data/tinyshakespeare" "$DIR/data/gpt2-bpe" "$DIR/data/imdb"
     { strip -o "$DIR/zerotrain" ./zerotrain && strip -o "$DIR/op-check" build/tests/op-check; } ||
         die "strip failed"
     bash scripts/gpu-check.sh --pack-deps "$DIR/gpu-deps.tar.xz" >/dev/null || die "--pack-deps failed"
     cp "$data/tinyshakespeare/input.txt" "$DIR/data/tinyshakespeare/"
     [ -d "$data/gpt2-bpe" ] && cp "$data/gpt2-bpe/"* "$DIR/data/gpt2-bpe/"
+    [ -f "$data/imdb/imdb-2500.csv" ] && cp "$data/imdb/imdb-2500.csv" "$DIR/data/imdb/"
     local ex
     ex=$(git rev-parse --git-path info/exclude)
     mkdir -p "$(dirname "$ex")"
@@ -68,6 +70,10 @@ run() {
     left=$((${TOTAL:-470} - ($(date +%s) - t0)))
     [ "$left" -gt 20 ] && RUN_TIMEOUT=40 timeout "$left" "${kit[@]}" --parts stages
     since stages
+    left=$((${TOTAL:-470} + ${MATRIX_T:-0} - ($(date +%s) - t0)))
+    [ "${MATRIX_T:-0}" -gt 0 ] && [ "$left" -gt 30 ] &&
+        MATRIX_TIMEOUT=$((left - 10)) timeout "$left" "${kit[@]}" --parts matrix
+    since matrix
     cp "$res/gpu-check.log" "$out/" 2>/dev/null
     tar -cJf "$out/gpu-results.tar.xz" -C "$(dirname "$res")" --exclude="$(basename "$res")/deps" \
         --exclude='*.bin' "$(basename "$res")"

@@ -30,6 +30,10 @@
 #              reduction or a stale gather is far outside)
 # Anything the simulator reports (a race, a bad pointer, an illegal access, a
 # collective hang) fails the run.
+#
+# scripts/gpu-check.sh --parts matrix runs this file on a real GPU: ZT_BIN
+# ./zerotrain, and ZT_DEVICE_FLAGS "--device cuda --comm mpi" where ranks
+# must share one GPU (NCCL refuses two ranks on one device).
 set -eu
 cd "$(dirname "$0")/../.."
 export ZT_SIM=1
@@ -64,6 +68,8 @@ write_cfg() { # file stage precision extra-zero extra-top
 JSON
 }
 
+want_comm=nccl # what the start line names: --comm mpi on a GPU is "staged"
+[[ " $ZT_DEVICE_FLAGS " == *" --comm mpi "* ]] && want_comm=staged
 failures=()
 n=0
 t0=$SECONDS
@@ -86,7 +92,8 @@ one() { # tag np model-array cfg flags...
         sed 's/^/    | /' "$tmp/$tag-sim.log" | tail -n 30
         return
     fi
-    grep -q "device cuda, comm nccl" "$tmp/$tag-sim.log" || failures+=("$tag: not on cuda/nccl")
+    grep -q "device cuda, comm $want_comm" "$tmp/$tag-sim.log" ||
+        failures+=("$tag: not on cuda/$want_comm")
     if grep -q "zt-sim" "$tmp/$tag-sim.log"; then
         failures+=("$tag: the simulator reported an error")
         grep -A5 "zt-sim" "$tmp/$tag-sim.log" | head -n 20 | sed 's/^/    | /'
