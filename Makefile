@@ -97,7 +97,8 @@ $(BUILD)/engine/cpu/optim_cpu.o: CFLAGS += -ffp-contract=off
 $(BUILD)/engine/cpu/quant_cpu.o: CFLAGS += -ffp-contract=off
 # The fused attention's exp loops vectorise only when GCC may if-convert float
 # compares (engine/cpu/backend_cpu_flash.c); nothing reads FP exception flags.
-$(BUILD)/engine/cpu/backend_cpu_flash.o: CFLAGS += -fno-trapping-math
+# Its AVX-512 path must not fuse multiply-adds either (as the optimizer's).
+$(BUILD)/engine/cpu/backend_cpu_flash.o: CFLAGS += -fno-trapping-math -ffp-contract=off
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)

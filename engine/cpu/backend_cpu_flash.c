@@ -20,8 +20,17 @@
  * classifier's attention backward ~1.4x slower). The Makefile builds this
  * file with -fno-trapping-math, without which GCC does not if-convert the
  * clamp of flash_exp and leaves its loops scalar.
+ *
+ * The per-pair bodies are compiled for each ISA of engine/cpu/cpu.h
+ * (baseline, AVX2, AVX-512F) and the one zt_cpu_isa_get() names runs: the
+ * element-wise loops (flash_exp, the softmax's lanes, the gradient of the
+ * scores) take 4, 8 or 16 floats a vector; the GEMMs are OpenBLAS's either
+ * way. Every path gives the same bits: -ffp-contract=off (Makefile) keeps
+ * AVX-512's FMAs out, the lanes' sums keep their order, and each element sees
+ * the same operations whichever vector or scalar tail handles it.
  */
 #include "engine/cpu/backend_cpu_nn.h"
+#include "engine/cpu/cpu.h"
 #include "engine/rng.h"
 
 #include <cblas.h>
@@ -108,7 +117,8 @@ static inline float flash_exp(float x)
 /* Row i's probabilities in place over its `a` allowed scores, zeros up to
  * kmax; returns the log-sum-exp of scale * scores. The maximum skips NaN
  * scores unless the first is NaN, as a single running maximum does. */
-static float flash_softmax_row(float *row, int64_t a, int64_t kmax, float scale)
+static inline __attribute__((always_inline)) float flash_softmax_row(float *row, int64_t a,
+                                                                     int64_t kmax, float scale)
 {
     float lane[FLASH_LANES];
     int64_t full = a / FLASH_LANES * FLASH_LANES;
@@ -146,8 +156,9 @@ static float flash_softmax_row(float *row, int64_t a, int64_t kmax, float scale)
     return mx + logf(sum);
 }
 
-static void flash_pair_forward(const flash_geom *g, int64_t s, int64_t hh, float *y, float *lse,
-                               float *buf, const float *qkv)
+static inline __attribute__((always_inline)) void
+flash_pair_forward(const flash_geom *g, int64_t s, int64_t hh, float *y, float *lse, float *buf,
+                   const float *qkv)
 {
     int64_t t = g->t, c = g->c, hs = g->hs, ld = 3 * c;
     const float *q = qkv + s * t * ld + hh * hs, *k = q + c, *v = q + 2 * c;
@@ -184,9 +195,9 @@ static void flash_pair_forward(const flash_geom *g, int64_t s, int64_t hh, float
     }
 }
 
-static void flash_pair_backward(const flash_geom *g, int64_t s, int64_t hh, float *dqkv,
-                                const float *dy, const float *y, const float *lse, float *buf,
-                                const float *qkv)
+static inline __attribute__((always_inline)) void
+flash_pair_backward(const flash_geom *g, int64_t s, int64_t hh, float *dqkv, const float *dy,
+                    const float *y, const float *lse, float *buf, const float *qkv)
 {
     int64_t t = g->t, c = g->c, hs = g->hs, ld = 3 * c;
     const float *q = qkv + s * t * ld + hh * hs, *k = q + c, *v = q + 2 * c;
@@ -237,6 +248,40 @@ static void flash_pair_backward(const flash_geom *g, int64_t s, int64_t hh, floa
     }
 }
 
+/* ---- the bodies per ISA ---- */
+
+typedef void (*flash_fwd_fn)(const flash_geom *g, int64_t s, int64_t hh, float *y, float *lse,
+                             float *buf, const float *qkv);
+typedef void (*flash_bwd_fn)(const flash_geom *g, int64_t s, int64_t hh, float *dqkv,
+                             const float *dy, const float *y, const float *lse, float *buf,
+                             const float *qkv);
+
+#define FLASH_CLONES(suffix, attr)                                                              \
+    attr static void flash_fwd_##suffix(const flash_geom *g, int64_t s, int64_t hh, float *y,   \
+                                        float *lse, float *buf, const float *qkv)               \
+    {                                                                                           \
+        flash_pair_forward(g, s, hh, y, lse, buf, qkv);                                         \
+    }                                                                                           \
+    attr static void flash_bwd_##suffix(const flash_geom *g, int64_t s, int64_t hh,             \
+                                        float *dqkv, const float *dy, const float *y,           \
+                                        const float *lse, float *buf, const float *qkv)         \
+    {                                                                                           \
+        flash_pair_backward(g, s, hh, dqkv, dy, y, lse, buf, qkv);                              \
+    }
+
+FLASH_CLONES(baseline, )
+#if defined(__x86_64__)
+FLASH_CLONES(avx2, __attribute__((target(ZT_TARGET_AVX2))))
+FLASH_CLONES(avx512, __attribute__((target(ZT_TARGET_AVX512))))
+static const flash_fwd_fn flash_fwd[ZT_CPU_ISA_COUNT] = {flash_fwd_baseline, flash_fwd_avx2,
+                                                         flash_fwd_avx512};
+static const flash_bwd_fn flash_bwd[ZT_CPU_ISA_COUNT] = {flash_bwd_baseline, flash_bwd_avx2,
+                                                         flash_bwd_avx512};
+#else
+static const flash_fwd_fn flash_fwd[ZT_CPU_ISA_COUNT] = {flash_fwd_baseline};
+static const flash_bwd_fn flash_bwd[ZT_CPU_ISA_COUNT] = {flash_bwd_baseline};
+#endif
+
 static void cpu_attn_flash_forward(const zt_backend *be, float *y, float *lse, float *work,
                                    const float *qkv, int64_t n, int64_t h, int64_t t, int64_t c,
                                    float scale, bool causal, const int32_t *lengths,
@@ -246,9 +291,10 @@ static void cpu_attn_flash_forward(const zt_backend *be, float *y, float *lse, f
     if (n == 0 || t == 0)
         return;
     flash_geom g = flash_geom_of(n, h, t, c, scale, causal, lengths, drop);
+    const flash_fwd_fn fwd = flash_fwd[zt_cpu_isa_get()];
 #pragma omp parallel for schedule(static)
     for (int64_t pair = 0; pair < n * h; pair++)
-        flash_pair_forward(&g, pair / h, pair % h, y, lse, work + pair * 2 * g.tile * t, qkv);
+        fwd(&g, pair / h, pair % h, y, lse, work + pair * 2 * g.tile * t, qkv);
 }
 
 static void cpu_attn_flash_backward(const zt_backend *be, float *dqkv, const float *dy,
@@ -261,10 +307,10 @@ static void cpu_attn_flash_backward(const zt_backend *be, float *dqkv, const flo
     if (n == 0 || t == 0)
         return;
     flash_geom g = flash_geom_of(n, h, t, c, scale, causal, lengths, drop);
+    const flash_bwd_fn bwd = flash_bwd[zt_cpu_isa_get()];
 #pragma omp parallel for schedule(static)
     for (int64_t pair = 0; pair < n * h; pair++)
-        flash_pair_backward(&g, pair / h, pair % h, dqkv, dy, y, lse,
-                            work + pair * 2 * g.tile * t, qkv);
+        bwd(&g, pair / h, pair % h, dqkv, dy, y, lse, work + pair * 2 * g.tile * t, qkv);
 }
 
 void zt_backend_cpu_flash_ops(zt_backend *be)

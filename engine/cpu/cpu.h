@@ -30,7 +30,8 @@ void zt_adam_cpu(float *p, const float *g, float *m, float *v, int64_t n,
                  const zt_adam_hparams *hp);
 void zt_sgd_cpu(float *p, const float *g, float *buf, int64_t n, const zt_sgd_hparams *hp);
 
-/* The instruction sets the optimizer kernels are compiled for, narrowest
+/* The instruction sets the optimizer kernels and the fused attention's
+ * element-wise loops (backend_cpu_flash.c) are compiled for, narrowest
  * first. Every one gives bitwise the same results (no FMA, no reassociation);
  * they differ only in speed. On a non-x86 build only the baseline exists. */
 typedef enum {
@@ -39,6 +40,17 @@ typedef enum {
     ZT_CPU_ISA_AVX512,   /* AVX-512F, 16 floats a vector */
     ZT_CPU_ISA_COUNT
 } zt_cpu_isa;
+
+/* GCC target attributes of the wider paths. prefer-vector-width=512: without
+ * it GCC keeps to 256-bit vectors when tuning for most AVX-512 CPUs, which
+ * would make that path a second AVX2; clang has no such option and uses
+ * 512-bit vectors for an avx512f target anyway. */
+#define ZT_TARGET_AVX2 "avx2"
+#if defined(__clang__)
+#define ZT_TARGET_AVX512 "avx512f"
+#else
+#define ZT_TARGET_AVX512 "avx512f,prefer-vector-width=512"
+#endif
 
 /* "baseline", "avx2", "avx512" (ZT_CPU_ISA's spellings); "unknown" out of range. */
 const char *zt_cpu_isa_name(zt_cpu_isa isa);

@@ -180,23 +180,14 @@ static const char *const zt_isa_names[ZT_CPU_ISA_COUNT] = {"baseline", "avx2", "
  * not use. AVX-512F has fused multiply-adds of its own that the compiler
  * would contract into (176 of them in this file at -std=gnu11): only
  * -ffp-contract=off keeps them out, hence the Makefile's per-file flag.
- * prefer-vector-width=512: without it GCC keeps to 256-bit vectors when
- * tuning for most AVX-512 CPUs (-mtune=skylake-avx512, icelake-server, ...),
- * which would make that path a second AVX2; clang has no such attribute
- * option and uses 512-bit vectors for an avx512f target anyway. */
-#if defined(__clang__)
-#define ZT_TARGET_AVX512 "avx512f"
-#else
-#define ZT_TARGET_AVX512 "avx512f,prefer-vector-width=512"
-#endif
-
-__attribute__((target("avx2"))) static void
+ * ZT_TARGET_AVX512 (cpu.h) asks for 512-bit vectors. */
+__attribute__((target(ZT_TARGET_AVX2))) static void
 zt_adam_avx2(float *p, const float *g, float *m, float *v, int64_t n, const zt_adam_consts *c)
 {
     zt_adam_body(p, g, m, v, n, c);
 }
 
-__attribute__((target("avx2"))) static void
+__attribute__((target(ZT_TARGET_AVX2))) static void
 zt_sgd_avx2(float *p, const float *g, float *buf, int64_t n, const zt_sgd_consts *c)
 {
     zt_sgd_body(p, g, buf, n, c);

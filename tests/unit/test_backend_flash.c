@@ -7,7 +7,8 @@
  * spans two query tiles (64 + 6), and the dropout key extent (80) is larger
  * than t, as for a short batch. Tolerance: |got - ref| <= 1e-5 (1 + |ref|),
  * fp32 sums of at most 70 terms of magnitude ~1. The op is also run at 1 and
- * 2 threads: results must be bit-identical.
+ * 2 threads and on every ISA path this CPU runs (engine/cpu/cpu.h): results
+ * must be bit-identical.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,6 +23,7 @@
 #include <string.h>
 
 #include "engine/backend.h"
+#include "engine/cpu/cpu.h"
 #include "engine/rng.h"
 #include "tests/unit/test_nn.h"
 #include "tests/unit/test_rng.h"
@@ -155,6 +157,22 @@ static void run_case(const zt_backend *be, const flash_case *fc)
     assert_memory_equal(y1, y, sizeof(float) * N * T * C);
     assert_memory_equal(l1, lse, sizeof(float) * N * H * T);
     assert_memory_equal(d1, dqkv, sizeof(float) * N * T * 3 * C);
+
+    /* ISA independence: every path this CPU runs gives the same bits. */
+    const zt_cpu_isa in_use = zt_cpu_isa_get();
+    for (int isa = 0; isa < ZT_CPU_ISA_COUNT; isa++) {
+        if (!zt_cpu_isa_supported((zt_cpu_isa)isa))
+            continue;
+        assert_int_equal(zt_cpu_isa_set((zt_cpu_isa)isa), ZT_OK);
+        be->attn_flash_forward(be, y1, l1, work, qkv, N, H, T, C, scale, fc->causal,
+                               fc->lengths, &fc->drop);
+        be->attn_flash_backward(be, d1, dy, y1, l1, qkv, work, N, H, T, C, scale, fc->causal,
+                                fc->lengths, &fc->drop);
+        assert_memory_equal(y1, y, sizeof(float) * N * T * C);
+        assert_memory_equal(l1, lse, sizeof(float) * N * H * T);
+        assert_memory_equal(d1, dqkv, sizeof(float) * N * T * 3 * C);
+    }
+    assert_int_equal(zt_cpu_isa_set(in_use), ZT_OK);
     free(y1);
     free(l1);
     free(d1);
