@@ -6,8 +6,9 @@
  * broadcast), no (t, t) tensor and no atomics.
  *
  *   forward:  block = the query rows of one (sample, head); online softmax
- *             over key tiles (running max and sum, y rescaled once per tile);
- *             lse written last.
+ *             over key tiles (running max and sum, y rescaled once per tile,
+ *             or per chunk of FR_CHUNK keys on the register path); lse
+ *             written last.
  *   backward: D = rowsum(dy * y) into `work` (n, h, t); then dK and dV by
  *             blocks owning a run of keys, looping over query tiles in
  *             increasing order, and dQ by blocks owning a run of queries,
@@ -145,18 +146,26 @@ static __device__ void fr_stage(float *sh, int stride, const float *src, int64_t
     }
 }
 
-/* The key tile [j0, j0 + TL) (or up to kmax) of k and v into sk and sv,
- * between barriers; returns its rows. */
+/* A tile: the first `rows` rows of a (row stride lda) and of b (ldb) into
+ * sa and sb (TL rows of HSM each, zero padded), between barriers (the
+ * previous tile is done before, this one visible after). */
 template <int HSM, int TL>
-static __device__ int64_t fr_stage_kv(float *sk, float *sv, const float *k, const float *v,
-                                      const fl_geom &g, int64_t j0, int64_t kmax)
+static __device__ void fr_stage_tile(float *sa, const float *a, int64_t lda, float *sb,
+                                     const float *b, int64_t ldb, int64_t hs, int64_t rows)
 {
-    const int64_t rows = min_i64(TL, kmax - j0);
     __syncthreads();
-    fr_stage<HSM>(sk, HSM, k + j0 * g.ld, g.ld, g.hs, rows, TL);
-    fr_stage<HSM>(sv, HSM, v + j0 * g.ld, g.ld, g.hs, rows, TL);
+    fr_stage<HSM>(sa, HSM, a, lda, hs, rows, TL);
+    fr_stage<HSM>(sb, HSM, b, ldb, hs, rows, TL);
     __syncthreads();
-    return rows;
+}
+
+/* A thread's row of hs floats into registers, zero padded to HSM. */
+template <int HSM>
+static __device__ __forceinline__ void fr_load_row(float (&r)[HSM], const float *src, int64_t hs)
+{
+#pragma unroll
+    for (int d = 0; d < HSM; d++)
+        r[d] = d < hs ? src[d] : 0.0f;
 }
 
 template <int HSM>
@@ -174,16 +183,12 @@ static __global__ void __launch_bounds__(fr<HSM>::ROWS)
     const int64_t a = active ? fl_allowed(g, s, i) : 0;
     const uint64_t key = g.p > 0.0f ? fl_drop_key(g, s) : 0;
     const float *qi = q + (active ? i : 0) * g.ld;
-    float qr[HSM], o[HA]; // (hs) zero padded, and columns d0.. of y
-#pragma unroll
-    for (int d = 0; d < HSM; d++)
-        qr[d] = d < g.hs ? qi[d] : 0.0f;
-#pragma unroll
-    for (int d = 0; d < HA; d++)
-        o[d] = 0.0f;
+    float qr[HSM], o[HA] = {}; // (hs) zero padded, and columns d0.. of y
+    fr_load_row<HSM>(qr, qi, g.hs);
     float m = -INFINITY, l = 0.0f;
     for (int64_t j0 = 0; j0 < kmax; j0 += TL) {
-        const int64_t rows = fr_stage_kv<HSM, TL>(sk, sv, k, v, g, j0, kmax);
+        const int64_t rows = min_i64(TL, kmax - j0);
+        fr_stage_tile<HSM, TL>(sk, k + j0 * g.ld, g.ld, sv, v + j0 * g.ld, g.ld, g.hs, rows);
         const int64_t nj = min_i64(rows, a - j0);
         if (nj <= 0)
             continue;
@@ -256,17 +261,13 @@ static __global__ void __launch_bounds__(fr<HSM>::ROWS)
     const float li = active ? lse[pair * g.t + i] : 0.0f, di = active ? dd[pair * g.t + i] : 0.0f;
     const uint64_t key = g.p > 0.0f ? fl_drop_key(g, s) : 0;
     const float *qi = q + ir * g.ld, *dyi = sdy + threadIdx.x * OWN;
-    float qr[HSM], dq[HA]; // (hs) zero padded, and columns d0.. of dQ
-#pragma unroll
-    for (int d = 0; d < HSM; d++)
-        qr[d] = d < g.hs ? qi[d] : 0.0f;
-#pragma unroll
-    for (int d = 0; d < HA; d++)
-        dq[d] = 0.0f;
+    float qr[HSM], dq[HA] = {}; // (hs) zero padded, and columns d0.. of dQ
+    fr_load_row<HSM>(qr, qi, g.hs);
     /* Visible after the first tile's second barrier, the first use. */
     fr_stage<HSM>(sdy, OWN, dys + i0 * g.c, g.c, g.hs, min_i64(R, g.t - i0), R);
     for (int64_t j0 = 0; j0 < kmax; j0 += BT) {
-        const int64_t rows = fr_stage_kv<HSM, BT>(sk, sv, k, v, g, j0, kmax);
+        const int64_t rows = min_i64(BT, kmax - j0);
+        fr_stage_tile<HSM, BT>(sk, k + j0 * g.ld, g.ld, sv, v + j0 * g.ld, g.ld, g.hs, rows);
         const int64_t nj = min_i64(rows, a - j0);
 #pragma unroll 1
         for (int jj = 0; jj < nj; jj++) {
@@ -306,10 +307,7 @@ static __global__ void __launch_bounds__(fr<HSM>::ROWS)
     const bool active = j < g.t;
     const uint64_t key = g.p > 0.0f ? fl_drop_key(g, s) : 0;
     const float *kj = sk + threadIdx.x * OWN, *vj = sv + threadIdx.x * OWN;
-    float dk[HA], dv[HA]; // columns d0.. of dK and dV
-#pragma unroll
-    for (int d = 0; d < HA; d++)
-        dk[d] = dv[d] = 0.0f;
+    float dk[HA] = {}, dv[HA] = {}; // columns d0.. of dK and dV
     const int64_t len = g.lengths ? g.lengths[s] : g.t;
     /* Block-uniform: queries before the first key see none of it (causal),
      * and keys at or past the length are seen by no query. */
@@ -319,10 +317,7 @@ static __global__ void __launch_bounds__(fr<HSM>::ROWS)
     fr_stage<HSM>(sv, OWN, v + j0 * g.ld, g.ld, g.hs, min_i64(R, g.t - j0), R);
     for (int64_t i0 = start; i0 < g.t; i0 += BT) {
         const int64_t rows = min_i64(BT, g.t - i0);
-        __syncthreads();
-        fr_stage<HSM>(sq, HSM, q + i0 * g.ld, g.ld, g.hs, rows, BT);
-        fr_stage<HSM>(sdy, HSM, dys + i0 * g.c, g.c, g.hs, rows, BT);
-        __syncthreads();
+        fr_stage_tile<HSM, BT>(sq, q + i0 * g.ld, g.ld, sdy, dys + i0 * g.c, g.c, g.hs, rows);
         if (!active)
             continue;
 #pragma unroll 1
