@@ -3,6 +3,9 @@
 
   ztcheck.py dumps REF OTHER --tol T     relative L2 distance of two --dump-params files
   ztcheck.py losses REF OTHER --tol T    per-step loss histories of two --report files
+  ztcheck.py runs PAIRS --tol T          both of the above for every line "REF OTHER" of the
+                                         file PAIRS (REF.bin and REF.json against OTHER's):
+                                         one interpreter for a test's many comparisons
   ztcheck.py loss-falls REPORT           mean of the last 5 losses < mean of the first 5
   ztcheck.py estimate EST RUN --stage S --tol T [--offload-optimizer cpu] [--offload-param cpu]
                                          --estimate-memory JSON vs a training report at
@@ -50,6 +53,25 @@ def loss_distance(ref_path, other_path):
     if ref.shape != other.shape:
         return float("nan"), f"loss histories differ in length: {ref.size} vs {other.size}"
     return float(np.max(np.abs(other - ref) / np.maximum(np.abs(ref), 1e-30))), None
+
+
+def check_runs(pairs_path, tol):
+    """dump_distance and loss_distance of every "REF OTHER" line of pairs_path;
+    prints each failure and a count, True when none failed"""
+    pairs = [line.split() for line in open(pairs_path) if line.strip()]
+    bad = 0
+    for ref, other in pairs:
+        problems = []
+        for what, (d, problem) in (("params", dump_distance(ref + ".bin", other + ".bin")),
+                                   ("losses", loss_distance(ref + ".json", other + ".json"))):
+            if problem or not d <= tol:
+                problems.append(f"{what} {problem or f'{d:.3e} (tol {tol:g})'}")
+        if problems:
+            bad += 1
+            print(f"FAIL: {other} vs {ref}: " + "; ".join(problems))
+    print(f"{'ok' if bad == 0 else 'FAIL'}: {len(pairs) - bad} of {len(pairs)} pairs within {tol:g}"
+          " in params and losses")
+    return bad == 0 and len(pairs) > 0
 
 
 def close(a, b, tol):
@@ -160,7 +182,7 @@ def rel_l2(a, b):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["dumps", "losses", "loss-falls", "estimate", "ckpt"])
+    ap.add_argument("what", choices=["dumps", "losses", "runs", "loss-falls", "estimate", "ckpt"])
     ap.add_argument("files", nargs="+")
     ap.add_argument("--tol", type=float, default=1e-6)
     ap.add_argument("--stage", type=int, default=0)
@@ -179,6 +201,8 @@ def main():
             sys.exit("FAIL: estimate needs EST RUN")
         ok = check_estimate(args.files[0], args.files[1], args.stage, args.tol,
                             args.offload_optimizer, args.offload_param)
+    elif args.what == "runs":
+        ok = check_runs(args.files[0], args.tol)
     elif args.what == "dumps":
         d, problem = dump_distance(*args.files)
         if problem:
