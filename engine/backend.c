@@ -33,4 +33,5 @@ void zt_backend_unfuse(zt_backend *be)
     be->residual_layernorm_forward = NULL;
     be->linear_act_forward = NULL;
     be->act_bias_grad = NULL;
+    be->linear_backward = NULL;
 }

@@ -211,8 +211,8 @@ struct zt_backend {
                           int64_t n);
     /* ---- Fused epilogues. Each gives exactly the float32 results of the
      * unfused sequence it replaces (the op-by-op path of --fused-ops off, which
-     * leaves these three NULL and makes models/layers.c take that sequence),
-     * in fewer passes over memory. ---- */
+     * leaves these four NULL and makes models/layers.c take that sequence),
+     * in fewer passes over memory or with more of the device busy. ---- */
 
     /* Residual add + layernorm, one pass per row: x1 = x + branch (what
      * copy_d2d + axpy gave), then y, mean, rstd as layernorm_forward(x1).
@@ -236,6 +236,17 @@ struct zt_backend {
     void (*act_bias_grad)(const zt_backend *be, float *dpre, float *dbias, const float *dy,
                           const float *pre, int64_t rows, int64_t cols, zt_act act,
                           bool accumulate);
+    /* A linear layer's backward, the three ops of its unfused sequence in one
+     * call: dw(out, in) = (accumulate ? dw : 0) + dy^T x (gemm), dbias(out)
+     * likewise (bias_grad; skipped when NULL), dx(rows, in) = (dx_accumulate ?
+     * dx : 0) + dy w (gemm; skipped when NULL). dy (rows, out) has row stride
+     * ldy >= out, and ldy == out where dbias is given. The two products are
+     * independent, so a backend may run them at the same time: dx must not
+     * overlap dy, x or w (models/layers.c runs an in-place dx == x op by op). */
+    void (*linear_backward)(const zt_backend *be, float *dx, float *dw, float *dbias,
+                            const float *dy, int64_t ldy, const float *x, const float *w,
+                            int64_t rows, int64_t in, int64_t out, bool accumulate,
+                            bool dx_accumulate);
     /* For i in [0, batch): C_i = alpha op(A_i) op(B_i) + beta C_i with A_i = a + i *
      * stride_a, B_i = b + i * stride_b, C_i = c + i * stride_c; otherwise as gemm.
      * The C_i must not overlap. k == 0 gives C = beta C (beta == 0 writes zeros)
@@ -371,7 +382,7 @@ extern const zt_backend_entry zt_backend_cuda_entry;
 const zt_backend_entry *zt_backend_find(zt_device_kind kind);
 
 /* Clears the fused ops (residual_layernorm_forward, linear_act_forward,
- * act_bias_grad), so models/layers.c runs the op-by-op sequences they
+ * act_bias_grad, linear_backward), so models/layers.c runs the op-by-op sequences they
  * replace: --fused-ops off, the comparison the fused path is tested against. */
 void zt_backend_unfuse(zt_backend *be);
 

@@ -179,29 +179,33 @@ static void layer_backward(const zt_unit *u, const zt_backend *be, const float *
     be->layernorm_backward(be, v.w_z, v.dp[L_N2W], v.dp[L_N2B], dy, v.z2, v.mean2, v.rstd2,
                            v.p[L_N2W], rows, e, false, acc);
     drop_into(be, v.w_t, v.w_z, rows * e, &d[3]);
-    drop_into(be, v.w_h, v.act, rows * h, &d[2]); // the dropped activation linear2 saw
-    be->gemm(be, true, false, e, h, rows, 1.0f, v.w_t, e, v.w_h, h, acc ? 1.0f : 0.0f,
-             v.dp[L_W2], h); // dW2 (E, H)
-    be->bias_grad(be, v.dp[L_B2], v.w_t, rows, e, acc);
-    be->gemm(be, false, false, rows, h, e, 1.0f, v.w_t, e, v.p[L_W2], h, 0.0f, v.w_h, h);
+    /* The activation linear2 saw: dropped into w_h, where its input gradient
+     * then goes too (in place); without dropout, act itself. */
+    const float *seen = v.act;
+    if (d[2].p > 0.0f) {
+        drop_into(be, v.w_h, v.act, rows * h, &d[2]);
+        seen = v.w_h;
+    }
+    zt_linear_backward(be, v.w_h, v.dp[L_W2], v.dp[L_B2], v.w_t, e, seen, v.p[L_W2], rows, h, e,
+                       acc, false); // dW2 (E, H), db2, dact (rows, H)
     drop_into(be, v.w_h, v.w_h, rows * h, &d[2]);
     zt_act_bias_grad(be, v.w_h, v.dp[L_B1], v.w_h, v.gelu ? v.hid : v.act, rows, h,
                      v.gelu ? ZT_ACT_GELU : ZT_ACT_RELU, acc);
     be->copy_d2d(be, v.w_x1, v.w_z, floats(rows * e));
-    zt_linear_backward(be, v.w_x1, v.dp[L_W1], NULL, v.w_h, v.x1, v.p[L_W1], rows, e, h,
+    zt_linear_backward(be, v.w_x1, v.dp[L_W1], NULL, v.w_h, h, v.x1, v.p[L_W1], rows, e, h,
                        acc, true); // dx1 = dz2 + linear1's input gradient
 
     /* norm1, then the attention branch; dz1 also flows to x directly. */
     be->layernorm_backward(be, v.w_z, v.dp[L_N1W], v.dp[L_N1B], v.w_x1, v.z1, v.mean1, v.rstd1,
                            v.p[L_N1W], rows, e, false, acc);
     drop_into(be, v.w_t, v.w_z, rows * e, &d[1]);
-    zt_linear_backward(be, v.w_ay, v.dp[L_OUTW], v.dp[L_OUTB], v.w_t, v.atty, v.p[L_OUTW], rows,
-                       e, e, acc, false);
+    zt_linear_backward(be, v.w_ay, v.dp[L_OUTW], v.dp[L_OUTB], v.w_t, e, v.atty, v.p[L_OUTW],
+                       rows, e, e, acc, false);
     zt_attention_backward(be, v.w_qkv, v.w_ay, v.atty, v.att, v.qkv, v.w_att, &v.shape, &d[0]);
     if (dx)
         be->copy_d2d(be, dx, v.w_z, floats(rows * e));
-    zt_linear_backward(be, dx, v.dp[L_INW], v.dp[L_INB], v.w_qkv, x, v.p[L_INW], rows, e, 3 * e,
-                       acc, true);
+    zt_linear_backward(be, dx, v.dp[L_INW], v.dp[L_INB], v.w_qkv, 3 * e, x, v.p[L_INW], rows, e,
+                       3 * e, acc, true);
 }
 
 /* in_proj Linear(E, 3E), Q K^T, scale, softmax, att V, out_proj Linear(E, E),
@@ -285,12 +289,11 @@ static void head_backward(const zt_unit *u, const zt_backend *be, const float *p
     float *dact = work, *dpooled = work + n * h;
     zt_dropout_desc d = zt_layer_dropout(u, 0, b, 1, 1, h, 1, h);
     drop_into(be, dact, act, n * h, &d); // the dropped activation fc2 saw
-    be->gemm(be, true, false, k, h, n, 1.0f, dy, k, dact, h, accumulate ? 1.0f : 0.0f, dw2, h);
-    be->bias_grad(be, db2, dy, n, k, accumulate);
-    be->gemm(be, false, false, n, h, k, 1.0f, dy, k, w2, h, 0.0f, dact, h); // (n, H)
+    zt_linear_backward(be, dact, dw2, db2, dy, k, dact, w2, n, h, k, accumulate,
+                       false); // in place: dact (n, H)
     drop_into(be, dact, dact, n * h, &d);
     be->relu_backward(be, dact, dact, act, n * h);
-    zt_linear_backward(be, dpooled, dw1, db1, dact, pooled, w1, n, e, h, accumulate, false);
+    zt_linear_backward(be, dpooled, dw1, db1, dact, h, pooled, w1, n, e, h, accumulate, false);
     if (dx)
         be->mean_pool_backward(be, dx, dpooled, b->lengths, n, b->t, e);
 }

@@ -182,10 +182,11 @@ static void block_backward(const zt_unit *u, const zt_backend *be, const float *
         be->dropout(be, dbranch, dy, &d_mlp);
     else
         be->copy_d2d(be, dbranch, dy, (size_t)(rows * c) * sizeof(float));
-    zt_linear_backward(be, v.w_f, v.dfpw, v.dfpb, dbranch, v.fca, v.fpw, rows, f, c, acc, false);
+    zt_linear_backward(be, v.w_f, v.dfpw, v.dfpb, dbranch, c, v.fca, v.fpw, rows, f, c, acc,
+                       false);
     zt_act_bias_grad(be, v.w_f, v.dfcb, v.w_f, v.gelu ? v.fch : v.fca, rows, f,
                      v.gelu ? ZT_ACT_GELU : ZT_ACT_RELU, acc);
-    zt_linear_backward(be, v.w_c2, v.dfcw, NULL, v.w_f, v.ln2, v.fcw, rows, c, f, acc, false);
+    zt_linear_backward(be, v.w_c2, v.dfcw, NULL, v.w_f, f, v.ln2, v.fcw, rows, c, f, acc, false);
     be->layernorm_backward(be, dy, v.dln2w, v.dln2b, v.w_c2, v.x1, v.mean2, v.rstd2, v.ln2w, rows,
                            c, true, acc); // dy is now dL/dx1
 
@@ -194,11 +195,11 @@ static void block_backward(const zt_unit *u, const zt_backend *be, const float *
         be->dropout(be, dbranch, dy, &d_proj);
     else
         be->copy_d2d(be, dbranch, dy, (size_t)(rows * c) * sizeof(float));
-    zt_linear_backward(be, v.w_c2, v.dprojw, v.dprojb, dbranch, v.atty, v.projw, rows, c, c, acc,
-                       false);
+    zt_linear_backward(be, v.w_c2, v.dprojw, v.dprojb, dbranch, c, v.atty, v.projw, rows, c, c,
+                       acc, false);
     zt_attention_backward(be, v.w_qkv, v.w_c2, v.atty, v.att, v.qkv, v.w_att, &v.shape, &d_att);
-    zt_linear_backward(be, v.w_c3, v.dqkvw, v.dqkvb, v.w_qkv, v.ln1, v.qkvw, rows, c, 3 * c, acc,
-                       false);
+    zt_linear_backward(be, v.w_c3, v.dqkvw, v.dqkvb, v.w_qkv, 3 * c, v.ln1, v.qkvw, rows, c,
+                       3 * c, acc, false);
     if (!dx) {
         be->layernorm_backward(be, v.w_c2, v.dln1w, v.dln1b, v.w_c3, x, v.mean1, v.rstd1, v.ln1w,
                                rows, c, false, acc);
@@ -295,9 +296,8 @@ static void head_backward(const zt_unit *u, const zt_backend *be, const float *p
     const float *lnw = params, *w = params + 2 * c;
     float *dlnw = dparams, *dlnb = dparams + c, *dw = dparams + 2 * c, *db = dw + vocab * c;
     const float *ln = saved, *mean = saved + b->n * seq * c, *rstd = mean + b->n * seq;
-    // dy: (rows, Vp), its padding columns 0
-    be->gemm(be, true, false, vocab, c, rows, 1.0f, dy, vp, ln, c, accumulate ? 1.0f : 0.0f, dw,
-             c); // (V, C)
+    // dy: (rows, Vp), its padding columns 0; dW (V, C), dX (rows, C) into work
+    zt_linear_backward(be, work, dw, NULL, dy, vp, ln, w, rows, c, vocab, accumulate, false);
     if (vp > vocab) {
         float *pg = head_pad(u, work, b); // (Vp)
         if (accumulate) {
@@ -309,7 +309,6 @@ static void head_backward(const zt_unit *u, const zt_backend *be, const float *p
     } else {
         be->bias_grad(be, db, dy, rows, vocab, accumulate);
     }
-    be->gemm(be, false, false, rows, c, vocab, 1.0f, dy, vp, w, c, 0.0f, work, c); // (rows, C)
     be->layernorm_backward(be, dx ? dx : work + rows * c, dlnw, dlnb, work, x, mean, rstd, lnw,
                            rows, c, false, accumulate);
 }

@@ -11,15 +11,20 @@ void zt_linear_forward(const zt_backend *be, float *y, const float *x, const flo
 }
 
 void zt_linear_backward(const zt_backend *be, float *dx, float *dw, float *db, const float *dy,
-                        const float *x, const float *w, int64_t rows, int64_t in, int64_t out,
-                        bool accumulate, bool dx_accumulate)
+                        int64_t ldy, const float *x, const float *w, int64_t rows, int64_t in,
+                        int64_t out, bool accumulate, bool dx_accumulate)
 {
-    be->gemm(be, true, false, out, in, rows, 1.0f, dy, out, x, in, accumulate ? 1.0f : 0.0f, dw,
+    if (be->linear_backward && dx != x) {
+        be->linear_backward(be, dx, dw, db, dy, ldy, x, w, rows, in, out, accumulate,
+                            dx_accumulate);
+        return;
+    }
+    be->gemm(be, true, false, out, in, rows, 1.0f, dy, ldy, x, in, accumulate ? 1.0f : 0.0f, dw,
              in); // (out, in)
     if (db)
         be->bias_grad(be, db, dy, rows, out, accumulate);
     if (dx)
-        be->gemm(be, false, false, rows, in, out, 1.0f, dy, out, w, in,
+        be->gemm(be, false, false, rows, in, out, 1.0f, dy, ldy, w, in,
                  dx_accumulate ? 1.0f : 0.0f, dx, in); // (rows, in)
 }
 

@@ -28,11 +28,14 @@
 /* y(rows, out) = x(rows, in) w^T + b; w (out, in), b (out) or NULL. */
 void zt_linear_forward(const zt_backend *be, float *y, const float *x, const float *w,
                        const float *b, int64_t rows, int64_t in, int64_t out);
-/* dw (+)= dy^T x, db (+)= column sums of dy (accumulate: add), and, unless dx
- * is NULL, dx = (dx_accumulate ? dx : 0) + dy w. */
+/* dw (+)= dy^T x, db (+)= column sums of dy (accumulate: add; skipped when
+ * db is NULL), and, unless dx is NULL, dx = (dx_accumulate ? dx : 0) + dy w;
+ * dy (rows, out) has row stride ldy (> out only without db). dx may be x (in
+ * place): dw and db are then made first, op by op; otherwise the backend's
+ * linear_backward may run the two products at once. */
 void zt_linear_backward(const zt_backend *be, float *dx, float *dw, float *db, const float *dy,
-                        const float *x, const float *w, int64_t rows, int64_t in, int64_t out,
-                        bool accumulate, bool dx_accumulate);
+                        int64_t ldy, const float *x, const float *w, int64_t rows, int64_t in,
+                        int64_t out, bool accumulate, bool dx_accumulate);
 
 /* The fused epilogues (backend.h), or the op-by-op sequence they replace
  * when the backend leaves them NULL (--fused-ops off): the same float32

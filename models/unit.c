@@ -90,10 +90,8 @@ static void linear_relu_backward(const zt_unit *u, const zt_backend *be, const f
     float *dbias = dparams + out * in; // (out)
     float *dz = dy;                    // (n, out): dy through the ReLU, in place
     zt_act_bias_grad(be, dz, dbias, dy, y, b->n, out, ZT_ACT_RELU, accumulate);
-    be->gemm(be, true, false, out, in, b->n, 1.0f, dz, out, x, in, accumulate ? 1.0f : 0.0f, dw,
-             in);
-    if (dx)
-        be->gemm(be, false, false, b->n, in, out, 1.0f, dz, out, w, in, 0.0f, dx, in); // (n, in)
+    zt_linear_backward(be, dx, dw, NULL, dz, out, x, w, b->n, in, out, accumulate,
+                       false); // dw (out, in), dx (n, in)
 }
 
 /* Linear (n, in) -> (n, out), ReLU on the output. */

@@ -454,6 +454,22 @@ static void p_act_bias_grad(const zt_backend *be, float *dpre, float *dbias, con
     inner_of(be)->act_bias_grad(inner_of(be), dpre, dbias, dy, pre, rows, cols, act, accumulate);
     op_end(be);
 }
+/* Run and counted as its unfused sequence (gemm, bias_grad, gemm), what a
+ * backend without the op calls, so the counts do not depend on the device
+ * and --profile-time times each product alone. */
+static void p_linear_backward(const zt_backend *be, float *dx, float *dw, float *dbias,
+                              const float *dy, int64_t ldy, const float *x, const float *w,
+                              int64_t rows, int64_t in, int64_t out, bool accumulate,
+                              bool dx_accumulate)
+{
+    p_gemm(be, true, false, out, in, rows, 1.0f, dy, ldy, x, in, accumulate ? 1.0f : 0.0f, dw,
+           in);
+    if (dbias)
+        p_bias_grad(be, dbias, dy, rows, out, accumulate);
+    if (dx)
+        p_gemm(be, false, false, rows, in, out, 1.0f, dy, ldy, w, in, dx_accumulate ? 1.0f : 0.0f,
+               dx, in);
+}
 static void p_attn_softmax_forward(const zt_backend *be, float *att, int64_t n, int64_t h,
                                    int64_t t, float scale, bool causal, const int32_t *lengths)
 {
@@ -658,6 +674,7 @@ zt_status zt_profile_wrap(zt_backend *wrapper, const zt_backend *inner,
         inner->residual_layernorm_forward ? p_residual_layernorm_forward : NULL;
     wrapper->linear_act_forward = inner->linear_act_forward ? p_linear_act_forward : NULL;
     wrapper->act_bias_grad = inner->act_bias_grad ? p_act_bias_grad : NULL;
+    wrapper->linear_backward = inner->linear_backward ? p_linear_backward : NULL;
     wrapper->gemm_batched = p_gemm_batched;
     wrapper->attn_softmax_forward = p_attn_softmax_forward;
     wrapper->attn_softmax_backward = p_attn_softmax_backward;

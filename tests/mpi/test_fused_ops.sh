@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The fused epilogues (residual + layernorm, linear + bias + activation,
-# activation gradient + bias gradient; backend.h) against the op-by-op path
+# The fused ops (residual + layernorm, linear + bias + activation, activation
+# gradient + bias gradient, linear backward; backend.h) against the op-by-op path
 # they replace, run by the same binary with --fused-ops off: over 8 fp32 AdamW
 # steps at np 2 (ZeRO stage 1) the per-step losses must agree to 1e-5
 # (relative), and on the CPU, where the fused ops keep the unfused float32
@@ -8,7 +8,9 @@
 # CUDA backend too, whose fused kernels keep its own op-by-op expressions and
 # sums: tests/cudasim/test_fused_ops.sh runs this script there with ZT_SIM=1).
 # GPT-lite and the classifier run with GELU and with ReLU, with dropout 0.1 (the
-# branch dropout before the fused residual add keeps its keyed mask), and the MLP.
+# branch dropout before the fused residual add keeps its keyed mask), and the MLP;
+# on the CPU each model also at np 1 on two threads, where the linear backward
+# runs its two products at once.
 set -eu
 cd "$(dirname "$0")/../.."
 source tests/env.sh
@@ -37,7 +39,7 @@ run() { # tag fused model-args...
     local tag=$1 fused=$2
     shift 2
     # shellcheck disable=SC2086 # ZT_DEVICE_FLAGS is a list of flags
-    if ! timeout 300 $ZT_MPIRUN -np 2 "$ZT_BIN" --config "$tmp/cfg.json" ${ZT_DEVICE_FLAGS:---device cpu} \
+    if ! timeout 300 $ZT_MPIRUN -np "${NP:-2}" "$ZT_BIN" --config "$tmp/cfg.json" ${ZT_DEVICE_FLAGS:---device cpu} \
         --steps 8 --seed 7 --fused-ops "$fused" "$@" --dump-params "$tmp/$tag.bin" \
         --report "$tmp/$tag.json" >"$tmp/$tag.log" 2>&1; then
         failures+=("$tag: zerotrain failed")
@@ -65,9 +67,19 @@ for case in gpt:gelu gpt:relu cls:gelu cls:relu mlp:; do
         compare "$tag"
     unset -n args
 done
+# On two threads the CPU backend's linear backward runs its two products at
+# once (one thread each): np 1, the same bits as --fused-ops off again.
+if [ -z "${ZT_SIM:-}" ]; then
+    for m in gpt cls mlp; do
+        declare -n args=$m
+        NP=1 OMP_NUM_THREADS=2 run "$m-2t-on" on "${args[@]}" &&
+            NP=1 OMP_NUM_THREADS=2 run "$m-2t-off" off "${args[@]}" && compare "$m-2t"
+        unset -n args
+    done
+fi
 if [ "${#failures[@]}" -gt 0 ]; then
     echo "FAIL: ${#failures[@]} problems:"
     printf '  %s\n' "${failures[@]}"
     exit 1
 fi
-echo "ok: 5 models, fused and --fused-ops off agree (losses within 1e-5, same weights) in $((SECONDS - t0)) s"
+echo "ok: 5 models$([ -z "${ZT_SIM:-}" ] && echo ", and 3 on two threads"), fused and --fused-ops off agree (losses within 1e-5, same weights) in $((SECONDS - t0)) s"

@@ -1,6 +1,7 @@
 /*
  * test_backend_fused: the CPU backend's fused epilogues (residual +
  * layernorm, linear + bias + activation, activation gradient + bias gradient)
+ * and its linear backward (both products at once on two threads)
  * against independent float64 references written here (naive loops), against
  * the op-by-op sequences they replace (the --fused-ops off path, which must
  * give the same bits), and across thread counts (identical bits).
@@ -8,7 +9,8 @@
  * Tolerances: x1 = x + branch is one correctly rounded add, so exact;
  * layernorm outputs within 1e-5 of the reference (|y| ~ 1); linear outputs
  * within 1e-5 of the sum of |x w| terms plus |b|; dpre within 1e-5 relative
- * (one product and a tanh); dbias within 1e-5 of the column's sum of |dpre|.
+ * (one product and a tanh); dbias within 1e-5 of the column's sum of |dpre|;
+ * a linear backward's dw and dx within 1e-5 of their sums of |terms|.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -232,17 +234,100 @@ static void test_act_bias_grad(void **state)
                 act_bias_grad_case(be, shapes[sh][0], shapes[sh][1], act, acc);
 }
 
-/* --fused-ops off clears exactly the three fused ops. */
+/* ---- linear backward: both products at once ---- */
+
+static void linear_backward_case(const zt_backend *be, int64_t rows, int64_t in, int64_t out,
+                                 int64_t ldy, bool with_db, bool with_dx, bool acc, bool dx_acc)
+{
+    float *dy = xmalloc_floats(rows * ldy), *x = xmalloc_floats(rows * in),
+          *w = xmalloc_floats(out * in), *dw0 = xmalloc_floats(out * in),
+          *db0 = xmalloc_floats(out), *dx0 = xmalloc_floats(rows * in);
+    fill_uniform(dy, rows * ldy, -1, 1);
+    fill_uniform(x, rows * in, -1, 1);
+    fill_uniform(w, out * in, -1, 1);
+    fill_uniform(dw0, out * in, -1, 1);
+    fill_uniform(db0, out, -1, 1);
+    fill_uniform(dx0, rows * in, -1, 1);
+    /* The op-by-op sequence it replaces, on every thread. */
+    float *dwu = dup_floats(dw0, out * in), *dbu = dup_floats(db0, out),
+          *dxu = dup_floats(dx0, rows * in);
+    be->gemm(be, true, false, out, in, rows, 1.0f, dy, ldy, x, in, acc ? 1.0f : 0.0f, dwu, in);
+    if (with_db)
+        be->bias_grad(be, dbu, dy, rows, out, acc);
+    if (with_dx)
+        be->gemm(be, false, false, rows, in, out, 1.0f, dy, ldy, w, in, dx_acc ? 1.0f : 0.0f, dxu,
+                 in);
+    /* Two threads (the products at once), then one (in turn): the same bits. */
+    int threads = omp_get_max_threads();
+    for (int t = 2; t >= 1; t--) {
+        omp_set_num_threads(t);
+        float *dw = dup_floats(dw0, out * in), *db = dup_floats(db0, out),
+              *dx = dup_floats(dx0, rows * in);
+        be->linear_backward(be, with_dx ? dx : NULL, dw, with_db ? db : NULL, dy, ldy, x, w, rows,
+                            in, out, acc, dx_acc);
+        assert_floats_equal(dw, dwu, out * in, "dw");
+        assert_floats_equal(db, dbu, out, "dbias");
+        assert_floats_equal(dx, dxu, rows * in, "dx");
+        free(dw), free(db), free(dx);
+    }
+    omp_set_num_threads(threads);
+    /* And against float64 sums (dbias is bias_grad's, tested with act_bias_grad). */
+    for (int64_t o = 0; o < out; o++)
+        for (int64_t i = 0; i < in; i++) {
+            double v = acc ? dw0[o * in + i] : 0.0, mag = fabs(v);
+            for (int64_t r = 0; r < rows; r++) {
+                v += (double)dy[r * ldy + o] * x[r * in + i];
+                mag += fabs((double)dy[r * ldy + o] * x[r * in + i]);
+            }
+            if (fabs(dwu[o * in + i] - v) > 1e-5 * mag + 1e-6)
+                fail_msg("dw[%ld][%ld] = %.9g, reference %.9g", (long)o, (long)i,
+                         dwu[o * in + i], v);
+        }
+    for (int64_t r = 0; with_dx && r < rows; r++)
+        for (int64_t i = 0; i < in; i++) {
+            double v = dx_acc ? dx0[r * in + i] : 0.0, mag = fabs(v);
+            for (int64_t o = 0; o < out; o++) {
+                v += (double)dy[r * ldy + o] * w[o * in + i];
+                mag += fabs((double)dy[r * ldy + o] * w[o * in + i]);
+            }
+            if (fabs(dxu[r * in + i] - v) > 1e-5 * mag + 1e-6)
+                fail_msg("dx[%ld][%ld] = %.9g, reference %.9g", (long)r, (long)i,
+                         dxu[r * in + i], v);
+        }
+    free(dwu), free(dbu), free(dxu);
+    free(dy), free(x), free(w), free(dw0), free(db0), free(dx0);
+}
+
+static void test_linear_backward(void **state)
+{
+    const zt_backend *be = *state;
+    rng_seed(34);
+    /* rows, in, out, ldy: small; OpenBLAS-threaded sizes; a padded dy (the
+     * lm_head's vocabulary, no bias). */
+    const int64_t shapes[][4] = {{7, 5, 9, 9}, {300, 96, 130, 130}, {64, 48, 65, 128}};
+    for (size_t sh = 0; sh < 3; sh++)
+        for (int v = 0; v < 16; v++) {
+            bool with_db = v & 1, with_dx = v & 2, acc = v & 4, dx_acc = v & 8;
+            if (with_db && shapes[sh][3] != shapes[sh][2])
+                continue;
+            linear_backward_case(be, shapes[sh][0], shapes[sh][1], shapes[sh][2], shapes[sh][3],
+                                 with_db, with_dx, acc, dx_acc);
+        }
+}
+
+/* --fused-ops off clears exactly the four fused ops. */
 static void test_unfuse(void **state)
 {
     zt_backend be = *(const zt_backend *)*state;
     assert_non_null(be.residual_layernorm_forward);
     assert_non_null(be.linear_act_forward);
     assert_non_null(be.act_bias_grad);
+    assert_non_null(be.linear_backward);
     zt_backend_unfuse(&be);
     assert_null(be.residual_layernorm_forward);
     assert_null(be.linear_act_forward);
     assert_null(be.act_bias_grad);
+    assert_null(be.linear_backward);
     assert_non_null(be.layernorm_forward);
 }
 
@@ -252,6 +337,7 @@ int main(void)
         cmocka_unit_test(test_residual_layernorm),
         cmocka_unit_test(test_linear_act_forward),
         cmocka_unit_test(test_act_bias_grad),
+        cmocka_unit_test(test_linear_backward),
         cmocka_unit_test(test_unfuse),
     };
     return cmocka_run_group_tests_name("backend_fused", tests, setup, teardown);

@@ -37,8 +37,8 @@ static const struct {
     OP(convert), OP(embedding_forward), OP(embedding_backward), OP(sinusoid_add),
     OP(layernorm_forward), OP(layernorm_backward), OP(gelu_forward), OP(gelu_backward),
     OP(residual_layernorm_forward), OP(linear_act_forward), OP(act_bias_grad),
-    OP(gemm_batched), OP(attn_softmax_forward), OP(attn_softmax_backward), OP(attn_flash_forward),
-    OP(attn_flash_backward), OP(dropout),
+    OP(linear_backward), OP(gemm_batched), OP(attn_softmax_forward), OP(attn_softmax_backward),
+    OP(attn_flash_forward), OP(attn_flash_backward), OP(dropout),
     OP(mean_pool_forward), OP(mean_pool_backward), OP(quantize), OP(dequantize), OP(adam),
     OP(sgd),
 };
