@@ -45,10 +45,21 @@ void cmd_print_error(const zt_world *w)
 
 int cmd_agreed_failure(zt_world *w, zt_status local)
 {
+    /* A lost peer (this rank's failed transfer or watchdog, or the
+     * agreement's own): the others cannot be waited for, in the agreement
+     * or in MPI_Finalize, so the job ends here. */
+    if (local == ZT_ERR_COMM) {
+        cmd_print_error(w);
+        MPI_Abort(w->comm, cmd_exit_code(local));
+    }
     int first = -1;
     zt_status st = zt_world_agree(w, local, &first);
     if (st == ZT_OK)
         return 0;
+    if (first < 0) {
+        cmd_print_error(w);
+        MPI_Abort(w->comm, cmd_exit_code(st));
+    }
     if (w->rank == first)
         cmd_print_error(w);
     zt_world_free(w);

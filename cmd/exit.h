@@ -34,7 +34,9 @@ void cmd_print_error(const zt_world *w);
 
 /* An error all ranks know about: 0 when every rank is fine; otherwise the
  * first failing rank prints, the world and MPI are finalised and the exit
- * code is returned. */
+ * code is returned. A communication failure (ZT_ERR_COMM here, or the
+ * agreement's own watchdog: a lost peer) is printed and ends the job with
+ * MPI_Abort instead, since the lost peer cannot be waited for. */
 int cmd_agreed_failure(zt_world *w, zt_status local);
 
 /* An error on this rank alone mid-run: print and take the whole job down. */

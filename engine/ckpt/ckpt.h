@@ -83,9 +83,11 @@
  * zt_ckpt_restore, and zt_ckpt_open when given a world. zt_ckpt_consolidate
  * and the pure functions run in one process (no MPI).
  *
- * Testing aid: ZT_CKPT_FAIL_AFTER_BYTES=N makes saving fail with "No space left
+ * Testing aids: ZT_CKPT_FAIL_AFTER_BYTES=N makes saving fail with "No space left
  * on device" once this process has written N bytes of checkpoint files in
- * all (for tests where a small tmpfs cannot be mounted).
+ * all (for tests where a small tmpfs cannot be mounted); ZT_CKPT_STALL_RANK=R
+ * makes world rank R sleep 30 s as each save starts (a peer lost in the
+ * middle of a save: the others' watchdog must end the job).
  */
 #ifndef ZT_CKPT_H
 #define ZT_CKPT_H

@@ -72,6 +72,8 @@ typedef struct {
 
 /* Reads ZT_CKPT_FAIL_AFTER_BYTES (ckpt.h) the first time a save starts. */
 void zt_ckpt_fail_after_init(void);
+/* ZT_CKPT_STALL_RANK (ckpt.h): sleeps 30 s when it names `rank`. */
+void zt_ckpt_stall_if_asked(int rank);
 /* hint NULL: a save's file (the hints name --save-dir and DIR/latest). */
 zt_status zt_ckpt_out_open(zt_ckpt_out *o, const char *path, const char *hint);
 zt_status zt_ckpt_out_write(zt_ckpt_out *o, const void *buf, size_t n);

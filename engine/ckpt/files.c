@@ -33,6 +33,13 @@ void zt_ckpt_fail_after_init(void)
     ckpt_budget_read = true;
 }
 
+void zt_ckpt_stall_if_asked(int rank)
+{
+    const char *r = getenv("ZT_CKPT_STALL_RANK");
+    if (r && *r && strtol(r, NULL, 10) == rank)
+        sleep(30);
+}
+
 const char *const zt_ckpt_hint_write =
     "check free space and permissions on that file system, or choose another --save-dir; "
     "the previous checkpoint and DIR/latest are untouched";

@@ -5,6 +5,7 @@
  * keep_last; and the check that a --save-dir can be written before training.
  */
 #include "engine/ckpt/ckpt_impl.h"
+#include "engine/comm/comm.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -73,23 +74,33 @@ static zt_status ckpt_write_shard(zt_trainer *t, const zt_ckpt_src *v, const zt_
         zt_ckpt_header_encode(&h, head);
         st = zt_ckpt_out_write(o, head, zt_ckpt_header_bytes(h.n_units));
     }
-    for (uint32_t k = 0; k < n_sections; k++)
-        for (int g = 0; g < lay->n_units; g++) {
+    /* Every slice a later stage sends is received even after a local
+     * failure, so that stage is not left waiting; not after a failed
+     * receive (a lost peer), which ends the loop. */
+    bool receiving = true;
+    for (uint32_t k = 0; k < n_sections && receiving; k++)
+        for (int g = 0; g < lay->n_units && receiving; g++) {
             int owner = zt_pipe_unit_stage(pipe, g);
-            size_t bytes = (size_t)lay->units[g].shard_numel * sizeof(float);
+            int64_t numel = lay->units[g].shard_numel;
             const float *src = stage;
             if (owner == pipe->stage) {
                 if (st == ZT_OK)
                     st = ckpt_slice(t, v, full, g, k, stage, &src);
-            } else if (MPI_Recv(stage, (int)(bytes / sizeof(float)), MPI_FLOAT,
-                                zt_pipe_world_rank(pipe, owner, pipe->dp_rank), CKPT_PIPE_TAG,
-                                v->s.world->comm, MPI_STATUS_IGNORE) != MPI_SUCCESS &&
-                       st == ZT_OK) {
-                st = zt_fail(ZT_ERR_COMM, "a peer rank may have died",
-                             "receiving unit %d of checkpoint shard %s failed", g, path);
+            } else {
+                MPI_Comm comm = v->s.world->comm;
+                MPI_Request r;
+                zt_status rs = zt_comm_mpi_wait(
+                    comm,
+                    MPI_Irecv(stage, (int)numel, MPI_FLOAT,
+                              zt_pipe_world_rank(pipe, owner, pipe->dp_rank), CKPT_PIPE_TAG, comm,
+                              &r),
+                    &r, "receive of a checkpoint slice", numel);
+                receiving = rs == ZT_OK;
+                if (st == ZT_OK)
+                    st = rs;
             }
             if (st == ZT_OK)
-                st = zt_ckpt_out_write(o, src, bytes);
+                st = zt_ckpt_out_write(o, src, (size_t)numel * sizeof(float));
         }
     st = zt_ckpt_out_close(o, st);
     free(units);
@@ -110,11 +121,16 @@ static zt_status ckpt_send_slices(zt_trainer *t, const zt_ckpt_src *v, const zt_
         for (int g = first; g < first + pipe->stage_model.n_units && st == ZT_OK; g++) {
             const float *src = NULL;
             st = ckpt_slice(t, v, full, g, k, stage, &src);
-            if (st == ZT_OK && MPI_Send(src, (int)full->units[g].shard_numel, MPI_FLOAT,
-                         zt_pipe_world_rank(pipe, 0, pipe->dp_rank), CKPT_PIPE_TAG,
-                         v->s.world->comm) != MPI_SUCCESS)
-                st = zt_fail(ZT_ERR_COMM, "a peer rank may have died",
-                             "sending unit %d to its checkpoint shard's writer failed", g);
+            int64_t numel = full->units[g].shard_numel;
+            MPI_Comm comm = v->s.world->comm;
+            MPI_Request r;
+            if (st == ZT_OK)
+                st = zt_comm_mpi_wait(comm,
+                                      MPI_Isend(src, (int)numel, MPI_FLOAT,
+                                                zt_pipe_world_rank(pipe, 0, pipe->dp_rank),
+                                                CKPT_PIPE_TAG, comm, &r),
+                                      &r, "send of a checkpoint slice to its shard's writer",
+                                      numel);
         }
     return st;
 }
@@ -258,6 +274,7 @@ zt_status zt_ckpt_save(zt_trainer *t, const zt_ckpt_meta *meta, const char *dir,
     zt_ckpt_src_get(t, &v);
     const zt_world *w = v.s.world;
     const zt_pipe *pipe = v.s.pipe;
+    zt_ckpt_stall_if_asked(w->rank);
     /* The shards hold the whole model laid out over the partition ranks (a
      * pipeline stage's layout is the same for its units), so a checkpoint
      * saved at any P loads at any other. */
@@ -320,9 +337,11 @@ zt_status zt_ckpt_save(zt_trainer *t, const zt_ckpt_meta *meta, const char *dir,
     if (st == ZT_OK && w->rank == 0 && !all)
         st = zt_fail(ZT_ERR_OOM, "", "cannot gather the shard checksums");
     st = zt_ckpt_agree(w, st);
-    if (st == ZT_OK &&
-        MPI_Gather(mine, 2, MPI_UINT64_T, all, 2, MPI_UINT64_T, 0, w->comm) != MPI_SUCCESS)
-        st = zt_fail(ZT_ERR_COMM, "a peer rank may have died", "gathering shard sizes failed");
+    MPI_Request gather;
+    if (st == ZT_OK)
+        st = zt_comm_mpi_wait(
+            w->comm, MPI_Igather(mine, 2, MPI_UINT64_T, all, 2, MPI_UINT64_T, 0, w->comm, &gather),
+            &gather, "gather of the shard sizes", 2);
 
     if (st == ZT_OK && w->rank == 0) {
         uint64_t *bytes = malloc((size_t)lay->world_size * sizeof *bytes);

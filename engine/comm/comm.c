@@ -568,7 +568,11 @@ zt_status zt_comm_agree(MPI_Comm mpi, zt_status local, const char *stage)
     MPI_Comm_rank(mpi, &rank);
     MPI_Comm_size(mpi, &size);
     int mine = local == ZT_OK ? size : rank, first = size;
-    ZT_TRY(comm_check(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, mpi), stage, 0));
+    char what[160];
+    snprintf(what, sizeof what, "all_reduce of the ranks' status (%s)", stage);
+    MPI_Request r;
+    ZT_TRY(zt_comm_mpi_wait(mpi, MPI_Iallreduce(&mine, &first, 1, MPI_INT, MPI_MIN, mpi, &r), &r,
+                            what, 1));
     if (first == size)
         return ZT_OK;
     comm_failure f;
@@ -578,7 +582,9 @@ zt_status zt_comm_agree(MPI_Comm mpi, zt_status local, const char *stage)
         snprintf(f.msg, sizeof f.msg, "%s", zt_status_message());
         snprintf(f.hint, sizeof f.hint, "%s", zt_status_hint());
     }
-    ZT_TRY(comm_check(MPI_Bcast(&f, (int)sizeof f, MPI_BYTE, first, mpi), stage, 0));
+    snprintf(what, sizeof what, "broadcast of rank %d's failure (%s)", first, stage);
+    ZT_TRY(zt_comm_mpi_wait(mpi, MPI_Ibcast(&f, (int)sizeof f, MPI_BYTE, first, mpi, &r), &r,
+                            what, (int64_t)sizeof f));
     if (rank == first)
         return local;
     return zt_fail((zt_status)f.status, f.hint, "%s failed on rank %d: %s", stage, first, f.msg);
@@ -624,15 +630,18 @@ zt_status zt_comm_timeout_parse(const char *text, double *seconds)
 
 /* The watchdog's failure for `what` ("MPI all_reduce #17 (4096 elements,
  * fp16)") on c after waited_s, with which peers answer a probe. */
-static zt_status comm_watchdog_fail(const zt_comm *c, const char *what, double waited_s)
+/* The watchdog's failure on rank `rank` of `size` (timeout_s the limit),
+ * after probing which peers still answer. */
+static zt_status comm_watchdog_fail_at(double timeout_s, int rank, int size, const char *what,
+                                       double waited_s)
 {
     char world[32] = "";
     int world_rank = zt_status_rank();
-    if (world_rank >= 0 && world_rank != c->rank)
+    if (world_rank >= 0 && world_rank != rank)
         snprintf(world, sizeof world, " (world rank %d)", world_rank);
     /* Which peers are missing: the ranks that answer are waiting too. Half
      * the limit lets a peer whose watchdog fires a little later answer. */
-    double window = c->timeout_s / 2 < 1 ? 1 : c->timeout_s / 2 > 10 ? 10 : c->timeout_s / 2;
+    double window = timeout_s / 2 < 1 ? 1 : timeout_s / 2 > 10 ? 10 : timeout_s / 2;
     char who[1024] = "";
     if (zt_comm_peers_probe(window, who + 2, sizeof who - 2) >= 0)
         memcpy(who, "; ", 2);
@@ -641,9 +650,58 @@ static zt_status comm_watchdog_fail(const zt_comm *c, const char *what, double w
              "a peer rank is stuck or dead (see the other ranks' output: a crash, a hang, or a "
              "rank that skipped this collective); ZT_COMM_TIMEOUT=%g s is the limit, 0 turns "
              "the watchdog off",
-             c->timeout_s);
+             timeout_s);
     return zt_fail(ZT_ERR_COMM, hint, "%s did not complete within %.1f s on rank %d of %d%s%s",
-                   what, waited_s, c->rank, c->size, world, who);
+                   what, waited_s, rank, size, world, who);
+}
+
+static zt_status comm_watchdog_fail(const zt_comm *c, const char *what, double waited_s)
+{
+    return comm_watchdog_fail_at(c->timeout_s, c->rank, c->size, what, waited_s);
+}
+
+/* Polls r to completion (spinning 50 us, then sleeping 1 us doubling to
+ * 1 ms, as comm_arrive) or until timeout_s (> 0) have passed: the MPI return
+ * code, or -1 with *waited set when the limit passed first. */
+static int comm_poll(MPI_Request *r, double timeout_s, double *waited)
+{
+    double t0 = MPI_Wtime();
+    long sleep_ns = 1000;
+    for (;;) {
+        int done = 0;
+        int rc = MPI_Test(r, &done, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS || done)
+            return rc;
+        *waited = MPI_Wtime() - t0;
+        if (timeout_s > 0 && *waited > timeout_s)
+            return -1;
+        if (*waited < 50e-6)
+            continue;
+        struct timespec ts = {0, sleep_ns};
+        nanosleep(&ts, NULL);
+        if (sleep_ns < 1000000)
+            sleep_ns *= 2;
+    }
+}
+
+zt_status zt_comm_mpi_wait(MPI_Comm mpi, int rc, MPI_Request *r, const char *what,
+                           int64_t numel)
+{
+    if (rc == MPI_SUCCESS) {
+        double timeout = 0, waited = 0;
+        if (zt_comm_timeout_parse(getenv("ZT_COMM_TIMEOUT"), &timeout) != ZT_OK)
+            timeout = 0; /* a bad value failed the communicators' init already */
+        rc = comm_poll(r, timeout, &waited);
+        if (rc == -1) {
+            int rank = 0, size = 1;
+            MPI_Comm_rank(mpi, &rank);
+            MPI_Comm_size(mpi, &size);
+            char text[200];
+            snprintf(text, sizeof text, "MPI %s", what);
+            return comm_watchdog_fail_at(timeout, rank, size, text, waited);
+        }
+    }
+    return comm_check(rc, what, numel);
 }
 
 /* "MPI", "NCCL": which library c's collectives are stuck in. */
@@ -672,30 +730,16 @@ zt_status zt_comm_side_all_reduce(const zt_comm *c, MPI_Comm mpi, void *buf, int
                                   MPI_Datatype type, MPI_Op op, const char *what)
 {
     MPI_Request r;
-    double t0 = MPI_Wtime();
+    double waited = 0;
     int rc = MPI_Iallreduce(MPI_IN_PLACE, buf, count, type, op, mpi, &r);
-    /* As comm_arrive: spin 50 us, then sleep 1 us doubling to 1 ms. */
-    long sleep_ns = 1000;
-    while (rc == MPI_SUCCESS) {
-        int done = 0;
-        rc = MPI_Test(&r, &done, MPI_STATUS_IGNORE);
-        if (rc != MPI_SUCCESS || done)
-            break;
-        double waited = MPI_Wtime() - t0;
-        if (c->timeout_s > 0 && waited > c->timeout_s) {
-            char text[160];
-            snprintf(text, sizeof text, "MPI all_reduce of %s (%d value%s)", what, count,
-                     count == 1 ? "" : "s");
-            return comm_watchdog_fail(c, text, waited);
-        }
-        if (waited < 50e-6)
-            continue;
-        struct timespec ts = {0, sleep_ns};
-        nanosleep(&ts, NULL);
-        if (sleep_ns < 1000000)
-            sleep_ns *= 2;
-    }
+    if (rc == MPI_SUCCESS)
+        rc = comm_poll(&r, c->timeout_s, &waited);
     char text[160];
+    if (rc == -1) {
+        snprintf(text, sizeof text, "MPI all_reduce of %s (%d value%s)", what, count,
+                 count == 1 ? "" : "s");
+        return comm_watchdog_fail(c, text, waited);
+    }
     snprintf(text, sizeof text, "all-reduce of %s", what);
     return comm_check(rc, text, count);
 }

@@ -205,8 +205,19 @@ void zt_comm_free(zt_comm *c);
  * lowest failing rank's status, with its message ("STAGE failed on rank R:
  * ...") and hint on the others, so a rank that failed alone never leaves its
  * peers waiting in the next collective and whichever rank prints tells the
- * user what went wrong. Collective over mpi. */
+ * user what went wrong. Under the watchdog (zt_comm_mpi_wait): a rank that
+ * never arrives fails the others after ZT_COMM_TIMEOUT. Collective over mpi. */
 zt_status zt_comm_agree(MPI_Comm mpi, zt_status local, const char *stage);
+
+/* The watchdog for MPI calls made outside a zt_comm (agreements, checkpoint
+ * transfers): rc is what the non-blocking call that started r returned;
+ * waits for r by polling and fails with the watchdog's message ("MPI WHAT
+ * did not complete within ... s on rank R of N; ...", after
+ * probing the peers) once ZT_COMM_TIMEOUT has passed, so a peer lost in the
+ * middle of one does not hang the others. Otherwise ZT_OK, or the call's
+ * MPI error as ZT_ERR_COMM (naming WHAT and its NUMEL elements). */
+zt_status zt_comm_mpi_wait(MPI_Comm mpi, int rc, MPI_Request *r, const char *what,
+                           int64_t numel);
 
 /* The bootstrap every device communicator follows, kept apart from NCCL so its
  * sequencing is tested without a GPU: rank 0 calls make_id (id_bytes bytes into

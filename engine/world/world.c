@@ -1,5 +1,6 @@
 #include "engine/world/world.h"
 
+#include "engine/comm/comm.h"
 #include "engine/comm/peers.h"
 
 #include <stdio.h>
@@ -117,10 +118,16 @@ zt_status zt_world_agree(const zt_world *w, zt_status local, int *failed_rank)
 {
     int mine = local == ZT_OK ? w->size : w->rank;
     int first = w->size;
-    MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, w->comm);
+    if (failed_rank)
+        *failed_rank = -1;
+    MPI_Request r;
+    ZT_TRY(zt_comm_mpi_wait(w->comm,
+                            MPI_Iallreduce(&mine, &first, 1, MPI_INT, MPI_MIN, w->comm, &r), &r,
+                            "all_reduce of the ranks' status", 1));
     int st = (int)local;
     if (first < w->size)
-        MPI_Bcast(&st, 1, MPI_INT, first, w->comm);
+        ZT_TRY(zt_comm_mpi_wait(w->comm, MPI_Ibcast(&st, 1, MPI_INT, first, w->comm, &r), &r,
+                                "broadcast of a failed rank's status", 1));
     if (failed_rank)
         *failed_rank = first < w->size ? first : -1;
     return first < w->size ? (zt_status)st : ZT_OK;

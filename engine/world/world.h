@@ -47,7 +47,9 @@ void zt_world_free(zt_world *w);
 /* Every rank learns whether any rank failed: returns the first failing rank's
  * status (lowest rank wins) on all ranks and sets *failed_rank, or ZT_OK. Used
  * after steps where ranks may disagree (file reads) so no rank waits forever
- * in a later collective. */
+ * in a later collective. Under the watchdog (zt_comm_mpi_wait): a rank that
+ * never arrives makes it return ZT_ERR_COMM after ZT_COMM_TIMEOUT, with
+ * *failed_rank -1. */
 zt_status zt_world_agree(const zt_world *w, zt_status local, int *failed_rank);
 
 /* Every rank must run what rank 0 runs: the fingerprints (same fields in the

@@ -6,8 +6,10 @@
 # exit), a waiting rank's message names the collective and its sequence number
 # ("all_reduce #3"), its rank, ZT_COMM_TIMEOUT and the sleeper, the one rank
 # that did not answer the peers' probe, with its host; and the job ends well before
-# the sleeper wakes (the others print and MPI_Abort, as zerotrain does). Also:
-# ZT_COMM_TIMEOUT=abc is refused with a message naming the variable.
+# the sleeper wakes (the others print and MPI_Abort, as zerotrain does). The
+# same for zerotrain with a rank stalled as a checkpoint save starts
+# (ZT_CKPT_STALL_RANK): the agreement on the save is under the watchdog too.
+# Also: ZT_COMM_TIMEOUT=abc is refused with a message naming the variable.
 set -eu
 cd "$(dirname "$0")/../.."
 source tests/env.sh
@@ -47,6 +49,33 @@ stall() { # np, comm-check stall arguments...
 stall 3
 stall 2 nonblocking
 stall 2 staged
+
+# A peer lost in the middle of a checkpoint save: ZT_CKPT_STALL_RANK=1 makes
+# rank 1 sleep 30 s as its first save starts (step 3). Rank 0's agreement on
+# the save runs under the watchdog too: it fails after 2 s naming it and the
+# rank that did not answer, the job ends (MPI_Abort, exit 1) long before the
+# sleeper wakes, and nothing is published as `latest`.
+cat >"$tmp/c.json" <<JSON
+{"train_batch_size": 16, "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}},
+ "zero_optimization": {"stage": 2}}
+JSON
+t0=$(date +%s.%N)
+set +e
+ZT_COMM_TIMEOUT=2 ZT_CKPT_STALL_RANK=1 timeout 60 $ZT_MPIRUN -x ZT_COMM_TIMEOUT -x ZT_CKPT_STALL_RANK \
+    -np 2 ./zerotrain --config "$tmp/c.json" --model mlp --width 64 --layers 4 --steps 10 \
+    --save-interval 3 --save-dir "$tmp/ck" >"$tmp/out" 2>&1
+rc=$?
+set -e
+wall=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+[ "$rc" = 1 ] || { cat "$tmp/out"; fail "stalled save: exit $rc, want 1"; }
+for pattern in "error: MPI all_reduce of the ranks' status (checkpoint) did not complete within 2" \
+               "on rank 0 of 2; rank 1 (host $(hostname)) did not answer a probe"; do
+    grep -qF -- "$pattern" "$tmp/out" || { cat "$tmp/out"; fail "stalled save: no '$pattern'"; }
+done
+[ ! -e "$tmp/ck/latest" ] || fail "stalled save: $tmp/ck/latest was published"
+awk -v w="$wall" -v m="$max_s" 'BEGIN { exit !(w < m + 3) }' ||
+    { cat "$tmp/out"; fail "stalled save: the job took ${wall} s, want < $((max_s + 3)) s"; }
+echo "ok: a rank stalled in a checkpoint save: exit 1 after ${wall} s, the watchdog named it"
 
 set +e
 ZT_COMM_TIMEOUT=abc timeout 60 $ZT_MPIRUN -x ZT_COMM_TIMEOUT -np 1 "$tool" >"$tmp/out" 2>&1
