@@ -9,7 +9,9 @@
 #     ("ranks 2-3 (host ztn1)"); MPI_Abort with zerotrain's exit code 1, which
 #     mpirun passes on once TCP on ztn0 has given up on ztn1's daemon (~3 s,
 #     the cluster's tcp_retries2). The job must end after the limit and within
-#     limit + probe + 12 s of the cut;
+#     limit + probe + 16 s of the cut (10.5-13.9 s here when quiet; the abort's
+#     teardown alone took up to 14 s on a loaded machine). The cut may land in
+#     a checkpoint save: its agreement is under the watchdog too;
 #  2. its orted killed: mpirun sees the daemon's connection close at once and
 #     ends the job itself ("ORTE has lost communication with a remote daemon
 #     ... on node ztn1"), with Open MPI's exit code 205 (ORTE_ERR_COMM_FAILURE)
@@ -81,8 +83,8 @@ fault cut ip link set ztv1 down
 pattern="did not complete within $limit\.[0-9] s on rank [01] of 4; ranks 2-3 \(host ztn1\) did not answer a probe within $probe\.0 s"
 grep -E "error: MPI .*$pattern" "$tmp/cut.log" >/dev/null ||
     { cat "$tmp/cut.log"; fail "link cut: no watchdog message naming the collective and host ztn1"; }
-awk -v w="$wall" -v lo="$limit" -v hi=$((limit + probe + 12)) 'BEGIN { exit !(w >= lo && w < hi) }' ||
-    { cat "$tmp/cut.log"; fail "link cut: the job ended ${wall} s after the cut, want $limit..$((limit + probe + 12)) s"; }
+awk -v w="$wall" -v lo="$limit" -v hi=$((limit + probe + 16)) 'BEGIN { exit !(w >= lo && w < hi) }' ||
+    { cat "$tmp/cut.log"; fail "link cut: the job ended ${wall} s after the cut, want $limit..$((limit + probe + 16)) s"; }
 echo "ok: link cut: exit 1 after ${wall} s: $(grep -oE "MPI [^#(]*(#[0-9]+ )?\([^)]*\)" "$tmp/cut.log" | head -1), ranks 2-3 (host ztn1) named"
 # Whatever still runs cut off on ztn1 goes with its namespace.
 bash scripts/netns-cluster.sh up 2 >/dev/null
