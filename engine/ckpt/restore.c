@@ -6,6 +6,7 @@
  * the counters, schedule, loss scaler and histories a resumed run takes over.
  */
 #include "engine/ckpt/ckpt_impl.h"
+#include "engine/comm/comm.h"
 
 #include <errno.h>
 #include <mpi.h>
@@ -92,6 +93,15 @@ static zt_status ckpt_read_manifest(zt_ckpt *c, const char *tag, char **text, si
                         CKPT_MANIFEST_MAX_BYTES, false, text, len);
 }
 
+/* Rank 0's count elements of buf to every rank of w, under the watchdog. */
+static zt_status restore_bcast(const zt_world *w, void *buf, int count, MPI_Datatype type,
+                               const char *what)
+{
+    MPI_Request r;
+    return zt_comm_mpi_wait(w->comm, MPI_Ibcast(buf, count, type, 0, w->comm, &r), &r, what,
+                            count);
+}
+
 zt_status zt_ckpt_open(zt_ckpt *c, const zt_world *w, const char *dir, const char *tag)
 {
     memset(c, 0, sizeof *c);
@@ -106,19 +116,24 @@ zt_status zt_ckpt_open(zt_ckpt *c, const zt_world *w, const char *dir, const cha
     st = zt_ckpt_agree(w, st);
     if (st == ZT_OK && w) {
         int64_t n = (int64_t)len;
-        MPI_Bcast(&n, 1, MPI_INT64_T, 0, w->comm);
-        MPI_Bcast(c->tag, (int)sizeof c->tag, MPI_CHAR, 0, w->comm);
-        MPI_Bcast(c->path, (int)sizeof c->path, MPI_CHAR, 0, w->comm);
-        if (!reader) {
+        st = restore_bcast(w, &n, 1, MPI_INT64_T, "broadcast of the manifest's size");
+        if (st == ZT_OK)
+            st = restore_bcast(w, c->tag, (int)sizeof c->tag, MPI_CHAR,
+                               "broadcast of the checkpoint's tag");
+        if (st == ZT_OK)
+            st = restore_bcast(w, c->path, (int)sizeof c->path, MPI_CHAR,
+                               "broadcast of the checkpoint's path");
+        if (st == ZT_OK && !reader) {
             len = (size_t)n;
             text = malloc(len + 1);
         }
-        int ok = text != NULL;
-        MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, w->comm);
-        if (!ok)
-            st = zt_fail(ZT_ERR_OOM, "", "cannot allocate %zu bytes for the manifest", len);
-        else
-            MPI_Bcast(text, (int)len, MPI_CHAR, 0, w->comm);
+        if (st == ZT_OK)
+            st = zt_ckpt_agree(w, text ? ZT_OK
+                                       : zt_fail(ZT_ERR_OOM, "",
+                                                 "cannot allocate %zu bytes for the manifest",
+                                                 len));
+        if (st == ZT_OK)
+            st = restore_bcast(w, text, (int)len, MPI_CHAR, "broadcast of the manifest");
     }
     if (st == ZT_OK)
         st = zt_ckpt_manifest_parse(c, text, len);

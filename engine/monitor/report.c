@@ -47,7 +47,11 @@ typedef struct {
 static int report_group_hosts(const zt_comm *c, int host_index)
 {
     int *all = calloc((size_t)c->size, sizeof *all), n = 0;
-    if (all && MPI_Allgather(&host_index, 1, MPI_INT, all, 1, MPI_INT, c->side) == MPI_SUCCESS)
+    MPI_Request r;
+    if (all && zt_comm_mpi_wait(c->side,
+                                MPI_Iallgather(&host_index, 1, MPI_INT, all, 1, MPI_INT, c->side,
+                                               &r),
+                                &r, "all_gather of the hosts' indices", 1) == ZT_OK)
         for (int i = 0; i < c->size; i++) {
             int seen = 0;
             for (int j = 0; j < i && !seen; j++)
@@ -329,9 +333,16 @@ zt_status zt_report_write(const char *path, const zt_trainer *t, double param_no
         if (!all)
             return zt_world_agree(w, zt_fail(ZT_ERR_OOM, "", "cannot gather report"), NULL);
     }
-    MPI_Gather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, 0, w->comm);
-
-    zt_status st = ZT_OK;
+    MPI_Request r;
+    zt_status st = zt_comm_mpi_wait(w->comm,
+                                    MPI_Igather(&mine, (int)sizeof mine, MPI_BYTE, all,
+                                                (int)sizeof mine, MPI_BYTE, 0, w->comm, &r),
+                                    &r, "gather of the ranks' report figures",
+                                    (int64_t)sizeof mine);
+    if (st != ZT_OK) {
+        free(all);
+        return st;
+    }
     if (w->rank == 0) {
         json_t *loss = json_array();
         int64_t n_loss = s->global_steps;

@@ -121,11 +121,10 @@ zt_status zt_pipe_bcast_last(zt_pipe *p, void *buf, int bytes)
 {
     if (p->stages == 1)
         return ZT_OK;
-    int rc = MPI_Bcast(buf, bytes, MPI_BYTE, p->stages - 1, p->line.side);
-    if (rc != MPI_SUCCESS)
-        return zt_fail(ZT_ERR_COMM, "a peer rank may have died; check the other ranks' output",
-                       "broadcast from the last pipeline stage failed (MPI error %d)", rc);
-    return ZT_OK;
+    MPI_Request r;
+    return zt_comm_mpi_wait(p->line.side,
+                            MPI_Ibcast(buf, bytes, MPI_BYTE, p->stages - 1, p->line.side, &r), &r,
+                            "broadcast from the last pipeline stage", bytes);
 }
 
 void zt_pipe_traffic(const zt_pipe *p, uint64_t *sent, uint64_t *received)

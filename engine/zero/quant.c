@@ -126,11 +126,11 @@ zt_status zt_qgz_init(zt_qgz *q, const zt_config *cfg, zt_comm *part, int node, 
     /* Destination rank q is node q / L, local index q % L: every node the
      * same size and the ranks numbered node by node. */
     int mine[2] = {local_size, part->rank == node * local_size + local_rank ? 1 : 0};
-    int lo[2] = {0, 0}, hi[2] = {0, 0};
-    if (MPI_Allreduce(mine, lo, 2, MPI_INT, MPI_MIN, part->side) != MPI_SUCCESS ||
-        MPI_Allreduce(mine, hi, 2, MPI_INT, MPI_MAX, part->side) != MPI_SUCCESS)
-        return zt_fail(ZT_ERR_COMM, "a peer rank may have died; check the other ranks' output",
-                       "agreeing on the qgZ node layout failed");
+    int lo[2] = {mine[0], mine[1]}, hi[2] = {mine[0], mine[1]};
+    ZT_TRY(zt_comm_side_all_reduce(part, part->side, lo, 2, MPI_INT, MPI_MIN,
+                                   "the qgZ node layout"));
+    ZT_TRY(zt_comm_side_all_reduce(part, part->side, hi, 2, MPI_INT, MPI_MAX,
+                                   "the qgZ node layout"));
     if (lo[0] != hi[0] || (int64_t)n_nodes * lo[0] != part->size)
         return zt_fail(ZT_ERR_CONFIG,
                        "run the same number of ranks on every node (ZT_RANKS_PER_NODE simulates "
