@@ -219,8 +219,10 @@ static zt_status comm_parts_check(int64_t numel, int64_t max_parts, const char *
 /* ---- What the comm thread runs: the blocking MPI calls. ---- */
 
 /* Tests the requests in a loop that sleeps longer the longer it waits (1 us
- * doubling to 1 ms after the first 50 us), so a waiting rank costs no core. */
-static int comm_wait_backoff(int n, MPI_Request *r)
+ * doubling to 1 ms after the first 50 us), so a waiting rank costs no core.
+ * With timeout_s > 0 it gives up once that long has passed, returning -1
+ * with *waited set: the watchdog of the waits outside the comm thread. */
+static int comm_wait_backoff(int n, MPI_Request *r, double timeout_s, double *waited)
 {
     double t0 = MPI_Wtime();
     long sleep_ns = 1000;
@@ -229,7 +231,12 @@ static int comm_wait_backoff(int n, MPI_Request *r)
         int rc = MPI_Testall(n, r, &done, MPI_STATUSES_IGNORE);
         if (rc != MPI_SUCCESS || done)
             return rc;
-        if (MPI_Wtime() - t0 < 50e-6)
+        double w = MPI_Wtime() - t0;
+        if (timeout_s > 0 && w > timeout_s) {
+            *waited = w;
+            return -1;
+        }
+        if (w < 50e-6)
             continue;
         struct timespec ts = {0, sleep_ns};
         nanosleep(&ts, NULL);
@@ -249,7 +256,7 @@ static int comm_arrive(MPI_Comm comm)
     int rc = MPI_Ibarrier(comm, &r);
     if (rc != MPI_SUCCESS)
         return rc;
-    return comm_wait_backoff(1, &r);
+    return comm_wait_backoff(1, &r, 0, NULL);
 }
 
 /* In place, in parts of at most ZT_COMM_MAX_COUNT elements (MPI counts are int). */
@@ -330,7 +337,7 @@ static int task_send_recv(zt_comm_task *t)
         MPI_Waitall(n - 1, r, MPI_STATUSES_IGNORE);
         return rc;
     }
-    return comm_wait_backoff(n, r);
+    return comm_wait_backoff(n, r, 0, NULL);
 }
 
 /* Issues task t of kind k on c into the caller's request, or into the comm's
@@ -660,30 +667,6 @@ static zt_status comm_watchdog_fail(const zt_comm *c, const char *what, double w
     return comm_watchdog_fail_at(c->timeout_s, c->rank, c->size, what, waited_s);
 }
 
-/* Polls r to completion (spinning 50 us, then sleeping 1 us doubling to
- * 1 ms, as comm_arrive) or until timeout_s (> 0) have passed: the MPI return
- * code, or -1 with *waited set when the limit passed first. */
-static int comm_poll(MPI_Request *r, double timeout_s, double *waited)
-{
-    double t0 = MPI_Wtime();
-    long sleep_ns = 1000;
-    for (;;) {
-        int done = 0;
-        int rc = MPI_Test(r, &done, MPI_STATUS_IGNORE);
-        if (rc != MPI_SUCCESS || done)
-            return rc;
-        *waited = MPI_Wtime() - t0;
-        if (timeout_s > 0 && *waited > timeout_s)
-            return -1;
-        if (*waited < 50e-6)
-            continue;
-        struct timespec ts = {0, sleep_ns};
-        nanosleep(&ts, NULL);
-        if (sleep_ns < 1000000)
-            sleep_ns *= 2;
-    }
-}
-
 zt_status zt_comm_mpi_wait(MPI_Comm mpi, int rc, MPI_Request *r, const char *what,
                            int64_t numel)
 {
@@ -691,7 +674,7 @@ zt_status zt_comm_mpi_wait(MPI_Comm mpi, int rc, MPI_Request *r, const char *wha
         double timeout = 0, waited = 0;
         if (zt_comm_timeout_parse(getenv("ZT_COMM_TIMEOUT"), &timeout) != ZT_OK)
             timeout = 0; /* a bad value failed the communicators' init already */
-        rc = comm_poll(r, timeout, &waited);
+        rc = comm_wait_backoff(1, r, timeout, &waited);
         if (rc == -1) {
             int rank = 0, size = 1;
             MPI_Comm_rank(mpi, &rank);
@@ -733,7 +716,7 @@ zt_status zt_comm_side_all_reduce(const zt_comm *c, MPI_Comm mpi, void *buf, int
     double waited = 0;
     int rc = MPI_Iallreduce(MPI_IN_PLACE, buf, count, type, op, mpi, &r);
     if (rc == MPI_SUCCESS)
-        rc = comm_poll(&r, c->timeout_s, &waited);
+        rc = comm_wait_backoff(1, &r, c->timeout_s, &waited);
     char text[160];
     if (rc == -1) {
         snprintf(text, sizeof text, "MPI all_reduce of %s (%d value%s)", what, count,

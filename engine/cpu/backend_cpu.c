@@ -119,7 +119,8 @@ static void cpu_bias_grad(const zt_backend *be, float *dbias, const float *dy, i
  * FLOPs. With two threads each runs whole on one of them, both at once,
  * rather than one after the other split across both: OpenBLAS shares one
  * product between threads less well than two products share the cores
- * (GPT-lite 4L C128 and the classifier at np 1: 5-8% more samples/s). OpenBLAS
+ * (GPT-lite small and the classifier small at np 1: 4% and 2% more samples/s
+ * in medians of interleaved runs, docs/benchmarks.md). OpenBLAS
  * runs single-threaded inside a parallel region, so with more threads the
  * pair would leave all but two idle: the products then take turns, each on
  * every thread. The bits are the same either way (OpenBLAS divides a product
