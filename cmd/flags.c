@@ -289,6 +289,11 @@ static const cmd_flag train_flags[] = {
      "activation + bias gradient (default on; off runs the\n"
      "op-by-op sequence they replace, the same fp32 results)",
      FLAG_CHOICE, T(dev.fused_ops), 0, 0, 0, "on|off", NULL, FOR_ALL, NULL},
+    {"--typed-tensors", NULL, "on|off",
+     "fp16/bf16: the units compute on the 16-bit tensors\n"
+     "themselves where the backend can (default on), or\n"
+     "(off) on fp32 copies of them, to compare against",
+     FLAG_CHOICE, T(dev.typed_tensors), 0, 0, 0, "on|off", NULL, FOR_ALL, NULL},
     {"--report", NULL, "FILE", "write the run's JSON report (rank 0)", FLAG_STRING,
      T(report_path), 0, 0, 0, NULL, NULL, FOR_ALL, "Output"},
     {"--profile", NULL, NULL,
@@ -622,6 +627,7 @@ static void flags_train_defaults(cmd_train_flags *f)
     f->dev.device = "auto";
     f->dev.comm = "auto";
     f->dev.fused_ops = "on";
+    f->dev.typed_tensors = "on";
     f->num_gpus = f->num_nodes = -1;
     f->inject_unit = -1;
     f->nonfinite = "stop";
@@ -749,6 +755,7 @@ int cmd_flags_sub(int argc, char **argv, cmd_sub_flags *f)
     f->dev.device = "auto";
     f->dev.comm = "auto";
     f->dev.fused_ops = "on";
+    f->dev.typed_tensors = "on";
     f->format = "zerotrain";
     if (!t)
         return cmd_usage_error("unknown command '%s'", cmd);

@@ -125,10 +125,11 @@ static void cmd_print_summary(const zt_world *w, const zt_config *cfg, const zt_
     }
     cmd_print_zeropp(cfg, &s);
     if (s.mixed)
-        printf("  mixed precision: %s parameters and activations, fp32 master weights, "
+        printf("  mixed precision: %s parameters and activations (%s), fp32 master weights, "
                "gradients %s, communication %s, loss scale %s\n",
-               zt_dtype_name(s.compute_dtype), zt_dtype_name(s.grad_dtype),
-               zt_dtype_name(s.comm_dtype),
+               zt_dtype_name(s.compute_dtype),
+               s.typed_units ? "computed on as they are" : "computed on fp32 copies",
+               zt_dtype_name(s.grad_dtype), zt_dtype_name(s.comm_dtype),
                cfg->fp16.enabled ? (s.dynamic_loss_scale ? "dynamic" : "static") : "none");
     if (s.offload_optimizer || s.offload_param)
         printf("  offload: optimizer %s (master, moments, gradient partition %s, CPU Adam), "

@@ -14,6 +14,18 @@
  * enqueued on the backend's compute stream (synchronous on CPU), `sync` waits.
  * Ops that return a host value (sum_squares, has_inf_nan) synchronise.
  *
+ * Typed tensors: the ops a 16-bit training step runs take a storage dtype
+ * `dt` as their second argument. The tensors their comments mark (dt) are
+ * stored in it: activations, the parameters they read, the activation
+ * gradients between and inside units. Those marked fp32 are always float:
+ * parameter gradients, per-row statistics (mean, rstd, log-sum-exp) and
+ * scratch. Math is float32 whatever dt is: an op reads (dt) values widened
+ * exactly, computes as its fp32 form does and rounds each (dt) output once
+ * (round to nearest even; fp16 overflow gives +-inf), so a backend needs no
+ * fp32 copy of a 16-bit tensor and no per-GEMM operand cast. dt = ZT_F32 is
+ * the fp32 contract itself. Counts, strides and ld are in elements. Which
+ * dtypes a backend takes: typed_dtypes.
+ *
  * Memory: a backend's own state (impl) is made by its row's init and freed by
  * its destroy (through zt_backend_free). `alloc`/`free` hand out raw device
  * memory; only engine/arena calls them (one allocation per arena), everything
@@ -118,6 +130,10 @@ struct zt_backend {
      * set_workspace hands it a block of at least that many bytes that stays
      * valid until the backend is freed or set_workspace is called again. */
     size_t workspace_bytes;
+    /* Bit dt (1 << dt) set: the typed ops take tensors of dt (ZT_F32's is
+     * always set). Mixed precision runs its units on 16-bit tensors only
+     * where the backend takes them; elsewhere on fp32 copies. */
+    uint64_t typed_dtypes;
     void (*set_workspace)(const zt_backend *be, void *ptr, size_t bytes);
     /* The first device failure since init (ZT_OK when none), recorded with
      * zt_fail so the message names the op. Synchronises. */
@@ -132,16 +148,19 @@ struct zt_backend {
     void (*sync)(const zt_backend *be);
 
     /* C(m,n) = alpha * op(A) * op(B) + beta * C, row-major; op(A) is (m,k),
-     * op(B) is (k,n); lda/ldb/ldc are row strides of the stored matrices. */
-    void (*gemm)(const zt_backend *be, bool trans_a, bool trans_b, int64_t m, int64_t n,
-                 int64_t k, float alpha, const float *a, int64_t lda, const float *b,
-                 int64_t ldb, float beta, float *c, int64_t ldc);
-    /* y(rows, cols) += bias(cols) broadcast over rows. */
-    void (*bias_add)(const zt_backend *be, float *y, const float *bias, int64_t rows,
+     * op(B) is (k,n); lda/ldb/ldc are row strides of the stored matrices.
+     * A and B are (dt), C is (c_dt): a weight gradient is fp32 from 16-bit
+     * operands. With c_dt 16-bit, beta * C + product is rounded once. */
+    void (*gemm)(const zt_backend *be, zt_dtype dt, zt_dtype c_dt, bool trans_a, bool trans_b,
+                 int64_t m, int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
+                 const void *b, int64_t ldb, float beta, void *c, int64_t ldc);
+    /* y(rows, cols) (dt) += bias(cols) (dt) broadcast over rows. */
+    void (*bias_add)(const zt_backend *be, zt_dtype dt, void *y, const void *bias, int64_t rows,
                      int64_t cols);
-    /* dbias(cols) = (accumulate ? dbias : 0) + sum over rows of dy(rows, cols). */
-    void (*bias_grad)(const zt_backend *be, float *dbias, const float *dy, int64_t rows,
-                      int64_t cols, bool accumulate);
+    /* dbias(cols) (fp32) = (accumulate ? dbias : 0) + sum over rows of
+     * dy(rows, cols) (dt). */
+    void (*bias_grad)(const zt_backend *be, zt_dtype dt, float *dbias, const void *dy,
+                      int64_t rows, int64_t cols, bool accumulate);
     /* y = max(x, 0); in place allowed. */
     void (*relu_forward)(const zt_backend *be, float *y, const float *x, int64_t n);
     /* dx = dy * (y > 0); in place (dx == dy) allowed. */
@@ -158,15 +177,15 @@ struct zt_backend {
      * and rescaled sum over chunks of the row) before it writes that row, so
      * the trainer needs no separate (rows, ld) gradient buffer. Labels outside
      * [0, classes) other than ignore_index are an internal error caught
-     * earlier by the data loaders. */
-    double (*xent_forward_backward)(const zt_backend *be, const float *logits,
+     * earlier by the data loaders. logits and dlogits are (dt). */
+    double (*xent_forward_backward)(const zt_backend *be, zt_dtype dt, const void *logits,
                                     const int32_t *labels, int64_t rows, int64_t classes,
                                     int64_t ld, int32_t ignore_index, float dscale,
-                                    float *dlogits);
+                                    void *dlogits);
     /* x *= a */
     void (*scale)(const zt_backend *be, float *x, float a, int64_t n);
-    /* y += a * x */
-    void (*axpy)(const zt_backend *be, float *y, float a, const float *x, int64_t n);
+    /* y += a * x, both (dt) */
+    void (*axpy)(const zt_backend *be, zt_dtype dt, void *y, float a, const void *x, int64_t n);
     /* sum of x^2 (x read as fp32) accumulated in float64, in a fixed order */
     double (*sum_squares)(const zt_backend *be, const void *x, zt_dtype dt, int64_t n);
     /* any inf or nan in x */
@@ -180,29 +199,32 @@ struct zt_backend {
      * float32 in a fixed order (the result never depends on the thread count),
      * except where float64 is stated. ---- */
 
-    /* y(rows, cols) = (accumulate ? y : 0) + table[ids[r]] (table (vocab, cols)). */
-    void (*embedding_forward)(const zt_backend *be, float *y, const int32_t *ids,
-                              const float *table, int64_t rows, int64_t cols, bool accumulate);
-    /* dtable(vocab, cols) = (accumulate ? dtable : 0) + sum over rows r with
-     * ids[r] == v of dy[r], added in increasing r. */
-    void (*embedding_backward)(const zt_backend *be, float *dtable, const int32_t *ids,
-                               const float *dy, int64_t rows, int64_t cols, int64_t vocab,
-                               bool accumulate);
+    /* y(rows, cols) (dt) = (accumulate ? y : 0) + table[ids[r]] (table (vocab,
+     * cols) (dt)). */
+    void (*embedding_forward)(const zt_backend *be, zt_dtype dt, void *y, const int32_t *ids,
+                              const void *table, int64_t rows, int64_t cols, bool accumulate);
+    /* dtable(vocab, cols) (fp32) = (accumulate ? dtable : 0) + sum over rows r
+     * with ids[r] == v of dy[r] (dt), added in increasing r. */
+    void (*embedding_backward)(const zt_backend *be, zt_dtype dt, float *dtable,
+                               const int32_t *ids, const void *dy, int64_t rows, int64_t cols,
+                               int64_t vocab, bool accumulate);
     /* y(n, t, cols) += PE(t, cols), PyTorch's sinusoidal table:
      * PE[i][2k] = sin(i * w_k), PE[i][2k+1] = cos(i * w_k), w_k = exp(-2k ln(10000) / cols),
      * computed in float64 and rounded. */
     void (*sinusoid_add)(const zt_backend *be, float *y, int64_t n, int64_t t, int64_t cols);
     /* Per row of x (rows, cols): mean, rstd = 1/sqrt(var + eps) (biased var,
-     * accumulated in float64), y = (x - mean) * rstd * w + b. y may not alias x. */
-    void (*layernorm_forward)(const zt_backend *be, float *y, float *mean, float *rstd,
-                              const float *x, const float *w, const float *b, int64_t rows,
-                              int64_t cols, float eps);
+     * accumulated in float64), y = (x - mean) * rstd * w + b. y may not alias x.
+     * x, w, b, y are (dt); mean, rstd fp32. */
+    void (*layernorm_forward)(const zt_backend *be, zt_dtype dt, void *y, float *mean,
+                              float *rstd, const void *x, const void *w, const void *b,
+                              int64_t rows, int64_t cols, float eps);
     /* From dy: dx = (accumulate_dx ? dx : 0) + d/dx; dw, db = (accumulate_params ?
      * dw, db : 0) + sums over rows, added to the starting value in increasing row
-     * order. dx == dy allowed. mean and rstd are what forward wrote. */
-    void (*layernorm_backward)(const zt_backend *be, float *dx, float *dw, float *db,
-                               const float *dy, const float *x, const float *mean,
-                               const float *rstd, const float *w, int64_t rows, int64_t cols,
+     * order. dx == dy allowed. mean and rstd are what forward wrote. dx, dy, x,
+     * w are (dt); dw, db, mean, rstd fp32. */
+    void (*layernorm_backward)(const zt_backend *be, zt_dtype dt, void *dx, float *dw, float *db,
+                               const void *dy, const void *x, const float *mean,
+                               const float *rstd, const void *w, int64_t rows, int64_t cols,
                                bool accumulate_dx, bool accumulate_params);
     /* GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); y == x allowed. */
     void (*gelu_forward)(const zt_backend *be, float *y, const float *x, int64_t n);
@@ -216,37 +238,41 @@ struct zt_backend {
 
     /* Residual add + layernorm, one pass per row: x1 = x + branch (what
      * copy_d2d + axpy gave), then y, mean, rstd as layernorm_forward(x1).
-     * x1 may alias x or branch; y may alias none of x1, x, branch. */
-    void (*residual_layernorm_forward)(const zt_backend *be, float *x1, float *y, float *mean,
-                                       float *rstd, const float *x, const float *branch,
-                                       const float *w, const float *b, int64_t rows,
-                                       int64_t cols, float eps);
+     * x1 may alias x or branch; y may alias none of x1, x, branch. All (dt)
+     * but mean, rstd; y normalises x1 as stored (rounded to dt). */
+    void (*residual_layernorm_forward)(const zt_backend *be, zt_dtype dt, void *x1, void *y,
+                                       float *mean, float *rstd, const void *x,
+                                       const void *branch, const void *w, const void *b,
+                                       int64_t rows, int64_t cols, float eps);
     /* Linear with its bias and activation as the GEMM's epilogue:
      * v = x(rows, in) w(out, in)^T + bias (what gemm + bias_add gave), y =
      * act(v) (relu_forward / gelu_forward). pre (rows, out), where given,
      * receives v: GELU's backward needs it; ReLU's reads y and NONE needs
-     * nothing, so both take pre NULL and y is the only output. bias may be NULL. */
-    void (*linear_act_forward)(const zt_backend *be, float *y, float *pre, const float *x,
-                               const float *w, const float *bias, int64_t rows, int64_t in,
-                               int64_t out, zt_act act);
+     * nothing, so both take pre NULL and y is the only output. bias may be NULL.
+     * All (dt); v is rounded to dt (as pre stores it) before act reads it. */
+    void (*linear_act_forward)(const zt_backend *be, zt_dtype dt, void *y, void *pre,
+                               const void *x, const void *w, const void *bias, int64_t rows,
+                               int64_t in, int64_t out, zt_act act);
     /* The bias-gradient epilogue, one pass over dy(rows, cols): dpre = dy *
      * act'(v) (gelu_backward with v = pre; ReLU the select of relu_backward
      * with pre = y; NONE a copy, pre unused) and dbias(cols) = (accumulate ?
-     * dbias : 0) + column sums of dpre in bias_grad's order. dpre == dy allowed. */
-    void (*act_bias_grad)(const zt_backend *be, float *dpre, float *dbias, const float *dy,
-                          const float *pre, int64_t rows, int64_t cols, zt_act act,
-                          bool accumulate);
+     * dbias : 0) + column sums of dpre in bias_grad's order. dpre == dy allowed.
+     * dpre, dy, pre (dt); dbias fp32, summed from dpre as stored (rounded). */
+    void (*act_bias_grad)(const zt_backend *be, zt_dtype dt, void *dpre, float *dbias,
+                          const void *dy, const void *pre, int64_t rows, int64_t cols,
+                          zt_act act, bool accumulate);
     /* A linear layer's backward, the three ops of its unfused sequence in one
      * call: dw(out, in) = (accumulate ? dw : 0) + dy^T x (gemm), dbias(out)
      * likewise (bias_grad; skipped when NULL), dx(rows, in) = (dx_accumulate ?
      * dx : 0) + dy w (gemm; skipped when NULL). dy (rows, out) has row stride
      * ldy >= out, and ldy == out where dbias is given. The two products are
      * independent, so a backend may run them at the same time: dx must not
-     * overlap dy, x or w (models/layers.c runs an in-place dx == x op by op). */
-    void (*linear_backward)(const zt_backend *be, float *dx, float *dw, float *dbias,
-                            const float *dy, int64_t ldy, const float *x, const float *w,
-                            int64_t rows, int64_t in, int64_t out, bool accumulate,
-                            bool dx_accumulate);
+     * overlap dy, x or w (models/layers.c runs an in-place dx == x op by op).
+     * dx, dy, x, w (dt); dw, dbias fp32. */
+    void (*linear_backward)(const zt_backend *be, zt_dtype dt, void *dx, float *dw,
+                            float *dbias, const void *dy, int64_t ldy, const void *x,
+                            const void *w, int64_t rows, int64_t in, int64_t out,
+                            bool accumulate, bool dx_accumulate);
     /* For i in [0, batch): C_i = alpha op(A_i) op(B_i) + beta C_i with A_i = a + i *
      * stride_a, B_i = b + i * stride_b, C_i = c + i * stride_c; otherwise as gemm.
      * The C_i must not overlap. k == 0 gives C = beta C (beta == 0 writes zeros)
@@ -277,26 +303,28 @@ struct zt_backend {
      *   lse(s, hh, i) = log sum_j exp(scale q_i . k_j)   into lse (n, h, t).
      * A row with no allowed key gets y = 0 and lse = 0. No (t, t) tensor is
      * stored: `work` holds at least zt_attn_flash_work_numel(n, h, t) floats of
-     * scratch. Softmax in float32; each output from one fixed order of sums. */
-    void (*attn_flash_forward)(const zt_backend *be, float *y, float *lse, float *work,
-                               const float *qkv, int64_t n, int64_t h, int64_t t, int64_t c,
-                               float scale, bool causal, const int32_t *lengths,
+     * scratch. Softmax in float32; each output from one fixed order of sums.
+     * qkv, y (dt); lse, work fp32. */
+    void (*attn_flash_forward)(const zt_backend *be, zt_dtype dt, void *y, float *lse,
+                               float *work, const void *qkv, int64_t n, int64_t h, int64_t t,
+                               int64_t c, float scale, bool causal, const int32_t *lengths,
                                const zt_dropout_desc *drop);
     /* Its backward: from dy (n * t, c), the forward's y and lse and qkv, writes
      * dqkv (n * t, 3c) (assigns), recomputing p per tile from lse (p_j =
      * exp(scale q_i . k_j - lse_i)) with D_i = dy_i . y_i. Rows with no allowed
      * key, and keys no row attends to, get zero gradients. Same `work` as the
-     * forward. */
-    void (*attn_flash_backward)(const zt_backend *be, float *dqkv, const float *dy,
-                                const float *y, const float *lse, const float *qkv, float *work,
+     * forward. dqkv, dy, y, qkv (dt); lse, work fp32. */
+    void (*attn_flash_backward)(const zt_backend *be, zt_dtype dt, void *dqkv, const void *dy,
+                                const void *y, const float *lse, const void *qkv, float *work,
                                 int64_t n, int64_t h, int64_t t, int64_t c, float scale,
                                 bool causal, const int32_t *lengths, const zt_dropout_desc *drop);
     /* y = x * (keep ? scale : 0) with scale = 1.0f / (1.0f - p) in float32 and the
      * keyed mask of `d` (as torch does: inf or nan at a dropped position gives
      * nan, which the overflow check sees); p == 0 is an exact copy. y == x
      * allowed. The same call with dy for x gives the backward pass: masks are
-     * recomputed, never stored. */
-    void (*dropout)(const zt_backend *be, float *y, const float *x, const zt_dropout_desc *d);
+     * recomputed, never stored. x, y (dt). */
+    void (*dropout)(const zt_backend *be, zt_dtype dt, void *y, const void *x,
+                    const zt_dropout_desc *d);
     /* y(n, cols) = mean over i < lengths[s] of x(n, t, cols) (all t when lengths
      * is NULL); sums in float32 in increasing i, then divided by the length.
      * 1 <= lengths[s] <= t. */

@@ -28,6 +28,12 @@ typedef enum { ZT_F32 = 0, ZT_F16, ZT_BF16, ZT_NDTYPES } zt_dtype;
 size_t zt_dtype_size(zt_dtype dt);
 const char *zt_dtype_name(zt_dtype dt); /* "fp32", "fp16", "bf16" */
 
+/* Element i of a tensor of dt at p. */
+static inline void *zt_dtype_at(const void *p, zt_dtype dt, int64_t i)
+{
+    return (char *)p + i * (int64_t)zt_dtype_size(dt);
+}
+
 /* One value. Widening is exact; a signalling NaN comes out quiet. */
 uint16_t zt_f32_to_f16(float x);
 float zt_f16_to_f32(uint16_t h);

@@ -10,24 +10,23 @@ static size_t floats(int64_t n) { return (size_t)n * sizeof(float); }
 
 /* ---- embedding: y = drop(embedding[tokens] + PE) ---- */
 
-static void embed_forward(const zt_unit *u, const zt_backend *be, const float *params,
-                          const float *x, float *y, float *saved, float *work, const zt_batch *b)
+static void embed_forward(const zt_unit *u, const zt_backend *be, const void *params,
+                          const void *x, void *y, void *saved, void *work, const zt_batch *b)
 {
     (void)x;
     (void)saved;
     (void)work;
     int64_t seq = u->dims[1], e = u->dims[2];
-    be->embedding_forward(be, y, b->tokens, params, b->n * b->t, e, false); // (n, t, E)
+    be->embedding_forward(be, ZT_F32, y, b->tokens, params, b->n * b->t, e, false); // (n, t, E)
     be->sinusoid_add(be, y, b->n, b->t, e);
     zt_dropout_desc d = zt_layer_dropout(u, 0, b, 1, b->t, e, seq, e);
     if (d.p > 0.0f)
-        be->dropout(be, y, y, &d);
+        be->dropout(be, ZT_F32, y, y, &d);
 }
 
-static void embed_backward(const zt_unit *u, const zt_backend *be, const float *params,
-                           const float *x, const float *y, const float *saved, float *dy,
-                           float *dx, float *dparams, float *work, bool accumulate,
-                           const zt_batch *b)
+static void embed_backward(const zt_unit *u, const zt_backend *be, const void *params,
+                           const void *x, const void *y, const void *saved, void *dy, void *dx,
+                           float *dparams, void *work, bool accumulate, const zt_batch *b)
 {
     (void)params;
     (void)x;
@@ -38,8 +37,8 @@ static void embed_backward(const zt_unit *u, const zt_backend *be, const float *
     int64_t vocab = u->dims[0], seq = u->dims[1], e = u->dims[2];
     zt_dropout_desc d = zt_layer_dropout(u, 0, b, 1, b->t, e, seq, e);
     if (d.p > 0.0f)
-        be->dropout(be, dy, dy, &d);
-    be->embedding_backward(be, dparams, b->tokens, dy, b->n * b->t, e, vocab, accumulate);
+        be->dropout(be, ZT_F32, dy, dy, &d);
+    be->embedding_backward(be, ZT_F32, dparams, b->tokens, dy, b->n * b->t, e, vocab, accumulate);
 }
 
 /* The lookup and dropout are free; adding the sinusoids is one FLOP per element. */
@@ -69,7 +68,7 @@ void zt_classifier_embed(zt_unit *u, int64_t vocab, int64_t max_len, int64_t e, 
 typedef struct {
     int64_t seq, e, heads, h, rows;
     bool gelu, unfused;
-    float *p[12], *dp[12];
+    void *p[12], *dp[12];
     float *qkv, *att, *atty, *z1, *x1, *mean1, *rstd1, *hid, *act, *z2, *mean2, *rstd2;
     float *w_z, *w_t, *w_h, *w_x1, *w_ay, *w_att, *w_qkv;
     zt_attn_shape shape;
@@ -77,7 +76,7 @@ typedef struct {
 
 enum { L_INW, L_INB, L_OUTW, L_OUTB, L_W1, L_B1, L_W2, L_B2, L_N1W, L_N1B, L_N2W, L_N2B };
 
-static void layer_view_init(layer_view *v, const zt_unit *u, const float *params,
+static void layer_view_init(layer_view *v, const zt_unit *u, const void *params,
                             float *dparams, float *saved, float *work, const zt_batch *b)
 {
     memset(v, 0, sizeof *v);
@@ -88,9 +87,9 @@ static void layer_view_init(layer_view *v, const zt_unit *u, const float *params
     v->gelu = u->dims[4] != 0;
     v->unfused = u->dims[5] != 0;
     v->rows = b->n * b->t;
-    zt_unit_param_views(u, (float *)params, v->p);
+    zt_unit_param_views(u, params, ZT_F32, v->p);
     if (dparams)
-        zt_unit_param_views(u, dparams, v->dp);
+        zt_unit_param_views(u, dparams, ZT_F32, v->dp);
     int64_t n = b->n, t = v->seq, te = t * v->e, th = t * v->h;
     float *s = saved;
     v->qkv = s, s += n * 3 * te;
@@ -132,13 +131,13 @@ static void drop_into(const zt_backend *be, float *dst, const float *src, int64_
                       const zt_dropout_desc *d)
 {
     if (d->p > 0.0f)
-        be->dropout(be, dst, src, d);
+        be->dropout(be, ZT_F32, dst, src, d);
     else if (dst != src)
         be->copy_d2d(be, dst, src, floats(numel));
 }
 
-static void layer_forward(const zt_unit *u, const zt_backend *be, const float *params,
-                          const float *x, float *y, float *saved, float *work, const zt_batch *b)
+static void layer_forward(const zt_unit *u, const zt_backend *be, const void *params,
+                          const void *x, void *y, void *saved, void *work, const zt_batch *b)
 {
     layer_view v;
     layer_view_init(&v, u, params, NULL, saved, work, b);
@@ -146,37 +145,36 @@ static void layer_forward(const zt_unit *u, const zt_backend *be, const float *p
     layer_dropouts(u, &v, b, d);
     int64_t rows = v.rows, e = v.e, h = v.h;
 
-    zt_linear_forward(be, v.qkv, x, v.p[L_INW], v.p[L_INB], rows, e, 3 * e); // (rows, 3E)
-    zt_attention_forward(be, v.atty, v.att, v.w_att, v.qkv, &v.shape, &d[0]);
-    zt_linear_forward(be, v.w_t, v.atty, v.p[L_OUTW], v.p[L_OUTB], rows, e, e);
+    zt_linear_forward(be, ZT_F32, v.qkv, x, v.p[L_INW], v.p[L_INB], rows, e, 3 * e); // (rows, 3E)
+    zt_attention_forward(be, ZT_F32, v.atty, v.att, v.w_att, v.qkv, &v.shape, &d[0]);
+    zt_linear_forward(be, ZT_F32, v.w_t, v.atty, v.p[L_OUTW], v.p[L_OUTB], rows, e, e);
     drop_into(be, v.w_t, v.w_t, rows * e, &d[1]);
-    zt_residual_layernorm(be, v.z1, v.x1, v.mean1, v.rstd1, x, v.w_t, v.p[L_N1W], v.p[L_N1B],
+    zt_residual_layernorm(be, ZT_F32, v.z1, v.x1, v.mean1, v.rstd1, x, v.w_t, v.p[L_N1W], v.p[L_N1B],
                           rows, e);
 
-    zt_linear_act_forward(be, v.act, v.gelu ? v.hid : NULL, v.x1, v.p[L_W1], v.p[L_B1], rows, e,
+    zt_linear_act_forward(be, ZT_F32, v.act, v.gelu ? v.hid : NULL, v.x1, v.p[L_W1], v.p[L_B1], rows, e,
                           h, v.gelu ? ZT_ACT_GELU : ZT_ACT_RELU); // (rows, H)
     drop_into(be, v.w_h, v.act, rows * h, &d[2]);
-    zt_linear_forward(be, v.w_t, v.w_h, v.p[L_W2], v.p[L_B2], rows, h, e);
+    zt_linear_forward(be, ZT_F32, v.w_t, v.w_h, v.p[L_W2], v.p[L_B2], rows, h, e);
     drop_into(be, v.w_t, v.w_t, rows * e, &d[3]);
-    zt_residual_layernorm(be, v.z2, y, v.mean2, v.rstd2, v.x1, v.w_t, v.p[L_N2W], v.p[L_N2B],
+    zt_residual_layernorm(be, ZT_F32, v.z2, y, v.mean2, v.rstd2, v.x1, v.w_t, v.p[L_N2W], v.p[L_N2B],
                           rows, e);
 }
 
-static void layer_backward(const zt_unit *u, const zt_backend *be, const float *params,
-                           const float *x, const float *y, const float *saved, float *dy,
-                           float *dx, float *dparams, float *work, bool accumulate,
-                           const zt_batch *b)
+static void layer_backward(const zt_unit *u, const zt_backend *be, const void *params,
+                           const void *x, const void *y, const void *saved, void *dy, void *dx,
+                           float *dparams, void *work, bool accumulate, const zt_batch *b)
 {
     (void)y;
     layer_view v;
-    layer_view_init(&v, u, params, dparams, (float *)saved, work, b);
+    layer_view_init(&v, u, params, dparams, (void *)saved, work, b);
     zt_dropout_desc d[4];
     layer_dropouts(u, &v, b, d);
     int64_t rows = v.rows, e = v.e, h = v.h;
     bool acc = accumulate;
 
     /* norm2, then the feed-forward branch; dz2 also flows to x1 directly. */
-    be->layernorm_backward(be, v.w_z, v.dp[L_N2W], v.dp[L_N2B], dy, v.z2, v.mean2, v.rstd2,
+    be->layernorm_backward(be, ZT_F32, v.w_z, v.dp[L_N2W], v.dp[L_N2B], dy, v.z2, v.mean2, v.rstd2,
                            v.p[L_N2W], rows, e, false, acc);
     drop_into(be, v.w_t, v.w_z, rows * e, &d[3]);
     /* The activation linear2 saw: dropped into w_h, where its input gradient
@@ -186,25 +184,25 @@ static void layer_backward(const zt_unit *u, const zt_backend *be, const float *
         drop_into(be, v.w_h, v.act, rows * h, &d[2]);
         seen = v.w_h;
     }
-    zt_linear_backward(be, v.w_h, v.dp[L_W2], v.dp[L_B2], v.w_t, e, seen, v.p[L_W2], rows, h, e,
+    zt_linear_backward(be, ZT_F32, v.w_h, v.dp[L_W2], v.dp[L_B2], v.w_t, e, seen, v.p[L_W2], rows, h, e,
                        acc, false); // dW2 (E, H), db2, dact (rows, H)
     drop_into(be, v.w_h, v.w_h, rows * h, &d[2]);
-    zt_act_bias_grad(be, v.w_h, v.dp[L_B1], v.w_h, v.gelu ? v.hid : v.act, rows, h,
+    zt_act_bias_grad(be, ZT_F32, v.w_h, v.dp[L_B1], v.w_h, v.gelu ? v.hid : v.act, rows, h,
                      v.gelu ? ZT_ACT_GELU : ZT_ACT_RELU, acc);
     be->copy_d2d(be, v.w_x1, v.w_z, floats(rows * e));
-    zt_linear_backward(be, v.w_x1, v.dp[L_W1], NULL, v.w_h, h, v.x1, v.p[L_W1], rows, e, h,
+    zt_linear_backward(be, ZT_F32, v.w_x1, v.dp[L_W1], NULL, v.w_h, h, v.x1, v.p[L_W1], rows, e, h,
                        acc, true); // dx1 = dz2 + linear1's input gradient
 
     /* norm1, then the attention branch; dz1 also flows to x directly. */
-    be->layernorm_backward(be, v.w_z, v.dp[L_N1W], v.dp[L_N1B], v.w_x1, v.z1, v.mean1, v.rstd1,
+    be->layernorm_backward(be, ZT_F32, v.w_z, v.dp[L_N1W], v.dp[L_N1B], v.w_x1, v.z1, v.mean1, v.rstd1,
                            v.p[L_N1W], rows, e, false, acc);
     drop_into(be, v.w_t, v.w_z, rows * e, &d[1]);
-    zt_linear_backward(be, v.w_ay, v.dp[L_OUTW], v.dp[L_OUTB], v.w_t, e, v.atty, v.p[L_OUTW],
+    zt_linear_backward(be, ZT_F32, v.w_ay, v.dp[L_OUTW], v.dp[L_OUTB], v.w_t, e, v.atty, v.p[L_OUTW],
                        rows, e, e, acc, false);
-    zt_attention_backward(be, v.w_qkv, v.w_ay, v.atty, v.att, v.qkv, v.w_att, &v.shape, &d[0]);
+    zt_attention_backward(be, ZT_F32, v.w_qkv, v.w_ay, v.atty, v.att, v.qkv, v.w_att, &v.shape, &d[0]);
     if (dx)
         be->copy_d2d(be, dx, v.w_z, floats(rows * e));
-    zt_linear_backward(be, dx, v.dp[L_INW], v.dp[L_INB], v.w_qkv, 3 * e, x, v.p[L_INW], rows, e,
+    zt_linear_backward(be, ZT_F32, dx, v.dp[L_INW], v.dp[L_INB], v.w_qkv, 3 * e, x, v.p[L_INW], rows, e,
                        3 * e, acc, true);
 }
 
@@ -261,39 +259,38 @@ void zt_classifier_layer(zt_unit *u, const char *name, int64_t max_len, int64_t 
 
 /* ---- head: fc2(drop(relu(fc1(masked_mean(x))))) ---- */
 
-static void head_forward(const zt_unit *u, const zt_backend *be, const float *params,
-                         const float *x, float *y, float *saved, float *work, const zt_batch *b)
+static void head_forward(const zt_unit *u, const zt_backend *be, const void *params,
+                         const void *x, void *y, void *saved, void *work, const zt_batch *b)
 {
     int64_t e = u->dims[1], h = u->dims[2], k = u->dims[3], n = b->n;
     const float *w1 = params, *b1 = w1 + h * e, *w2 = b1 + h, *b2 = w2 + k * h;
-    float *pooled = saved, *act = saved + n * e;
+    float *pooled = saved, *act = pooled + n * e;
     be->mean_pool_forward(be, pooled, x, b->lengths, n, b->t, e); // (n, E)
-    zt_linear_forward(be, act, pooled, w1, b1, n, e, h);          // (n, H)
+    zt_linear_forward(be, ZT_F32, act, pooled, w1, b1, n, e, h);          // (n, H)
     be->relu_forward(be, act, act, n * h);
     zt_dropout_desc d = zt_layer_dropout(u, 0, b, 1, 1, h, 1, h);
     drop_into(be, work, act, n * h, &d);
-    zt_linear_forward(be, y, work, w2, b2, n, h, k); // (n, classes)
+    zt_linear_forward(be, ZT_F32, y, work, w2, b2, n, h, k); // (n, classes)
 }
 
-static void head_backward(const zt_unit *u, const zt_backend *be, const float *params,
-                          const float *x, const float *y, const float *saved, float *dy,
-                          float *dx, float *dparams, float *work, bool accumulate,
-                          const zt_batch *b)
+static void head_backward(const zt_unit *u, const zt_backend *be, const void *params,
+                          const void *x, const void *y, const void *saved, void *dy, void *dx,
+                          float *dparams, void *work, bool accumulate, const zt_batch *b)
 {
     (void)x;
     (void)y;
     int64_t e = u->dims[1], h = u->dims[2], k = u->dims[3], n = b->n;
     const float *w1 = params, *w2 = w1 + h * e + h;
     float *dw1 = dparams, *db1 = dw1 + h * e, *dw2 = db1 + h, *db2 = dw2 + k * h;
-    const float *pooled = saved, *act = saved + n * e;
-    float *dact = work, *dpooled = work + n * h;
+    const float *pooled = saved, *act = pooled + n * e;
+    float *dact = work, *dpooled = dact + n * h;
     zt_dropout_desc d = zt_layer_dropout(u, 0, b, 1, 1, h, 1, h);
     drop_into(be, dact, act, n * h, &d); // the dropped activation fc2 saw
-    zt_linear_backward(be, dact, dw2, db2, dy, k, dact, w2, n, h, k, accumulate,
+    zt_linear_backward(be, ZT_F32, dact, dw2, db2, dy, k, dact, w2, n, h, k, accumulate,
                        false); // in place: dact (n, H)
     drop_into(be, dact, dact, n * h, &d);
     be->relu_backward(be, dact, dact, act, n * h);
-    zt_linear_backward(be, dpooled, dw1, db1, dact, h, pooled, w1, n, e, h, accumulate, false);
+    zt_linear_backward(be, ZT_F32, dpooled, dw1, db1, dact, h, pooled, w1, n, e, h, accumulate, false);
     if (dx)
         be->mean_pool_backward(be, dx, dpooled, b->lengths, n, b->t, e);
 }

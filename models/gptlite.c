@@ -8,22 +8,21 @@
 
 /* ---- embedding: y = wte[tokens] + wpe[position] ---- */
 
-static void embed_forward(const zt_unit *u, const zt_backend *be, const float *params,
-                          const float *x, float *y, float *saved, float *work, const zt_batch *b)
+static void embed_forward(const zt_unit *u, const zt_backend *be, const void *params,
+                          const void *x, void *y, void *saved, void *work, const zt_batch *b)
 {
     (void)x;
     (void)saved;
     (void)work;
     int64_t vocab = u->dims[0], c = u->dims[2];
-    const float *wte = params, *wpe = params + vocab * c;
-    be->embedding_forward(be, y, b->tokens, wte, b->n * b->t, c, false); // (n, t, C)
-    be->bias_add(be, y, wpe, b->n, b->t * c);
+    const void *wte = params, *wpe = zt_dtype_at(params, b->dt, vocab * c);
+    be->embedding_forward(be, b->dt, y, b->tokens, wte, b->n * b->t, c, false); // (n, t, C)
+    be->bias_add(be, b->dt, y, wpe, b->n, b->t * c);
 }
 
-static void embed_backward(const zt_unit *u, const zt_backend *be, const float *params,
-                           const float *x, const float *y, const float *saved, float *dy,
-                           float *dx, float *dparams, float *work, bool accumulate,
-                           const zt_batch *b)
+static void embed_backward(const zt_unit *u, const zt_backend *be, const void *params,
+                           const void *x, const void *y, const void *saved, void *dy, void *dx,
+                           float *dparams, void *work, bool accumulate, const zt_batch *b)
 {
     (void)params;
     (void)x;
@@ -33,8 +32,8 @@ static void embed_backward(const zt_unit *u, const zt_backend *be, const float *
     (void)work;
     int64_t vocab = u->dims[0], seq = u->dims[1], c = u->dims[2];
     float *dwte = dparams, *dwpe = dparams + vocab * c;
-    be->embedding_backward(be, dwte, b->tokens, dy, b->n * b->t, c, vocab, accumulate);
-    be->bias_grad(be, dwpe, dy, b->n, b->t * c, accumulate);
+    be->embedding_backward(be, b->dt, dwte, b->tokens, dy, b->n * b->t, c, vocab, accumulate);
+    be->bias_grad(be, b->dt, dwpe, dy, b->n, b->t * c, accumulate);
     if (!accumulate && b->t < seq) /* positions this batch did not reach */
         be->memset_zero(be, dwpe + b->t * c, (size_t)((seq - b->t) * c) * sizeof(float));
 }
@@ -50,6 +49,7 @@ static const zt_unit_ops embed_ops = {"Embedding", embed_forward, embed_backward
 void zt_gptlite_embed(zt_unit *u, int64_t vocab, int64_t seq_len, int64_t c)
 {
     zt_unit_reset(u, "embed", &embed_ops);
+    u->typed = true;
     u->dims[0] = vocab;
     u->dims[1] = seq_len;
     u->dims[2] = c;
@@ -62,20 +62,44 @@ void zt_gptlite_embed(zt_unit *u, int64_t vocab, int64_t seq_len, int64_t c)
 
 /* Views of a block's parameters, saved tensors and scratch for a batch of n
  * samples: regions are laid out at the model's sequence length, used at the
- * batch's. */
+ * batch's. The fp32 statistics come first in `saved` (and the attention's
+ * fp32 scratch first in `work`), so they stay aligned whatever b->dt is;
+ * with a 16-bit dt each takes two elements' room (block_stats_room). */
 typedef struct {
     int64_t seq, c, heads, f, rows;
     bool gelu, unfused;
-    const float *ln1w, *ln1b, *qkvw, *qkvb, *projw, *projb, *ln2w, *ln2b, *fcw, *fcb, *fpw, *fpb;
+    zt_dtype dt;
+    const void *ln1w, *ln1b, *qkvw, *qkvb, *projw, *projb, *ln2w, *ln2b, *fcw, *fcb, *fpw, *fpb;
     float *dln1w, *dln1b, *dqkvw, *dqkvb, *dprojw, *dprojb, *dln2w, *dln2b, *dfcw, *dfcb, *dfpw,
         *dfpb;
-    float *ln1, *mean1, *rstd1, *qkv, *att, *atty, *x1, *ln2, *mean2, *rstd2, *fch, *fca;
-    float *w_f, *w_c1, *w_c2, *w_c3, *w_att, *w_qkv;
+    float *mean1, *rstd1, *att, *mean2, *rstd2;
+    void *ln1, *qkv, *atty, *x1, *ln2, *fch, *fca;
+    float *w_att;
+    void *w_f, *w_c1, *w_c2, *w_c3, *w_qkv;
     zt_attn_shape shape;
 } block_view;
 
-static void block_view_init(block_view *v, const zt_unit *u, const float *params, float *dparams,
-                            float *saved, float *work, const zt_batch *b)
+/* Elements of a tensor of dt that `floats` fp32 values take. */
+static int64_t stats_room(int64_t floats, zt_dtype dt)
+{
+    return floats * (int64_t)(sizeof(float) / zt_dtype_size(dt));
+}
+
+/* Takes numel elements of dt off the region at *at. */
+static void *take(void **at, zt_dtype dt, int64_t numel)
+{
+    void *p = *at;
+    *at = zt_dtype_at(p, dt, numel);
+    return p;
+}
+
+static float *take_f32(void **at, int64_t floats)
+{
+    return take(at, ZT_F32, floats);
+}
+
+static void block_view_init(block_view *v, const zt_unit *u, const void *params, float *dparams,
+                            void *saved, void *work, const zt_batch *b)
 {
     memset(v, 0, sizeof *v);
     v->seq = u->dims[0];
@@ -85,46 +109,56 @@ static void block_view_init(block_view *v, const zt_unit *u, const float *params
     v->gelu = u->dims[4] != 0;
     v->unfused = u->dims[5] != 0;
     v->rows = b->n * b->t;
-    float *p[12];
-    zt_unit_param_views(u, (float *)params, p);
+    v->dt = b->dt;
+    zt_dtype dt = b->dt;
+    void *p[12];
+    zt_unit_param_views(u, params, dt, p);
     v->ln1w = p[0], v->ln1b = p[1], v->qkvw = p[2], v->qkvb = p[3], v->projw = p[4];
     v->projb = p[5], v->ln2w = p[6], v->ln2b = p[7], v->fcw = p[8], v->fcb = p[9];
     v->fpw = p[10], v->fpb = p[11];
     if (dparams) {
-        zt_unit_param_views(u, dparams, p);
+        zt_unit_param_views(u, dparams, ZT_F32, p);
         v->dln1w = p[0], v->dln1b = p[1], v->dqkvw = p[2], v->dqkvb = p[3], v->dprojw = p[4];
         v->dprojb = p[5], v->dln2w = p[6], v->dln2b = p[7], v->dfcw = p[8], v->dfcb = p[9];
         v->dfpw = p[10], v->dfpb = p[11];
     }
     int64_t n = b->n, tc = v->seq * v->c, t = v->seq;
-    float *s = saved;
-    v->ln1 = s, s += n * tc;
-    v->mean1 = s, s += n * t;
-    v->rstd1 = s, s += n * t;
-    v->qkv = s, s += n * 3 * tc;
-    v->att = s, s += n * zt_attention_saved_numel(t, v->heads, v->unfused);
-    v->atty = s, s += n * tc;
-    v->x1 = s, s += n * tc;
-    v->ln2 = s, s += n * tc;
-    v->mean2 = s, s += n * t;
-    v->rstd2 = s, s += n * t;
+    void *s = saved;
+    v->mean1 = take_f32(&s, n * t);
+    v->rstd1 = take_f32(&s, n * t);
+    v->mean2 = take_f32(&s, n * t);
+    v->rstd2 = take_f32(&s, n * t);
+    v->att = take_f32(&s, n * zt_attention_saved_numel(t, v->heads, v->unfused));
+    v->ln1 = take(&s, dt, n * tc);
+    v->qkv = take(&s, dt, n * 3 * tc);
+    v->atty = take(&s, dt, n * tc);
+    v->x1 = take(&s, dt, n * tc);
+    v->ln2 = take(&s, dt, n * tc);
     if (v->gelu) /* ReLU's backward reads fca: no pre-activation kept */
-        v->fch = s, s += n * t * v->f;
+        v->fch = take(&s, dt, n * t * v->f);
     v->fca = s;
-    float *w = work;
-    v->w_f = w, w += n * t * v->f;
-    v->w_c1 = w, w += n * tc;
-    v->w_c2 = w, w += n * tc;
-    v->w_c3 = w, w += n * tc;
-    v->w_att = w, w += n * zt_attention_work_numel(t, v->heads, v->unfused);
+    void *w = work;
+    v->w_att = take_f32(&w, n * zt_attention_work_numel(t, v->heads, v->unfused));
+    v->w_f = take(&w, dt, n * t * v->f);
+    v->w_c1 = take(&w, dt, n * tc);
+    v->w_c2 = take(&w, dt, n * tc);
+    v->w_c3 = take(&w, dt, n * tc);
     v->w_qkv = w;
     v->shape = (zt_attn_shape){.n = n, .t = b->t, .max_t = t, .c = v->c, .heads = v->heads,
                                .causal = true, .lengths = b->lengths, .unfused = v->unfused};
 }
 
+/* Room for the block's fp32 statistics: twice their count where the block
+ * may run on 16-bit tensors (fused attention), once where it is fp32 only. */
+static int64_t block_stats_room(int64_t t, int64_t heads, bool unfused)
+{
+    int64_t floats = 4 * t + zt_attention_saved_numel(t, heads, unfused);
+    return unfused ? floats : stats_room(floats, ZT_BF16);
+}
+
 static int64_t block_saved_numel(int64_t t, int64_t c, int64_t heads, int64_t f, bool unfused)
 {
-    return 7 * t * c + 4 * t + zt_attention_saved_numel(t, heads, unfused) + 2 * t * f;
+    return 7 * t * c + block_stats_room(t, heads, unfused) + 2 * t * f;
 }
 
 static int64_t block_work_numel(int64_t t, int64_t c, int64_t heads, int64_t f, bool unfused)
@@ -132,82 +166,86 @@ static int64_t block_work_numel(int64_t t, int64_t c, int64_t heads, int64_t f, 
     return t * f + 3 * t * c + zt_attention_work_numel(t, heads, unfused) + 3 * t * c;
 }
 
-static void block_forward(const zt_unit *u, const zt_backend *be, const float *params,
-                          const float *x, float *y, float *saved, float *work, const zt_batch *b)
+static void block_forward(const zt_unit *u, const zt_backend *be, const void *params,
+                          const void *x, void *y, void *saved, void *work, const zt_batch *b)
 {
     block_view v;
     block_view_init(&v, u, params, NULL, saved, work, b);
     int64_t rows = v.rows, c = v.c, f = v.f;
+    zt_dtype dt = v.dt;
     zt_dropout_desc d_att = zt_layer_dropout(u, 0, b, v.heads, b->t, b->t, v.seq, v.seq);
     zt_dropout_desc d_proj = zt_layer_dropout(u, 1, b, 1, b->t, c, v.seq, c);
     zt_dropout_desc d_mlp = zt_layer_dropout(u, 2, b, 1, b->t, c, v.seq, c);
 
-    be->layernorm_forward(be, v.ln1, v.mean1, v.rstd1, x, v.ln1w, v.ln1b, rows, c,
+    be->layernorm_forward(be, dt, v.ln1, v.mean1, v.rstd1, x, v.ln1w, v.ln1b, rows, c,
                           ZT_LAYERNORM_EPS);
-    zt_linear_forward(be, v.qkv, v.ln1, v.qkvw, v.qkvb, rows, c, 3 * c); // (rows, 3C)
-    zt_attention_forward(be, v.atty, v.att, v.w_att, v.qkv, &v.shape, &d_att);
-    zt_linear_forward(be, v.w_c1, v.atty, v.projw, v.projb, rows, c, c);
+    zt_linear_forward(be, dt, v.qkv, v.ln1, v.qkvw, v.qkvb, rows, c, 3 * c); // (rows, 3C)
+    zt_attention_forward(be, dt, v.atty, v.att, v.w_att, v.qkv, &v.shape, &d_att);
+    zt_linear_forward(be, dt, v.w_c1, v.atty, v.projw, v.projb, rows, c, c);
     if (d_proj.p > 0.0f)
-        be->dropout(be, v.w_c1, v.w_c1, &d_proj);
-    zt_residual_layernorm(be, v.x1, v.ln2, v.mean2, v.rstd2, x, v.w_c1, v.ln2w, v.ln2b, rows,
+        be->dropout(be, dt, v.w_c1, v.w_c1, &d_proj);
+    zt_residual_layernorm(be, dt, v.x1, v.ln2, v.mean2, v.rstd2, x, v.w_c1, v.ln2w, v.ln2b, rows,
                           c); // x1 = x + attention branch, ln2 = ln_2(x1)
 
     /* (rows, 4C); ReLU's backward reads its output, so only GELU keeps fch. */
-    zt_linear_act_forward(be, v.fca, v.gelu ? v.fch : NULL, v.ln2, v.fcw, v.fcb, rows, c, f,
+    zt_linear_act_forward(be, dt, v.fca, v.gelu ? v.fch : NULL, v.ln2, v.fcw, v.fcb, rows, c, f,
                           v.gelu ? ZT_ACT_GELU : ZT_ACT_RELU);
-    zt_linear_forward(be, v.w_c1, v.fca, v.fpw, v.fpb, rows, f, c);
+    zt_linear_forward(be, dt, v.w_c1, v.fca, v.fpw, v.fpb, rows, f, c);
     if (d_mlp.p > 0.0f)
-        be->dropout(be, v.w_c1, v.w_c1, &d_mlp);
-    be->copy_d2d(be, y, v.x1, (size_t)(rows * c) * sizeof(float));
-    be->axpy(be, y, 1.0f, v.w_c1, rows * c); // y = x1 + mlp branch
+        be->dropout(be, dt, v.w_c1, v.w_c1, &d_mlp);
+    be->copy_d2d(be, y, v.x1, (size_t)(rows * c) * zt_dtype_size(dt));
+    be->axpy(be, dt, y, 1.0f, v.w_c1, rows * c); // y = x1 + mlp branch
 }
 
-static void block_backward(const zt_unit *u, const zt_backend *be, const float *params,
-                           const float *x, const float *y, const float *saved, float *dy,
-                           float *dx, float *dparams, float *work, bool accumulate,
-                           const zt_batch *b)
+static void block_backward(const zt_unit *u, const zt_backend *be, const void *params,
+                           const void *x, const void *y, const void *saved, void *dy, void *dx,
+                           float *dparams, void *work, bool accumulate, const zt_batch *b)
 {
     (void)y;
     block_view v;
-    block_view_init(&v, u, params, dparams, (float *)saved, work, b);
+    block_view_init(&v, u, params, dparams, (void *)saved, work, b);
     int64_t rows = v.rows, c = v.c, f = v.f;
+    zt_dtype dt = v.dt;
+    size_t rc_bytes = (size_t)(rows * c) * zt_dtype_size(dt);
     zt_dropout_desc d_att = zt_layer_dropout(u, 0, b, v.heads, b->t, b->t, v.seq, v.seq);
     zt_dropout_desc d_proj = zt_layer_dropout(u, 1, b, 1, b->t, c, v.seq, c);
     zt_dropout_desc d_mlp = zt_layer_dropout(u, 2, b, 1, b->t, c, v.seq, c);
     bool acc = accumulate;
 
     /* MLP branch; dy carries on as dx1 (the residual). */
-    float *dbranch = v.w_c1;
+    void *dbranch = v.w_c1;
     if (d_mlp.p > 0.0f)
-        be->dropout(be, dbranch, dy, &d_mlp);
+        be->dropout(be, dt, dbranch, dy, &d_mlp);
     else
-        be->copy_d2d(be, dbranch, dy, (size_t)(rows * c) * sizeof(float));
-    zt_linear_backward(be, v.w_f, v.dfpw, v.dfpb, dbranch, c, v.fca, v.fpw, rows, f, c, acc,
+        be->copy_d2d(be, dbranch, dy, rc_bytes);
+    zt_linear_backward(be, dt, v.w_f, v.dfpw, v.dfpb, dbranch, c, v.fca, v.fpw, rows, f, c, acc,
                        false);
-    zt_act_bias_grad(be, v.w_f, v.dfcb, v.w_f, v.gelu ? v.fch : v.fca, rows, f,
+    zt_act_bias_grad(be, dt, v.w_f, v.dfcb, v.w_f, v.gelu ? v.fch : v.fca, rows, f,
                      v.gelu ? ZT_ACT_GELU : ZT_ACT_RELU, acc);
-    zt_linear_backward(be, v.w_c2, v.dfcw, NULL, v.w_f, f, v.ln2, v.fcw, rows, c, f, acc, false);
-    be->layernorm_backward(be, dy, v.dln2w, v.dln2b, v.w_c2, v.x1, v.mean2, v.rstd2, v.ln2w, rows,
-                           c, true, acc); // dy is now dL/dx1
+    zt_linear_backward(be, dt, v.w_c2, v.dfcw, NULL, v.w_f, f, v.ln2, v.fcw, rows, c, f, acc,
+                       false);
+    be->layernorm_backward(be, dt, dy, v.dln2w, v.dln2b, v.w_c2, v.x1, v.mean2, v.rstd2, v.ln2w,
+                           rows, c, true, acc); // dy is now dL/dx1
 
     /* Attention branch. */
     if (d_proj.p > 0.0f)
-        be->dropout(be, dbranch, dy, &d_proj);
+        be->dropout(be, dt, dbranch, dy, &d_proj);
     else
-        be->copy_d2d(be, dbranch, dy, (size_t)(rows * c) * sizeof(float));
-    zt_linear_backward(be, v.w_c2, v.dprojw, v.dprojb, dbranch, c, v.atty, v.projw, rows, c, c,
-                       acc, false);
-    zt_attention_backward(be, v.w_qkv, v.w_c2, v.atty, v.att, v.qkv, v.w_att, &v.shape, &d_att);
-    zt_linear_backward(be, v.w_c3, v.dqkvw, v.dqkvb, v.w_qkv, 3 * c, v.ln1, v.qkvw, rows, c,
+        be->copy_d2d(be, dbranch, dy, rc_bytes);
+    zt_linear_backward(be, dt, v.w_c2, v.dprojw, v.dprojb, dbranch, c, v.atty, v.projw, rows, c,
+                       c, acc, false);
+    zt_attention_backward(be, dt, v.w_qkv, v.w_c2, v.atty, v.att, v.qkv, v.w_att, &v.shape,
+                          &d_att);
+    zt_linear_backward(be, dt, v.w_c3, v.dqkvw, v.dqkvb, v.w_qkv, 3 * c, v.ln1, v.qkvw, rows, c,
                        3 * c, acc, false);
     if (!dx) {
-        be->layernorm_backward(be, v.w_c2, v.dln1w, v.dln1b, v.w_c3, x, v.mean1, v.rstd1, v.ln1w,
-                               rows, c, false, acc);
+        be->layernorm_backward(be, dt, v.w_c2, v.dln1w, v.dln1b, v.w_c3, x, v.mean1, v.rstd1,
+                               v.ln1w, rows, c, false, acc);
         return;
     }
-    be->copy_d2d(be, dx, dy, (size_t)(rows * c) * sizeof(float));
-    be->layernorm_backward(be, dx, v.dln1w, v.dln1b, v.w_c3, x, v.mean1, v.rstd1, v.ln1w, rows, c,
-                           true, acc);
+    be->copy_d2d(be, dx, dy, rc_bytes);
+    be->layernorm_backward(be, dt, dx, v.dln1w, v.dln1b, v.w_c3, x, v.mean1, v.rstd1, v.ln1w, rows,
+                           c, true, acc);
 }
 
 /* ln_1, qkv Linear(C, 3C), Q K^T, scale, softmax, att V, proj Linear(C, C),
@@ -227,6 +265,7 @@ void zt_gptlite_block(zt_unit *u, const char *name, int64_t seq_len, int64_t c, 
 {
     int64_t f = 4 * c;
     zt_unit_reset(u, name, &block_ops);
+    u->typed = !unfused_attention;
     u->dims[0] = seq_len;
     u->dims[1] = c;
     u->dims[2] = heads;
@@ -261,56 +300,66 @@ void zt_gptlite_block(zt_unit *u, const char *name, int64_t seq_len, int64_t c, 
  * which know no stride, run over all Vp columns with a bias padded by zeros
  * in `work` (the loss leaves the padding's gradient exactly 0). */
 
-/* Where the padded bias (or its gradient) lives: past the 2 (rows, C) of work. */
-static float *head_pad(const zt_unit *u, float *work, const zt_batch *b)
+/* The padded bias (Vp, of dt) or its fp32 gradient (Vp) lives first in
+ * work, then the two (rows, C) of dt. */
+static void *head_work(const zt_unit *u, void *work, zt_dtype dt, int64_t rows, int k)
 {
-    return work + 2 * b->n * u->dims[0] * u->dims[1];
+    return zt_dtype_at(work, dt, stats_room(u->dims[3], dt) + k * rows * u->dims[1]);
 }
 
-static void head_forward(const zt_unit *u, const zt_backend *be, const float *params,
-                         const float *x, float *y, float *saved, float *work, const zt_batch *b)
+static void head_forward(const zt_unit *u, const zt_backend *be, const void *params,
+                         const void *x, void *y, void *saved, void *work, const zt_batch *b)
 {
     int64_t seq = u->dims[0], c = u->dims[1], vocab = u->dims[2], vp = u->dims[3];
     int64_t rows = b->n * b->t;
-    const float *lnw = params, *lnb = params + c, *w = params + 2 * c, *bias = w + vocab * c;
-    float *ln = saved, *mean = saved + b->n * seq * c, *rstd = mean + b->n * seq;
-    be->layernorm_forward(be, ln, mean, rstd, x, lnw, lnb, rows, c, ZT_LAYERNORM_EPS);
-    be->gemm(be, false, true, rows, vocab, c, 1.0f, ln, c, w, c, 0.0f, y, vp); // (rows, V) of (rows, Vp)
+    zt_dtype dt = b->dt;
+    size_t es = zt_dtype_size(dt);
+    const void *lnw = params, *lnb = zt_dtype_at(params, dt, c);
+    const void *w = zt_dtype_at(params, dt, 2 * c), *bias = zt_dtype_at(w, dt, vocab * c);
+    void *s = saved;
+    float *mean = take_f32(&s, b->n * seq), *rstd = take_f32(&s, b->n * seq);
+    void *ln = s; // (rows, C)
+    be->layernorm_forward(be, dt, ln, mean, rstd, x, lnw, lnb, rows, c, ZT_LAYERNORM_EPS);
+    be->gemm(be, dt, dt, false, true, rows, vocab, c, 1.0f, ln, c, w, c, 0.0f, y,
+             vp); // (rows, V) of (rows, Vp)
     if (vp > vocab) {
-        float *pb = head_pad(u, work, b); // (Vp)
-        be->copy_d2d(be, pb, bias, (size_t)vocab * sizeof *pb);
-        be->memset_zero(be, pb + vocab, (size_t)(vp - vocab) * sizeof *pb);
+        void *pb = work; // (Vp)
+        be->copy_d2d(be, pb, bias, (size_t)vocab * es);
+        be->memset_zero(be, zt_dtype_at(pb, dt, vocab), (size_t)(vp - vocab) * es);
         bias = pb;
     }
-    be->bias_add(be, y, bias, rows, vp);
+    be->bias_add(be, dt, y, bias, rows, vp);
 }
 
-static void head_backward(const zt_unit *u, const zt_backend *be, const float *params,
-                          const float *x, const float *y, const float *saved, float *dy,
-                          float *dx, float *dparams, float *work, bool accumulate,
-                          const zt_batch *b)
+static void head_backward(const zt_unit *u, const zt_backend *be, const void *params,
+                          const void *x, const void *y, const void *saved, void *dy, void *dx,
+                          float *dparams, void *work, bool accumulate, const zt_batch *b)
 {
     (void)y;
     int64_t seq = u->dims[0], c = u->dims[1], vocab = u->dims[2], vp = u->dims[3];
     int64_t rows = b->n * b->t;
-    const float *lnw = params, *w = params + 2 * c;
+    zt_dtype dt = b->dt;
+    const void *lnw = params, *w = zt_dtype_at(params, dt, 2 * c);
     float *dlnw = dparams, *dlnb = dparams + c, *dw = dparams + 2 * c, *db = dw + vocab * c;
-    const float *ln = saved, *mean = saved + b->n * seq * c, *rstd = mean + b->n * seq;
+    void *s = (void *)saved;
+    const float *mean = take_f32(&s, b->n * seq), *rstd = take_f32(&s, b->n * seq);
+    const void *ln = s;
+    void *dln = head_work(u, work, dt, rows, 0), *scratch = head_work(u, work, dt, rows, 1);
     // dy: (rows, Vp), its padding columns 0; dW (V, C), dX (rows, C) into work
-    zt_linear_backward(be, work, dw, NULL, dy, vp, ln, w, rows, c, vocab, accumulate, false);
+    zt_linear_backward(be, dt, dln, dw, NULL, dy, vp, ln, w, rows, c, vocab, accumulate, false);
     if (vp > vocab) {
-        float *pg = head_pad(u, work, b); // (Vp)
+        float *pg = work; // (Vp)
         if (accumulate) {
             be->copy_d2d(be, pg, db, (size_t)vocab * sizeof *pg);
             be->memset_zero(be, pg + vocab, (size_t)(vp - vocab) * sizeof *pg);
         }
-        be->bias_grad(be, pg, dy, rows, vp, accumulate);
+        be->bias_grad(be, dt, pg, dy, rows, vp, accumulate);
         be->copy_d2d(be, db, pg, (size_t)vocab * sizeof *pg);
     } else {
-        be->bias_grad(be, db, dy, rows, vocab, accumulate);
+        be->bias_grad(be, dt, db, dy, rows, vocab, accumulate);
     }
-    be->layernorm_backward(be, dx ? dx : work + rows * c, dlnw, dlnb, work, x, mean, rstd, lnw,
-                           rows, c, false, accumulate);
+    be->layernorm_backward(be, dt, dx ? dx : scratch, dlnw, dlnb, dln, x, mean, rstd, lnw, rows, c,
+                           false, accumulate);
 }
 
 /* ln_f, lm_head Linear(C, V). */
@@ -325,15 +374,18 @@ static const zt_unit_ops head_ops = {"LMHead", head_forward, head_backward, head
 void zt_gptlite_head(zt_unit *u, int64_t seq_len, int64_t c, int64_t vocab)
 {
     zt_unit_reset(u, "head", &head_ops);
+    u->typed = true;
     u->dims[0] = seq_len;
     u->dims[1] = c;
     u->dims[2] = vocab;
     u->dims[3] = zt_gptlite_padded_vocab(vocab);
     u->in_numel = seq_len * c;
     u->out_numel = seq_len * u->dims[3];
-    u->saved_numel = seq_len * c + 2 * seq_len;
-    /* (rows, C) twice in backward, and the padded bias once (per sample: the
-     * plan knows no once-per-batch scratch). */
+    /* ln_f's output and its fp32 mean and rstd (room for 16-bit tensors). */
+    u->saved_numel = seq_len * c + stats_room(2 * seq_len, ZT_BF16);
+    /* (rows, C) twice in backward, and the padded bias (or its fp32
+     * gradient) once (per sample: the plan knows no once-per-batch scratch);
+     * work is counted in floats whatever the tensors' dtype. */
     u->work_numel = 2 * seq_len * c + u->dims[3];
     float lin = 1.0f / sqrtf((float)c);
     zt_unit_add_param(u, "ln_f.weight", 1, (int64_t[]){c}, ZT_INIT_ONES, 0.0f);

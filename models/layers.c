@@ -2,42 +2,47 @@
 
 #include <math.h>
 
-void zt_linear_forward(const zt_backend *be, float *y, const float *x, const float *w,
-                       const float *b, int64_t rows, int64_t in, int64_t out)
+void zt_linear_forward(const zt_backend *be, zt_dtype dt, void *y, const void *x, const void *w,
+                       const void *b, int64_t rows, int64_t in, int64_t out)
 {
-    be->gemm(be, false, true, rows, out, in, 1.0f, x, in, w, in, 0.0f, y, out); // (rows, out)
+    if (be->linear_act_forward && dt != ZT_F32) { /* one rounding of x w^T + b, not two */
+        be->linear_act_forward(be, dt, y, NULL, x, w, b, rows, in, out, ZT_ACT_NONE);
+        return;
+    }
+    be->gemm(be, dt, dt, false, true, rows, out, in, 1.0f, x, in, w, in, 0.0f, y,
+             out); // (rows, out)
     if (b)
-        be->bias_add(be, y, b, rows, out);
+        be->bias_add(be, dt, y, b, rows, out);
 }
 
-void zt_linear_backward(const zt_backend *be, float *dx, float *dw, float *db, const float *dy,
-                        int64_t ldy, const float *x, const float *w, int64_t rows, int64_t in,
-                        int64_t out, bool accumulate, bool dx_accumulate)
+void zt_linear_backward(const zt_backend *be, zt_dtype dt, void *dx, float *dw, float *db,
+                        const void *dy, int64_t ldy, const void *x, const void *w, int64_t rows,
+                        int64_t in, int64_t out, bool accumulate, bool dx_accumulate)
 {
     if (be->linear_backward && dx != x) {
-        be->linear_backward(be, dx, dw, db, dy, ldy, x, w, rows, in, out, accumulate,
+        be->linear_backward(be, dt, dx, dw, db, dy, ldy, x, w, rows, in, out, accumulate,
                             dx_accumulate);
         return;
     }
-    be->gemm(be, true, false, out, in, rows, 1.0f, dy, ldy, x, in, accumulate ? 1.0f : 0.0f, dw,
-             in); // (out, in)
+    be->gemm(be, dt, ZT_F32, true, false, out, in, rows, 1.0f, dy, ldy, x, in,
+             accumulate ? 1.0f : 0.0f, dw, in); // (out, in)
     if (db)
-        be->bias_grad(be, db, dy, rows, out, accumulate);
+        be->bias_grad(be, dt, db, dy, rows, out, accumulate);
     if (dx)
-        be->gemm(be, false, false, rows, in, out, 1.0f, dy, ldy, w, in,
+        be->gemm(be, dt, dt, false, false, rows, in, out, 1.0f, dy, ldy, w, in,
                  dx_accumulate ? 1.0f : 0.0f, dx, in); // (rows, in)
 }
 
-void zt_linear_act_forward(const zt_backend *be, float *y, float *pre, const float *x,
-                           const float *w, const float *b, int64_t rows, int64_t in, int64_t out,
-                           zt_act act)
+void zt_linear_act_forward(const zt_backend *be, zt_dtype dt, void *y, void *pre,
+                           const void *x, const void *w, const void *b, int64_t rows, int64_t in,
+                           int64_t out, zt_act act)
 {
     if (be->linear_act_forward) {
-        be->linear_act_forward(be, y, pre, x, w, b, rows, in, out, act);
+        be->linear_act_forward(be, dt, y, pre, x, w, b, rows, in, out, act);
         return;
     }
     float *v = pre ? pre : y; // (rows, out)
-    zt_linear_forward(be, v, x, w, b, rows, in, out);
+    zt_linear_forward(be, ZT_F32, v, x, w, b, rows, in, out);
     if (act == ZT_ACT_GELU)
         be->gelu_forward(be, y, v, rows * out);
     else if (act == ZT_ACT_RELU)
@@ -46,11 +51,11 @@ void zt_linear_act_forward(const zt_backend *be, float *y, float *pre, const flo
         be->copy_d2d(be, y, v, (size_t)(rows * out) * sizeof(float));
 }
 
-void zt_act_bias_grad(const zt_backend *be, float *dpre, float *db, const float *dy,
-                      const float *pre, int64_t rows, int64_t cols, zt_act act, bool accumulate)
+void zt_act_bias_grad(const zt_backend *be, zt_dtype dt, void *dpre, float *db, const void *dy,
+                      const void *pre, int64_t rows, int64_t cols, zt_act act, bool accumulate)
 {
     if (be->act_bias_grad) {
-        be->act_bias_grad(be, dpre, db, dy, pre, rows, cols, act, accumulate);
+        be->act_bias_grad(be, dt, dpre, db, dy, pre, rows, cols, act, accumulate);
         return;
     }
     if (act == ZT_ACT_GELU)
@@ -59,26 +64,26 @@ void zt_act_bias_grad(const zt_backend *be, float *dpre, float *db, const float 
         be->relu_backward(be, dpre, dy, pre, rows * cols);
     else if (dpre != dy)
         be->copy_d2d(be, dpre, dy, (size_t)(rows * cols) * sizeof(float));
-    be->bias_grad(be, db, dpre, rows, cols, accumulate);
+    be->bias_grad(be, ZT_F32, db, dpre, rows, cols, accumulate);
 }
 
-void zt_residual_layernorm(const zt_backend *be, float *x1, float *y, float *mean, float *rstd,
-                           const float *x, const float *branch, const float *w, const float *b,
-                           int64_t rows, int64_t cols)
+void zt_residual_layernorm(const zt_backend *be, zt_dtype dt, void *x1, void *y, float *mean,
+                           float *rstd, const void *x, const void *branch, const void *w,
+                           const void *b, int64_t rows, int64_t cols)
 {
     if (be->residual_layernorm_forward) {
-        be->residual_layernorm_forward(be, x1, y, mean, rstd, x, branch, w, b, rows, cols,
+        be->residual_layernorm_forward(be, dt, x1, y, mean, rstd, x, branch, w, b, rows, cols,
                                        ZT_LAYERNORM_EPS);
         return;
     }
     if (x1 == branch) {
-        be->axpy(be, x1, 1.0f, x, rows * cols);
+        be->axpy(be, dt, x1, 1.0f, x, rows * cols);
     } else {
         if (x1 != x)
-            be->copy_d2d(be, x1, x, (size_t)(rows * cols) * sizeof(float));
-        be->axpy(be, x1, 1.0f, branch, rows * cols);
+            be->copy_d2d(be, x1, x, (size_t)(rows * cols) * zt_dtype_size(dt));
+        be->axpy(be, dt, x1, 1.0f, branch, rows * cols);
     }
-    be->layernorm_forward(be, y, mean, rstd, x1, w, b, rows, cols, ZT_LAYERNORM_EPS);
+    be->layernorm_forward(be, dt, y, mean, rstd, x1, w, b, rows, cols, ZT_LAYERNORM_EPS);
 }
 
 zt_dropout_desc zt_layer_dropout(const zt_unit *u, int k, const zt_batch *bt, int64_t a,
@@ -127,7 +132,7 @@ static void attention_unfused_forward(const zt_backend *be, float *y, float *att
     be->attn_softmax_forward(be, att, s->n, nh, t, scale, s->causal, s->lengths);
     const float *p = att;
     if (drop->p > 0.0f) {
-        be->dropout(be, work, att, drop);
+        be->dropout(be, ZT_F32, work, att, drop);
         p = work;
     }
     for (int64_t smp = 0; smp < s->n; smp++) {
@@ -147,7 +152,7 @@ static void attention_unfused_backward(const zt_backend *be, float *dqkv, const 
     /* dV = P_dropped^T dY first: afterwards work is free for dP. */
     const float *p = att;
     if (dropped) {
-        be->dropout(be, work, att, drop);
+        be->dropout(be, ZT_F32, work, att, drop);
         p = work;
     }
     for (int64_t smp = 0; smp < s->n; smp++)
@@ -160,7 +165,7 @@ static void attention_unfused_backward(const zt_backend *be, float *dqkv, const 
                          0.0f, work + smp * nh * tt, t, tt, nh); // dP (H, t, t)
     }
     if (dropped)
-        be->dropout(be, work, work, drop);
+        be->dropout(be, ZT_F32, work, work, drop);
     be->attn_softmax_backward(be, work, att, s->n * nh * t, t, scale);
     for (int64_t smp = 0; smp < s->n; smp++) {
         const float *q = attn_q(qkv, s, smp);
@@ -173,20 +178,20 @@ static void attention_unfused_backward(const zt_backend *be, float *dqkv, const 
     }
 }
 
-void zt_attention_forward(const zt_backend *be, float *y, float *att, float *work,
-                          const float *qkv, const zt_attn_shape *s, const zt_dropout_desc *drop)
+void zt_attention_forward(const zt_backend *be, zt_dtype dt, void *y, float *att, float *work,
+                          const void *qkv, const zt_attn_shape *s, const zt_dropout_desc *drop)
 {
     if (s->unfused) {
         attention_unfused_forward(be, y, att, work, qkv, s, drop);
         return;
     }
     float scale = 1.0f / sqrtf((float)(s->c / s->heads));
-    be->attn_flash_forward(be, y, att, work, qkv, s->n, s->heads, s->t, s->c, scale, s->causal,
-                           s->lengths, drop); // y (rows, C), att (n, H, t) log-sum-exp
+    be->attn_flash_forward(be, dt, y, att, work, qkv, s->n, s->heads, s->t, s->c, scale,
+                           s->causal, s->lengths, drop); // y (rows, C), att (n, H, t) log-sum-exp
 }
 
-void zt_attention_backward(const zt_backend *be, float *dqkv, const float *dy, const float *y,
-                           const float *att, const float *qkv, float *work,
+void zt_attention_backward(const zt_backend *be, zt_dtype dt, void *dqkv, const void *dy,
+                           const void *y, const float *att, const void *qkv, float *work,
                            const zt_attn_shape *s, const zt_dropout_desc *drop)
 {
     if (s->unfused) {
@@ -194,6 +199,6 @@ void zt_attention_backward(const zt_backend *be, float *dqkv, const float *dy, c
         return;
     }
     float scale = 1.0f / sqrtf((float)(s->c / s->heads));
-    be->attn_flash_backward(be, dqkv, dy, y, att, qkv, work, s->n, s->heads, s->t, s->c, scale,
-                            s->causal, s->lengths, drop);
+    be->attn_flash_backward(be, dt, dqkv, dy, y, att, qkv, work, s->n, s->heads, s->t, s->c,
+                            scale, s->causal, s->lengths, drop);
 }

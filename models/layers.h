@@ -10,6 +10,12 @@
  * (--attention unfused, kept for comparison) keeps (n, H, t, t)
  * probabilities, dense at the batch's t.
  *
+ * Typed: every piece takes the storage dtype dt of its tensors (backend.h's
+ * typed ops): activations, their gradients and the parameters read are of
+ * dt, parameter gradients and statistics (mean, rstd, log-sum-exp) fp32.
+ * A 16-bit dt needs the backend's fused epilogues and fused attention: the
+ * op-by-op sequences (--fused-ops off, --attention unfused) are fp32 only.
+ *
  * Memory: layers own nothing; every buffer is the caller's (a unit's saved
  * or work region). Collective: none.
  */
@@ -26,16 +32,16 @@
 #define ZT_LAYERNORM_EPS 1e-5f
 
 /* y(rows, out) = x(rows, in) w^T + b; w (out, in), b (out) or NULL. */
-void zt_linear_forward(const zt_backend *be, float *y, const float *x, const float *w,
-                       const float *b, int64_t rows, int64_t in, int64_t out);
+void zt_linear_forward(const zt_backend *be, zt_dtype dt, void *y, const void *x, const void *w,
+                       const void *b, int64_t rows, int64_t in, int64_t out);
 /* dw (+)= dy^T x, db (+)= column sums of dy (accumulate: add; skipped when
  * db is NULL), and, unless dx is NULL, dx = (dx_accumulate ? dx : 0) + dy w;
  * dy (rows, out) has row stride ldy (> out only without db). dx may be x (in
  * place): dw and db are then made first, op by op; otherwise the backend's
  * linear_backward may run the two products at once. */
-void zt_linear_backward(const zt_backend *be, float *dx, float *dw, float *db, const float *dy,
-                        int64_t ldy, const float *x, const float *w, int64_t rows, int64_t in,
-                        int64_t out, bool accumulate, bool dx_accumulate);
+void zt_linear_backward(const zt_backend *be, zt_dtype dt, void *dx, float *dw, float *db,
+                        const void *dy, int64_t ldy, const void *x, const void *w, int64_t rows,
+                        int64_t in, int64_t out, bool accumulate, bool dx_accumulate);
 
 /* The fused epilogues (backend.h), or the op-by-op sequence they replace
  * when the backend leaves them NULL (--fused-ops off): the same float32
@@ -43,17 +49,17 @@ void zt_linear_backward(const zt_backend *be, float *dx, float *dw, float *db, c
  *
  * y(rows, out) = act(x(rows, in) w^T + b); pre (rows, out) receives the
  * pre-activation where given (GELU's backward needs it; ReLU's reads y). */
-void zt_linear_act_forward(const zt_backend *be, float *y, float *pre, const float *x,
-                           const float *w, const float *b, int64_t rows, int64_t in, int64_t out,
-                           zt_act act);
+void zt_linear_act_forward(const zt_backend *be, zt_dtype dt, void *y, void *pre,
+                           const void *x, const void *w, const void *b, int64_t rows, int64_t in,
+                           int64_t out, zt_act act);
 /* dpre = dy act'(pre) (ReLU: pre is y), db (+)= its column sums; dpre == dy allowed. */
-void zt_act_bias_grad(const zt_backend *be, float *dpre, float *db, const float *dy,
-                      const float *pre, int64_t rows, int64_t cols, zt_act act, bool accumulate);
+void zt_act_bias_grad(const zt_backend *be, zt_dtype dt, void *dpre, float *db, const void *dy,
+                      const void *pre, int64_t rows, int64_t cols, zt_act act, bool accumulate);
 /* x1 = x + branch (x1 may alias x or branch), y = layernorm(x1) with its
  * mean and rstd. */
-void zt_residual_layernorm(const zt_backend *be, float *x1, float *y, float *mean, float *rstd,
-                           const float *x, const float *branch, const float *w, const float *b,
-                           int64_t rows, int64_t cols);
+void zt_residual_layernorm(const zt_backend *be, zt_dtype dt, void *x1, void *y, float *mean,
+                           float *rstd, const void *x, const void *branch, const void *w,
+                           const void *b, int64_t rows, int64_t cols);
 
 typedef struct {
     int64_t n, t;            /* samples, tokens per sample in this batch */
@@ -84,12 +90,12 @@ int64_t zt_attention_work_numel(int64_t t, int64_t heads, bool unfused);
  * batched GEMM with V; att (n, H, t, t) receives the probabilities before
  * dropout and work holds the dropped copy. Work sized by
  * zt_attention_work_numel either way. */
-void zt_attention_forward(const zt_backend *be, float *y, float *att, float *work,
-                          const float *qkv, const zt_attn_shape *s, const zt_dropout_desc *drop);
+void zt_attention_forward(const zt_backend *be, zt_dtype dt, void *y, float *att, float *work,
+                          const void *qkv, const zt_attn_shape *s, const zt_dropout_desc *drop);
 /* From dy (rows, C) writes dqkv (rows, 3C) (assigns); y is the forward's
  * output (the fused backward's D = rowsum(dy * y)). */
-void zt_attention_backward(const zt_backend *be, float *dqkv, const float *dy, const float *y,
-                           const float *att, const float *qkv, float *work,
+void zt_attention_backward(const zt_backend *be, zt_dtype dt, void *dqkv, const void *dy,
+                           const void *y, const float *att, const void *qkv, float *work,
                            const zt_attn_shape *s, const zt_dropout_desc *drop);
 
 #endif

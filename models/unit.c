@@ -30,11 +30,12 @@ void zt_unit_add_param(zt_unit *u, const char *name, int ndim, const int64_t *sh
     u->param_numel += p->numel;
 }
 
-void zt_unit_param_views(const zt_unit *u, float *base, float **out)
+void zt_unit_param_views(const zt_unit *u, const void *base, zt_dtype dt, void **out)
 {
+    int64_t at = 0;
     for (int i = 0; i < u->n_params; i++) {
-        out[i] = base;
-        base += u->params[i].numel;
+        out[i] = zt_dtype_at(base, dt, at);
+        at += u->params[i].numel;
     }
 }
 
@@ -65,32 +66,33 @@ void zt_unit_init_range(const zt_unit *u, uint64_t seed, int64_t global_offset, 
     }
 }
 
-static void linear_relu_forward(const zt_unit *u, const zt_backend *be, const float *params,
-                                const float *x, float *y, float *saved, float *work,
+static void linear_relu_forward(const zt_unit *u, const zt_backend *be, const void *params,
+                                const void *x, void *y, void *saved, void *work,
                                 const zt_batch *b)
 {
     (void)saved;
     (void)work;
     int64_t in = u->dims[0], out = u->dims[1];
-    const float *w = params;           // (out, in)
-    const float *bias = params + out * in; // (out)
-    zt_linear_act_forward(be, y, NULL, x, w, bias, b->n, in, out, ZT_ACT_RELU); // (n, out)
+    const void *w = params;                                // (out, in)
+    const void *bias = zt_dtype_at(params, b->dt, out * in); // (out)
+    zt_linear_act_forward(be, b->dt, y, NULL, x, w, bias, b->n, in, out,
+                          ZT_ACT_RELU); // (n, out)
 }
 
-static void linear_relu_backward(const zt_unit *u, const zt_backend *be, const float *params,
-                                 const float *x, const float *y, const float *saved, float *dy,
-                                 float *dx, float *dparams, float *work, bool accumulate,
+static void linear_relu_backward(const zt_unit *u, const zt_backend *be, const void *params,
+                                 const void *x, const void *y, const void *saved, void *dy,
+                                 void *dx, float *dparams, void *work, bool accumulate,
                                  const zt_batch *b)
 {
     (void)saved;
     (void)work;
     int64_t in = u->dims[0], out = u->dims[1];
-    const float *w = params;
+    const void *w = params;
     float *dw = dparams;               // (out, in)
     float *dbias = dparams + out * in; // (out)
-    float *dz = dy;                    // (n, out): dy through the ReLU, in place
-    zt_act_bias_grad(be, dz, dbias, dy, y, b->n, out, ZT_ACT_RELU, accumulate);
-    zt_linear_backward(be, dx, dw, NULL, dz, out, x, w, b->n, in, out, accumulate,
+    void *dz = dy;                     // (n, out): dy through the ReLU, in place
+    zt_act_bias_grad(be, b->dt, dz, dbias, dy, y, b->n, out, ZT_ACT_RELU, accumulate);
+    zt_linear_backward(be, b->dt, dx, dw, NULL, dz, out, x, w, b->n, in, out, accumulate,
                        false); // dw (out, in), dx (n, in)
 }
 

@@ -17,6 +17,13 @@
  * (b->t <= the model's sequence length): units then use (n, b->t, ...) prefixes
  * laid out densely, so a (n, t, C) tensor occupies n * t * C floats.
  * `work` holds nothing between calls.
+ *
+ * Typed units: a unit whose `typed` is set runs on 16-bit tensors itself.
+ * When the trainer runs it so (zt_batch.dt 16-bit), params, x, y, saved,
+ * dy, dx and work's tensors are all of b->dt, through the backend's typed ops
+ * (engine/backend.h), and only dparams is fp32: no fp32 copy of any of them
+ * exists. Other units always get b->dt == ZT_F32 and fp32 tensors (the
+ * trainer converts around them). Sizes stay counted in elements.
  * Collective: none.
  */
 #ifndef ZT_UNIT_H
@@ -56,6 +63,7 @@ typedef struct {
     uint64_t seed;
     int64_t step;
     bool training;             /* dropout on */
+    zt_dtype dt;               /* the units' tensors (see "Typed units"); ZT_F32 unless typed */
 } zt_batch;
 
 typedef struct zt_unit zt_unit;
@@ -77,14 +85,15 @@ typedef struct {
      * ("Block"): what pipeline partitioning's type:REGEX matches. */
     const char *type;
     /* y = f(x); writes what backward needs into `saved`. x is NULL for a unit
-     * that reads b->tokens instead (the embedding). */
-    void (*forward)(const zt_unit *u, const zt_backend *be, const float *params, const float *x,
-                    float *y, float *saved, float *work, const zt_batch *b);
+     * that reads b->tokens instead (the embedding). Tensors of b->dt. */
+    void (*forward)(const zt_unit *u, const zt_backend *be, const void *params, const void *x,
+                    void *y, void *saved, void *work, const zt_batch *b);
     /* From dy (may be overwritten: it is scratch after this call) computes dx
-     * (skipped when NULL: the first unit) and dparams (= or += when accumulate). */
-    void (*backward)(const zt_unit *u, const zt_backend *be, const float *params, const float *x,
-                     const float *y, const float *saved, float *dy, float *dx, float *dparams,
-                     float *work, bool accumulate, const zt_batch *b);
+     * (skipped when NULL: the first unit) and dparams (fp32; = or += when
+     * accumulate). Tensors but dparams of b->dt. */
+    void (*backward)(const zt_unit *u, const zt_backend *be, const void *params, const void *x,
+                     const void *y, const void *saved, void *dy, void *dx, float *dparams,
+                     void *work, bool accumulate, const zt_batch *b);
     /* The forward cost (zt_unit_cost) for n samples of t tokens. */
     zt_unit_cost (*cost)(const zt_unit *u, int64_t n, int64_t t);
 } zt_unit_ops;
@@ -95,7 +104,10 @@ struct zt_unit {
     int n_params;
     zt_param_spec params[ZT_UNIT_MAX_PARAMS];
     int64_t param_numel;
-    int64_t in_numel, out_numel, saved_numel, work_numel; /* per sample, floats */
+    /* Per sample, in elements of the tensors' dtype; work_numel in floats
+     * (work is fp32-sized, so a typed unit's 16-bit regions take half). */
+    int64_t in_numel, out_numel, saved_numel, work_numel;
+    bool typed;          /* runs on b->dt tensors itself ("Typed units") */
     int index;           /* position in the model: keys the unit's dropout sites */
     float dropout;       /* drop probability of the unit's dropout sites */
     int64_t dims[ZT_UNIT_MAX_DIMS];
@@ -114,9 +126,9 @@ void zt_unit_reset(zt_unit *u, const char *name, const zt_unit_ops *ops);
 void zt_unit_add_param(zt_unit *u, const char *name, int ndim, const int64_t *shape,
                        zt_init_kind init, float bound);
 
-/* out[i] = where tensor i starts in the packed slice at `base` (n_params
- * pointers). */
-void zt_unit_param_views(const zt_unit *u, float *base, float **out);
+/* out[i] = where tensor i starts in the packed slice at `base`, elements of
+ * dt (n_params pointers). */
+void zt_unit_param_views(const zt_unit *u, const void *base, zt_dtype dt, void **out);
 
 /* Initial values of elements [lo, hi) of the unit's packed slice, keyed by
  * (seed, global parameter index g = global_offset + i) so any rank can make any

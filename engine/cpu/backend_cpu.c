@@ -55,7 +55,7 @@ static void cpu_copy(const zt_backend *be, void *dst, const void *src, size_t by
 static zt_status cpu_check(const zt_backend *be)
 {
     (void)be;
-    return ZT_OK;
+    return zt_cpu_typed_status();
 }
 
 static void cpu_memset_zero(const zt_backend *be, void *dst, size_t bytes)
@@ -66,7 +66,7 @@ static void cpu_memset_zero(const zt_backend *be, void *dst, size_t bytes)
 
 static void cpu_sync(const zt_backend *be) { (void)be; }
 
-static void cpu_gemm(const zt_backend *be, bool trans_a, bool trans_b, int64_t m, int64_t n,
+void zt_cpu_gemm_f32(const zt_backend *be, bool trans_a, bool trans_b, int64_t m, int64_t n,
                      int64_t k, float alpha, const float *a, int64_t lda, const float *b,
                      int64_t ldb, float beta, float *c, int64_t ldc)
 {
@@ -80,7 +80,7 @@ static void cpu_gemm(const zt_backend *be, bool trans_a, bool trans_b, int64_t m
                 b, (int)ldb, beta, c, (int)ldc);
 }
 
-static void cpu_bias_add(const zt_backend *be, float *y, const float *bias, int64_t rows,
+void zt_cpu_bias_add_f32(const zt_backend *be, float *y, const float *bias, int64_t rows,
                          int64_t cols)
 {
     (void)be;
@@ -92,7 +92,7 @@ static void cpu_bias_add(const zt_backend *be, float *y, const float *bias, int6
     }
 }
 
-static void cpu_bias_grad(const zt_backend *be, float *dbias, const float *dy, int64_t rows,
+void zt_cpu_bias_grad_f32(const zt_backend *be, float *dbias, const float *dy, int64_t rows,
                           int64_t cols, bool accumulate)
 {
     (void)be;
@@ -126,7 +126,7 @@ static void cpu_bias_grad(const zt_backend *be, float *dbias, const float *dy, i
  * every thread. The bits are the same either way (OpenBLAS divides a product
  * between threads by blocks of C, never along k; bias_grad's order does not
  * depend on threads). */
-static void cpu_linear_backward(const zt_backend *be, float *dx, float *dw, float *dbias,
+void zt_cpu_linear_backward_f32(const zt_backend *be, float *dx, float *dw, float *dbias,
                                 const float *dy, int64_t ldy, const float *x, const float *w,
                                 int64_t rows, int64_t in, int64_t out, bool accumulate,
                                 bool dx_accumulate)
@@ -136,19 +136,19 @@ static void cpu_linear_backward(const zt_backend *be, float *dx, float *dw, floa
     {
 #pragma omp section
         {
-            cpu_gemm(be, true, false, out, in, rows, 1.0f, dy, ldy, x, in,
+            zt_cpu_gemm_f32(be, true, false, out, in, rows, 1.0f, dy, ldy, x, in,
                      accumulate ? 1.0f : 0.0f, dw, in); // (out, in)
             if (dbias)
-                cpu_bias_grad(be, dbias, dy, rows, out, accumulate);
+                zt_cpu_bias_grad_f32(be, dbias, dy, rows, out, accumulate);
         }
 #pragma omp section
         if (dx)
-            cpu_gemm(be, false, false, rows, in, out, 1.0f, dy, ldy, w, in,
+            zt_cpu_gemm_f32(be, false, false, rows, in, out, 1.0f, dy, ldy, w, in,
                      dx_accumulate ? 1.0f : 0.0f, dx, in); // (rows, in)
     }
 }
 
-static void cpu_relu_forward(const zt_backend *be, float *y, const float *x, int64_t n)
+void zt_cpu_relu_forward(const zt_backend *be, float *y, const float *x, int64_t n)
 {
     (void)be;
     /* `x < 0 ? 0 : x` rather than fmaxf: NaN passes through (as in torch) so
@@ -158,7 +158,7 @@ static void cpu_relu_forward(const zt_backend *be, float *y, const float *x, int
         y[i] = x[i] < 0.0f ? 0.0f : x[i];
 }
 
-static void cpu_relu_backward(const zt_backend *be, float *dx, const float *dy, const float *y,
+void zt_cpu_relu_backward(const zt_backend *be, float *dx, const float *dy, const float *y,
                               int64_t n)
 {
     (void)be;
@@ -210,7 +210,7 @@ static double xent_row(const float *l, int32_t label, int64_t classes, float dsc
     return log(sum) - ((double)target - (double)mx);
 }
 
-static double cpu_xent_forward_backward(const zt_backend *be, const float *logits,
+double zt_cpu_xent_forward_backward_f32(const zt_backend *be, const float *logits,
                                         const int32_t *labels, int64_t rows, int64_t classes,
                                         int64_t ld, int32_t ignore_index, float dscale,
                                         float *dlogits)
@@ -248,7 +248,7 @@ static void cpu_scale(const zt_backend *be, float *x, float a, int64_t n)
         x[i] *= a;
 }
 
-static void cpu_axpy(const zt_backend *be, float *y, float a, const float *x, int64_t n)
+void zt_cpu_axpy_f32(const zt_backend *be, float *y, float a, const float *x, int64_t n)
 {
     (void)be;
 #pragma omp parallel for schedule(static) if (n > ZT_CPU_PAR_MIN)
@@ -314,15 +314,9 @@ zt_status zt_backend_cpu_init(zt_backend *be)
         .copy_d2d = cpu_copy,
         .memset_zero = cpu_memset_zero,
         .sync = cpu_sync,
-        .gemm = cpu_gemm,
-        .bias_add = cpu_bias_add,
-        .bias_grad = cpu_bias_grad,
-        .linear_backward = cpu_linear_backward,
-        .relu_forward = cpu_relu_forward,
-        .relu_backward = cpu_relu_backward,
-        .xent_forward_backward = cpu_xent_forward_backward,
+        .relu_forward = zt_cpu_relu_forward,
+        .relu_backward = zt_cpu_relu_backward,
         .scale = cpu_scale,
-        .axpy = cpu_axpy,
         .sum_squares = cpu_sum_squares,
         .has_inf_nan = cpu_has_inf_nan,
         .convert = cpu_convert,
@@ -330,6 +324,7 @@ zt_status zt_backend_cpu_init(zt_backend *be)
         .sgd = cpu_sgd,
     };
     zt_backend_cpu_nn_ops(be);
+    zt_backend_cpu_typed_ops(be);
     zt_backend_cpu_quant_ops(be);
     return ZT_OK;
 }

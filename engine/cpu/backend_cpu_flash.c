@@ -62,7 +62,7 @@ static int64_t flash_allowed(const flash_geom *g, int64_t s, int64_t i)
     return g->lengths ? min_i64(a, g->lengths[s]) : a;
 }
 
-/* The dropout key of sample s, as cpu_dropout hoists it: a draw is
+/* The dropout key of sample s, as zt_cpu_dropout_f32 hoists it: a draw is
  * mix(key ^ counter) (engine/rng.h). */
 static uint64_t flash_drop_key(const zt_dropout_desc *d, int64_t s)
 {
@@ -282,7 +282,7 @@ static const flash_fwd_fn flash_fwd[ZT_CPU_ISA_COUNT] = {flash_fwd_baseline};
 static const flash_bwd_fn flash_bwd[ZT_CPU_ISA_COUNT] = {flash_bwd_baseline};
 #endif
 
-static void cpu_attn_flash_forward(const zt_backend *be, float *y, float *lse, float *work,
+void zt_cpu_attn_flash_forward_f32(const zt_backend *be, float *y, float *lse, float *work,
                                    const float *qkv, int64_t n, int64_t h, int64_t t, int64_t c,
                                    float scale, bool causal, const int32_t *lengths,
                                    const zt_dropout_desc *drop)
@@ -297,7 +297,7 @@ static void cpu_attn_flash_forward(const zt_backend *be, float *y, float *lse, f
         fwd(&g, pair / h, pair % h, y, lse, work + pair * 2 * g.tile * t, qkv);
 }
 
-static void cpu_attn_flash_backward(const zt_backend *be, float *dqkv, const float *dy,
+void zt_cpu_attn_flash_backward_f32(const zt_backend *be, float *dqkv, const float *dy,
                                     const float *y, const float *lse, const float *qkv,
                                     float *work, int64_t n, int64_t h, int64_t t, int64_t c,
                                     float scale, bool causal, const int32_t *lengths,
@@ -311,10 +311,4 @@ static void cpu_attn_flash_backward(const zt_backend *be, float *dqkv, const flo
 #pragma omp parallel for schedule(static)
     for (int64_t pair = 0; pair < n * h; pair++)
         bwd(&g, pair / h, pair % h, dqkv, dy, y, lse, work + pair * 2 * g.tile * t, qkv);
-}
-
-void zt_backend_cpu_flash_ops(zt_backend *be)
-{
-    be->attn_flash_forward = cpu_attn_flash_forward;
-    be->attn_flash_backward = cpu_attn_flash_backward;
 }

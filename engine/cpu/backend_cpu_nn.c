@@ -71,7 +71,7 @@ static double sum_sq_dev_f64(const float *x, int64_t n, double m)
     return tree_sum8_f64(acc);
 }
 
-static void cpu_embedding_forward(const zt_backend *be, float *y, const int32_t *ids,
+void zt_cpu_embedding_forward_f32(const zt_backend *be, float *y, const int32_t *ids,
                                   const float *table, int64_t rows, int64_t cols, bool accumulate)
 {
     (void)be;
@@ -87,7 +87,7 @@ static void cpu_embedding_forward(const zt_backend *be, float *y, const int32_t 
     }
 }
 
-static void cpu_embedding_backward(const zt_backend *be, float *dtable, const int32_t *ids,
+void zt_cpu_embedding_backward_f32(const zt_backend *be, float *dtable, const int32_t *ids,
                                    const float *dy, int64_t rows, int64_t cols, int64_t vocab,
                                    bool accumulate)
 {
@@ -155,7 +155,7 @@ static void layernorm_row(float *yr, float *mean, float *rstd, const float *xr, 
         yr[j] = (xr[j] - mf) * rs * w[j] + b[j];
 }
 
-static void cpu_layernorm_forward(const zt_backend *be, float *y, float *mean, float *rstd,
+void zt_cpu_layernorm_forward_f32(const zt_backend *be, float *y, float *mean, float *rstd,
                                   const float *x, const float *w, const float *b, int64_t rows,
                                   int64_t cols, float eps)
 {
@@ -168,7 +168,7 @@ static void cpu_layernorm_forward(const zt_backend *be, float *y, float *mean, f
 /* The sum lands in x1's row and is normalised while that row is still in L1:
  * one read of x and branch, one write of x1 and y, instead of the copy, the
  * axpy and the layernorm's own read of x1. */
-static void cpu_residual_layernorm_forward(const zt_backend *be, float *x1, float *y,
+void zt_cpu_residual_layernorm_forward_f32(const zt_backend *be, float *x1, float *y,
                                            float *mean, float *rstd, const float *x,
                                            const float *branch, const float *w, const float *b,
                                            int64_t rows, int64_t cols, float eps)
@@ -239,7 +239,7 @@ static void layernorm_row_dx(float *dx, const float *dy, const float *x, const f
     }
 }
 
-static void cpu_layernorm_backward(const zt_backend *be, float *dx, float *dw, float *db,
+void zt_cpu_layernorm_backward_f32(const zt_backend *be, float *dx, float *dw, float *db,
                                    const float *dy, const float *x, const float *mean,
                                    const float *rstd, const float *w, int64_t rows, int64_t cols,
                                    bool accumulate_dx, bool accumulate_params)
@@ -280,7 +280,7 @@ static inline float gelu_grad_f32(float dy, float v)
     return dy * d;
 }
 
-static void cpu_gelu_forward(const zt_backend *be, float *y, const float *x, int64_t n)
+void zt_cpu_gelu_forward(const zt_backend *be, float *y, const float *x, int64_t n)
 {
     (void)be;
 #pragma omp parallel for schedule(static) if (n > ZT_CPU_PAR_MIN)
@@ -288,7 +288,7 @@ static void cpu_gelu_forward(const zt_backend *be, float *y, const float *x, int
         y[i] = gelu_f32(x[i]);
 }
 
-static void cpu_gelu_backward(const zt_backend *be, float *dx, const float *dy, const float *x,
+void zt_cpu_gelu_backward(const zt_backend *be, float *dx, const float *dy, const float *x,
                               int64_t n)
 {
     (void)be;
@@ -314,7 +314,7 @@ static void bias_act_row(float *y, float *v, const float *bias, int64_t cols, zt
         memcpy(y, v, (size_t)cols * sizeof *y);
 }
 
-static void cpu_linear_act_forward(const zt_backend *be, float *y, float *pre, const float *x,
+void zt_cpu_linear_act_forward_f32(const zt_backend *be, float *y, float *pre, const float *x,
                                    const float *w, const float *bias, int64_t rows, int64_t in,
                                    int64_t out, zt_act act)
 {
@@ -347,7 +347,7 @@ static void act_grad_row(float *dpre, const float *dy, const float *pre, int64_t
     }
 }
 
-static void cpu_act_bias_grad(const zt_backend *be, float *dpre, float *dbias, const float *dy,
+void zt_cpu_act_bias_grad_f32(const zt_backend *be, float *dpre, float *dbias, const float *dy,
                               const float *pre, int64_t rows, int64_t cols, zt_act act,
                               bool accumulate)
 {
@@ -473,7 +473,7 @@ static void cpu_attn_softmax_backward(const zt_backend *be, float *datt, const f
     }
 }
 
-static void cpu_dropout(const zt_backend *be, float *y, const float *x, const zt_dropout_desc *d)
+void zt_cpu_dropout_f32(const zt_backend *be, float *y, const float *x, const zt_dropout_desc *d)
 {
     (void)be;
     int64_t total = d->n * d->a * d->b * d->c;
@@ -555,21 +555,12 @@ static void cpu_mean_pool_backward(const zt_backend *be, float *dx, const float 
 
 void zt_backend_cpu_nn_ops(zt_backend *be)
 {
-    be->embedding_forward = cpu_embedding_forward;
-    be->embedding_backward = cpu_embedding_backward;
     be->sinusoid_add = cpu_sinusoid_add;
-    be->layernorm_forward = cpu_layernorm_forward;
-    be->layernorm_backward = cpu_layernorm_backward;
-    be->gelu_forward = cpu_gelu_forward;
-    be->gelu_backward = cpu_gelu_backward;
-    be->residual_layernorm_forward = cpu_residual_layernorm_forward;
-    be->linear_act_forward = cpu_linear_act_forward;
-    be->act_bias_grad = cpu_act_bias_grad;
+    be->gelu_forward = zt_cpu_gelu_forward;
+    be->gelu_backward = zt_cpu_gelu_backward;
     be->gemm_batched = cpu_gemm_batched;
     be->attn_softmax_forward = cpu_attn_softmax_forward;
     be->attn_softmax_backward = cpu_attn_softmax_backward;
-    zt_backend_cpu_flash_ops(be);
-    be->dropout = cpu_dropout;
     be->mean_pool_forward = cpu_mean_pool_forward;
     be->mean_pool_backward = cpu_mean_pool_backward;
 }

@@ -10,12 +10,14 @@
  * Every op writes each output element from one thread with a fixed order of
  * additions, so results are bit-identical for any OMP_NUM_THREADS.
  *
- * Memory: ops write only the buffers they are given and allocate nothing.
+ * Memory: ops write only the buffers they are given and allocate nothing
+ * (the typed ops' 16-bit forms excepted: backend_cpu_typed.c).
  * Collective: none.
  */
 #ifndef ZT_BACKEND_CPU_NN_H
 #define ZT_BACKEND_CPU_NN_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "engine/backend.h"
@@ -44,10 +46,73 @@ static inline float zt_cpu_dot_f32(const float *a, const float *b, int64_t n)
     return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
+/* The fp32 kernels behind the typed ops (backend_cpu_typed.c installs the
+ * ops): each is its op's contract at dt = ZT_F32, with float pointers. */
+void zt_cpu_gemm_f32(const zt_backend *be, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                     int64_t k, float alpha, const float *a, int64_t lda, const float *b,
+                     int64_t ldb, float beta, float *c, int64_t ldc);
+void zt_cpu_bias_add_f32(const zt_backend *be, float *y, const float *bias, int64_t rows,
+                         int64_t cols);
+void zt_cpu_bias_grad_f32(const zt_backend *be, float *dbias, const float *dy, int64_t rows,
+                          int64_t cols, bool accumulate);
+void zt_cpu_linear_backward_f32(const zt_backend *be, float *dx, float *dw, float *dbias,
+                                const float *dy, int64_t ldy, const float *x, const float *w,
+                                int64_t rows, int64_t in, int64_t out, bool accumulate,
+                                bool dx_accumulate);
+double zt_cpu_xent_forward_backward_f32(const zt_backend *be, const float *logits,
+                                        const int32_t *labels, int64_t rows, int64_t classes,
+                                        int64_t ld, int32_t ignore_index, float dscale,
+                                        float *dlogits);
+void zt_cpu_axpy_f32(const zt_backend *be, float *y, float a, const float *x, int64_t n);
+void zt_cpu_embedding_forward_f32(const zt_backend *be, float *y, const int32_t *ids,
+                                  const float *table, int64_t rows, int64_t cols,
+                                  bool accumulate);
+void zt_cpu_embedding_backward_f32(const zt_backend *be, float *dtable, const int32_t *ids,
+                                   const float *dy, int64_t rows, int64_t cols, int64_t vocab,
+                                   bool accumulate);
+void zt_cpu_layernorm_forward_f32(const zt_backend *be, float *y, float *mean, float *rstd,
+                                  const float *x, const float *w, const float *b, int64_t rows,
+                                  int64_t cols, float eps);
+void zt_cpu_residual_layernorm_forward_f32(const zt_backend *be, float *x1, float *y,
+                                           float *mean, float *rstd, const float *x,
+                                           const float *branch, const float *w, const float *b,
+                                           int64_t rows, int64_t cols, float eps);
+void zt_cpu_layernorm_backward_f32(const zt_backend *be, float *dx, float *dw, float *db,
+                                   const float *dy, const float *x, const float *mean,
+                                   const float *rstd, const float *w, int64_t rows, int64_t cols,
+                                   bool accumulate_dx, bool accumulate_params);
+void zt_cpu_linear_act_forward_f32(const zt_backend *be, float *y, float *pre, const float *x,
+                                   const float *w, const float *bias, int64_t rows, int64_t in,
+                                   int64_t out, zt_act act);
+void zt_cpu_act_bias_grad_f32(const zt_backend *be, float *dpre, float *dbias, const float *dy,
+                              const float *pre, int64_t rows, int64_t cols, zt_act act,
+                              bool accumulate);
+void zt_cpu_attn_flash_forward_f32(const zt_backend *be, float *y, float *lse, float *work,
+                                   const float *qkv, int64_t n, int64_t h, int64_t t, int64_t c,
+                                   float scale, bool causal, const int32_t *lengths,
+                                   const zt_dropout_desc *drop);
+void zt_cpu_attn_flash_backward_f32(const zt_backend *be, float *dqkv, const float *dy,
+                                    const float *y, const float *lse, const float *qkv,
+                                    float *work, int64_t n, int64_t h, int64_t t, int64_t c,
+                                    float scale, bool causal, const int32_t *lengths,
+                                    const zt_dropout_desc *drop);
+void zt_cpu_dropout_f32(const zt_backend *be, float *y, const float *x, const zt_dropout_desc *d);
+/* The activation ops (fp32 only), which the typed epilogues reuse. */
+void zt_cpu_relu_forward(const zt_backend *be, float *y, const float *x, int64_t n);
+void zt_cpu_relu_backward(const zt_backend *be, float *dx, const float *dy, const float *y,
+                          int64_t n);
+void zt_cpu_gelu_forward(const zt_backend *be, float *y, const float *x, int64_t n);
+void zt_cpu_gelu_backward(const zt_backend *be, float *dx, const float *dy, const float *x,
+                          int64_t n);
+
+/* Fills the typed ops of a CPU backend (backend_cpu_typed.c). */
+void zt_backend_cpu_typed_ops(zt_backend *be);
+/* ZT_ERR_OOM once a 16-bit op could not get its scratch (the op then did
+ * nothing); the backend's `check` returns it. */
+zt_status zt_cpu_typed_status(void);
+
 /* Fills the transformer-layer function pointers of a CPU backend; the rest of
  * *be is left as it is. */
 void zt_backend_cpu_nn_ops(zt_backend *be);
-/* The fused attention ops (backend_cpu_flash.c); zt_backend_cpu_nn_ops calls it. */
-void zt_backend_cpu_flash_ops(zt_backend *be);
 
 #endif

@@ -9,7 +9,9 @@
  * Threads: OMP_NUM_THREADS (or, without it, engine/world/threads.h's default),
  * for OpenBLAS and the OpenMP loops alike.
  * Memory: the backend holds no state of its own; free it with zt_backend_free.
- * The kernels work in place on the caller's buffers and allocate nothing.
+ * The kernels work in place on the caller's buffers and allocate nothing,
+ * but for the typed ops on 16-bit tensors, which widen them into heap
+ * scratch for the call (backend_cpu_typed.c).
  * Collective: none.
  */
 #ifndef ZT_CPU_H

@@ -341,6 +341,17 @@ void zt_cuda_record_msg(zt_cuda_impl *impl, zt_status st, const char *fmt, ...)
     impl->error = st;
 }
 
+bool zt_cuda_fp32_only(zt_cuda_impl *impl, zt_dtype dt, const char *what)
+{
+    if (dt == ZT_F32)
+        return true;
+    zt_cuda_record_msg(impl, ZT_ERR_UNSUPPORTED,
+                       "%s: %s tensors are not implemented on the CUDA backend (its typed ops "
+                       "take fp32)",
+                       what, zt_dtype_name(dt));
+    return false;
+}
+
 struct CUstream_st *zt_backend_cuda_stream(const zt_backend *be)
 {
     return be->impl ? impl_of(be)->stream : NULL;
@@ -416,6 +427,7 @@ extern "C" zt_status zt_backend_cuda_init(zt_backend *be, const zt_backend_optio
     be->host_free = cuda_host_free;
     be->mem_info = cuda_mem_info;
     be->workspace_bytes = ws.total_bytes;
+    be->typed_dtypes = 1u << ZT_F32;
     be->set_workspace = cuda_set_workspace;
     be->check = cuda_check;
     be->copy_h2d = cuda_copy_h2d;

@@ -229,19 +229,24 @@ __global__ void bias_grad_seg_kernel(float *out, const float *dbias, const float
 
 /* ---- Element-wise ops. ---- */
 
-void cuda_bias_add(const zt_backend *be, float *y, const float *bias, int64_t rows,
+void cuda_bias_add(const zt_backend *be, zt_dtype dt, void *y_, const void *bias_, int64_t rows,
                    int64_t cols)
 {
+    if (!zt_cuda_fp32_only(impl_of(be), dt, "bias_add"))
+        return;
+    float *y = static_cast<float *>(y_);
+    const float *bias = static_cast<const float *>(bias_);
     bool vec4 = cols % 4 == 0 && aligned(y, 16) && aligned(bias, 16);
     launch_map4(impl_of(be), bias_add_op{y, bias, cols}, rows * cols, vec4, "bias_add");
 }
 
-void cuda_bias_grad(const zt_backend *be, float *dbias, const float *dy, int64_t rows,
-                    int64_t cols, bool accumulate)
+void cuda_bias_grad(const zt_backend *be, zt_dtype dt, float *dbias, const void *dy_,
+                    int64_t rows, int64_t cols, bool accumulate)
 {
     zt_cuda_impl *impl = impl_of(be);
-    if (cols <= 0)
+    if (cols <= 0 || !zt_cuda_fp32_only(impl, dt, "bias_grad"))
         return;
+    const float *dy = static_cast<const float *>(dy_);
     if (rows <= 0) {
         if (!accumulate)
             be->memset_zero(be, dbias, (size_t)cols * sizeof(float));
@@ -279,8 +284,12 @@ void cuda_scale(const zt_backend *be, float *x, float a, int64_t n)
     launch_map4(impl_of(be), scale_op{x, a}, n, aligned(x, 16), "scale");
 }
 
-void cuda_axpy(const zt_backend *be, float *y, float a, const float *x, int64_t n)
+void cuda_axpy(const zt_backend *be, zt_dtype dt, void *y_, float a, const void *x_, int64_t n)
 {
+    if (!zt_cuda_fp32_only(impl_of(be), dt, "axpy"))
+        return;
+    float *y = static_cast<float *>(y_);
+    const float *x = static_cast<const float *>(x_);
     launch_map4(impl_of(be), axpy_op{y, x, a}, n, aligned(y, 16) && aligned(x, 16), "axpy");
 }
 

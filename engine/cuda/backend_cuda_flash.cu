@@ -574,15 +574,17 @@ static dim3 fl_grid(const fl_geom &g)
     return dim3((unsigned)((g.t + FL_ROWS - 1) / FL_ROWS), (unsigned)(g.n * g.h));
 }
 
-static void cuda_attn_flash_forward(const zt_backend *be, float *y, float *lse, float *work,
-                                    const float *qkv, int64_t n, int64_t h, int64_t t, int64_t c,
-                                    float scale, bool causal, const int32_t *lengths,
-                                    const zt_dropout_desc *drop)
+static void cuda_attn_flash_forward(const zt_backend *be, zt_dtype dt, void *y_, float *lse,
+                                    float *work, const void *qkv_, int64_t n, int64_t h,
+                                    int64_t t, int64_t c, float scale, bool causal,
+                                    const int32_t *lengths, const zt_dropout_desc *drop)
 {
     (void)work;
     zt_cuda_impl *impl = nn_impl(be);
-    if (n <= 0 || t <= 0)
+    if (n <= 0 || t <= 0 || !zt_cuda_fp32_only(impl, dt, "attn_flash_forward"))
         return;
+    float *y = static_cast<float *>(y_);
+    const float *qkv = static_cast<const float *>(qkv_);
     fl_geom g = fl_geom_of(n, h, t, c, scale, causal, lengths, drop);
     cudaStream_t st = impl->stream;
     if (g.hs <= 32)
@@ -596,15 +598,18 @@ static void cuda_attn_flash_forward(const zt_backend *be, float *y, float *lse, 
     nn_record(be, "attn_flash_forward");
 }
 
-static void cuda_attn_flash_backward(const zt_backend *be, float *dqkv, const float *dy,
-                                     const float *y, const float *lse, const float *qkv,
-                                     float *work, int64_t n, int64_t h, int64_t t, int64_t c,
-                                     float scale, bool causal, const int32_t *lengths,
-                                     const zt_dropout_desc *drop)
+static void cuda_attn_flash_backward(const zt_backend *be, zt_dtype dt, void *dqkv_,
+                                     const void *dy_, const void *y_, const float *lse,
+                                     const void *qkv_, float *work, int64_t n, int64_t h,
+                                     int64_t t, int64_t c, float scale, bool causal,
+                                     const int32_t *lengths, const zt_dropout_desc *drop)
 {
     zt_cuda_impl *impl = nn_impl(be);
-    if (n <= 0 || t <= 0)
+    if (n <= 0 || t <= 0 || !zt_cuda_fp32_only(impl, dt, "attn_flash_backward"))
         return;
+    float *dqkv = static_cast<float *>(dqkv_);
+    const float *dy = static_cast<const float *>(dy_), *y = static_cast<const float *>(y_);
+    const float *qkv = static_cast<const float *>(qkv_);
     fl_geom g = fl_geom_of(n, h, t, c, scale, causal, lengths, drop);
     ZT_LAUNCH(nn_grid(impl, n * h * t, ZT_NN_THREADS), ZT_NN_THREADS, 0, impl->stream,
               flash_rowdot_kernel)(g, work, dy, y);

@@ -115,15 +115,17 @@ void launch_act_bias_grad(zt_cuda_impl *impl, float *dpre, float *dbias, const f
 
 } // namespace
 
-static void cuda_linear_act_forward(const zt_backend *be, float *y, float *pre, const float *x,
-                                    const float *w, const float *bias, int64_t rows, int64_t in,
-                                    int64_t out, zt_act act)
+static void cuda_linear_act_forward(const zt_backend *be, zt_dtype dt, void *y_, void *pre_,
+                                    const void *x, const void *w, const void *bias_,
+                                    int64_t rows, int64_t in, int64_t out, zt_act act)
 {
     zt_cuda_impl *impl = impl_of(be);
-    if (rows <= 0 || out <= 0)
+    if (rows <= 0 || out <= 0 || !zt_cuda_fp32_only(impl, dt, "linear_act_forward"))
         return;
+    float *y = static_cast<float *>(y_), *pre = static_cast<float *>(pre_);
+    const float *bias = static_cast<const float *>(bias_);
     float *v = pre ? pre : y; // (rows, out)
-    be->gemm(be, false, true, rows, out, in, 1.0f, x, in, w, in, 0.0f, v, out);
+    be->gemm(be, ZT_F32, ZT_F32, false, true, rows, out, in, 1.0f, x, in, w, in, 0.0f, v, out);
     if (!bias && act == ZT_ACT_NONE && v == y)
         return;
     int64_t n = rows * out;
@@ -139,13 +141,15 @@ static void cuda_linear_act_forward(const zt_backend *be, float *y, float *pre, 
                     "linear_act_forward");
 }
 
-static void cuda_act_bias_grad(const zt_backend *be, float *dpre, float *dbias, const float *dy,
-                               const float *pre, int64_t rows, int64_t cols, zt_act act,
-                               bool accumulate)
+static void cuda_act_bias_grad(const zt_backend *be, zt_dtype dt, void *dpre_, float *dbias,
+                               const void *dy_, const void *pre_, int64_t rows, int64_t cols,
+                               zt_act act, bool accumulate)
 {
     zt_cuda_impl *impl = impl_of(be);
-    if (cols <= 0)
+    if (cols <= 0 || !zt_cuda_fp32_only(impl, dt, "act_bias_grad"))
         return;
+    float *dpre = static_cast<float *>(dpre_);
+    const float *dy = static_cast<const float *>(dy_), *pre = static_cast<const float *>(pre_);
     if (rows <= 0) {
         if (!accumulate)
             be->memset_zero(be, dbias, (size_t)cols * sizeof(float));

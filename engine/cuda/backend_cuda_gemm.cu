@@ -204,12 +204,39 @@ void gemm_run(zt_cuda_impl *impl, const gemm_args &g, const char *what)
         gemm_f32(impl, g, what);
 }
 
-void cuda_gemm(const zt_backend *be, bool trans_a, bool trans_b, int64_t m, int64_t n,
-               int64_t k, float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
-               float beta, float *c, int64_t ldc)
+cudaDataType cuda_type_of(zt_dtype dt)
 {
-    gemm_args g = {trans_a, trans_b, m, n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc, 0, 1};
-    gemm_run(impl_of(be), g, "gemm");
+    return dt == ZT_BF16 ? CUDA_R_16BF : dt == ZT_F16 ? CUDA_R_16F : CUDA_R_32F;
+}
+
+/* Typed 16-bit operands go to cuBLAS as they are (fp32 accumulation, C of
+ * c_dt: fp32, or dt itself); fp32 ones take gemm_run's path (cast when the
+ * backend's gemm_dtype says so). */
+void cuda_gemm(const zt_backend *be, zt_dtype dt, zt_dtype c_dt, bool trans_a, bool trans_b,
+               int64_t m, int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
+               const void *b, int64_t ldb, float beta, void *c, int64_t ldc)
+{
+    zt_cuda_impl *impl = impl_of(be);
+    if (dt == ZT_F32 && c_dt == ZT_F32) {
+        gemm_args g = {trans_a, trans_b, m,    n,   k, alpha, static_cast<const float *>(a),
+                       lda,     0,       static_cast<const float *>(b),
+                       ldb,     0,       beta, static_cast<float *>(c),   ldc, 0, 1};
+        gemm_run(impl, g, "gemm");
+        return;
+    }
+    if (dt == ZT_F32 || (c_dt != ZT_F32 && c_dt != dt)) {
+        zt_cuda_record_msg(impl, ZT_ERR_INTERNAL, "gemm: %s operands with a %s C",
+                           zt_dtype_name(dt), zt_dtype_name(c_dt));
+        return;
+    }
+    if (m <= 0 || n <= 0)
+        return;
+    const cudaDataType at = cuda_type_of(dt);
+    cublasStatus_t st = cublasGemmEx_64(impl->cublas, op_of(trans_b), op_of(trans_a), n, m, k,
+                                        &alpha, b, at, ldb, a, at, lda, &beta, c,
+                                        cuda_type_of(c_dt), ldc, CUBLAS_COMPUTE_32F,
+                                        CUBLAS_GEMM_DEFAULT);
+    zt_cuda_record_blas(impl, st, "gemm");
 }
 
 void cuda_gemm_batched(const zt_backend *be, bool trans_a, bool trans_b, int64_t m, int64_t n,

@@ -179,14 +179,18 @@ static __global__ void __launch_bounds__(ZT_NN_THREADS)
         *out = v;
 }
 
-static double cuda_xent_forward_backward(const zt_backend *be, const float *logits,
+static double cuda_xent_forward_backward(const zt_backend *be, zt_dtype dt, const void *logits_,
                                          const int32_t *labels, int64_t rows, int64_t classes,
                                          int64_t ld, int32_t ignore_index, float dscale,
-                                         float *dlogits)
+                                         void *dlogits_)
 {
     zt_cuda_impl *impl = nn_impl(be);
     if (rows <= 0)
         return 0.0;
+    if (!zt_cuda_fp32_only(impl, dt, "xent_forward_backward"))
+        return NAN;
+    const float *logits = static_cast<const float *>(logits_);
+    float *dlogits = static_cast<float *>(dlogits_);
     int64_t max_parts = min_i64(ZT_XENT_PARTS, (int64_t)(impl->scratch_bytes / sizeof(double)) - 1);
     if (!impl->scratch || max_parts < 1) {
         zt_cuda_record(impl, cudaErrorInvalidValue, "xent_forward_backward (scratch too small)");

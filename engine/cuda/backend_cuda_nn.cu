@@ -55,13 +55,15 @@ static __global__ void __launch_bounds__(ZT_NN_THREADS)
     }
 }
 
-static void cuda_embedding_forward(const zt_backend *be, float *y, const int32_t *ids,
-                                   const float *table, int64_t rows, int64_t cols,
-                                   bool accumulate)
+static void cuda_embedding_forward(const zt_backend *be, zt_dtype dt, void *y_,
+                                   const int32_t *ids, const void *table_, int64_t rows,
+                                   int64_t cols, bool accumulate)
 {
     zt_cuda_impl *impl = nn_impl(be);
-    if (rows <= 0 || cols <= 0)
+    if (rows <= 0 || cols <= 0 || !zt_cuda_fp32_only(impl, dt, "embedding_forward"))
         return;
+    float *y = static_cast<float *>(y_);
+    const float *table = static_cast<const float *>(table_);
     bool vec = cols % 4 == 0 && aligned16(y) && aligned16(table);
     dim3 block = row_block(vec ? cols / 4 : cols);
     unsigned grid = nn_grid(impl, rows, block.y);
@@ -156,13 +158,14 @@ static __global__ void __launch_bounds__(ZT_EMB_THREADS)
     }
 }
 
-static void cuda_embedding_backward(const zt_backend *be, float *dtable, const int32_t *ids,
-                                    const float *dy, int64_t rows, int64_t cols, int64_t vocab,
-                                    bool accumulate)
+static void cuda_embedding_backward(const zt_backend *be, zt_dtype dt, float *dtable,
+                                    const int32_t *ids, const void *dy_, int64_t rows,
+                                    int64_t cols, int64_t vocab, bool accumulate)
 {
     zt_cuda_impl *impl = nn_impl(be);
-    if (cols <= 0 || vocab <= 0)
+    if (cols <= 0 || vocab <= 0 || !zt_cuda_fp32_only(impl, dt, "embedding_backward"))
         return;
+    const float *dy = static_cast<const float *>(dy_);
     if (!accumulate) {
         zt_cuda_record(impl,
                        cudaMemsetAsync(dtable, 0, (size_t)(vocab * cols) * sizeof(float),
@@ -298,13 +301,16 @@ static __global__ void __launch_bounds__(ZT_NN_THREADS)
     }
 }
 
-static void cuda_layernorm_forward(const zt_backend *be, float *y, float *mean, float *rstd,
-                                   const float *x, const float *w, const float *b, int64_t rows,
-                                   int64_t cols, float eps)
+static void cuda_layernorm_forward(const zt_backend *be, zt_dtype dt, void *y_, float *mean,
+                                   float *rstd, const void *x_, const void *w_, const void *b_,
+                                   int64_t rows, int64_t cols, float eps)
 {
     zt_cuda_impl *impl = nn_impl(be);
-    if (rows <= 0)
+    if (rows <= 0 || !zt_cuda_fp32_only(impl, dt, "layernorm_forward"))
         return;
+    float *y = static_cast<float *>(y_);
+    const float *x = static_cast<const float *>(x_), *w = static_cast<const float *>(w_);
+    const float *b = static_cast<const float *>(b_);
     bool vec = cols % 4 == 0 && aligned16(y) && aligned16(x) && aligned16(w) && aligned16(b);
     unsigned grid = nn_grid(impl, rows, ZT_NN_WARPS);
     row_dispatch(vec, cols, [&](auto shape) {
@@ -315,14 +321,18 @@ static void cuda_layernorm_forward(const zt_backend *be, float *y, float *mean, 
     nn_record(be, "layernorm_forward");
 }
 
-static void cuda_residual_layernorm_forward(const zt_backend *be, float *x1, float *y,
-                                            float *mean, float *rstd, const float *x,
-                                            const float *branch, const float *w, const float *b,
+static void cuda_residual_layernorm_forward(const zt_backend *be, zt_dtype dt, void *x1_,
+                                            void *y_, float *mean, float *rstd, const void *x_,
+                                            const void *branch_, const void *w_, const void *b_,
                                             int64_t rows, int64_t cols, float eps)
 {
     zt_cuda_impl *impl = nn_impl(be);
-    if (rows <= 0)
+    if (rows <= 0 || !zt_cuda_fp32_only(impl, dt, "residual_layernorm_forward"))
         return;
+    float *x1 = static_cast<float *>(x1_), *y = static_cast<float *>(y_);
+    const float *x = static_cast<const float *>(x_);
+    const float *branch = static_cast<const float *>(branch_);
+    const float *w = static_cast<const float *>(w_), *b = static_cast<const float *>(b_);
     bool vec = cols % 4 == 0 && aligned16(y) && aligned16(x) && aligned16(branch) &&
                aligned16(x1) && aligned16(w) && aligned16(b);
     unsigned grid = nn_grid(impl, rows, ZT_NN_WARPS);
@@ -450,14 +460,17 @@ static __global__ void __launch_bounds__(ZT_NN_THREADS)
     }
 }
 
-static void cuda_layernorm_backward(const zt_backend *be, float *dx, float *dw, float *db,
-                                    const float *dy, const float *x, const float *mean,
-                                    const float *rstd, const float *w, int64_t rows, int64_t cols,
+static void cuda_layernorm_backward(const zt_backend *be, zt_dtype dt, void *dx_, float *dw,
+                                    float *db, const void *dy_, const void *x_, const float *mean,
+                                    const float *rstd, const void *w_, int64_t rows, int64_t cols,
                                     bool accumulate_dx, bool accumulate_params)
 {
     zt_cuda_impl *impl = nn_impl(be);
-    if (cols <= 0)
+    if (cols <= 0 || !zt_cuda_fp32_only(impl, dt, "layernorm_backward"))
         return;
+    float *dx = static_cast<float *>(dx_);
+    const float *dy = static_cast<const float *>(dy_), *x = static_cast<const float *>(x_);
+    const float *w = static_cast<const float *>(w_);
     /* Parameter gradients first: they read dy, which dx may overwrite. With no
      * rows they still assign 0 (or keep the accumulated value). */
     unsigned pgrid = (unsigned)((cols + ZT_LNP_COLS - 1) / ZT_LNP_COLS);
@@ -578,12 +591,15 @@ static __global__ void __launch_bounds__(ZT_NN_THREADS)
     }
 }
 
-static void cuda_dropout(const zt_backend *be, float *y, const float *x, const zt_dropout_desc *d)
+static void cuda_dropout(const zt_backend *be, zt_dtype dt, void *y_, const void *x_,
+                         const zt_dropout_desc *d)
 {
     zt_cuda_impl *impl = nn_impl(be);
     int64_t rows = d->n * d->a * d->b, total = rows * d->c;
-    if (total <= 0)
+    if (total <= 0 || !zt_cuda_fp32_only(impl, dt, "dropout"))
         return;
+    float *y = static_cast<float *>(y_);
+    const float *x = static_cast<const float *>(x_);
     if (d->p == 0.0f) {
         if (y != x)
             zt_cuda_record(impl,

@@ -188,9 +188,11 @@ static void p_memset_zero(const zt_backend *be, void *dst, size_t bytes)
 
 /* ---- GEMMs ---- */
 
-/* batch products C(m, n) = op(A)(m, k) op(B)(k, n) (+ beta C). */
-static void count_gemm(const zt_backend *be, int op, int64_t m, int64_t n, int64_t k, float beta,
-                       int64_t batch)
+/* batch products C(m, n) = op(A)(m, k) op(B)(k, n) (+ beta C): A and B of
+ * dt, C of c_dt. Only fp32 operands are cast (16-bit ones are read as they
+ * are). */
+static void count_gemm(const zt_backend *be, int op, zt_dtype dt, zt_dtype c_dt, int64_t m,
+                       int64_t n, int64_t k, float beta, int64_t batch)
 {
     const uint64_t b = u(batch), mn = u(m) * u(n) * b;
     const uint64_t operands = (u(m) * u(k) + u(k) * u(n)) * b;
@@ -198,7 +200,7 @@ static void count_gemm(const zt_backend *be, int op, int64_t m, int64_t n, int64
     if (!c)
         return;
     const zt_dtype gd = prof_of(be)->opt.gemm_dtype;
-    if (u(k) > 0 && mn > 0 && gd != ZT_F32) {
+    if (u(k) > 0 && mn > 0 && gd != ZT_F32 && dt == ZT_F32) {
         /* The CUDA backend's two cast kernels per product (one pass). */
         zt_profile_counts *cast = count(be, OP_gemm_operand_cast, 0);
         add(&cast->calls, 1);
@@ -206,21 +208,21 @@ static void count_gemm(const zt_backend *be, int op, int64_t m, int64_t n, int64
         wr(cast, kind_of(gd), operands);
         rd(c, kind_of(gd), operands);
     } else if (u(k) > 0 && mn > 0) {
-        rd(c, ZT_PROF_FP32, operands);
+        rd(c, kind_of(dt), operands);
     }
     if (beta != 0.0f && !(u(k) == 0 && beta == 1.0f))
-        rd(c, ZT_PROF_FP32, mn);
+        rd(c, kind_of(c_dt), mn);
     if (!(u(k) == 0 && beta == 1.0f))
-        wr(c, ZT_PROF_FP32, mn);
+        wr(c, kind_of(c_dt), mn);
 }
 
-static void p_gemm(const zt_backend *be, bool trans_a, bool trans_b, int64_t m, int64_t n,
-                   int64_t k, float alpha, const float *a, int64_t lda, const float *b,
-                   int64_t ldb, float beta, float *c, int64_t ldc)
+static void p_gemm(const zt_backend *be, zt_dtype dt, zt_dtype c_dt, bool trans_a, bool trans_b,
+                   int64_t m, int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
+                   const void *b, int64_t ldb, float beta, void *c, int64_t ldc)
 {
-    count_gemm(be, OP_gemm, m, n, k, beta, 1);
-    inner_of(be)->gemm(inner_of(be), trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
-                       ldc);
+    count_gemm(be, OP_gemm, dt, c_dt, m, n, k, beta, 1);
+    inner_of(be)->gemm(inner_of(be), dt, c_dt, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb,
+                       beta, c, ldc);
     op_end(be);
 }
 static void p_gemm_batched(const zt_backend *be, bool trans_a, bool trans_b, int64_t m,
@@ -228,7 +230,7 @@ static void p_gemm_batched(const zt_backend *be, bool trans_a, bool trans_b, int
                            int64_t stride_a, const float *b, int64_t ldb, int64_t stride_b,
                            float beta, float *c, int64_t ldc, int64_t stride_c, int64_t batch)
 {
-    count_gemm(be, OP_gemm_batched, m, n, k, beta, batch);
+    count_gemm(be, OP_gemm_batched, ZT_F32, ZT_F32, m, n, k, beta, batch);
     inner_of(be)->gemm_batched(inner_of(be), trans_a, trans_b, m, n, k, alpha, a, lda, stride_a,
                                b, ldb, stride_b, beta, c, ldc, stride_c, batch);
     op_end(be);
@@ -236,22 +238,23 @@ static void p_gemm_batched(const zt_backend *be, bool trans_a, bool trans_b, int
 
 /* ---- element-wise and reductions ---- */
 
-static void p_bias_add(const zt_backend *be, float *y, const float *bias, int64_t rows,
+static void p_bias_add(const zt_backend *be, zt_dtype dt, void *y, const void *bias, int64_t rows,
                        int64_t cols)
 {
     zt_profile_counts *c = count(be, OP_bias_add, u(rows) * u(cols));
-    rd(c, ZT_PROF_FP32, u(rows) * u(cols) + u(cols));
-    wr(c, ZT_PROF_FP32, u(rows) * u(cols));
-    inner_of(be)->bias_add(inner_of(be), y, bias, rows, cols);
+    rd(c, kind_of(dt), u(rows) * u(cols) + u(cols));
+    wr(c, kind_of(dt), u(rows) * u(cols));
+    inner_of(be)->bias_add(inner_of(be), dt, y, bias, rows, cols);
     op_end(be);
 }
-static void p_bias_grad(const zt_backend *be, float *dbias, const float *dy, int64_t rows,
-                        int64_t cols, bool accumulate)
+static void p_bias_grad(const zt_backend *be, zt_dtype dt, float *dbias, const void *dy,
+                        int64_t rows, int64_t cols, bool accumulate)
 {
     zt_profile_counts *c = count(be, OP_bias_grad, u(rows) * u(cols));
-    rd(c, ZT_PROF_FP32, u(rows) * u(cols) + (accumulate ? u(cols) : 0));
+    rd(c, kind_of(dt), u(rows) * u(cols));
+    rd(c, ZT_PROF_FP32, accumulate ? u(cols) : 0);
     wr(c, ZT_PROF_FP32, u(cols));
-    inner_of(be)->bias_grad(inner_of(be), dbias, dy, rows, cols, accumulate);
+    inner_of(be)->bias_grad(inner_of(be), dt, dbias, dy, rows, cols, accumulate);
     op_end(be);
 }
 static void p_relu_forward(const zt_backend *be, float *y, const float *x, int64_t n)
@@ -271,20 +274,20 @@ static void p_relu_backward(const zt_backend *be, float *dx, const float *dy, co
     inner_of(be)->relu_backward(inner_of(be), dx, dy, y, n);
     op_end(be);
 }
-static double p_xent(const zt_backend *be, const float *logits, const int32_t *labels,
-                     int64_t rows, int64_t classes, int64_t ld, int32_t ignore_index,
-                     float dscale, float *dlogits)
+static double p_xent(const zt_backend *be, zt_dtype dt, const void *logits,
+                     const int32_t *labels, int64_t rows, int64_t classes, int64_t ld,
+                     int32_t ignore_index, float dscale, void *dlogits)
 {
     /* max, exp, sum, log, and the gradient's subtract and scale; the row is
      * read once for the loss and once more to write the gradient, which
      * covers the padding columns too */
     zt_profile_counts *c = count(be, OP_xent_forward_backward, 5 * u(rows) * u(classes));
-    rd(c, ZT_PROF_FP32, (dlogits ? 2 : 1) * u(rows) * u(classes));
+    rd(c, kind_of(dt), (dlogits ? 2 : 1) * u(rows) * u(classes));
     rd(c, ZT_PROF_INT32, u(rows));
     if (dlogits)
-        wr(c, ZT_PROF_FP32, u(rows) * u(ld));
-    double r = inner_of(be)->xent_forward_backward(inner_of(be), logits, labels, rows, classes, ld,
-                                                   ignore_index, dscale, dlogits);
+        wr(c, kind_of(dt), u(rows) * u(ld));
+    double r = inner_of(be)->xent_forward_backward(inner_of(be), dt, logits, labels, rows, classes,
+                                                   ld, ignore_index, dscale, dlogits);
     op_end(be);
     return r;
 }
@@ -296,12 +299,12 @@ static void p_scale(const zt_backend *be, float *x, float a, int64_t n)
     inner_of(be)->scale(inner_of(be), x, a, n);
     op_end(be);
 }
-static void p_axpy(const zt_backend *be, float *y, float a, const float *x, int64_t n)
+static void p_axpy(const zt_backend *be, zt_dtype dt, void *y, float a, const void *x, int64_t n)
 {
     zt_profile_counts *c = count(be, OP_axpy, 2 * u(n));
-    rd(c, ZT_PROF_FP32, 2 * u(n));
-    wr(c, ZT_PROF_FP32, u(n));
-    inner_of(be)->axpy(inner_of(be), y, a, x, n);
+    rd(c, kind_of(dt), 2 * u(n));
+    wr(c, kind_of(dt), u(n));
+    inner_of(be)->axpy(inner_of(be), dt, y, a, x, n);
     op_end(be);
 }
 static double p_sum_squares(const zt_backend *be, const void *x, zt_dtype dt, int64_t n)
@@ -332,29 +335,30 @@ static void p_convert(const zt_backend *be, void *dst, zt_dtype dst_dt, const vo
 
 /* ---- transformer layers ---- */
 
-static void p_embedding_forward(const zt_backend *be, float *y, const int32_t *ids,
-                                const float *table, int64_t rows, int64_t cols, bool accumulate)
+static void p_embedding_forward(const zt_backend *be, zt_dtype dt, void *y, const int32_t *ids,
+                                const void *table, int64_t rows, int64_t cols, bool accumulate)
 {
     const uint64_t e = u(rows) * u(cols);
     zt_profile_counts *c = count(be, OP_embedding_forward, accumulate ? e : 0);
     rd(c, ZT_PROF_INT32, u(rows));
-    rd(c, ZT_PROF_FP32, accumulate ? 2 * e : e); /* the rows looked up (and y) */
-    wr(c, ZT_PROF_FP32, e);
-    inner_of(be)->embedding_forward(inner_of(be), y, ids, table, rows, cols, accumulate);
+    rd(c, kind_of(dt), accumulate ? 2 * e : e); /* the rows looked up (and y) */
+    wr(c, kind_of(dt), e);
+    inner_of(be)->embedding_forward(inner_of(be), dt, y, ids, table, rows, cols, accumulate);
     op_end(be);
 }
-static void p_embedding_backward(const zt_backend *be, float *dtable, const int32_t *ids,
-                                 const float *dy, int64_t rows, int64_t cols, int64_t vocab,
-                                 bool accumulate)
+static void p_embedding_backward(const zt_backend *be, zt_dtype dt, float *dtable,
+                                 const int32_t *ids, const void *dy, int64_t rows, int64_t cols,
+                                 int64_t vocab, bool accumulate)
 {
     const uint64_t e = u(rows) * u(cols);
     zt_profile_counts *c = count(be, OP_embedding_backward, e);
     rd(c, ZT_PROF_INT32, u(rows));
     /* accumulating: the rows hit are read and written; else the whole
      * table is written (zeros where no id points) */
-    rd(c, ZT_PROF_FP32, accumulate ? 2 * e : e);
+    rd(c, kind_of(dt), e);
+    rd(c, ZT_PROF_FP32, accumulate ? e : 0);
     wr(c, ZT_PROF_FP32, accumulate ? e : u(vocab) * u(cols));
-    inner_of(be)->embedding_backward(inner_of(be), dtable, ids, dy, rows, cols, vocab,
+    inner_of(be)->embedding_backward(inner_of(be), dt, dtable, ids, dy, rows, cols, vocab,
                                      accumulate);
     op_end(be);
 }
@@ -367,29 +371,31 @@ static void p_sinusoid_add(const zt_backend *be, float *y, int64_t n, int64_t t,
     inner_of(be)->sinusoid_add(inner_of(be), y, n, t, cols);
     op_end(be);
 }
-static void p_layernorm_forward(const zt_backend *be, float *y, float *mean, float *rstd,
-                                const float *x, const float *w, const float *b, int64_t rows,
-                                int64_t cols, float eps)
+static void p_layernorm_forward(const zt_backend *be, zt_dtype dt, void *y, float *mean,
+                                float *rstd, const void *x, const void *w, const void *b,
+                                int64_t rows, int64_t cols, float eps)
 {
     const uint64_t e = u(rows) * u(cols);
     zt_profile_counts *c = count(be, OP_layernorm_forward, 8 * e);
-    rd(c, ZT_PROF_FP32, e + 2 * u(cols));
-    wr(c, ZT_PROF_FP32, e + 2 * u(rows));
-    inner_of(be)->layernorm_forward(inner_of(be), y, mean, rstd, x, w, b, rows, cols, eps);
+    rd(c, kind_of(dt), e + 2 * u(cols));
+    wr(c, kind_of(dt), e);
+    wr(c, ZT_PROF_FP32, 2 * u(rows));
+    inner_of(be)->layernorm_forward(inner_of(be), dt, y, mean, rstd, x, w, b, rows, cols, eps);
     op_end(be);
 }
-static void p_layernorm_backward(const zt_backend *be, float *dx, float *dw, float *db,
-                                 const float *dy, const float *x, const float *mean,
-                                 const float *rstd, const float *w, int64_t rows, int64_t cols,
+static void p_layernorm_backward(const zt_backend *be, zt_dtype dt, void *dx, float *dw,
+                                 float *db, const void *dy, const void *x, const float *mean,
+                                 const float *rstd, const void *w, int64_t rows, int64_t cols,
                                  bool accumulate_dx, bool accumulate_params)
 {
     const uint64_t e = u(rows) * u(cols);
     zt_profile_counts *c = count(be, OP_layernorm_backward, 12 * e);
-    rd(c, ZT_PROF_FP32, 2 * e + 2 * u(rows) + u(cols) + (accumulate_dx ? e : 0) +
-                            (accumulate_params ? 2 * u(cols) : 0));
-    wr(c, ZT_PROF_FP32, e + 2 * u(cols));
-    inner_of(be)->layernorm_backward(inner_of(be), dx, dw, db, dy, x, mean, rstd, w, rows, cols,
-                                     accumulate_dx, accumulate_params);
+    rd(c, kind_of(dt), 2 * e + u(cols) + (accumulate_dx ? e : 0));
+    rd(c, ZT_PROF_FP32, 2 * u(rows) + (accumulate_params ? 2 * u(cols) : 0));
+    wr(c, kind_of(dt), e);
+    wr(c, ZT_PROF_FP32, 2 * u(cols));
+    inner_of(be)->layernorm_backward(inner_of(be), dt, dx, dw, db, dy, x, mean, rstd, w, rows,
+                                     cols, accumulate_dx, accumulate_params);
     op_end(be);
 }
 static void p_gelu_forward(const zt_backend *be, float *y, const float *x, int64_t n)
@@ -410,65 +416,69 @@ static void p_gelu_backward(const zt_backend *be, float *dx, const float *dy, co
     op_end(be);
 }
 /* x1 = x + branch, then layernorm's counts on x1 (which stays on chip). */
-static void p_residual_layernorm_forward(const zt_backend *be, float *x1, float *y, float *mean,
-                                         float *rstd, const float *x, const float *branch,
-                                         const float *w, const float *b, int64_t rows,
-                                         int64_t cols, float eps)
+static void p_residual_layernorm_forward(const zt_backend *be, zt_dtype dt, void *x1, void *y,
+                                         float *mean, float *rstd, const void *x,
+                                         const void *branch, const void *w, const void *b,
+                                         int64_t rows, int64_t cols, float eps)
 {
     const uint64_t e = u(rows) * u(cols);
     zt_profile_counts *c = count(be, OP_residual_layernorm_forward, 9 * e);
-    rd(c, ZT_PROF_FP32, 2 * e + 2 * u(cols));
-    wr(c, ZT_PROF_FP32, 2 * e + 2 * u(rows));
-    inner_of(be)->residual_layernorm_forward(inner_of(be), x1, y, mean, rstd, x, branch, w, b,
+    rd(c, kind_of(dt), 2 * e + 2 * u(cols));
+    wr(c, kind_of(dt), 2 * e);
+    wr(c, ZT_PROF_FP32, 2 * u(rows));
+    inner_of(be)->residual_layernorm_forward(inner_of(be), dt, x1, y, mean, rstd, x, branch, w, b,
                                              rows, cols, eps);
     op_end(be);
 }
 /* The GEMM as gemm counts it, then the epilogue pass the CUDA backend runs
  * over its output: v and the bias read, y (and pre, where kept) written. */
-static void p_linear_act_forward(const zt_backend *be, float *y, float *pre, const float *x,
-                                 const float *w, const float *bias, int64_t rows, int64_t in,
-                                 int64_t out, zt_act act)
+static void p_linear_act_forward(const zt_backend *be, zt_dtype dt, void *y, void *pre,
+                                 const void *x, const void *w, const void *bias, int64_t rows,
+                                 int64_t in, int64_t out, zt_act act)
 {
     const uint64_t e = u(rows) * u(out);
     const uint64_t per = (bias ? 1 : 0) + (act == ZT_ACT_GELU ? 8 : act == ZT_ACT_RELU ? 1 : 0);
-    count_gemm(be, OP_linear_act_forward, rows, out, in, 0.0f, 1); /* counts the call */
+    count_gemm(be, OP_linear_act_forward, dt, dt, rows, out, in, 0.0f, 1); /* counts the call */
     prof_impl *p = prof_of(be);
     if (__atomic_load_n(&p->on, __ATOMIC_RELAXED)) {
         zt_profile_counts *c = &p->c[OP_linear_act_forward];
         add(&c->flops, per * e);
-        rd(c, ZT_PROF_FP32, e + (bias ? u(out) : 0));
-        wr(c, ZT_PROF_FP32, e + (pre && bias ? e : 0));
+        rd(c, kind_of(dt), e + (bias ? u(out) : 0));
+        wr(c, kind_of(dt), e + (pre && bias ? e : 0));
     }
-    inner_of(be)->linear_act_forward(inner_of(be), y, pre, x, w, bias, rows, in, out, act);
+    inner_of(be)->linear_act_forward(inner_of(be), dt, y, pre, x, w, bias, rows, in, out, act);
     op_end(be);
 }
-static void p_act_bias_grad(const zt_backend *be, float *dpre, float *dbias, const float *dy,
-                            const float *pre, int64_t rows, int64_t cols, zt_act act,
-                            bool accumulate)
+static void p_act_bias_grad(const zt_backend *be, zt_dtype dt, void *dpre, float *dbias,
+                            const void *dy, const void *pre, int64_t rows, int64_t cols,
+                            zt_act act, bool accumulate)
 {
     const uint64_t e = u(rows) * u(cols);
     zt_profile_counts *c = count(
         be, OP_act_bias_grad, (act == ZT_ACT_GELU ? 13 : act == ZT_ACT_RELU ? 2 : 1) * e);
-    rd(c, ZT_PROF_FP32, e + (act != ZT_ACT_NONE ? e : 0) + (accumulate ? u(cols) : 0));
-    wr(c, ZT_PROF_FP32, e + u(cols));
-    inner_of(be)->act_bias_grad(inner_of(be), dpre, dbias, dy, pre, rows, cols, act, accumulate);
+    rd(c, kind_of(dt), e + (act != ZT_ACT_NONE ? e : 0));
+    rd(c, ZT_PROF_FP32, accumulate ? u(cols) : 0);
+    wr(c, kind_of(dt), e);
+    wr(c, ZT_PROF_FP32, u(cols));
+    inner_of(be)->act_bias_grad(inner_of(be), dt, dpre, dbias, dy, pre, rows, cols, act,
+                                accumulate);
     op_end(be);
 }
 /* Run and counted as its unfused sequence (gemm, bias_grad, gemm), what a
  * backend without the op calls, so the counts do not depend on the device
  * and --profile-time times each product alone. */
-static void p_linear_backward(const zt_backend *be, float *dx, float *dw, float *dbias,
-                              const float *dy, int64_t ldy, const float *x, const float *w,
-                              int64_t rows, int64_t in, int64_t out, bool accumulate,
-                              bool dx_accumulate)
+static void p_linear_backward(const zt_backend *be, zt_dtype dt, void *dx, float *dw,
+                              float *dbias, const void *dy, int64_t ldy, const void *x,
+                              const void *w, int64_t rows, int64_t in, int64_t out,
+                              bool accumulate, bool dx_accumulate)
 {
-    p_gemm(be, true, false, out, in, rows, 1.0f, dy, ldy, x, in, accumulate ? 1.0f : 0.0f, dw,
-           in);
+    p_gemm(be, dt, ZT_F32, true, false, out, in, rows, 1.0f, dy, ldy, x, in,
+           accumulate ? 1.0f : 0.0f, dw, in);
     if (dbias)
-        p_bias_grad(be, dbias, dy, rows, out, accumulate);
+        p_bias_grad(be, dt, dbias, dy, rows, out, accumulate);
     if (dx)
-        p_gemm(be, false, false, rows, in, out, 1.0f, dy, ldy, w, in, dx_accumulate ? 1.0f : 0.0f,
-               dx, in);
+        p_gemm(be, dt, dt, false, false, rows, in, out, 1.0f, dy, ldy, w, in,
+               dx_accumulate ? 1.0f : 0.0f, dx, in);
 }
 static void p_attn_softmax_forward(const zt_backend *be, float *att, int64_t n, int64_t h,
                                    int64_t t, float scale, bool causal, const int32_t *lengths)
@@ -508,23 +518,24 @@ static void attn_side_reads(zt_profile_counts *c, int64_t n, const int32_t *leng
     if (drop && drop->p > 0.0f)
         rd(c, ZT_PROF_UINT64, u(n));
 }
-static void p_attn_flash_forward(const zt_backend *be, float *y, float *lse, float *work,
-                                 const float *qkv, int64_t n, int64_t h, int64_t t, int64_t c,
-                                 float scale, bool causal, const int32_t *lengths,
+static void p_attn_flash_forward(const zt_backend *be, zt_dtype dt, void *y, float *lse,
+                                 float *work, const void *qkv, int64_t n, int64_t h, int64_t t,
+                                 int64_t c, float scale, bool causal, const int32_t *lengths,
                                  const zt_dropout_desc *drop)
 {
     /* Q K^T and P V: two multiply-adds per pair and head dimension each. */
     zt_profile_counts *k = count(be, OP_attn_flash_forward,
                                  4 * attn_pairs(n, h, t, causal) * (h > 0 ? u(c / h) : 0));
-    rd(k, ZT_PROF_FP32, 3 * u(n) * u(t) * u(c));
+    rd(k, kind_of(dt), 3 * u(n) * u(t) * u(c));
     attn_side_reads(k, n, lengths, drop);
-    wr(k, ZT_PROF_FP32, u(n) * u(t) * u(c) + u(n) * u(h) * u(t));
-    inner_of(be)->attn_flash_forward(inner_of(be), y, lse, work, qkv, n, h, t, c, scale, causal,
-                                     lengths, drop);
+    wr(k, kind_of(dt), u(n) * u(t) * u(c));
+    wr(k, ZT_PROF_FP32, u(n) * u(h) * u(t));
+    inner_of(be)->attn_flash_forward(inner_of(be), dt, y, lse, work, qkv, n, h, t, c, scale,
+                                     causal, lengths, drop);
     op_end(be);
 }
-static void p_attn_flash_backward(const zt_backend *be, float *dqkv, const float *dy,
-                                  const float *y, const float *lse, const float *qkv, float *work,
+static void p_attn_flash_backward(const zt_backend *be, zt_dtype dt, void *dqkv, const void *dy,
+                                  const void *y, const float *lse, const void *qkv, float *work,
                                   int64_t n, int64_t h, int64_t t, int64_t c, float scale,
                                   bool causal, const int32_t *lengths,
                                   const zt_dropout_desc *drop)
@@ -532,21 +543,23 @@ static void p_attn_flash_backward(const zt_backend *be, float *dqkv, const float
     /* Five products: Q K^T recomputed, dV, dP, dQ and dK. */
     zt_profile_counts *k = count(be, OP_attn_flash_backward,
                                  10 * attn_pairs(n, h, t, causal) * (h > 0 ? u(c / h) : 0));
-    rd(k, ZT_PROF_FP32, 5 * u(n) * u(t) * u(c) + u(n) * u(h) * u(t));
+    rd(k, kind_of(dt), 5 * u(n) * u(t) * u(c));
+    rd(k, ZT_PROF_FP32, u(n) * u(h) * u(t));
     attn_side_reads(k, n, lengths, drop);
-    wr(k, ZT_PROF_FP32, 3 * u(n) * u(t) * u(c));
-    inner_of(be)->attn_flash_backward(inner_of(be), dqkv, dy, y, lse, qkv, work, n, h, t, c,
+    wr(k, kind_of(dt), 3 * u(n) * u(t) * u(c));
+    inner_of(be)->attn_flash_backward(inner_of(be), dt, dqkv, dy, y, lse, qkv, work, n, h, t, c,
                                       scale, causal, lengths, drop);
     op_end(be);
 }
-static void p_dropout(const zt_backend *be, float *y, const float *x, const zt_dropout_desc *d)
+static void p_dropout(const zt_backend *be, zt_dtype dt, void *y, const void *x,
+                      const zt_dropout_desc *d)
 {
     const uint64_t e = u(d->n) * u(d->a) * u(d->b) * u(d->c);
     zt_profile_counts *c = count(be, OP_dropout, e);
-    rd(c, ZT_PROF_FP32, e);
+    rd(c, kind_of(dt), e);
     rd(c, ZT_PROF_UINT64, u(d->n));
-    wr(c, ZT_PROF_FP32, e);
-    inner_of(be)->dropout(inner_of(be), y, x, d);
+    wr(c, kind_of(dt), e);
+    inner_of(be)->dropout(inner_of(be), dt, y, x, d);
     op_end(be);
 }
 static void p_mean_pool_forward(const zt_backend *be, float *y, const float *x,

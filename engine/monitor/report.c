@@ -396,9 +396,10 @@ zt_status zt_report_write(const char *path, const zt_trainer *t, double param_no
                 json_array_append_new(scales, report_real(s->scale_history[i]));
         }
         json_t *extra = json_pack(
-            "{s:o, s:{s:s, s:s}, s:{s:s, s:s}, s:{s:I, s:b}}", "loss_scale_history", scales,
+            "{s:o, s:{s:s, s:s, s:s}, s:{s:s, s:s}, s:{s:I, s:b}}", "loss_scale_history", scales,
             "mixed_precision", "grad_dtype", zt_dtype_name(s->grad_dtype), "comm_dtype",
-            zt_dtype_name(s->comm_dtype), "offload", "optimizer",
+            zt_dtype_name(s->comm_dtype), "units",
+            zt_dtype_name(s->typed_units ? s->compute_dtype : ZT_F32), "offload", "optimizer",
             s->nvme_optimizer ? "nvme" : s->offload_optimizer ? "cpu" : "none", "param",
             s->nvme_param ? "nvme" : s->offload_param ? "cpu" : "none",
             "activation_checkpointing", "interval", (json_int_t)s->checkpoint_interval,

@@ -9,7 +9,9 @@
  *   steps, skipped_steps, loss_history [..], loss_scale_history [..] (fp16;
  *   null otherwise), final_loss, samples_per_sec, param_norm, train_seconds,
  *   eval [ {step, loss, accuracy} ] (accuracy null for language models),
- *   mixed_precision {grad_dtype, comm_dtype}, offload {optimizer, param}
+ *   mixed_precision {grad_dtype, comm_dtype, units ("fp32" | "fp16" | "bf16": what
+ *   the units compute on: fp32 copies, or 16-bit tensors themselves)},
+ *   offload {optimizer, param}
  *   ("none" | "cpu" | "nvme"),
  *   nvme {engine, direct, sub_groups, sub_groups_in_memory, swapped_param_units,
  *         param_buffers, param_in_cpu_params, swap_buffer_bytes, swap_file_bytes}

@@ -228,12 +228,18 @@ static zt_status buffers_batch(zt_trainer *t, zt_memory *mem, bool reserved)
     ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_HOST, ZT_MEM_WORK, lab_bytes, &t->labels_host));
     ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_HOST, ZT_MEM_WORK, zt_train_plan_bytes(t, mb, 1, sizeof(int64_t)),
                         &t->index_host));
+    ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_HOST, ZT_MEM_WORK,
+                        buffers_logits_host_bytes(t, m, mb), &t->logits_host));
+    if (!t->typed)
+        return ZT_OK;
     return zt_train_buf(mem, reserved, ZT_MEM_HOST, ZT_MEM_WORK,
-                        buffers_logits_host_bytes(t, m, mb), &t->logits_host);
+                        zt_train_plan_bytes(t, m->logits_ld, 1, zt_dtype_size(t->cdt)),
+                        &t->logits_stage);
 }
 
 /* WORK: the units' scratch, the backend's workspace, the activation-gradient
- * ping-pong and, under mixed precision, the fp32 copies of one unit. */
+ * ping-pong and, under mixed precision, the fp32 gradient of one unit and
+ * (units not typed) the fp32 copies of one unit. */
 static zt_status buffers_work(zt_trainer *t, zt_memory *mem, bool reserved)
 {
     const zt_model *m = t->model;
@@ -253,9 +259,11 @@ static zt_status buffers_work(zt_trainer *t, zt_memory *mem, bool reserved)
     if (!t->mixed)
         return ZT_OK;
     ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_WORK,
-                        zt_train_plan_bytes(t, lay->max_unit_numel, 1, sizeof(float)), &t->pw));
-    ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_WORK,
                         zt_train_plan_bytes(t, lay->max_unit_numel, 1, sizeof(float)), &t->gw));
+    if (t->typed) /* the units read and write cdt tensors: no fp32 copies */
+        return ZT_OK;
+    ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_WORK,
+                        zt_train_plan_bytes(t, lay->max_unit_numel, 1, sizeof(float)), &t->pw));
     int64_t in = zt_train_max_unit_field(m, offsetof(zt_unit, in_numel));
     int64_t out = zt_train_max_unit_field(m, offsetof(zt_unit, out_numel));
     int64_t sv = zt_train_max_unit_field(m, offsetof(zt_unit, saved_numel));

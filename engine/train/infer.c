@@ -46,14 +46,16 @@ zt_status zt_trainer_eval(zt_trainer *t, const zt_dataset *ds, int64_t iters, do
         if (!zt_pipe_has_loss(&t->pipe))
             continue;
         int64_t rows = mb * zt_train_rows_per_sample(t, &b);
-        const float *logits = zt_train_logits(t, mb);
-        acc[0] += be->xent_forward_backward(be, logits, t->labels, rows, model->n_classes,
+        zt_dtype dt;
+        const void *logits = zt_train_logits(t, mb, &dt);
+        acc[0] += be->xent_forward_backward(be, dt, logits, t->labels, rows, model->n_classes,
                                             model->logits_ld, model->ignore_index, 1.0f, NULL);
         for (int64_t r = 0; r < rows; r++)
             acc[1] += t->labels_host[r] != model->ignore_index;
         if (!classify)
             continue;
-        be->copy_d2h(be, t->logits_host, logits, zt_train_floats(rows * model->logits_ld));
+        zt_train_logits_d2h(t, t->logits_host, model->logits_ld, logits, dt, rows,
+                            model->logits_ld, model->logits_ld);
         for (int64_t r = 0; r < rows; r++) {
             const float *row = t->logits_host + r * model->logits_ld;
             int64_t best = 0;
@@ -92,15 +94,12 @@ zt_status zt_trainer_eval_logits(zt_trainer *t, const zt_dataset *ds, int64_t n,
             return zt_fail(ZT_ERR_USAGE, "", "sample %lld holds %lld tokens, not %lld",
                            (long long)first, (long long)b.t, (long long)model->seq_len);
         ZT_TRY(zt_train_forward(t, &b, true));
-        const float *logits = zt_train_logits(t, mb);
-        float *dst = out + first * per_sample;
+        zt_dtype dt;
+        const void *logits = zt_train_logits(t, mb, &dt);
         /* Padded logits rows (model->logits_ld) are dumped without their padding. */
-        if (model->logits_ld == model->n_classes)
-            t->be->copy_d2h(t->be, dst, logits, zt_train_floats(k_max * per_sample));
-        else
-            for (int64_t r = 0; r < k_max * per_sample / model->n_classes; r++)
-                t->be->copy_d2h(t->be, dst + r * model->n_classes, logits + r * model->logits_ld,
-                                zt_train_floats(model->n_classes));
+        zt_train_logits_d2h(t, out + first * per_sample, model->n_classes, logits, dt,
+                            k_max * per_sample / model->n_classes, model->n_classes,
+                            model->logits_ld);
     }
     return t->policy->flush(&t->stage);
 }
@@ -154,13 +153,15 @@ zt_status zt_trainer_generate_from(zt_trainer *t, const int32_t *prompt, int64_t
         be->copy_h2d(be, t->tokens, out + len - ctx, (size_t)ctx * sizeof(int32_t));
         /* Dropout is off: the row keys are never read. */
         zt_batch b = {.n = 1, .t = ctx, .tokens = t->tokens, .row_keys = t->row_keys,
-                      .seed = t->seed, .step = t->global_steps};
+                      .seed = t->seed, .step = t->global_steps, .dt = zt_train_unit_dtype(t)};
         ZT_TRY(zt_pipe_recv_act(&t->pipe, 1));
         ZT_TRY(zt_train_forward(t, &b, true));
         ZT_TRY(zt_pipe_send_act(&t->pipe, t->acts[model->n_units - 1], 1));
         if (zt_pipe_has_loss(&t->pipe)) {
-            be->copy_d2h(be, t->logits_host, zt_train_logits(t, 1) + (ctx - 1) * model->logits_ld,
-                         zt_train_floats(V));
+            zt_dtype dt;
+            const void *logits = zt_train_logits(t, 1, &dt);
+            zt_train_logits_d2h(t, t->logits_host, V, zt_dtype_at(logits, dt, (ctx - 1) * model->logits_ld),
+                                dt, 1, V, model->logits_ld);
             double u = (double)zt_rng_uniform(seed, ZT_RNG_STREAM_SAMPLE, (uint64_t)i);
             out[len] = (int32_t)infer_pick(t->logits_host, valid, temperature, u);
         }

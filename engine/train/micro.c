@@ -60,7 +60,8 @@ void zt_train_load(zt_trainer *t, const zt_dataset *ds, int64_t n, zt_batch *b)
                     .row_keys = t->row_keys,
                     .seed = t->seed,
                     .step = t->global_steps,
-                    .training = false};
+                    .training = false,
+                    .dt = zt_train_unit_dtype(t)};
 }
 
 int64_t zt_train_rows_per_sample(const zt_trainer *t, const zt_batch *b)
@@ -82,12 +83,20 @@ void zt_train_use_slot(zt_trainer *t, int k)
     t->in_act = zt_pipe_active(&t->pipe) ? zt_pipe_act_in(&t->pipe, k) : NULL;
 }
 
-/* Unit u's input as fp32; the model input (unit 0 of the first stage) is
- * fp32 data already. */
-static const float *micro_input_fp32(const zt_trainer *t, int u, int64_t n)
+zt_dtype zt_train_unit_dtype(const zt_trainer *t)
+{
+    return t->typed ? t->cdt : ZT_F32;
+}
+
+/* Unit u's input as the unit reads it: fp32, or cdt when typed; the model
+ * input (unit 0 of the first stage) is fp32 data already (and no typed
+ * model has one). */
+static const void *micro_input(const zt_trainer *t, int u, int64_t n)
 {
     if (u == 0 && !t->in_act)
         return t->x;
+    if (t->typed)
+        return zt_train_unit_input(t, u);
     return zt_train_fp32(t, zt_train_unit_input(t, u), n * t->model->units[u].in_numel, t->xin);
 }
 
@@ -124,13 +133,16 @@ void zt_train_run_forward(zt_trainer *t, int u, const void *p, const zt_batch *b
     const zt_unit *unit = &t->model->units[u];
     const zt_backend *be = t->be;
     int64_t n = b->n;
-    const float *x = micro_input_fp32(t, u, n);
-    const float *pf = zt_train_fp32(t, p, unit->param_numel, t->pw);
-    float *y = t->mixed ? t->yout : t->acts[u];
-    float *sv = unit->saved_numel > 0 ? (t->mixed ? t->sw : t->saved[u]) : NULL;
+    bool copies = t->mixed && !t->typed; /* the unit computes on fp32 copies */
+    const void *x = micro_input(t, u, n);
+    const void *pf = copies ? zt_train_fp32(t, p, unit->param_numel, t->pw) : p;
+    void *y = copies ? t->yout : t->acts[u];
+    void *sv = unit->saved_numel > 0 ? (copies ? t->sw : t->saved[u]) : NULL;
     double t0 = micro_prof_start(t);
     unit->ops->forward(unit, be, pf, x, y, sv, t->work, b);
     micro_prof_stop(t, u, t0, true, b);
+    if (!copies)
+        return;
     zt_train_store(t, t->acts[u], y, n * unit->out_numel);
     if (sv)
         zt_train_store(t, t->saved[u], sv, n * unit->saved_numel);
@@ -151,29 +163,55 @@ zt_status zt_train_forward(zt_trainer *t, const zt_batch *b, bool last_use)
     return ZT_OK;
 }
 
-float *zt_train_logits(zt_trainer *t, int64_t n)
+const void *zt_train_logits(zt_trainer *t, int64_t n, zt_dtype *dt)
 {
     int last = t->model->n_units - 1;
+    *dt = zt_train_unit_dtype(t);
+    if (t->typed)
+        return t->acts[last];
     return zt_train_fp32(t, t->acts[last], n * t->model->units[last].out_numel, t->yout);
 }
 
-/* Unit u's backward from dy (fp32) into dx (fp32, NULL for unit 0) and the
- * unit's fp32 parameter gradient: written to (or, in fp32 training, added to
- * when accumulate) `dp`; under mixed precision always written. */
-static void micro_run_backward(zt_trainer *t, int u, const void *p, float *dy, float *dx,
+void zt_train_logits_d2h(zt_trainer *t, float *dst, int64_t dst_ld, const void *src, zt_dtype dt,
+                         int64_t rows, int64_t cols, int64_t ld)
+{
+    const zt_backend *be = t->be;
+    if (dt == ZT_F32 && cols == ld && dst_ld == ld) {
+        be->copy_d2h(be, dst, src, zt_train_floats(rows * cols));
+        return;
+    }
+    for (int64_t r = 0; r < rows; r++) {
+        const void *row = zt_dtype_at(src, dt, r * ld);
+        if (dt == ZT_F32) {
+            be->copy_d2h(be, dst + r * dst_ld, row, zt_train_floats(cols));
+            continue;
+        }
+        be->copy_d2h(be, t->logits_stage, row, (size_t)cols * zt_dtype_size(dt));
+        zt_convert_host(dst + r * dst_ld, ZT_F32, t->logits_stage, dt, cols, 1.0f, false);
+    }
+}
+
+/* Unit u's backward from dy into dx (NULL for unit 0), both fp32 or (typed)
+ * cdt, and the unit's fp32 parameter gradient: written to (or, in fp32
+ * training, added to when accumulate) `dp`; under mixed precision always
+ * written. */
+static void micro_run_backward(zt_trainer *t, int u, const void *p, void *dy, void *dx,
                                float *dp, bool accumulate, const zt_batch *b)
 {
     const zt_unit *unit = &t->model->units[u];
     int64_t n = b->n;
-    const float *x = micro_input_fp32(t, u, n);
-    const float *pf = zt_train_fp32(t, p, unit->param_numel, t->pw);
-    /* Under mixed precision an in-place loss gradient is in yout: the last
-     * unit (whose backward never reads y) must not get its output over it. */
-    const float *y = dy == t->yout ? NULL
-                                   : zt_train_fp32(t, t->acts[u], n * unit->out_numel, t->yout);
-    const float *sv = unit->saved_numel > 0
-                          ? zt_train_fp32(t, t->saved[u], n * unit->saved_numel, t->sw)
-                          : NULL;
+    bool copies = t->mixed && !t->typed;
+    const void *x = micro_input(t, u, n);
+    const void *pf = copies ? zt_train_fp32(t, p, unit->param_numel, t->pw) : p;
+    /* An in-place loss gradient is over the last unit's output (in yout
+     * when the units compute on fp32 copies): that unit's backward never
+     * reads y, and gets none. */
+    const void *y = dy == t->yout || dy == t->acts[u] ? NULL
+                    : copies ? zt_train_fp32(t, t->acts[u], n * unit->out_numel, t->yout)
+                             : t->acts[u];
+    const void *sv = unit->saved_numel <= 0 ? NULL
+                     : copies ? zt_train_fp32(t, t->saved[u], n * unit->saved_numel, t->sw)
+                              : t->saved[u];
     double t0 = micro_prof_start(t);
     unit->ops->backward(unit, t->be, pf, x, y, sv, dy, dx, dp, t->work, accumulate && !t->mixed,
                         b);
@@ -239,17 +277,18 @@ static zt_status micro_forward(void *ctx, int64_t m, int slot)
  * micro-batch, divided by GAS as DeepSpeed scales the loss, times the loss
  * scale (1 unless fp16). Its gradient, returned, is written over the logits
  * when the model allows (loss_in_place), else into dact[0]. */
-static float *micro_loss(zt_trainer *t, const zt_batch *b)
+static void *micro_loss(zt_trainer *t, const zt_batch *b)
 {
     const zt_model *model = t->model;
     int64_t mb = t->cfg->micro_batch_size, gas = t->cfg->gradient_accumulation_steps;
     int64_t per_sample = zt_train_rows_per_sample(t, b), rows = mb * per_sample;
     float dscale = (float)(t->scaler.scale / (double)(rows * gas));
-    float *logits = zt_train_logits(t, mb);
-    float *dlogits = model->loss_in_place ? logits : t->dact[0];
-    t->step_loss += t->be->xent_forward_backward(t->be, logits, t->labels, rows, model->n_classes,
-                                                 model->logits_ld, model->ignore_index, dscale,
-                                                 dlogits) /
+    zt_dtype dt;
+    void *logits = (void *)zt_train_logits(t, mb, &dt);
+    void *dlogits = model->loss_in_place ? logits : t->dact[0];
+    t->step_loss += t->be->xent_forward_backward(t->be, dt, logits, t->labels, rows,
+                                                 model->n_classes, model->logits_ld,
+                                                 model->ignore_index, dscale, dlogits) /
                     (double)per_sample;
     return dlogits;
 }
@@ -274,7 +313,7 @@ static zt_status micro_backward(void *ctx, int64_t m, int slot, float *grad_out)
      * pipeline keeps several in flight) means recomputing it too. */
     if (a_last > 0 && t->slots_hold != m)
         ZT_TRY(zt_train_recompute(t, a_last, n_units, b));
-    float *dy = zt_pipe_has_loss(&t->pipe) ? micro_loss(t, b) : zt_pipe_grad_in(&t->pipe);
+    void *dy = zt_pipe_has_loss(&t->pipe) ? micro_loss(t, b) : zt_pipe_grad_in(&t->pipe);
     double t1 = zt_train_now();
     timers[ZT_TIMER_FWD] += 1e3 * (t1 - t0);
 
@@ -300,7 +339,7 @@ static zt_status micro_backward(void *ctx, int64_t m, int slot, float *grad_out)
                 ZT_TRY(pol->unit_grad_buffer(&t->stage, u, &into));
                 g = into ? into : g;
             }
-            float *dx = u > 0 ? (dy == t->dact[1] ? t->dact[0] : t->dact[1]) : grad_out;
+            void *dx = u > 0 ? (dy == t->dact[1] ? t->dact[0] : t->dact[1]) : grad_out;
             micro_run_backward(t, u, p, dy, dx, g, !pol->grads_sharded && m > 0, b);
             ZT_TRY(pol->release(&t->stage, u, ZT_GATHER_BWD, boundary));
             if (boundary && u == t->inject_unit)

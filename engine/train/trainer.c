@@ -24,6 +24,25 @@ zt_status zt_train_sum_f64(const zt_comm *c, MPI_Comm comm, double *v, int n, co
     return zt_comm_side_all_reduce(c, comm, v, n, MPI_DOUBLE, MPI_SUM, what);
 }
 
+/* Whether mixed precision can run the units on 16-bit tensors: every unit
+ * typed, a backend whose typed ops take cdt and that has the fused
+ * epilogues the typed layers need (a plan without a backend assumes the CPU
+ * backend's defaults), and no pipeline, whose stages exchange fp32
+ * activation gradients. */
+static bool trainer_typed_ok(const zt_trainer *t)
+{
+    const zt_model *m = t->model;
+    for (int u = 0; u < m->n_units; u++)
+        if (!m->units[u].typed)
+            return false;
+    const zt_backend *be = t->be;
+    if (be && (!(be->typed_dtypes & (1u << t->cdt)) ||
+               !(be->linear_act_forward && be->act_bias_grad && be->residual_layernorm_forward)))
+        return false;
+    /* an fp32 model input (the MLP's) would need a conversion first */
+    return m->in_numel == 0 && t->cfg->pipeline.stages <= 1;
+}
+
 void zt_train_resolve(zt_trainer *t)
 {
     const zt_config *cfg = t->cfg;
@@ -33,6 +52,7 @@ void zt_train_resolve(zt_trainer *t)
     t->gdt = zt_config_grad_dtype(cfg);
     t->kdt = zt_config_comm_dtype(cfg);
     t->mixed = t->cdt != ZT_F32;
+    t->typed = t->mixed && trainer_typed_ok(t);
     t->offload_opt = cfg->zero.offload_optimizer.device != ZT_OFFLOAD_NONE && pol->optimizer_sharded;
     t->offload_param = cfg->zero.offload_param.device != ZT_OFFLOAD_NONE && pol->params_sharded;
     t->nvme_opt = t->offload_opt && cfg->zero.offload_optimizer.device == ZT_OFFLOAD_NVME;
@@ -518,6 +538,7 @@ void zt_trainer_stats_get(const zt_trainer *t, zt_trainer_stats *s)
     s->grad_dtype = t->gdt;
     s->comm_dtype = t->kdt;
     s->mixed = t->mixed;
+    s->typed_units = t->typed;
     s->offload_optimizer = t->offload_opt;
     s->offload_param = t->offload_param;
     s->nvme_optimizer = t->nvme_opt;

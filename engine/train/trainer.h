@@ -276,6 +276,8 @@ typedef struct {
     const zt_stage_policy *policy;
     zt_dtype compute_dtype, grad_dtype, comm_dtype;
     bool mixed, offload_optimizer, offload_param, dynamic_loss_scale;
+    bool typed_units;            /* mixed, and the units compute on compute_dtype tensors
+                                  * themselves, with no fp32 copies (models/unit.h) */
     bool nvme_optimizer, nvme_param; /* those offloads go to nvme swap files */
     int64_t checkpoint_interval; /* activation checkpointing: units per segment, 0 off */
     bool cpu_checkpointing;

@@ -64,7 +64,9 @@ struct zt_trainer {
     zt_dtype gdt;            /* GRADS on the device */
     zt_dtype kdt;            /* gradient communication */
     zt_dtype ogdt;           /* the gradient the optimizer reads (own_g) */
-    bool mixed;              /* cdt is 16-bit: units compute on fp32 copies */
+    bool mixed;              /* cdt is 16-bit */
+    bool typed;              /* mixed, and the units run on cdt tensors themselves (models/unit.h
+                              * "Typed units"); else mixed units compute on fp32 copies */
     bool has_master;         /* the optimizer steps an fp32 copy, not the parameters */
     bool offload_opt;        /* MASTER, OPTIM, the optimizer's gradients on the host */
     bool offload_param;      /* parameter shards on the host */
@@ -119,11 +121,12 @@ struct zt_trainer {
     void **ckpt;          /* checkpointing, per unit u = sK > 0: its kept input, else NULL */
     void *ckpt_in;        /* cpu_checkpointing: a segment's input on the device */
     float *work;          /* (micro, max work_numel) unit scratch, or NULL */
-    float *dact[2];       /* activation-gradient ping-pong (fp32) */
+    void *dact[2];        /* activation-gradient ping-pong (cdt when typed, else fp32) */
     void *be_workspace;   /* the backend's scratch (backend.h workspace_bytes) */
-    /* Mixed precision: fp32 copies of one unit (WORK). */
+    /* Mixed precision: fp32 copies of one unit (WORK); only gw when typed. */
     float *pw, *gw;       /* (max_unit_numel): parameters; gradient (also the step's) */
     float *xin, *yout, *sw; /* (micro, max in / out / saved numel) */
+    void *logits_stage;   /* typed: one cdt row of logits on the host (zt_train_logits_d2h) */
     void *param_stage;    /* offload: host staging of one unit's new parameters */
     void *swap_opt_mem, *swap_grad_mem, *swap_param_mem; /* nvme: the swappers' buffers (SWAP) */
     /* Host staging of the micro-batch (HOST WORK). */
@@ -210,10 +213,18 @@ void zt_train_use_slot(zt_trainer *t, int k);
 void zt_train_load(zt_trainer *t, const zt_dataset *ds, int64_t n, zt_batch *b);
 /* Every unit forward on batch b; last_use: no backward follows. */
 zt_status zt_train_forward(zt_trainer *t, const zt_batch *b, bool last_use);
+/* The dtype of the tensors the units get (zt_batch.dt): cdt when typed,
+ * else fp32. */
+zt_dtype zt_train_unit_dtype(const zt_trainer *t);
 /* Unit u forward with parameters p on batch b (outputs stored in cdt). */
 void zt_train_run_forward(zt_trainer *t, int u, const void *p, const zt_batch *b);
-/* The last unit's output as fp32 logits. */
-float *zt_train_logits(zt_trainer *t, int64_t n);
+/* The last unit's output as logits the loss reads: of cdt where the units
+ * are typed, else fp32 (a conversion in mixed precision); *dt says which. */
+const void *zt_train_logits(zt_trainer *t, int64_t n, zt_dtype *dt);
+/* rows x cols logits (rows of ld elements of dt, on the device) to fp32 dst
+ * on the host, rows dst_ld apart. */
+void zt_train_logits_d2h(zt_trainer *t, float *dst, int64_t dst_ld, const void *src, zt_dtype dt,
+                         int64_t rows, int64_t cols, int64_t ld);
 /* Loss rows of one sample in batch b. */
 int64_t zt_train_rows_per_sample(const zt_trainer *t, const zt_batch *b);
 

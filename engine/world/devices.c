@@ -216,6 +216,8 @@ zt_status zt_world_devices_chosen(const zt_world *w, const zt_device_flags *f,
             fflush(notice_to);
         }
     }
+    if (f->typed_tensors && !strcmp(f->typed_tensors, "off"))
+        be->typed_dtypes = 1u << ZT_F32;
     if (ch.comm == ZT_COMM_USE_NCCL)
         return zt_comm_nccl_init(comm, w->comm, be);
     if (ch.comm == ZT_COMM_USE_STAGED)

@@ -60,11 +60,13 @@ zt_status zt_device_choose(const zt_device_request *req, zt_device_choice *out);
 void zt_devices_select_early(const char *device);
 
 /* What the user asked for: --device, --comm ("auto", ...), --tf32,
- * --fused-ops ("off" clears the backend's fused ops; NULL or "on" keeps them). */
+ * --fused-ops ("off" clears the backend's fused ops; NULL or "on" keeps them),
+ * --typed-tensors ("off" leaves the backend's typed ops fp32 only, so 16-bit
+ * units run on fp32 copies; NULL or "on" keeps what the backend takes). */
 typedef struct {
     const char *device, *comm;
     bool tf32;
-    const char *fused_ops;
+    const char *fused_ops, *typed_tensors;
 } zt_device_flags;
 
 /* Every rank takes the same decision from the smallest GPU count of any node,

@@ -11,7 +11,9 @@
 #    differences are summation order (measured <= 6e-8).
 # 2. fp16: an overflow injected on one stage skips the step on every stage: P 4
 #    has the np 1 run's loss-scale history and weights bit for bit. bf16 with
-#    the optimizer offloaded: P 2 x D 2 gives np 2's weights bit for bit.
+#    the optimizer offloaded: P 2 x D 2 gives np 2's weights bit for bit. The
+#    references run with --typed-tensors off: a pipeline runs 16-bit units on
+#    fp32 copies (not on the 16-bit tensors themselves).
 # 3. Checkpoints: saved at P 2 x D 2, resumed at P 1 (np 1) and at P 4: the
 #    np 1 uninterrupted run's weights to 1e-6.
 # 4. Report: 1F1B keeps at most min(P - s, M) micro-batches in flight on stage
@@ -94,7 +96,8 @@ pipe cls-p4d1-g4-s1-ac 4 1 4 s1 cls-ref "${cls[@]}" --activation-checkpoint-inte
 echo "ok: mlp, gptlite (dropout), classifier at P 2/4 x D 1/2, GAS 2-8, ZeRO 0/1, 1f1b/gpipe, activation checkpointing = np 1"
 
 # 2. A global overflow: the injected inf is on one stage's gradient only.
-run f16-ref 1 f16 "${gpt[@]}" --gradient-accumulation-steps 8 --inject-overflow 3,6
+run f16-ref 1 f16 "${gpt[@]}" --gradient-accumulation-steps 8 --inject-overflow 3,6 \
+    --typed-tensors off
 run f16-p4 4 f16 "${gpt[@]}" --gradient-accumulation-steps 8 --inject-overflow 3,6 \
     --pipeline-stages 4
 cmp "$tmp/f16-ref.bin" "$tmp/f16-p4.bin" || fail "fp16 P 4 weights differ from np 1"
@@ -108,7 +111,7 @@ PY
 echo "ok: fp16 overflow injected on one of 4 stages skips steps 3 and 6 everywhere (cmp)"
 # bf16 with the optimizer offloaded: bf16 activations cross the stages, and
 # P 2 x D 2 rounds its gradient reductions as np 2 data parallelism does.
-run bf16-dp2 2 bf16-off "${gpt[@]}" --steps 4 --gradient-accumulation-steps 2
+run bf16-dp2 2 bf16-off "${gpt[@]}" --steps 4 --gradient-accumulation-steps 2 --typed-tensors off
 run bf16-p2d2 4 bf16-off "${gpt[@]}" --steps 4 --gradient-accumulation-steps 2 --pipeline-stages 2
 cmp "$tmp/bf16-dp2.bin" "$tmp/bf16-p2d2.bin" || fail "bf16 offload P 2 x D 2 differs from np 2"
 echo "ok: bf16 with CPU-offloaded optimizer: P 2 x D 2 = np 2 data parallel (cmp)"

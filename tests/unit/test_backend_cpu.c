@@ -129,7 +129,7 @@ static void check_gemm(const zt_backend *be, bool ta, bool tb, int64_t m, int64_
     memcpy(c, c0, (size_t)(m * ldc) * sizeof *c);
 
     gemm_ref(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c0, ldc, ref, mag);
-    be->gemm(be, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    be->gemm(be, ZT_F32, ZT_F32, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 
     for (int64_t i = 0; i < m; i++) {
         for (int64_t j = 0; j < n; j++) {
@@ -170,10 +170,10 @@ static void test_gemm_empty(void **state)
     const zt_backend *be = *state;
     float c[2] = {3.0f, 4.0f};
     /* k == 0: C = beta C. */
-    be->gemm(be, false, false, 1, 2, 0, 1.0f, c, 1, c, 2, 2.0f, c, 2);
+    be->gemm(be, ZT_F32, ZT_F32, false, false, 1, 2, 0, 1.0f, c, 1, c, 2, 2.0f, c, 2);
     assert_true(c[0] == 6.0f && c[1] == 8.0f);
     /* m == 0: nothing to do, nothing touched. */
-    be->gemm(be, false, false, 0, 2, 3, 1.0f, c, 3, c, 2, 0.0f, c, 2);
+    be->gemm(be, ZT_F32, ZT_F32, false, false, 0, 2, 3, 1.0f, c, 3, c, 2, 0.0f, c, 2);
     assert_true(c[0] == 6.0f && c[1] == 8.0f);
 }
 
@@ -189,7 +189,7 @@ static void test_bias_add(void **state)
         fill_uniform(y0, rows * cols, -1, 1);
         fill_uniform(bias, cols, -1, 1);
         memcpy(y, y0, (size_t)(rows * cols) * sizeof *y);
-        be->bias_add(be, y, bias, rows, cols);
+        be->bias_add(be, ZT_F32, y, bias, rows, cols);
         for (int64_t r = 0; r < rows; r++)
             for (int64_t j = 0; j < cols; j++)
                 assert_true(y[r * cols + j] == y0[r * cols + j] + bias[j]);
@@ -213,7 +213,7 @@ static void test_bias_grad(void **state)
         fill_uniform(init, cols, -1, 1);
         for (int accumulate = 0; accumulate < 2; accumulate++) {
             memcpy(db, init, (size_t)cols * sizeof *db);
-            be->bias_grad(be, db, dy, rows, cols, accumulate);
+            be->bias_grad(be, ZT_F32, db, dy, rows, cols, accumulate);
             for (int64_t j = 0; j < cols; j++) {
                 double ref = accumulate ? init[j] : 0.0, mag = fabs(ref);
                 for (int64_t r = 0; r < rows; r++) {
@@ -226,9 +226,9 @@ static void test_bias_grad(void **state)
         /* Column sums run in row order whatever the thread count. */
         float *db1 = xmalloc_floats(cols);
         omp_set_num_threads(1);
-        be->bias_grad(be, db1, dy, rows, cols, false);
+        be->bias_grad(be, ZT_F32, db1, dy, rows, cols, false);
         omp_set_num_threads(3);
-        be->bias_grad(be, db, dy, rows, cols, false);
+        be->bias_grad(be, ZT_F32, db, dy, rows, cols, false);
         omp_set_num_threads(default_threads);
         assert_memory_equal(db, db1, (size_t)cols * sizeof *db);
         free(db1);
@@ -302,7 +302,7 @@ static void test_scale_axpy(void **state)
         be->scale(be, x, -0.375f, n);
         for (int64_t i = 0; i < n; i++)
             assert_true(x[i] == x0[i] * -0.375f);
-        be->axpy(be, y, 1.5f, x0, n);
+        be->axpy(be, ZT_F32, y, 1.5f, x0, n);
         for (int64_t i = 0; i < n; i++) {
             double ref = (double)y0[i] + 1.5 * (double)x0[i];
             assert_true(fabs(y[i] - ref) <= 1e-6 * (fabs(y0[i]) + fabs(1.5 * x0[i])));
@@ -499,7 +499,7 @@ static void check_xent(const zt_backend *be, int64_t rows, int64_t classes, int6
     memcpy(inplace, logits, (size_t)(rows * ld) * sizeof *inplace);
 
     double loss =
-        be->xent_forward_backward(be, logits, labels, rows, classes, ld, ignore, dscale, dl);
+        be->xent_forward_backward(be, ZT_F32, logits, labels, rows, classes, ld, ignore, dscale, dl);
     double ref = 0.0;
     for (int64_t r = 0; r < rows; r++) {
         for (int64_t j = classes; j < ld; j++)
@@ -522,23 +522,23 @@ static void check_xent(const zt_backend *be, int64_t rows, int64_t classes, int6
         fail_msg("loss %.12g, float64 reference %.12g", loss, ref);
 
     /* In place: the same loss and gradient, bit for bit. */
-    double loss_in_place = be->xent_forward_backward(be, inplace, labels, rows, classes, ld,
+    double loss_in_place = be->xent_forward_backward(be, ZT_F32, inplace, labels, rows, classes, ld,
                                                      ignore, dscale, inplace);
     assert_memory_equal(&loss_in_place, &loss, sizeof loss);
     assert_memory_equal(inplace, dl, (size_t)(rows * ld) * sizeof *dl);
 
     /* Evaluation form: same loss, no gradient. */
     double eval =
-        be->xent_forward_backward(be, logits, labels, rows, classes, ld, ignore, 1.0f, NULL);
+        be->xent_forward_backward(be, ZT_F32, logits, labels, rows, classes, ld, ignore, 1.0f, NULL);
     assert_memory_equal(&eval, &loss, sizeof eval);
 
     /* Bit-identical for any thread count. */
     omp_set_num_threads(1);
     double one =
-        be->xent_forward_backward(be, logits, labels, rows, classes, ld, ignore, 1.0f, NULL);
+        be->xent_forward_backward(be, ZT_F32, logits, labels, rows, classes, ld, ignore, 1.0f, NULL);
     omp_set_num_threads(3);
     double three =
-        be->xent_forward_backward(be, logits, labels, rows, classes, ld, ignore, 1.0f, NULL);
+        be->xent_forward_backward(be, ZT_F32, logits, labels, rows, classes, ld, ignore, 1.0f, NULL);
     omp_set_num_threads(default_threads);
     assert_memory_equal(&one, &three, sizeof one);
 
@@ -568,7 +568,7 @@ static void test_xent_all_ignored(void **state)
     const zt_backend *be = *state;
     float logits[6] = {1, 2, 3, 4, 5, 6}, dl[6] = {1, 1, 1, 1, 1, 1};
     int32_t labels[2] = {-1, -1};
-    assert_true(be->xent_forward_backward(be, logits, labels, 2, 3, 3, -1, 1.0f, dl) == 0.0);
+    assert_true(be->xent_forward_backward(be, ZT_F32, logits, labels, 2, 3, 3, -1, 1.0f, dl) == 0.0);
     for (int i = 0; i < 6; i++)
         assert_true(dl[i] == 0.0f);
 }
@@ -582,16 +582,16 @@ static void test_xent_finite_difference(void **state)
     float logits[ROWS * CLASSES], dl[ROWS * CLASSES]; // (rows, classes)
     int32_t labels[ROWS] = {2, 0, 5, 3};
     fill_uniform(logits, ROWS * CLASSES, -2, 2);
-    be->xent_forward_backward(be, logits, labels, ROWS, CLASSES, CLASSES, -100, 1.0f, dl);
+    be->xent_forward_backward(be, ZT_F32, logits, labels, ROWS, CLASSES, CLASSES, -100, 1.0f, dl);
     const float hs[] = {1e-2f, 3e-3f};
     for (size_t k = 0; k < 2; k++)
         for (int i = 0; i < ROWS * CLASSES; i++) {
             float keep = logits[i];
             logits[i] = keep + hs[k];
-            double lp = be->xent_forward_backward(be, logits, labels, ROWS, CLASSES, CLASSES, -100, 1.0f,
+            double lp = be->xent_forward_backward(be, ZT_F32, logits, labels, ROWS, CLASSES, CLASSES, -100, 1.0f,
                                                   NULL);
             logits[i] = keep - hs[k];
-            double lm = be->xent_forward_backward(be, logits, labels, ROWS, CLASSES, CLASSES, -100, 1.0f,
+            double lm = be->xent_forward_backward(be, ZT_F32, logits, labels, ROWS, CLASSES, CLASSES, -100, 1.0f,
                                                   NULL);
             logits[i] = keep;
             /* The step actually taken is the float difference of the logits. */
@@ -672,14 +672,14 @@ static void test_linear_relu_xent_gradients(void **state)
 
     /* Forward with backend ops. */
     float y[FD_B * FD_OUT], dy[FD_B * FD_OUT]; // (B, OUT)
-    be->gemm(be, false, true, FD_B, FD_OUT, FD_IN, 1.0f, x, FD_IN, w, FD_IN, 0.0f, y, FD_OUT);
-    be->bias_add(be, y, b, FD_B, FD_OUT);
+    be->gemm(be, ZT_F32, ZT_F32, false, true, FD_B, FD_OUT, FD_IN, 1.0f, x, FD_IN, w, FD_IN, 0.0f, y, FD_OUT);
+    be->bias_add(be, ZT_F32, y, b, FD_B, FD_OUT);
     be->relu_forward(be, y, y, FD_B * FD_OUT);
     int active = 0;
     for (int i = 0; i < FD_B * FD_OUT; i++)
         active += y[i] > 0.0f;
     assert_true(active > 0 && active < FD_B * FD_OUT);
-    double loss = be->xent_forward_backward(be, y, labels, FD_B, FD_OUT, FD_OUT, -100, 1.0f / FD_B, dy) /
+    double loss = be->xent_forward_backward(be, ZT_F32, y, labels, FD_B, FD_OUT, FD_OUT, -100, 1.0f / FD_B, dy) /
                   FD_B;
     double ref = linear_relu_xent_ref(xd, wd, bd, labels, &min_abs_z);
     assert_true(fabs(loss - ref) <= 1e-5 * fabs(ref));
@@ -687,9 +687,9 @@ static void test_linear_relu_xent_gradients(void **state)
     /* Backward with backend ops. */
     float dw[FD_OUT * FD_IN], db[FD_OUT], dx[FD_B * FD_IN];
     be->relu_backward(be, dy, dy, y, FD_B * FD_OUT); /* dz, in place */
-    be->gemm(be, true, false, FD_OUT, FD_IN, FD_B, 1.0f, dy, FD_OUT, x, FD_IN, 0.0f, dw, FD_IN);
-    be->bias_grad(be, db, dy, FD_B, FD_OUT, false);
-    be->gemm(be, false, false, FD_B, FD_IN, FD_OUT, 1.0f, dy, FD_OUT, w, FD_IN, 0.0f, dx, FD_IN);
+    be->gemm(be, ZT_F32, ZT_F32, true, false, FD_OUT, FD_IN, FD_B, 1.0f, dy, FD_OUT, x, FD_IN, 0.0f, dw, FD_IN);
+    be->bias_grad(be, ZT_F32, db, dy, FD_B, FD_OUT, false);
+    be->gemm(be, ZT_F32, ZT_F32, false, false, FD_B, FD_IN, FD_OUT, 1.0f, dy, FD_OUT, w, FD_IN, 0.0f, dx, FD_IN);
 
     check_fd("dW", dw, wd, FD_OUT * FD_IN, xd, wd, bd, labels);
     check_fd("db", db, bd, FD_OUT, xd, wd, bd, labels);

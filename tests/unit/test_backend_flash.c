@@ -132,9 +132,9 @@ static void run_case(const zt_backend *be, const flash_case *fc)
     fill_value(lse, N * H * T, NAN);
     fill_value(dqkv, N * T * 3 * C, NAN);
     fill_value(work, wn, NAN);
-    be->attn_flash_forward(be, y, lse, work, qkv, N, H, T, C, scale, fc->causal, fc->lengths,
+    be->attn_flash_forward(be, ZT_F32, y, lse, work, qkv, N, H, T, C, scale, fc->causal, fc->lengths,
                            &fc->drop);
-    be->attn_flash_backward(be, dqkv, dy, y, lse, qkv, work, N, H, T, C, scale, fc->causal,
+    be->attn_flash_backward(be, ZT_F32, dqkv, dy, y, lse, qkv, work, N, H, T, C, scale, fc->causal,
                             fc->lengths, &fc->drop);
 
     double *ry = xmalloc_doubles(N * T * C), *rl = xmalloc_doubles(N * H * T);
@@ -149,9 +149,9 @@ static void run_case(const zt_backend *be, const flash_case *fc)
     float *d1 = xmalloc_floats(N * T * 3 * C);
     int threads = omp_get_max_threads();
     omp_set_num_threads(1);
-    be->attn_flash_forward(be, y1, l1, work, qkv, N, H, T, C, scale, fc->causal, fc->lengths,
+    be->attn_flash_forward(be, ZT_F32, y1, l1, work, qkv, N, H, T, C, scale, fc->causal, fc->lengths,
                            &fc->drop);
-    be->attn_flash_backward(be, d1, dy, y1, l1, qkv, work, N, H, T, C, scale, fc->causal,
+    be->attn_flash_backward(be, ZT_F32, d1, dy, y1, l1, qkv, work, N, H, T, C, scale, fc->causal,
                             fc->lengths, &fc->drop);
     omp_set_num_threads(threads);
     assert_memory_equal(y1, y, sizeof(float) * N * T * C);
@@ -164,9 +164,9 @@ static void run_case(const zt_backend *be, const flash_case *fc)
         if (!zt_cpu_isa_supported((zt_cpu_isa)isa))
             continue;
         assert_int_equal(zt_cpu_isa_set((zt_cpu_isa)isa), ZT_OK);
-        be->attn_flash_forward(be, y1, l1, work, qkv, N, H, T, C, scale, fc->causal,
+        be->attn_flash_forward(be, ZT_F32, y1, l1, work, qkv, N, H, T, C, scale, fc->causal,
                                fc->lengths, &fc->drop);
-        be->attn_flash_backward(be, d1, dy, y1, l1, qkv, work, N, H, T, C, scale, fc->causal,
+        be->attn_flash_backward(be, ZT_F32, d1, dy, y1, l1, qkv, work, N, H, T, C, scale, fc->causal,
                                 fc->lengths, &fc->drop);
         assert_memory_equal(y1, y, sizeof(float) * N * T * C);
         assert_memory_equal(l1, lse, sizeof(float) * N * H * T);
@@ -223,13 +223,13 @@ static void test_flash_matches_three_ops(void **state)
     float *work = xmalloc_floats(zt_attn_flash_work_numel(N, H, T));
     float *att = xmalloc_floats(N * H * T * T);
     fill_uniform(qkv, N * T * 3 * C, -1, 1);
-    be->attn_flash_forward(be, y, lse, work, qkv, N, H, T, C, scale, true, NULL, &d);
+    be->attn_flash_forward(be, ZT_F32, y, lse, work, qkv, N, H, T, C, scale, true, NULL, &d);
     for (int64_t s = 0; s < N; s++)
         be->gemm_batched(be, false, true, T, T, HS, 1.0f, qkv + s * T * 3 * C, 3 * C, HS,
                          qkv + s * T * 3 * C + C, 3 * C, HS, 0.0f, att + s * H * T * T, T, T * T,
                          H);
     be->attn_softmax_forward(be, att, N, H, T, scale, true, NULL);
-    be->dropout(be, att, att, &d);
+    be->dropout(be, ZT_F32, att, att, &d);
     for (int64_t s = 0; s < N; s++)
         be->gemm_batched(be, false, false, T, HS, T, 1.0f, att + s * H * T * T, T, T * T,
                          qkv + s * T * 3 * C + 2 * C, 3 * C, HS, 0.0f, y3 + s * T * C, C, HS, H);

@@ -71,7 +71,7 @@ static void test_residual_layernorm(void **state)
               *rstd = xmalloc_floats(rows);
         fill_value(x1, n, NAN);
         fill_value(y, n, NAN);
-        be->residual_layernorm_forward(be, x1, y, mean, rstd, x, br, w, b, rows, cols, EPS);
+        be->residual_layernorm_forward(be, ZT_F32, x1, y, mean, rstd, x, br, w, b, rows, cols, EPS);
         for (int64_t r = 0; r < rows; r++) {
             double m = 0, var = 0;
             for (int64_t j = 0; j < cols; j++) {
@@ -96,15 +96,15 @@ static void test_residual_layernorm(void **state)
         /* The op-by-op sequence: copy, axpy, layernorm. */
         float *x1u = dup_floats(x, n), *yu = xmalloc_floats(n), *mu = xmalloc_floats(rows),
               *ru = xmalloc_floats(rows);
-        be->axpy(be, x1u, 1.0f, br, n);
-        be->layernorm_forward(be, yu, mu, ru, x1u, w, b, rows, cols, EPS);
+        be->axpy(be, ZT_F32, x1u, 1.0f, br, n);
+        be->layernorm_forward(be, ZT_F32, yu, mu, ru, x1u, w, b, rows, cols, EPS);
         assert_floats_equal(x1, x1u, n, "x1");
         assert_floats_equal(y, yu, n, "y");
         assert_floats_equal(mean, mu, rows, "mean");
         assert_floats_equal(rstd, ru, rows, "rstd");
         /* In place on the branch (what a post-norm layer may do). */
         float *inplace = dup_floats(br, n);
-        be->residual_layernorm_forward(be, inplace, y, mean, rstd, x, inplace, w, b, rows, cols,
+        be->residual_layernorm_forward(be, ZT_F32, inplace, y, mean, rstd, x, inplace, w, b, rows, cols,
                                        EPS);
         assert_floats_equal(inplace, x1u, n, "x1 in place of branch");
         assert_floats_equal(y, yu, n, "y (x1 in place of branch)");
@@ -132,7 +132,7 @@ static void test_linear_act_forward(void **state)
             for (int keep = 0; keep < 2; keep++) {
                 float *y = xmalloc_floats(n), *pre = keep ? xmalloc_floats(n) : NULL;
                 fill_value(y, n, NAN);
-                be->linear_act_forward(be, y, pre, x, w, b, rows, in, out, act);
+                be->linear_act_forward(be, ZT_F32, y, pre, x, w, b, rows, in, out, act);
                 for (int64_t r = 0; r < rows; r++)
                     for (int64_t o = 0; o < out; o++) {
                         double v = b[o], mag = fabs(b[o]);
@@ -150,8 +150,8 @@ static void test_linear_act_forward(void **state)
                     }
                 /* The op-by-op sequence: gemm, bias_add, activation. */
                 float *v = xmalloc_floats(n), *yu = xmalloc_floats(n);
-                be->gemm(be, false, true, rows, out, in, 1.0f, x, in, w, in, 0.0f, v, out);
-                be->bias_add(be, v, b, rows, out);
+                be->gemm(be, ZT_F32, ZT_F32, false, true, rows, out, in, 1.0f, x, in, w, in, 0.0f, v, out);
+                be->bias_add(be, ZT_F32, v, b, rows, out);
                 if (act == ZT_ACT_GELU)
                     be->gelu_forward(be, yu, v, n);
                 else if (act == ZT_ACT_RELU)
@@ -183,7 +183,7 @@ static void act_bias_grad_case(const zt_backend *be, int64_t rows, int64_t cols,
     fill_uniform(db0, cols, -1, 1);
     float *dpre = xmalloc_floats(n), *db = dup_floats(db0, cols);
     fill_value(dpre, n, NAN);
-    be->act_bias_grad(be, dpre, db, dy, pre, rows, cols, act, accumulate);
+    be->act_bias_grad(be, ZT_F32, dpre, db, dy, pre, rows, cols, act, accumulate);
     for (int64_t j = 0; j < cols; j++) {
         double sum = accumulate ? db0[j] : 0.0, mag = fabs(sum);
         for (int64_t r = 0; r < rows; r++) {
@@ -207,14 +207,14 @@ static void act_bias_grad_case(const zt_backend *be, int64_t rows, int64_t cols,
         be->relu_backward(be, du, dy, pre, n);
     else
         memcpy(du, dy, (size_t)n * sizeof *du);
-    be->bias_grad(be, dbu, du, rows, cols, accumulate);
+    be->bias_grad(be, ZT_F32, dbu, du, rows, cols, accumulate);
     assert_floats_equal(dpre, du, n, "dpre");
     assert_floats_equal(db, dbu, cols, "dbias");
     /* In place (dpre == dy), on one thread: the same bits again. */
     int threads = omp_get_max_threads();
     omp_set_num_threads(1);
     float *inplace = dup_floats(dy, n), *db1 = dup_floats(db0, cols);
-    be->act_bias_grad(be, inplace, db1, inplace, pre, rows, cols, act, accumulate);
+    be->act_bias_grad(be, ZT_F32, inplace, db1, inplace, pre, rows, cols, act, accumulate);
     omp_set_num_threads(threads);
     assert_floats_equal(inplace, du, n, "dpre in place, one thread");
     assert_floats_equal(db1, dbu, cols, "dbias, one thread");
@@ -251,11 +251,11 @@ static void linear_backward_case(const zt_backend *be, int64_t rows, int64_t in,
     /* The op-by-op sequence it replaces, on every thread. */
     float *dwu = dup_floats(dw0, out * in), *dbu = dup_floats(db0, out),
           *dxu = dup_floats(dx0, rows * in);
-    be->gemm(be, true, false, out, in, rows, 1.0f, dy, ldy, x, in, acc ? 1.0f : 0.0f, dwu, in);
+    be->gemm(be, ZT_F32, ZT_F32, true, false, out, in, rows, 1.0f, dy, ldy, x, in, acc ? 1.0f : 0.0f, dwu, in);
     if (with_db)
-        be->bias_grad(be, dbu, dy, rows, out, acc);
+        be->bias_grad(be, ZT_F32, dbu, dy, rows, out, acc);
     if (with_dx)
-        be->gemm(be, false, false, rows, in, out, 1.0f, dy, ldy, w, in, dx_acc ? 1.0f : 0.0f, dxu,
+        be->gemm(be, ZT_F32, ZT_F32, false, false, rows, in, out, 1.0f, dy, ldy, w, in, dx_acc ? 1.0f : 0.0f, dxu,
                  in);
     /* Two threads (the products at once), then one (in turn): the same bits. */
     int threads = omp_get_max_threads();
@@ -263,7 +263,7 @@ static void linear_backward_case(const zt_backend *be, int64_t rows, int64_t in,
         omp_set_num_threads(t);
         float *dw = dup_floats(dw0, out * in), *db = dup_floats(db0, out),
               *dx = dup_floats(dx0, rows * in);
-        be->linear_backward(be, with_dx ? dx : NULL, dw, with_db ? db : NULL, dy, ldy, x, w, rows,
+        be->linear_backward(be, ZT_F32, with_dx ? dx : NULL, dw, with_db ? db : NULL, dy, ldy, x, w, rows,
                             in, out, acc, dx_acc);
         assert_floats_equal(dw, dwu, out * in, "dw");
         assert_floats_equal(db, dbu, out, "dbias");

@@ -51,13 +51,13 @@ static void test_embedding_forward(void **state)
         fill_uniform(y0, rows * cols, -1, 1);
 
         fill_value(y, rows * cols, NAN); /* assigning must not read y */
-        be->embedding_forward(be, y, ids, table, rows, cols, false);
+        be->embedding_forward(be, ZT_F32, y, ids, table, rows, cols, false);
         for (int64_t r = 0; r < rows; r++)
             assert_memory_equal(y + r * cols, table + ids[r] * cols, (size_t)cols * sizeof *y);
 
         /* One float add per element: the double sum rounded once is exact. */
         memcpy(y, y0, (size_t)(rows * cols) * sizeof *y);
-        be->embedding_forward(be, y, ids, table, rows, cols, true);
+        be->embedding_forward(be, ZT_F32, y, ids, table, rows, cols, true);
         for (int64_t r = 0; r < rows; r++)
             for (int64_t j = 0; j < cols; j++)
                 assert_true(y[r * cols + j] ==
@@ -88,7 +88,7 @@ static void test_embedding_backward(void **state)
                 memcpy(dtable, init, (size_t)(vocab * cols) * sizeof *dtable);
             else
                 fill_value(dtable, vocab * cols, NAN);
-            be->embedding_backward(be, dtable, ids, dy, rows, cols, vocab, accumulate);
+            be->embedding_backward(be, ZT_F32, dtable, ids, dy, rows, cols, vocab, accumulate);
             for (int64_t v = 0; v < vocab; v++)
                 for (int64_t j = 0; j < cols; j++) {
                     double ref = accumulate ? init[v * cols + j] : 0.0, mag = fabs(ref);
@@ -236,7 +236,7 @@ static void test_layernorm_forward(void **state)
         fill_uniform(x, rows * cols, cases[c].offset - 1.0, cases[c].offset + 1.0);
         fill_uniform(w, cols, 0.5, 1.5);
         fill_uniform(b, cols, -0.5, 0.5);
-        be->layernorm_forward(be, y, mean, rstd, x, w, b, rows, cols, eps);
+        be->layernorm_forward(be, ZT_F32, y, mean, rstd, x, w, b, rows, cols, eps);
 
         double *xd = to_double(x, rows * cols), *wd = to_double(w, cols), *bd = to_double(b, cols);
         double *yd = xmalloc_doubles(rows * cols), *md = xmalloc_doubles(rows);
@@ -278,7 +278,7 @@ static void test_layernorm_single_column(void **state)
     const zt_backend *be = *state;
     /* var = 0: rstd = 1/sqrt(eps), xhat = 0 exactly, so y = b. */
     float x[3] = {2.5f, -7.0f, 0.0f}, w[1] = {3.0f}, b[1] = {0.25f}, y[3], mean[3], rstd[3];
-    be->layernorm_forward(be, y, mean, rstd, x, w, b, 3, 1, 1e-5f);
+    be->layernorm_forward(be, ZT_F32, y, mean, rstd, x, w, b, 3, 1, 1e-5f);
     for (int r = 0; r < 3; r++) {
         assert_true(mean[r] == x[r]);
         assert_true(rstd[r] == (float)(1.0 / sqrt((double)1e-5f)));
@@ -331,7 +331,7 @@ static void test_layernorm_backward(void **state)
         fill_uniform(dy, nx, -1, 1);
         fill_uniform(w, cols, 0.5, 1.5);
         fill_uniform(b, cols, -0.5, 0.5);
-        be->layernorm_forward(be, y, mean, rstd, x, w, b, rows, cols, eps);
+        be->layernorm_forward(be, ZT_F32, y, mean, rstd, x, w, b, rows, cols, eps);
 
         double *xd = to_double(x, nx), *wd = to_double(w, cols), *bd = to_double(b, cols);
         double *gd = to_double(dy, nx), *scratch = xmalloc_doubles(nx);
@@ -346,7 +346,7 @@ static void test_layernorm_backward(void **state)
         fill_value(dx, nx, NAN);
         fill_value(dw, cols, NAN);
         fill_value(db, cols, NAN);
-        be->layernorm_backward(be, dx, dw, db, dy, x, mean, rstd, w, rows, cols, false, false);
+        be->layernorm_backward(be, ZT_F32, dx, dw, db, dy, x, mean, rstd, w, rows, cols, false, false);
         check_grad("dx", dx, fdx, nx);
         check_grad("dw", dw, fdw, cols);
         check_grad("db", db, fdb, cols);
@@ -366,7 +366,7 @@ static void test_layernorm_backward(void **state)
             for (int acc_p = 0; acc_p < 2; acc_p++) {
                 float *dx2 = dup_floats(dx0, nx), *dw2 = dup_floats(dw0, cols);
                 float *db2 = dup_floats(db0, cols);
-                be->layernorm_backward(be, dx2, dw2, db2, dy, x, mean, rstd, w, rows, cols,
+                be->layernorm_backward(be, ZT_F32, dx2, dw2, db2, dy, x, mean, rstd, w, rows, cols,
                                        acc_dx, acc_p);
                 for (int64_t i = 0; i < nx; i++)
                     assert_true(dx2[i] == (acc_dx ? dx0[i] + dx[i] : dx[i]));
@@ -380,7 +380,7 @@ static void test_layernorm_backward(void **state)
         /* dx == dy in place gives the same bits. */
         float *inplace = dup_floats(dy, nx);
         float *dw3 = xmalloc_floats(cols), *db3 = xmalloc_floats(cols);
-        be->layernorm_backward(be, inplace, dw3, db3, inplace, x, mean, rstd, w, rows, cols,
+        be->layernorm_backward(be, ZT_F32, inplace, dw3, db3, inplace, x, mean, rstd, w, rows, cols,
                                false, false);
         assert_memory_equal(inplace, dx, (size_t)nx * sizeof *dx);
         assert_memory_equal(dw3, dw, (size_t)cols * sizeof *dw);
@@ -495,10 +495,10 @@ static void test_thread_determinism(void **state)
             out[th][o] = xmalloc_floats(sizes[o]);
         float **q = out[th];
         omp_set_num_threads(th + 1);
-        be->layernorm_forward(be, q[0], q[1], q[2], x, w, b, ROWS, COLS, 1e-5f);
-        be->layernorm_backward(be, q[3], q[4], q[5], dy, x, q[1], q[2], w, ROWS, COLS, false,
+        be->layernorm_forward(be, ZT_F32, q[0], q[1], q[2], x, w, b, ROWS, COLS, 1e-5f);
+        be->layernorm_backward(be, ZT_F32, q[3], q[4], q[5], dy, x, q[1], q[2], w, ROWS, COLS, false,
                                false);
-        be->embedding_backward(be, q[6], ids, dy, ROWS, COLS, VOCAB, false);
+        be->embedding_backward(be, ZT_F32, q[6], ids, dy, ROWS, COLS, VOCAB, false);
         memcpy(q[7], x, (size_t)sizes[7] * sizeof *x);
         be->attn_softmax_forward(be, q[7], AN, AH, AT, 0.3f, true, lengths);
         memcpy(q[8], dy, (size_t)sizes[8] * sizeof *dy);

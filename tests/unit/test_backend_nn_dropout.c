@@ -47,9 +47,9 @@ static void test_dropout_zero_p(void **state)
     x[1] = INFINITY;
     x[2] = NAN;
     fill_value(y, total, 7.0f);
-    be->dropout(be, y, x, &d);
+    be->dropout(be, ZT_F32, y, x, &d);
     assert_memory_equal(y, x, (size_t)total * sizeof *x);
-    be->dropout(be, y, y, &d);
+    be->dropout(be, ZT_F32, y, y, &d);
     assert_memory_equal(y, x, (size_t)total * sizeof *x);
     free(x);
     free(y);
@@ -66,7 +66,7 @@ static void test_dropout_mask(void **state)
     int64_t total = desc_numel(&d);
     float *x = xmalloc_floats(total), *y = xmalloc_floats(total);
     fill_uniform(x, total, -1, 1);
-    be->dropout(be, y, x, &d);
+    be->dropout(be, ZT_F32, y, x, &d);
 
     /* The same float32 formula as the op: x * (1 / (1 - p)), the factor
      * rounded once. */
@@ -87,14 +87,14 @@ static void test_dropout_mask(void **state)
 
     /* Deterministic: same call, same bits; in place; any thread count. */
     float *y2 = xmalloc_floats(total);
-    be->dropout(be, y2, x, &d);
+    be->dropout(be, ZT_F32, y2, x, &d);
     assert_memory_equal(y2, y, (size_t)total * sizeof *y);
     memcpy(y2, x, (size_t)total * sizeof *y2);
-    be->dropout(be, y2, y2, &d);
+    be->dropout(be, ZT_F32, y2, y2, &d);
     assert_memory_equal(y2, y, (size_t)total * sizeof *y);
     for (int threads = 1; threads <= 3; threads++) {
         omp_set_num_threads(threads);
-        be->dropout(be, y2, x, &d);
+        be->dropout(be, ZT_F32, y2, x, &d);
         assert_memory_equal(y2, y, (size_t)total * sizeof *y);
     }
     omp_set_num_threads(default_threads);
@@ -109,7 +109,7 @@ static bool *op_mask(const zt_backend *be, const zt_dropout_desc *d)
     int64_t total = desc_numel(d);
     float *x = xmalloc_floats(total), *y = xmalloc_floats(total);
     fill_value(x, total, 1.0f);
-    be->dropout(be, y, x, d);
+    be->dropout(be, ZT_F32, y, x, d);
     bool *keep = malloc((size_t)total * sizeof *keep);
     assert_non_null(keep);
     for (int64_t i = 0; i < total; i++)
@@ -195,15 +195,15 @@ static void test_dropout_backward(void **state)
     float *dy = xmalloc_floats(total), *dx = xmalloc_floats(total);
     fill_uniform(x, total, 0.5, 1.5); /* nonzero, so y == 0 means dropped */
     fill_uniform(dy, total, -1.5, -0.5);
-    be->dropout(be, y, x, &d);
-    be->dropout(be, dx, dy, &d);
+    be->dropout(be, ZT_F32, y, x, &d);
+    be->dropout(be, ZT_F32, dx, dy, &d);
     const float scale = 1.0f / (1.0f - d.p);
     for (int64_t i = 0; i < total; i++) {
         assert_true((y[i] == 0.0f) == (dx[i] == 0.0f));
         assert_true(dx[i] == (y[i] == 0.0f ? 0.0f : dy[i] * scale));
     }
     /* In place on the gradient, as the layers call it. */
-    be->dropout(be, dy, dy, &d);
+    be->dropout(be, ZT_F32, dy, dy, &d);
     assert_memory_equal(dy, dx, (size_t)total * sizeof *dx);
 
     /* A non-finite value at a dropped position stays visible (x * 0 = NaN,
@@ -213,7 +213,7 @@ static void test_dropout_backward(void **state)
         dropped++;
     assert_true(dropped < total);
     x[dropped] = INFINITY;
-    be->dropout(be, y, x, &d);
+    be->dropout(be, ZT_F32, y, x, &d);
     assert_true(isnan(y[dropped]));
     free(x);
     free(y);

@@ -132,7 +132,7 @@ static double harness_run(harness *h, bool padded, bool grads, bool accumulate)
                                  h->work, &b);
         in = h->acts[u];
     }
-    double loss = h->be.xent_forward_backward(&h->be, h->acts[last], h->labels, h->rows,
+    double loss = h->be.xent_forward_backward(&h->be, ZT_F32, h->acts[last], h->labels, h->rows,
                                               m->n_classes, m->logits_ld, ZT_IGNORE_INDEX,
                                               1.0f / (float)h->rows, grads ? h->dact[0] : NULL);
     if (!grads)
@@ -328,6 +328,90 @@ static void test_gptlite_accumulate(void **state)
     harness_free(&h);
 }
 
+/* GPT-lite's units on 16-bit tensors themselves (models/unit.h "Typed
+ * units"): parameters, activations and activation gradients of dt, fp32
+ * parameter gradients. Against the fp32 run of the same weights (rounded to
+ * dt first, so only the computation's rounding differs): the loss within
+ * loss_tol relative, the gradient within grad_tol relative L2. */
+static void check_typed(harness *h, zt_dtype dt, double loss_tol, double grad_tol)
+{
+    zt_model *m = &h->m;
+    int last = m->n_units - 1;
+    uint16_t **p16 = calloc((size_t)m->n_units, sizeof *p16);
+    float **g32 = calloc((size_t)m->n_units, sizeof *g32);
+    for (int u = 0; u <= last; u++) {
+        int64_t k = m->units[u].param_numel;
+        assert_true(m->units[u].typed);
+        p16[u] = calloc((size_t)k, sizeof(uint16_t));
+        zt_convert_host(p16[u], dt, h->p[u], ZT_F32, k, 1.0f, false);
+        zt_convert_host(h->p[u], ZT_F32, p16[u], dt, k, 1.0f, false);
+    }
+    double ref = harness_run(h, false, true, false);
+    for (int u = 0; u <= last; u++) {
+        g32[u] = alloc_floats(m->units[u].param_numel);
+        memcpy(g32[u], h->dp[u], (size_t)m->units[u].param_numel * sizeof(float));
+    }
+    zt_batch b = harness_batch(h, false);
+    b.dt = dt;
+    const void *in = NULL;
+    for (int u = 0; u <= last; u++) {
+        m->units[u].ops->forward(&m->units[u], &h->be, p16[u], in, h->acts[u], h->saved[u],
+                                 h->work, &b);
+        in = h->acts[u];
+    }
+    /* the loss gradient over the logits, in place, as the trainer has it */
+    double loss = h->be.xent_forward_backward(&h->be, dt, h->acts[last], h->labels, h->rows,
+                                              m->n_classes, m->logits_ld, ZT_IGNORE_INDEX,
+                                              1.0f / (float)h->rows, h->acts[last]) /
+                  (double)h->rows;
+    void *dy = h->acts[last];
+    int cur = 0;
+    for (int u = last; u >= 0; u--) {
+        void *dx = u > 0 ? h->dact[cur] : NULL;
+        m->units[u].ops->backward(&m->units[u], &h->be, p16[u], u > 0 ? h->acts[u - 1] : NULL,
+                                  NULL, h->saved[u], dy, dx, h->dp[u], h->work, false, &b);
+        dy = dx;
+        cur = 1 - cur;
+    }
+    double num = 0.0, den = 0.0;
+    for (int u = 0; u <= last; u++)
+        for (int64_t i = 0; i < m->units[u].param_numel; i++) {
+            double d = (double)h->dp[u][i] - (double)g32[u][i];
+            num += d * d;
+            den += (double)g32[u][i] * (double)g32[u][i];
+        }
+    double grad_err = sqrt(num / den), loss_err = fabs(loss - ref) / fabs(ref);
+    print_message("    %s: loss %.6f vs fp32 %.6f (rel %.2e, tol %.0e); gradient rel L2 %.2e "
+                  "(tol %.0e)\n",
+                  zt_dtype_name(dt), loss, ref, loss_err, loss_tol, grad_err, grad_tol);
+    assert_true(loss_err <= loss_tol);
+    assert_true(grad_err <= grad_tol);
+    for (int u = 0; u <= last; u++) {
+        free(p16[u]);
+        free(g32[u]);
+    }
+    free(p16);
+    free(g32);
+}
+
+static void test_gptlite_typed(void **state)
+{
+    (void)state;
+    for (int k = 0; k < 2; k++) {
+        harness h;
+        zt_model_args a;
+        gpt_args(&a, 0.2);
+        a.gelu = true;
+        harness_init(&h, &a, 3, 8, false);
+        h.training = true;
+        if (k == 0)
+            check_typed(&h, ZT_BF16, 1e-3, 2e-2);
+        else
+            check_typed(&h, ZT_F16, 1e-5, 3e-3);
+        harness_free(&h);
+    }
+}
+
 /* The layout model.h documents (the reference tests depend on it). */
 static void test_layouts(void **state)
 {
@@ -365,6 +449,7 @@ int main(void)
         cmocka_unit_test(test_gptlite_gradient_dropout_gelu),
         cmocka_unit_test(test_gptlite_gradient_short),
         cmocka_unit_test(test_gptlite_accumulate),
+        cmocka_unit_test(test_gptlite_typed),
         cmocka_unit_test(test_classifier_gradient_padded),
         cmocka_unit_test(test_classifier_gradient_dropout),
         cmocka_unit_test(test_classifier_padding_invisible),

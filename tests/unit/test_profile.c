@@ -44,9 +44,10 @@ static const struct {
 };
 #define N_OPS (sizeof ops / sizeof ops[0])
 
-/* The struct is: name, kind, impl, then the ops with workspace_bytes among them. */
-_Static_assert(sizeof(zt_backend) ==
-                   offsetof(zt_backend, destroy) + N_OPS * sizeof(any_fn) + sizeof(size_t),
+/* The struct is: name, kind, impl, then the ops with workspace_bytes and
+ * typed_dtypes among them. */
+_Static_assert(sizeof(zt_backend) == offsetof(zt_backend, destroy) + N_OPS * sizeof(any_fn) +
+                                         sizeof(size_t) + sizeof(uint64_t),
                "struct zt_backend changed: list every op in tests/unit/test_profile.c and wrap "
                "it in engine/monitor/profile.c");
 
@@ -65,6 +66,7 @@ static void test_every_op_wrapped(void **state)
     /* the ops' offsets are distinct and none is workspace_bytes */
     for (size_t i = 0; i < N_OPS; i++) {
         assert_true(ops[i].offset != offsetof(zt_backend, workspace_bytes));
+        assert_true(ops[i].offset != offsetof(zt_backend, typed_dtypes));
         for (size_t j = 0; j < i; j++)
             assert_true(ops[i].offset != ops[j].offset);
     }
@@ -75,6 +77,7 @@ static void test_every_op_wrapped(void **state)
         memcpy((char *)&inner + ops[i].offset, &s, sizeof s);
     inner.name = "sentinel";
     inner.workspace_bytes = 12345;
+    inner.typed_dtypes = 1u << ZT_F32 | 1u << ZT_BF16;
     zt_profile_options opt = {.gemm_dtype = ZT_F32};
     assert_int_equal(zt_profile_wrap(&w, &inner, &opt), ZT_OK);
     for (size_t i = 0; i < N_OPS; i++) {
@@ -86,6 +89,7 @@ static void test_every_op_wrapped(void **state)
     }
     assert_string_equal(w.name, "sentinel");
     assert_int_equal(w.workspace_bytes, 12345);
+    assert_int_equal(w.typed_dtypes, 1u << ZT_F32 | 1u << ZT_BF16);
     assert_true(zt_profile_is(&w));
     assert_false(zt_profile_is(&inner));
     zt_backend_free(&w);
@@ -123,19 +127,19 @@ static void run_counts(zt_dtype gemm_dtype)
     fill(lw, 8, 0.1f);
     fill(lb, 8, 0.2f);
     /* before begin: passed through, not counted */
-    w.gemm(&w, false, false, 3, 4, 5, 1.0f, a, 5, b, 4, 0.0f, c, 4);
+    w.gemm(&w, ZT_F32, ZT_F32, false, false, 3, 4, 5, 1.0f, a, 5, b, 4, 0.0f, c, 4);
     zt_profile_begin(&w, NULL);
-    w.gemm(&w, false, false, 3, 4, 5, 1.0f, a, 5, b, 4, 0.0f, c, 4);
-    w.gemm(&w, true, false, 3, 4, 5, 1.0f, a, 3, b, 4, 1.0f, c, 4); /* beta 1 reads C */
-    w.layernorm_forward(&w, y, mean, rstd, x, lw, lb, 2, 8, 1e-5f);
+    w.gemm(&w, ZT_F32, ZT_F32, false, false, 3, 4, 5, 1.0f, a, 5, b, 4, 0.0f, c, 4);
+    w.gemm(&w, ZT_F32, ZT_F32, true, false, 3, 4, 5, 1.0f, a, 3, b, 4, 1.0f, c, 4); /* beta 1 reads C */
+    w.layernorm_forward(&w, ZT_F32, y, mean, rstd, x, lw, lb, 2, 8, 1e-5f);
     zt_profile_end(&w, NULL);
-    w.gemm(&w, false, false, 3, 4, 5, 1.0f, a, 5, b, 4, 0.0f, c, 4); /* after end: not counted */
+    w.gemm(&w, ZT_F32, ZT_F32, false, false, 3, 4, 5, 1.0f, a, 5, b, 4, 0.0f, c, 4); /* after end: not counted */
 
-    cpu.gemm(&cpu, false, false, 3, 4, 5, 1.0f, a, 5, b, 4, 0.0f, c_ref, 4);
-    cpu.gemm(&cpu, true, false, 3, 4, 5, 1.0f, a, 3, b, 4, 1.0f, c_ref, 4);
-    cpu.gemm(&cpu, false, false, 3, 4, 5, 1.0f, a, 5, b, 4, 0.0f, c_ref, 4);
+    cpu.gemm(&cpu, ZT_F32, ZT_F32, false, false, 3, 4, 5, 1.0f, a, 5, b, 4, 0.0f, c_ref, 4);
+    cpu.gemm(&cpu, ZT_F32, ZT_F32, true, false, 3, 4, 5, 1.0f, a, 3, b, 4, 1.0f, c_ref, 4);
+    cpu.gemm(&cpu, ZT_F32, ZT_F32, false, false, 3, 4, 5, 1.0f, a, 5, b, 4, 0.0f, c_ref, 4);
     float m2[2], r2[2];
-    cpu.layernorm_forward(&cpu, y_ref, m2, r2, x, lw, lb, 2, 8, 1e-5f);
+    cpu.layernorm_forward(&cpu, ZT_F32, y_ref, m2, r2, x, lw, lb, 2, 8, 1e-5f);
     assert_memory_equal(c, c_ref, sizeof c);
     assert_memory_equal(y, y_ref, sizeof y);
 
@@ -186,12 +190,58 @@ static void test_counts_bf16_casts(void **state)
     run_counts(ZT_BF16);
 }
 
+/* Typed ops count their tensors at their own dtype: a bf16 GEMM reads its
+ * operands as bf16 with no cast even where fp32 operands would be cast, and
+ * writes an fp32 (weight-gradient) C as fp32; a bf16 layernorm reads and
+ * writes bf16 with fp32 statistics. */
+static void test_counts_typed(void **state)
+{
+    (void)state;
+    zt_backend cpu, w;
+    assert_int_equal(zt_backend_cpu_init(&cpu), ZT_OK);
+    zt_profile_options opt = {.gemm_dtype = ZT_BF16};
+    assert_int_equal(zt_profile_wrap(&w, &cpu, &opt), ZT_OK);
+    float af[15], bf[20], c[12], xf[16], lwf[8], lbf[8], mean[2], rstd[2];
+    uint16_t a[15], b[20], x[16], lw[8], lb[8], y[16], c16[12];
+    fill(af, 15, 0.25f);
+    fill(bf, 20, 0.5f);
+    fill(xf, 16, 0.3f);
+    fill(lwf, 8, 0.1f);
+    fill(lbf, 8, 0.2f);
+    zt_convert_host(a, ZT_BF16, af, ZT_F32, 15, 1.0f, false);
+    zt_convert_host(b, ZT_BF16, bf, ZT_F32, 20, 1.0f, false);
+    zt_convert_host(x, ZT_BF16, xf, ZT_F32, 16, 1.0f, false);
+    zt_convert_host(lw, ZT_BF16, lwf, ZT_F32, 8, 1.0f, false);
+    zt_convert_host(lb, ZT_BF16, lbf, ZT_F32, 8, 1.0f, false);
+    zt_profile_begin(&w, NULL);
+    w.gemm(&w, ZT_BF16, ZT_F32, false, false, 3, 4, 5, 1.0f, a, 5, b, 4, 0.0f, c, 4);
+    w.gemm(&w, ZT_BF16, ZT_BF16, false, false, 3, 4, 5, 1.0f, a, 5, b, 4, 0.0f, c16, 4);
+    w.layernorm_forward(&w, ZT_BF16, y, mean, rstd, x, lw, lb, 2, 8, 1e-5f);
+    zt_profile_end(&w, NULL);
+    zt_profile_counts g, ln, cast;
+    zt_profile_get(&w, op_index("gemm"), &g);
+    zt_profile_get(&w, op_index("layernorm_forward"), &ln);
+    zt_profile_get(&w, op_index("gemm_operand_cast"), &cast);
+    assert_int_equal(cast.calls, 0);
+    assert_int_equal(g.read[ZT_PROF_BF16], 2 * 2 * (3 * 5 + 5 * 4));
+    assert_int_equal(g.read[ZT_PROF_FP32], 0);
+    assert_int_equal(g.written[ZT_PROF_FP32], 4 * 12);
+    assert_int_equal(g.written[ZT_PROF_BF16], 2 * 12);
+    assert_int_equal(ln.read[ZT_PROF_BF16], 2 * (16 + 2 * 8));
+    assert_int_equal(ln.read[ZT_PROF_FP32], 0);
+    assert_int_equal(ln.written[ZT_PROF_BF16], 2 * 16);
+    assert_int_equal(ln.written[ZT_PROF_FP32], 4 * 2 * 2);
+    zt_backend_free(&w);
+    zt_backend_free(&cpu);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_op_wrapped),
         cmocka_unit_test(test_counts_fp32),
         cmocka_unit_test(test_counts_bf16_casts),
+        cmocka_unit_test(test_counts_typed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

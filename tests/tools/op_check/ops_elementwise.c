@@ -22,8 +22,8 @@ void op_bias_add(void)
                  (long long)cols);
         float *hy = oc_rand_f32(rows * cols, -1, 1), *hb = oc_rand_f32(cols, -1, 1);
         pair y = oc_pair_f32(hy, rows * cols), b = oc_pair_f32(hb, cols);
-        oc.cpu.bias_add(&oc.cpu, y.c, b.c, rows, cols);
-        oc.gpu.bias_add(&oc.gpu, y.g, b.g, rows, cols);
+        oc.cpu.bias_add(&oc.cpu, ZT_F32, y.c, b.c, rows, cols);
+        oc.gpu.bias_add(&oc.gpu, ZT_F32, y.g, b.g, rows, cols);
         oc_cmp_f32(&k, "y", &y, rows * cols);
         oc_pair_free(&y);
         oc_pair_free(&b);
@@ -49,8 +49,8 @@ void op_bias_grad(void)
             /* Without accumulate the old value must not be read. */
             float *hdb = acc ? oc_rand_f32(cols, -1, 1) : oc_filled(cols, NAN);
             pair dy = oc_pair_f32(hdy, rows * cols), db = oc_pair_f32(hdb, cols);
-            oc.cpu.bias_grad(&oc.cpu, db.c, dy.c, rows, cols, acc);
-            oc.gpu.bias_grad(&oc.gpu, db.g, dy.g, rows, cols, acc);
+            oc.cpu.bias_grad(&oc.cpu, ZT_F32, db.c, dy.c, rows, cols, acc);
+            oc.gpu.bias_grad(&oc.gpu, ZT_F32, db.g, dy.g, rows, cols, acc);
             oc_cmp_f32(&k, "dbias", &db, cols);
             oc_pair_free(&dy);
             oc_pair_free(&db);
@@ -145,9 +145,9 @@ static void xent_case(int64_t rows, int64_t classes, int64_t ld, float spread, f
     float *hd = in_place ? hl : oc_filled(rows * ld, 7.0f); /* ignored rows, padding: zeros */
     pair l = oc_pair_f32(hl, rows * ld), lab = oc_pair_new(hlab, (size_t)rows * sizeof *hlab);
     pair d = oc_pair_f32(hd, rows * ld);
-    double lc = oc.cpu.xent_forward_backward(&oc.cpu, in_place ? d.c : l.c, lab.c, rows, classes,
+    double lc = oc.cpu.xent_forward_backward(&oc.cpu, ZT_F32, in_place ? d.c : l.c, lab.c, rows, classes,
                                              ld, ignore, dscale, grad ? d.c : NULL);
-    double lg = oc.gpu.xent_forward_backward(&oc.gpu, in_place ? d.g : l.g, lab.g, rows, classes,
+    double lg = oc.gpu.xent_forward_backward(&oc.gpu, ZT_F32, in_place ? d.g : l.g, lab.g, rows, classes,
                                              ld, ignore, dscale, grad ? d.g : NULL);
     oc_add_err(&k, "loss", oc_rel_err(lc, lg));
     if (grad)
@@ -214,10 +214,10 @@ void op_axpy(void)
         oc_begin(&k, "axpy", "norm", THR_ULP, "n=%lld a=1.5 and a=-0.3", (long long)n);
         float *hx = oc_rand_f32(n, -2, 2), *hy = oc_rand_f32(n, -2, 2);
         pair x = oc_pair_f32(hx, n), y = oc_pair_f32(hy, n), y2 = oc_pair_f32(hy, n);
-        oc.cpu.axpy(&oc.cpu, y.c, 1.5f, x.c, n);
-        oc.gpu.axpy(&oc.gpu, y.g, 1.5f, x.g, n);
-        oc.cpu.axpy(&oc.cpu, y2.c, -0.3f, x.c, n);
-        oc.gpu.axpy(&oc.gpu, y2.g, -0.3f, x.g, n);
+        oc.cpu.axpy(&oc.cpu, ZT_F32, y.c, 1.5f, x.c, n);
+        oc.gpu.axpy(&oc.gpu, ZT_F32, y.g, 1.5f, x.g, n);
+        oc.cpu.axpy(&oc.cpu, ZT_F32, y2.c, -0.3f, x.c, n);
+        oc.gpu.axpy(&oc.gpu, ZT_F32, y2.g, -0.3f, x.g, n);
         oc_cmp_f32(&k, "a=1.5", &y, n);
         oc_cmp_f32(&k, "a=-0.3", &y2, n);
         oc_pair_free(&x);

@@ -71,9 +71,9 @@ static void flash_case(const flash_shape *a)
              hlen ? "yes" : "no", (double)a->p);
     tcase k;
     oc_begin(&k, "attn_flash_forward", "norm", THR_F32, "%s", what);
-    oc.cpu.attn_flash_forward(&oc.cpu, y.c, lse.c, work.c, qkv.c, n, h, t, c, scale, a->causal,
+    oc.cpu.attn_flash_forward(&oc.cpu, ZT_F32, y.c, lse.c, work.c, qkv.c, n, h, t, c, scale, a->causal,
                               lc, &dc);
-    oc.gpu.attn_flash_forward(&oc.gpu, y.g, lse.g, work.g, qkv.g, n, h, t, c, scale, a->causal,
+    oc.gpu.attn_flash_forward(&oc.gpu, ZT_F32, y.g, lse.g, work.g, qkv.g, n, h, t, c, scale, a->causal,
                               lg, &dg);
     oc_cmp_f32(&k, "y", &y, rows * c);
     oc_cmp_f32(&k, "lse", &lse, n * h * t);
@@ -81,9 +81,9 @@ static void flash_case(const flash_shape *a)
     /* The CPU's y and lse on both sides. */
     pair y2 = oc_pair_f32(y.c, rows * c), lse2 = oc_pair_f32(lse.c, n * h * t);
     oc_begin(&k, "attn_flash_backward", "norm", THR_F32, "%s", what);
-    oc.cpu.attn_flash_backward(&oc.cpu, dqkv.c, dy.c, y2.c, lse2.c, qkv.c, work.c, n, h, t, c,
+    oc.cpu.attn_flash_backward(&oc.cpu, ZT_F32, dqkv.c, dy.c, y2.c, lse2.c, qkv.c, work.c, n, h, t, c,
                                scale, a->causal, lc, &dc);
-    oc.gpu.attn_flash_backward(&oc.gpu, dqkv.g, dy.g, y2.g, lse2.g, qkv.g, work.g, n, h, t, c,
+    oc.gpu.attn_flash_backward(&oc.gpu, ZT_F32, dqkv.g, dy.g, y2.g, lse2.g, qkv.g, work.g, n, h, t, c,
                                scale, a->causal, lg, &dg);
     oc_cmp_f32(&k, "dqkv", &dqkv, rows * 3 * c);
     pair *ps[] = {&keys, &len, &qkv, &dy, &y, &lse, &dqkv, &work, &y2, &lse2};

@@ -30,7 +30,7 @@ static void run_gemm(const zt_backend *be, const gemm_prob *q, const float *a, c
         be->gemm_batched(be, q->ta, q->tb, q->m, q->n, q->k, q->alpha, a, q->lda, q->sa, b,
                          q->ldb, q->sb, q->beta, c, q->ldc, q->sc, q->batch);
     else
-        be->gemm(be, q->ta, q->tb, q->m, q->n, q->k, q->alpha, a, q->lda, b, q->ldb, q->beta, c,
+        be->gemm(be, ZT_F32, ZT_F32, q->ta, q->tb, q->m, q->n, q->k, q->alpha, a, q->lda, b, q->ldb, q->beta, c,
                  q->ldc);
 }
 

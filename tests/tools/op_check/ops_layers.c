@@ -31,8 +31,8 @@ void op_embedding_forward(void)
             pair ids = oc_pair_new(hids, (size_t)rows * sizeof *hids),
                  t = oc_pair_f32(ht, vocab * cols);
             pair y = oc_pair_f32(hy, rows * cols);
-            oc.cpu.embedding_forward(&oc.cpu, y.c, ids.c, t.c, rows, cols, acc);
-            oc.gpu.embedding_forward(&oc.gpu, y.g, ids.g, t.g, rows, cols, acc);
+            oc.cpu.embedding_forward(&oc.cpu, ZT_F32, y.c, ids.c, t.c, rows, cols, acc);
+            oc.gpu.embedding_forward(&oc.gpu, ZT_F32, y.g, ids.g, t.g, rows, cols, acc);
             oc_cmp_f32(&k, "y", &y, rows * cols);
             oc_pair_free(&ids);
             oc_pair_free(&t);
@@ -65,8 +65,8 @@ void op_embedding_backward(void)
             pair ids = oc_pair_new(hids, (size_t)rows * sizeof *hids),
                  dy = oc_pair_f32(hdy, rows * cols);
             pair t = oc_pair_f32(ht, vocab * cols);
-            oc.cpu.embedding_backward(&oc.cpu, t.c, ids.c, dy.c, rows, cols, vocab, acc);
-            oc.gpu.embedding_backward(&oc.gpu, t.g, ids.g, dy.g, rows, cols, vocab, acc);
+            oc.cpu.embedding_backward(&oc.cpu, ZT_F32, t.c, ids.c, dy.c, rows, cols, vocab, acc);
+            oc.gpu.embedding_backward(&oc.gpu, ZT_F32, t.g, ids.g, dy.g, rows, cols, vocab, acc);
             oc_cmp_f32(&k, "dtable", &t, vocab * cols);
             oc_pair_free(&ids);
             oc_pair_free(&dy);
@@ -122,8 +122,8 @@ void op_layernorm_forward(void)
         float *hy = oc_filled(nx, NAN), *hs = oc_filled(rows, NAN);
         pair x = oc_pair_f32(hx, nx), w = oc_pair_f32(hw, cols), b = oc_pair_f32(hb, cols);
         pair y = oc_pair_f32(hy, nx), mean = oc_pair_f32(hs, rows), rstd = oc_pair_f32(hs, rows);
-        oc.cpu.layernorm_forward(&oc.cpu, y.c, mean.c, rstd.c, x.c, w.c, b.c, rows, cols, LN_EPS);
-        oc.gpu.layernorm_forward(&oc.gpu, y.g, mean.g, rstd.g, x.g, w.g, b.g, rows, cols, LN_EPS);
+        oc.cpu.layernorm_forward(&oc.cpu, ZT_F32, y.c, mean.c, rstd.c, x.c, w.c, b.c, rows, cols, LN_EPS);
+        oc.gpu.layernorm_forward(&oc.gpu, ZT_F32, y.g, mean.g, rstd.g, x.g, w.g, b.g, rows, cols, LN_EPS);
         oc_cmp_f32(&k, "y", &y, nx);
         oc_cmp_f32(&k, "mean", &mean, rows);
         oc_cmp_f32(&k, "rstd", &rstd, rows);
@@ -156,7 +156,7 @@ void op_layernorm_backward(void)
         /* mean and rstd as the CPU forward wrote them, the same on both sides */
         float *y = oc_xmalloc((size_t)nx * sizeof *y), *hmean = oc_xmalloc((size_t)rows * 4);
         float *hrstd = oc_xmalloc((size_t)rows * 4);
-        oc.cpu.layernorm_forward(&oc.cpu, y, hmean, hrstd, hx, hw, hb, rows, cols, LN_EPS);
+        oc.cpu.layernorm_forward(&oc.cpu, ZT_F32, y, hmean, hrstd, hx, hw, hb, rows, cols, LN_EPS);
         pair x = oc_pair_f32(hx, nx), w = oc_pair_f32(hw, cols), dy = oc_pair_f32(hdy, nx);
         pair mean = oc_pair_f32(hmean, rows), rstd = oc_pair_f32(hrstd, rows);
         /* acc_dx, acc_params; the last is dx == dy in place */
@@ -172,9 +172,9 @@ void op_layernorm_backward(void)
             pair dw = oc_pair_f32(acc_p ? hdw0 : nan_c, cols);
             pair db = oc_pair_f32(acc_p ? hdb0 : nan_c, cols);
             const float *dy_c = in_place ? dx.c : dy.c, *dy_g = in_place ? dx.g : dy.g;
-            oc.cpu.layernorm_backward(&oc.cpu, dx.c, dw.c, db.c, dy_c, x.c, mean.c, rstd.c, w.c,
+            oc.cpu.layernorm_backward(&oc.cpu, ZT_F32, dx.c, dw.c, db.c, dy_c, x.c, mean.c, rstd.c, w.c,
                                       rows, cols, acc_dx, acc_p);
-            oc.gpu.layernorm_backward(&oc.gpu, dx.g, dw.g, db.g, dy_g, x.g, mean.g, rstd.g, w.g,
+            oc.gpu.layernorm_backward(&oc.gpu, ZT_F32, dx.g, dw.g, db.g, dy_g, x.g, mean.g, rstd.g, w.g,
                                       rows, cols, acc_dx, acc_p);
             oc_cmp_f32(&k, "dx", &dx, nx);
             oc_cmp_f32(&k, "dw", &dw, cols);
@@ -311,8 +311,8 @@ static void dropout_case(int64_t n, int64_t a, int64_t b, int64_t c, int64_t key
     zt_dropout_desc dg = dc;
     dg.row_keys = keys.g;
     const pair *out = in_place ? &x : &y;
-    oc.cpu.dropout(&oc.cpu, out->c, x.c, &dc);
-    oc.gpu.dropout(&oc.gpu, out->g, x.g, &dg);
+    oc.cpu.dropout(&oc.cpu, ZT_F32, out->c, x.c, &dc);
+    oc.gpu.dropout(&oc.gpu, ZT_F32, out->g, x.g, &dg);
     oc_cmp_f32(&k, "y", out, total);
     oc_pair_free(&keys);
     oc_pair_free(&x);
