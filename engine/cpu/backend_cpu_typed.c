@@ -82,13 +82,15 @@ static void narrow(void *y, zt_dtype dt, const float *v, int64_t numel)
 }
 
 /* v rounded to dt and read back: what a (dt) tensor holding v gives. */
-static void round_trip(float *v, zt_dtype dt, int64_t numel)
+static void round_trip(scratch *s, float *v, zt_dtype dt, int64_t numel)
 {
     if (dt == ZT_F32)
         return;
-    for (int64_t i = 0; i < numel; i++)
-        v[i] = dt == ZT_BF16 ? zt_bf16_to_f32(zt_f32_to_bf16(v[i]))
-                             : zt_f16_to_f32(zt_f32_to_f16(v[i]));
+    float *held = scratch_get(s, (numel + 1) / 2); /* numel 16-bit values */
+    if (!held)
+        return;
+    zt_convert_host(held, dt, v, ZT_F32, numel, 1.0f, false);
+    zt_convert_host(v, ZT_F32, held, dt, numel, 1.0f, false);
 }
 
 /* Elements a (rows, cols) matrix with row stride ld spans. */
@@ -251,8 +253,8 @@ static void t_residual_layernorm_forward(const zt_backend *be, zt_dtype dt, void
     if (!s.failed) {
         /* x1 is rounded as stored, and normalised as stored */
         zt_cpu_axpy_f32(be, fx, 1.0f, fbr, e);
-        round_trip(fx, dt, e);
         narrow(x1, dt, fx, e);
+        zt_convert_host(fx, ZT_F32, x1, dt, e, 1.0f, false);
         zt_cpu_layernorm_forward_f32(be, fy, mean, rstd, fx, fw, fb, rows, cols, eps);
         narrow(y, dt, fy, e);
     }
@@ -294,7 +296,7 @@ static void t_linear_act_forward(const zt_backend *be, zt_dtype dt, void *y, voi
     float *v = scratch_get(&s, e);
     if (!s.failed) {
         zt_cpu_linear_act_forward_f32(be, v, NULL, fx, fw, fb, rows, in, out, ZT_ACT_NONE);
-        round_trip(v, dt, e); /* the activation reads v as pre stores it */
+        round_trip(&s, v, dt, e); /* the activation reads v as pre stores it */
         narrow(pre, dt, v, e);
         if (act == ZT_ACT_GELU)
             zt_cpu_gelu_forward(be, v, v, e);
@@ -322,8 +324,8 @@ static void t_act_bias_grad(const zt_backend *be, zt_dtype dt, void *dpre, float
             zt_cpu_gelu_backward(be, d, d, p, e);
         else if (act == ZT_ACT_RELU)
             zt_cpu_relu_backward(be, d, d, p, e);
-        round_trip(d, dt, e); /* dbias sums dpre as stored */
-        narrow(dpre, dt, d, e);
+        narrow(dpre, dt, d, e); /* dbias sums dpre as stored */
+        zt_convert_host(d, ZT_F32, dpre, dt, e, 1.0f, false);
         zt_cpu_bias_grad_f32(be, dbias, d, rows, cols, accumulate);
     }
     scratch_free(&s);
