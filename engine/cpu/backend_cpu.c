@@ -6,7 +6,8 @@
  * host loops. Reductions (sum_squares, cross-entropy loss, bias_grad) use a
  * fixed summation order, so results are bit-identical for any OMP_NUM_THREADS.
  *
- * Memory: alloc/free are posix_memalign/free; ops allocate nothing.
+ * Memory: alloc/free are posix_memalign/free; impl holds the typed ops' fp32
+ * scratch (backend_cpu_typed.c), freed by destroy; other ops allocate nothing.
  * Collective: none.
  */
 #include "engine/backend.h"
@@ -51,12 +52,9 @@ static void cpu_copy(const zt_backend *be, void *dst, const void *src, size_t by
     memcpy(dst, src, bytes);
 }
 
-/* Host memory cannot fail late: every failure was returned when it happened. */
-static zt_status cpu_check(const zt_backend *be)
-{
-    (void)be;
-    return zt_cpu_typed_status();
-}
+/* Host memory cannot fail late: every failure was returned when it happened,
+ * but for a 16-bit op's scratch, which an op has no way to return. */
+static zt_status cpu_check(const zt_backend *be) { return zt_cpu_typed_status(be); }
 
 static void cpu_memset_zero(const zt_backend *be, void *dst, size_t bytes)
 {
@@ -210,6 +208,25 @@ static double xent_row(const float *l, int32_t label, int64_t classes, float dsc
     return log(sum) - ((double)target - (double)mx);
 }
 
+void zt_cpu_xent_rows_f32(const float *logits, const int32_t *labels, int64_t nr,
+                          int64_t classes, int64_t ld, int32_t ignore_index, float dscale,
+                          float *dlogits, double *row_loss)
+{
+#pragma omp parallel for schedule(static) if (nr * classes > ZT_CPU_PAR_MIN)
+    for (int64_t r = 0; r < nr; r++) {
+        float *dl = dlogits ? dlogits + r * ld : NULL; // (ld)
+        if (labels[r] == ignore_index) {
+            if (dl)
+                memset(dl, 0, (size_t)ld * sizeof *dl);
+            row_loss[r] = 0.0;
+            continue;
+        }
+        row_loss[r] = xent_row(logits + r * ld, labels[r], classes, dscale, dl);
+        if (dl && ld > classes)
+            memset(dl + classes, 0, (size_t)(ld - classes) * sizeof *dl);
+    }
+}
+
 double zt_cpu_xent_forward_backward_f32(const zt_backend *be, const float *logits,
                                         const int32_t *labels, int64_t rows, int64_t classes,
                                         int64_t ld, int32_t ignore_index, float dscale,
@@ -220,20 +237,8 @@ double zt_cpu_xent_forward_backward_f32(const zt_backend *be, const float *logit
     for (int64_t r0 = 0; r0 < rows; r0 += ZT_CPU_XENT_ROWS) {
         int64_t nr = rows - r0 < ZT_CPU_XENT_ROWS ? rows - r0 : ZT_CPU_XENT_ROWS;
         double row_loss[ZT_CPU_XENT_ROWS];
-#pragma omp parallel for schedule(static) if (nr * classes > ZT_CPU_PAR_MIN)
-        for (int64_t i = 0; i < nr; i++) {
-            int64_t r = r0 + i;
-            float *dl = dlogits ? dlogits + r * ld : NULL; // (ld)
-            if (labels[r] == ignore_index) {
-                if (dl)
-                    memset(dl, 0, (size_t)ld * sizeof *dl);
-                row_loss[i] = 0.0;
-                continue;
-            }
-            row_loss[i] = xent_row(logits + r * ld, labels[r], classes, dscale, dl);
-            if (dl && ld > classes)
-                memset(dl + classes, 0, (size_t)(ld - classes) * sizeof *dl);
-        }
+        zt_cpu_xent_rows_f32(logits + r0 * ld, labels + r0, nr, classes, ld, ignore_index,
+                             dscale, dlogits ? dlogits + r0 * ld : NULL, row_loss);
         for (int64_t i = 0; i < nr; i++)
             total += row_loss[i];
     }
@@ -293,7 +298,8 @@ static void cpu_sgd(const zt_backend *be, float *p, const float *g, float *buf, 
 
 static void cpu_destroy(zt_backend *be)
 {
-    /* Nothing is held; clearing makes use after free fail loudly. */
+    zt_cpu_typed_free(be);
+    /* Clearing makes use after free fail loudly. */
     *be = (zt_backend){0};
 }
 
@@ -324,9 +330,11 @@ zt_status zt_backend_cpu_init(zt_backend *be)
         .sgd = cpu_sgd,
     };
     zt_backend_cpu_nn_ops(be);
-    zt_backend_cpu_typed_ops(be);
     zt_backend_cpu_quant_ops(be);
-    return ZT_OK;
+    zt_status st = zt_backend_cpu_typed_ops(be);
+    if (st != ZT_OK)
+        *be = (zt_backend){0}; /* nothing was allocated: *be needs no freeing */
+    return st;
 }
 
 static bool cpu_built(void) { return true; }

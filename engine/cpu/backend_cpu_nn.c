@@ -483,15 +483,21 @@ void zt_cpu_dropout_f32(const zt_backend *be, float *y, const float *x, const zt
             memcpy(y, x, (size_t)total * sizeof *y);
         return;
     }
+    zt_cpu_dropout_rows_f32(y, x, d, 0, d->n * d->a * d->b);
+}
+
+void zt_cpu_dropout_rows_f32(float *y, const float *x, const zt_dropout_desc *d, int64_t r0,
+                             int64_t r1)
+{
     /* y = x * (keep ? scale : 0) with scale = 1 / (1 - p) rounded once to
      * float32, torch's formula: a kept element is x * scale, not x / (1 - p),
      * and a non-finite x at a dropped position gives NaN, so an overflow still
      * reaches the inf/nan check. The reference tests and the CUDA kernel use
      * this same float32 formula. */
     const float p = d->p, scale = 1.0f / (1.0f - p);
-    int64_t a = d->a, b = d->b, c = d->c, rows = d->n * a * b;
-#pragma omp parallel for schedule(static) if (total > ZT_CPU_PAR_MIN)
-    for (int64_t r = 0; r < rows; r++) {
+    int64_t a = d->a, b = d->b, c = d->c;
+#pragma omp parallel for schedule(static) if ((r1 - r0) * c > ZT_CPU_PAR_MIN)
+    for (int64_t r = r0; r < r1; r++) {
         int64_t s = r / (a * b), i = r / b % a, j = r % b;
         uint64_t row_seed = zt_dropout_row_seed(d->seed, d->site, d->step, d->row_keys[s]);
         /* zt_rng_uniform(row_seed, 0, ctr) is mix(mix(mix(row_seed) ^ 0) ^ ctr)
@@ -500,8 +506,8 @@ void zt_cpu_dropout_f32(const zt_backend *be, float *y, const float *x, const zt
          * zt_rng_uniform bit for bit. */
         uint64_t key = zt_rng_mix(zt_rng_mix(row_seed));
         uint64_t ctr0 = (uint64_t)((i * d->key_b + j) * d->key_c);
-        const float *xr = x + r * c; // (c)
-        float *yr = y + r * c;       // (c)
+        const float *xr = x + (r - r0) * c; // (c)
+        float *yr = y + (r - r0) * c;       // (c)
         for (int64_t k = 0; k < c; k++) {
             float u = (float)(zt_rng_mix(key ^ (ctr0 + (uint64_t)k)) >> 40) *
                       (1.0f / 16777216.0f);

@@ -11,7 +11,8 @@
  * additions, so results are bit-identical for any OMP_NUM_THREADS.
  *
  * Memory: ops write only the buffers they are given and allocate nothing
- * (the typed ops' 16-bit forms excepted: backend_cpu_typed.c).
+ * (the typed ops' 16-bit forms excepted: their fp32 scratch belongs to the
+ * backend's impl, backend_cpu_typed.c).
  * Collective: none.
  */
 #ifndef ZT_BACKEND_CPU_NN_H
@@ -63,6 +64,12 @@ double zt_cpu_xent_forward_backward_f32(const zt_backend *be, const float *logit
                                         const int32_t *labels, int64_t rows, int64_t classes,
                                         int64_t ld, int32_t ignore_index, float dscale,
                                         float *dlogits);
+/* Rows [0, nr) of the cross-entropy: each row's loss into row_loss[r] and,
+ * with dlogits, its gradient. The op adds row_loss up in increasing row
+ * order, so a caller that feeds it rows in blocks gets the op's sum. */
+void zt_cpu_xent_rows_f32(const float *logits, const int32_t *labels, int64_t nr,
+                          int64_t classes, int64_t ld, int32_t ignore_index, float dscale,
+                          float *dlogits, double *row_loss);
 void zt_cpu_axpy_f32(const zt_backend *be, float *y, float a, const float *x, int64_t n);
 void zt_cpu_embedding_forward_f32(const zt_backend *be, float *y, const int32_t *ids,
                                   const float *table, int64_t rows, int64_t cols,
@@ -97,6 +104,10 @@ void zt_cpu_attn_flash_backward_f32(const zt_backend *be, float *dqkv, const flo
                                     float scale, bool causal, const int32_t *lengths,
                                     const zt_dropout_desc *drop);
 void zt_cpu_dropout_f32(const zt_backend *be, float *y, const float *x, const zt_dropout_desc *d);
+/* Rows [r0, r1) of dropout with p > 0, the tensor seen as rows of d->c:
+ * y and x point at row r0 (y == x allowed). */
+void zt_cpu_dropout_rows_f32(float *y, const float *x, const zt_dropout_desc *d, int64_t r0,
+                             int64_t r1);
 /* The activation ops (fp32 only), which the typed epilogues reuse. */
 void zt_cpu_relu_forward(const zt_backend *be, float *y, const float *x, int64_t n);
 void zt_cpu_relu_backward(const zt_backend *be, float *dx, const float *dy, const float *y,
@@ -105,11 +116,15 @@ void zt_cpu_gelu_forward(const zt_backend *be, float *y, const float *x, int64_t
 void zt_cpu_gelu_backward(const zt_backend *be, float *dx, const float *dy, const float *x,
                           int64_t n);
 
-/* Fills the typed ops of a CPU backend (backend_cpu_typed.c). */
-void zt_backend_cpu_typed_ops(zt_backend *be);
-/* ZT_ERR_OOM once a 16-bit op could not get its scratch (the op then did
+/* Fills the typed ops of a CPU backend and makes its impl, which holds
+ * their fp32 scratch (backend_cpu_typed.c). ZT_ERR_OOM, with be->impl NULL,
+ * when the impl cannot be allocated. */
+zt_status zt_backend_cpu_typed_ops(zt_backend *be);
+/* Frees the impl and its scratch (the backend's destroy); NULL impl: nothing. */
+void zt_cpu_typed_free(zt_backend *be);
+/* ZT_ERR_OOM once a 16-bit op could not grow the scratch (the op then did
  * nothing); the backend's `check` returns it. */
-zt_status zt_cpu_typed_status(void);
+zt_status zt_cpu_typed_status(const zt_backend *be);
 
 /* Fills the transformer-layer function pointers of a CPU backend; the rest of
  * *be is left as it is. */

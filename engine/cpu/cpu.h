@@ -8,10 +8,11 @@
  *
  * Threads: OMP_NUM_THREADS (or, without it, engine/world/threads.h's default),
  * for OpenBLAS and the OpenMP loops alike.
- * Memory: the backend holds no state of its own; free it with zt_backend_free.
- * The kernels work in place on the caller's buffers and allocate nothing,
- * but for the typed ops on 16-bit tensors, which widen them into heap
- * scratch for the call (backend_cpu_typed.c).
+ * Memory: the backend's impl holds one fp32 scratch buffer, which the typed
+ * ops on 16-bit tensors widen them into (backend_cpu_typed.c): grown on
+ * demand to the largest such op's need, freed with the backend
+ * (zt_backend_free). Every other kernel works in place on the caller's
+ * buffers and allocates nothing.
  * Collective: none.
  */
 #ifndef ZT_CPU_H
@@ -19,7 +20,8 @@
 
 #include "engine/backend.h"
 
-/* Fills *be with the CPU backend. Never fails. */
+/* Fills *be with the CPU backend. Fails (ZT_ERR_OOM, *be cleared) only when
+ * its impl, a few bytes, cannot be allocated. */
 zt_status zt_backend_cpu_init(zt_backend *be);
 
 /* The optimizer kernels behind the CPU backend's adam/sgd ops (optim_cpu.c),

@@ -3,7 +3,9 @@
  * (naive loops in double unless stated), plus finite-difference checks of the
  * cross-entropy gradient and of a Linear+ReLU+cross-entropy backward composed
  * only of backend ops. Sizes include ones above the OpenMP threshold, and the
- * reductions are checked for identical bits across thread counts.
+ * reductions are checked for identical bits across thread counts. The typed
+ * forms of gemm, bias_add, bias_grad, axpy and the cross-entropy on bf16 and
+ * fp16 tensors are checked bit for bit against their fp32 ops (test_nn.h).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,36 +20,8 @@
 #include <string.h>
 
 #include "engine/backend.h"
-#include "engine/cpu/cpu.h"
+#include "tests/unit/test_nn.h"
 #include "tests/unit/test_rng.h"
-
-
-static float *xmalloc_floats(int64_t n)
-{
-    float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof *p);
-    assert_non_null(p);
-    return p;
-}
-
-/* OMP_NUM_THREADS at start, restored after tests that vary the thread count. */
-static int default_threads;
-
-static int setup(void **state)
-{
-    default_threads = omp_get_max_threads();
-    zt_backend *be = calloc(1, sizeof *be);
-    if (!be || zt_backend_cpu_init(be) != ZT_OK)
-        return -1;
-    *state = be;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    zt_backend_free(*state);
-    free(*state);
-    return 0;
-}
 
 static void test_identity_and_memory(void **state)
 {
@@ -696,6 +670,194 @@ static void test_linear_relu_xent_gradients(void **state)
     check_fd("dx", dx, xd, FD_B * FD_IN, xd, wd, bd, labels);
 }
 
+/* ---- Typed ops on bf16 and fp16 (bit for bit against the fp32 op on the
+ * widened inputs, test_nn.h) ---- */
+
+/* One typed gemm: A and B of a_dt, C of c_dt (at least one 16-bit), every
+ * row `pad` wider than its matrix. The whole of C's storage is compared, so
+ * the padding columns must keep their bits. beta == 0 starts C as NaN: it
+ * must not be read. */
+static void check_gemm_typed(const zt_backend *be, zt_dtype a_dt, zt_dtype c_dt, bool ta,
+                             bool tb, int64_t m, int64_t n, int64_t k, float alpha, float beta,
+                             int64_t pad)
+{
+    int64_t lda = (ta ? m : k) + pad, ldb = (tb ? k : n) + pad, ldc = n + pad;
+    int64_t na = (ta ? k : m) * lda, nb = (tb ? n : k) * ldb, nc = m * ldc;
+    float *a = xmalloc_floats(na), *b = xmalloc_floats(nb), *c = xmalloc_floats(nc);
+    fill_uniform(a, na, -1, 1);
+    fill_uniform(b, nb, -1, 1);
+    if (beta == 0.0f)
+        fill_value(c, nc, NAN);
+    else
+        fill_uniform(c, nc, -1, 1);
+    uint16_t *a16 = a_dt == ZT_F32 ? NULL : to_dt(a_dt, a, na);
+    uint16_t *b16 = a_dt == ZT_F32 ? NULL : to_dt(a_dt, b, nb);
+    uint16_t *c16 = c_dt == ZT_F32 ? NULL : to_dt(c_dt, c, nc);
+    float *c32 = c_dt == ZT_F32 ? dup_floats(c, nc) : NULL;
+    be->gemm(be, a_dt, c_dt, ta, tb, m, n, k, alpha, a16 ? (void *)a16 : a, lda,
+             b16 ? (void *)b16 : b, ldb, beta, c16 ? (void *)c16 : c32, ldc);
+    be->gemm(be, ZT_F32, ZT_F32, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    if (c16)
+        assert_dt_equal(c_dt, c16, c, nc, "gemm C");
+    else
+        assert_f32_equal(c32, c, nc, "gemm C (fp32 from 16-bit operands)");
+    free(a), free(b), free(c), free(a16), free(b16), free(c16), free(c32);
+}
+
+/* fp32 C from 16-bit A and B (a weight gradient), 16-bit C from 16-bit A
+ * and B (rounded once with beta C), and 16-bit C from fp32 A and B. */
+static void test_gemm_typed(void **state)
+{
+    const zt_backend *be = *state;
+    rng_seed(41);
+    for (int d = 0; d < N_TYPED_DTS; d++) {
+        zt_dtype dt = TYPED_DTS[d];
+        const zt_dtype pairs[3][2] = {{dt, ZT_F32}, {dt, dt}, {ZT_F32, dt}};
+        for (int p = 0; p < 3; p++)
+            for (int ta = 0; ta < 2; ta++)
+                for (int tb = 0; tb < 2; tb++) {
+                    zt_dtype a_dt = pairs[p][0], c_dt = pairs[p][1];
+                    check_gemm_typed(be, a_dt, c_dt, ta, tb, 5, 7, 3, 0.7f, -0.3f, 3);
+                    check_gemm_typed(be, a_dt, c_dt, ta, tb, 13, 4, 9, 1.0f, 0.0f, 2);
+                    check_gemm_typed(be, a_dt, c_dt, ta, tb, 131, 97, 263, 0.25f, 0.5f, 5);
+                }
+    }
+}
+
+/* bias_add, then bias_grad of its result (accumulating or not), at 1 and 3
+ * threads. 700 x 97 spans two of the op's row blocks. */
+static void test_bias_typed(void **state)
+{
+    const zt_backend *be = *state;
+    rng_seed(42);
+    const int64_t shapes[][2] = {{3, 5}, {0, 4}, {700, 97}, {1000, 1}};
+    for (int d = 0; d < N_TYPED_DTS; d++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            zt_dtype dt = TYPED_DTS[d];
+            int64_t rows = shapes[s][0], cols = shapes[s][1];
+            float *y = xmalloc_floats(rows * cols), *bias = xmalloc_floats(cols);
+            float *init = xmalloc_floats(cols), *ref = xmalloc_floats(cols);
+            float *got = xmalloc_floats(cols);
+            fill_uniform(y, rows * cols, -1, 1);
+            fill_uniform(bias, cols, -1, 1);
+            fill_uniform(init, cols, -1, 1);
+            uint16_t *y16 = to_dt(dt, y, rows * cols), *b16 = to_dt(dt, bias, cols);
+            be->bias_add(be, dt, y16, b16, rows, cols);
+            be->bias_add(be, ZT_F32, y, bias, rows, cols);
+            assert_dt_equal(dt, y16, y, rows * cols, "bias_add y");
+            round_dt(dt, y, rows * cols); /* what y16 holds */
+            for (int acc = 0; acc < 2; acc++) {
+                memcpy(ref, init, (size_t)cols * sizeof *ref);
+                be->bias_grad(be, ZT_F32, ref, y, rows, cols, acc);
+                for (int threads = 1; threads <= 3; threads += 2) {
+                    omp_set_num_threads(threads);
+                    memcpy(got, init, (size_t)cols * sizeof *got);
+                    be->bias_grad(be, dt, got, y16, rows, cols, acc);
+                    assert_f32_equal(got, ref, cols, "bias_grad dbias");
+                }
+                omp_set_num_threads(default_threads);
+            }
+            free(y), free(bias), free(init), free(ref), free(got), free(y16), free(b16);
+        }
+}
+
+/* y += a x, and in place (x == y): y += a y. */
+static void test_axpy_typed(void **state)
+{
+    const zt_backend *be = *state;
+    rng_seed(43);
+    const int64_t sizes[] = {0, 5, 100003};
+    for (int d = 0; d < N_TYPED_DTS; d++)
+        for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+            zt_dtype dt = TYPED_DTS[d];
+            int64_t n = sizes[s];
+            float *x = xmalloc_floats(n), *y = xmalloc_floats(n);
+            fill_uniform(x, n, -2, 2);
+            fill_uniform(y, n, -2, 2);
+            uint16_t *x16 = to_dt(dt, x, n), *y16 = to_dt(dt, y, n);
+            be->axpy(be, dt, y16, 1.5f, x16, n);
+            be->axpy(be, ZT_F32, y, 1.5f, x, n);
+            assert_dt_equal(dt, y16, y, n, "axpy y");
+            round_dt(dt, y, n);
+            be->axpy(be, dt, y16, -0.375f, y16, n);
+            be->axpy(be, ZT_F32, y, -0.375f, y, n);
+            assert_dt_equal(dt, y16, y, n, "axpy y (x == y)");
+            free(x), free(y), free(x16), free(y16);
+        }
+}
+
+/* Padded rows, every seventh label ignored: the loss (a float64 sum, in row
+ * order) and the gradient into its own tensor, over the logits (in place)
+ * and not at all (eval), at 1 and 3 threads. 200 rows of 1024 span four of
+ * the op's row blocks. */
+static void check_xent_typed(const zt_backend *be, zt_dtype dt, int64_t rows, int64_t classes,
+                             int64_t ld)
+{
+    const int32_t ignore = -100;
+    const float dscale = 0.01f;
+    float *l = xmalloc_floats(rows * ld), *ref = xmalloc_floats(rows * ld);
+    int32_t *labels = malloc((size_t)rows * sizeof *labels);
+    assert_non_null(labels);
+    fill_uniform(l, rows * ld, -4, 4);
+    fill_value(ref, rows * ld, 7.0f); /* ignored rows and padding must become 0 */
+    for (int64_t r = 0; r < rows; r++)
+        labels[r] = r % 7 == 3 ? ignore : (int32_t)(rng_uniform(0, 1) * (double)classes);
+    uint16_t *l16 = to_dt(dt, l, rows * ld), *d16 = to_dt(dt, ref, rows * ld);
+    uint16_t *in_place = malloc((size_t)(rows * ld) * sizeof *in_place);
+    assert_non_null(in_place);
+    double want =
+        be->xent_forward_backward(be, ZT_F32, l, labels, rows, classes, ld, ignore, dscale, ref);
+    for (int threads = 1; threads <= 3; threads += 2) {
+        omp_set_num_threads(threads);
+        double got =
+            be->xent_forward_backward(be, dt, l16, labels, rows, classes, ld, ignore, dscale, d16);
+        assert_memory_equal(&got, &want, sizeof got);
+        assert_dt_equal(dt, d16, ref, rows * ld, "xent dlogits");
+        memcpy(in_place, l16, (size_t)(rows * ld) * sizeof *in_place);
+        got = be->xent_forward_backward(be, dt, in_place, labels, rows, classes, ld, ignore,
+                                        dscale, in_place);
+        assert_memory_equal(&got, &want, sizeof got);
+        assert_dt_equal(dt, in_place, ref, rows * ld, "xent dlogits (over the logits)");
+        got = be->xent_forward_backward(be, dt, l16, labels, rows, classes, ld, ignore, dscale,
+                                        NULL);
+        assert_memory_equal(&got, &want, sizeof got);
+    }
+    omp_set_num_threads(default_threads);
+    free(l), free(ref), free(labels), free(l16), free(d16), free(in_place);
+}
+
+static void test_xent_typed(void **state)
+{
+    const zt_backend *be = *state;
+    rng_seed(44);
+    for (int d = 0; d < N_TYPED_DTS; d++) {
+        check_xent_typed(be, TYPED_DTS[d], 3, 11, 16);
+        check_xent_typed(be, TYPED_DTS[d], 200, 1000, 1024);
+        check_xent_typed(be, TYPED_DTS[d], 2, 5000, 5120); /* rows longer than a block */
+    }
+    assert_int_equal(be->check(be), ZT_OK);
+}
+
+/* A 16-bit op that cannot have its fp32 scratch does nothing, and check
+ * says so until the backend is freed: A's row stride of 2^45 asks for more
+ * than the address space (A is never read). Its own backend, since the
+ * failure sticks. */
+static void test_typed_scratch_oom(void **state)
+{
+    (void)state;
+    zt_backend be;
+    assert_int_equal(zt_backend_cpu_init(&be), ZT_OK);
+    uint16_t a[2] = {0}, b[1] = {0};
+    float c[2] = {5.0f, 6.0f};
+    zt_status_clear();
+    be.gemm(&be, ZT_BF16, ZT_F32, false, false, 2, 1, 1, 1.0f, a, (int64_t)1 << 45, b, 1, 0.0f,
+            c, 1);
+    assert_true(c[0] == 5.0f && c[1] == 6.0f);
+    assert_int_equal(be.check(&be), ZT_ERR_OOM);
+    assert_non_null(strstr(zt_status_message(), "scratch"));
+    zt_backend_free(&be);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -715,6 +877,11 @@ int main(void)
         cmocka_unit_test(test_xent_all_ignored),
         cmocka_unit_test(test_xent_finite_difference),
         cmocka_unit_test(test_linear_relu_xent_gradients),
+        cmocka_unit_test(test_gemm_typed),
+        cmocka_unit_test(test_bias_typed),
+        cmocka_unit_test(test_axpy_typed),
+        cmocka_unit_test(test_xent_typed),
+        cmocka_unit_test(test_typed_scratch_oom),
     };
     return cmocka_run_group_tests_name("backend_cpu", tests, setup, teardown);
 }

@@ -8,7 +8,8 @@
  * than t, as for a short batch. Tolerance: |got - ref| <= 1e-5 (1 + |ref|),
  * fp32 sums of at most 70 terms of magnitude ~1. The op is also run at 1 and
  * 2 threads and on every ISA path this CPU runs (engine/cpu/cpu.h): results
- * must be bit-identical.
+ * must be bit-identical. The typed forms on bf16 and fp16 are compared bit
+ * for bit with the fp32 op (test_nn.h).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -244,11 +245,70 @@ static void test_flash_matches_three_ops(void **state)
     free(att);
 }
 
+/* Typed forms on bf16 and fp16 (test_nn.h): y rounded and lse equal to the
+ * fp32 op's on the widened qkv; dqkv rounded from the fp32 backward on the
+ * widened dy, qkv and the stored (rounded) y. t = 128 with c = 96 puts each
+ * sample in its own block of the 16-bit path at one thread, two at three
+ * threads: the blocks must not show. */
+enum { TN = 3, TH = 2, TC = 96, TT = 128, TKEY = 140 };
+
+static void check_flash_typed(const zt_backend *be, zt_dtype dt, const flash_case *fc)
+{
+    const float scale = 1.0f / sqrtf((float)(TC / TH));
+    int64_t nq = TN * TT * 3 * TC, ny = TN * TT * TC, nl = TN * TH * TT;
+    float *qkv = xmalloc_floats(nq), *dy = xmalloc_floats(ny), *y = xmalloc_floats(ny);
+    float *lse = xmalloc_floats(nl), *lse16 = xmalloc_floats(nl), *dqkv = xmalloc_floats(nq);
+    float *work = xmalloc_floats(zt_attn_flash_work_numel(TN, TH, TT));
+    fill_uniform(qkv, nq, -1, 1);
+    fill_uniform(dy, ny, -1, 1);
+    uint16_t *qkv16 = to_dt(dt, qkv, nq), *dy16 = to_dt(dt, dy, ny);
+    uint16_t *y16 = xmalloc_halves(ny), *dqkv16 = xmalloc_halves(nq);
+    be->attn_flash_forward(be, ZT_F32, y, lse, work, qkv, TN, TH, TT, TC, scale, fc->causal,
+                           fc->lengths, &fc->drop);
+    float *y_stored = dup_floats(y, ny);
+    round_dt(dt, y_stored, ny);
+    be->attn_flash_backward(be, ZT_F32, dqkv, dy, y_stored, lse, qkv, work, TN, TH, TT, TC, scale,
+                            fc->causal, fc->lengths, &fc->drop);
+    for (int threads = 1; threads <= 3; threads += 2) {
+        omp_set_num_threads(threads);
+        be->attn_flash_forward(be, dt, y16, lse16, work, qkv16, TN, TH, TT, TC, scale,
+                               fc->causal, fc->lengths, &fc->drop);
+        assert_dt_equal(dt, y16, y, ny, "attn_flash_forward y");
+        assert_f32_equal(lse16, lse, nl, "attn_flash_forward lse");
+        be->attn_flash_backward(be, dt, dqkv16, dy16, y16, lse16, qkv16, work, TN, TH, TT, TC,
+                                scale, fc->causal, fc->lengths, &fc->drop);
+        assert_dt_equal(dt, dqkv16, dqkv, nq, "attn_flash_backward dqkv");
+    }
+    omp_set_num_threads(default_threads);
+    free(qkv), free(dy), free(y), free(lse), free(lse16), free(dqkv), free(work), free(qkv16);
+    free(dy16), free(y16), free(dqkv16), free(y_stored);
+}
+
+static void test_flash_typed(void **state)
+{
+    const zt_backend *be = *state;
+    rng_seed(31);
+    const int32_t lengths[TN] = {TT, 70, 0};
+    const uint64_t row_keys[TN] = {8, 3, 21};
+    for (int d = 0; d < N_TYPED_DTS; d++)
+        for (int v = 0; v < 8; v++) {
+            flash_case fc = {
+                .causal = v & 1,
+                .lengths = v & 2 ? lengths : NULL,
+                .drop = {.seed = 4, .site = 2, .step = 9, .row_keys = row_keys, .n = TN, .a = TH,
+                         .b = TT, .c = TT, .key_b = TKEY, .key_c = TKEY,
+                         .p = v & 4 ? 0.2f : 0.0f},
+            };
+            check_flash_typed(be, TYPED_DTS[d], &fc);
+        }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_flash),
         cmocka_unit_test(test_flash_matches_three_ops),
+        cmocka_unit_test(test_flash_typed),
     };
     return cmocka_run_group_tests_name("backend_flash", tests, setup, teardown);
 }

@@ -4,7 +4,9 @@
  * and its linear backward (both products at once on two threads)
  * against independent float64 references written here (naive loops), against
  * the op-by-op sequences they replace (the --fused-ops off path, which must
- * give the same bits), and across thread counts (identical bits).
+ * give the same bits), and across thread counts (identical bits). Their
+ * typed forms on bf16 and fp16 bit for bit against the fp32 ops, with the
+ * intermediates the contract rounds rounded (test_nn.h).
  *
  * Tolerances: x1 = x + branch is one correctly rounded add, so exact;
  * layernorm outputs within 1e-5 of the reference (|y| ~ 1); linear outputs
@@ -315,6 +317,200 @@ static void test_linear_backward(void **state)
         }
 }
 
+/* ---- typed ops on bf16 and fp16 (bit for bit, test_nn.h) ---- */
+
+/* x1 = x + branch rounded; y, mean, rstd the fp32 layernorm of x1 as stored.
+ * x1 in its own tensor, over x and over branch. 300 x 384 spans two of the
+ * op's row blocks. */
+static void check_residual_layernorm_typed(const zt_backend *be, zt_dtype dt, int64_t rows,
+                                           int64_t cols)
+{
+    int64_t nx = rows * cols;
+    float *x = xmalloc_floats(nx), *br = xmalloc_floats(nx), *w = xmalloc_floats(cols);
+    float *b = xmalloc_floats(cols), *y = xmalloc_floats(nx);
+    float *mean = xmalloc_floats(rows), *rstd = xmalloc_floats(rows);
+    float *mean16 = xmalloc_floats(rows), *rstd16 = xmalloc_floats(rows);
+    fill_uniform(x, nx, -2, 2);
+    fill_uniform(br, nx, -2, 2);
+    fill_uniform(w, cols, 0.5, 1.5);
+    fill_uniform(b, cols, -0.5, 0.5);
+    uint16_t *x16 = to_dt(dt, x, nx), *br16 = to_dt(dt, br, nx), *w16 = to_dt(dt, w, cols);
+    uint16_t *b16 = to_dt(dt, b, cols), *y16 = xmalloc_halves(nx);
+    uint16_t *x116 = xmalloc_halves(nx), *xa = xmalloc_halves(nx), *bra = xmalloc_halves(nx);
+    float *x1 = dup_floats(x, nx);
+    be->axpy(be, ZT_F32, x1, 1.0f, br, nx); /* what copy_d2d + axpy give */
+    for (int alias = 0; alias < 3; alias++) {
+        memcpy(xa, x16, (size_t)nx * sizeof *xa);
+        memcpy(bra, br16, (size_t)nx * sizeof *bra);
+        uint16_t *out = alias == 0 ? x116 : alias == 1 ? xa : bra;
+        be->residual_layernorm_forward(be, dt, out, y16, mean16, rstd16, xa, bra, w16, b16, rows,
+                                       cols, EPS);
+        assert_dt_equal(dt, out, x1, nx, alias ? "x1 (over an input)" : "x1");
+        float *x1r = dup_floats(x1, nx);
+        round_dt(dt, x1r, nx);
+        be->layernorm_forward(be, ZT_F32, y, mean, rstd, x1r, w, b, rows, cols, EPS);
+        assert_dt_equal(dt, y16, y, nx, "residual_layernorm y");
+        assert_f32_equal(mean16, mean, rows, "residual_layernorm mean");
+        assert_f32_equal(rstd16, rstd, rows, "residual_layernorm rstd");
+        free(x1r);
+    }
+    free(x), free(br), free(w), free(b), free(y), free(mean), free(rstd), free(mean16);
+    free(rstd16), free(x16), free(br16), free(w16), free(b16), free(y16), free(x116), free(xa);
+    free(bra), free(x1);
+}
+
+static void test_residual_layernorm_typed(void **state)
+{
+    const zt_backend *be = *state;
+    rng_seed(35);
+    for (int d = 0; d < N_TYPED_DTS; d++) {
+        check_residual_layernorm_typed(be, TYPED_DTS[d], 5, 19);
+        check_residual_layernorm_typed(be, TYPED_DTS[d], 300, 384);
+    }
+}
+
+/* pre = round(x w^T + bias) by the fp32 op (activation NONE); y =
+ * round(act(pre as stored)) by the fp32 activation op. Every activation,
+ * with and without pre and bias. */
+static void check_linear_act_typed(const zt_backend *be, zt_dtype dt, int64_t rows, int64_t in,
+                                   int64_t out)
+{
+    int64_t ny = rows * out;
+    float *x = xmalloc_floats(rows * in), *w = xmalloc_floats(out * in);
+    float *bias = xmalloc_floats(out), *v = xmalloc_floats(ny), *y = xmalloc_floats(ny);
+    fill_uniform(x, rows * in, -1, 1);
+    fill_uniform(w, out * in, -0.5, 0.5);
+    fill_uniform(bias, out, -0.5, 0.5);
+    uint16_t *x16 = to_dt(dt, x, rows * in), *w16 = to_dt(dt, w, out * in);
+    uint16_t *b16 = to_dt(dt, bias, out), *pre16 = xmalloc_halves(ny), *y16 = xmalloc_halves(ny);
+    for (int with_bias = 0; with_bias < 2; with_bias++) {
+        be->linear_act_forward(be, ZT_F32, v, NULL, x, w, with_bias ? bias : NULL, rows, in, out,
+                               ZT_ACT_NONE);
+        round_dt(dt, v, ny);
+        for (int act = ZT_ACT_NONE; act <= ZT_ACT_GELU; act++)
+            for (int with_pre = 0; with_pre < 2; with_pre++) {
+                memcpy(y, v, (size_t)ny * sizeof *y);
+                if (act == ZT_ACT_GELU)
+                    be->gelu_forward(be, y, y, ny);
+                else if (act == ZT_ACT_RELU)
+                    be->relu_forward(be, y, y, ny);
+                be->linear_act_forward(be, dt, y16, with_pre ? pre16 : NULL, x16, w16,
+                                       with_bias ? b16 : NULL, rows, in, out, (zt_act)act);
+                if (with_pre)
+                    assert_dt_equal(dt, pre16, v, ny, "linear_act_forward pre");
+                assert_dt_equal(dt, y16, y, ny, "linear_act_forward y");
+            }
+    }
+    free(x), free(w), free(bias), free(v), free(y), free(x16), free(w16), free(b16), free(pre16);
+    free(y16);
+}
+
+static void test_linear_act_typed(void **state)
+{
+    const zt_backend *be = *state;
+    rng_seed(36);
+    for (int d = 0; d < N_TYPED_DTS; d++) {
+        check_linear_act_typed(be, TYPED_DTS[d], 7, 5, 9);
+        check_linear_act_typed(be, TYPED_DTS[d], 300, 96, 130);
+    }
+}
+
+/* dpre = round(dy act'(pre)) by the fp32 activation backward; dbias the
+ * fp32 bias_grad of dpre as stored. Every activation, accumulating or not,
+ * dpre in its own tensor and over dy, at 1 and 3 threads. */
+static void check_act_bias_grad_typed(const zt_backend *be, zt_dtype dt, int64_t rows,
+                                      int64_t cols)
+{
+    int64_t n = rows * cols;
+    float *dy = xmalloc_floats(n), *pre = xmalloc_floats(n), *d = xmalloc_floats(n);
+    float *init = xmalloc_floats(cols), *ref = xmalloc_floats(cols), *got = xmalloc_floats(cols);
+    fill_uniform(dy, n, -1, 1);
+    fill_uniform(pre, n, -3, 3);
+    fill_uniform(init, cols, -1, 1);
+    uint16_t *dy16 = to_dt(dt, dy, n), *pre16 = to_dt(dt, pre, n), *dpre16 = xmalloc_halves(n);
+    for (int act = ZT_ACT_NONE; act <= ZT_ACT_GELU; act++) {
+        memcpy(d, dy, (size_t)n * sizeof *d);
+        if (act == ZT_ACT_GELU)
+            be->gelu_backward(be, d, d, pre, n);
+        else if (act == ZT_ACT_RELU)
+            be->relu_backward(be, d, d, pre, n);
+        float *stored = dup_floats(d, n);
+        round_dt(dt, stored, n);
+        for (int acc = 0; acc < 2; acc++) {
+            memcpy(ref, init, (size_t)cols * sizeof *ref);
+            be->bias_grad(be, ZT_F32, ref, stored, rows, cols, acc);
+            for (int in_place = 0; in_place < 2; in_place++)
+                for (int threads = 1; threads <= 3; threads += 2) {
+                    omp_set_num_threads(threads);
+                    if (in_place)
+                        memcpy(dpre16, dy16, (size_t)n * sizeof *dpre16);
+                    memcpy(got, init, (size_t)cols * sizeof *got);
+                    be->act_bias_grad(be, dt, dpre16, got, in_place ? dpre16 : dy16, pre16, rows,
+                                      cols, (zt_act)act, acc);
+                    assert_dt_equal(dt, dpre16, d, n, in_place ? "dpre (over dy)" : "dpre");
+                    assert_f32_equal(got, ref, cols, "act_bias_grad dbias");
+                }
+            omp_set_num_threads(default_threads);
+        }
+        free(stored);
+    }
+    free(dy), free(pre), free(d), free(init), free(ref), free(got), free(dy16), free(pre16);
+    free(dpre16);
+}
+
+static void test_act_bias_grad_typed(void **state)
+{
+    const zt_backend *be = *state;
+    rng_seed(37);
+    for (int dti = 0; dti < N_TYPED_DTS; dti++) {
+        check_act_bias_grad_typed(be, TYPED_DTS[dti], 7, 5);
+        check_act_bias_grad_typed(be, TYPED_DTS[dti], 300, 256); /* two row blocks */
+    }
+}
+
+/* dw (and dbias) fp32 and dx rounded, against the fp32 op on the widened
+ * dy, x, w (and dx when accumulating), for every combination of outputs and
+ * flags, dy padded where there is no dbias. */
+static void linear_backward_typed_case(const zt_backend *be, zt_dtype dt, int64_t rows,
+                                       int64_t in, int64_t out, int64_t ldy, int v)
+{
+    bool with_db = v & 1, with_dx = v & 2, acc = v & 4, dx_acc = v & 8;
+    float *dy = xmalloc_floats(rows * ldy), *x = xmalloc_floats(rows * in);
+    float *w = xmalloc_floats(out * in), *dx = xmalloc_floats(rows * in);
+    float *dw = xmalloc_floats(out * in), *db = xmalloc_floats(out);
+    fill_uniform(dy, rows * ldy, -1, 1);
+    fill_uniform(x, rows * in, -1, 1);
+    fill_uniform(w, out * in, -1, 1);
+    fill_uniform(dx, rows * in, -1, 1);
+    fill_uniform(dw, out * in, -1, 1);
+    fill_uniform(db, out, -1, 1);
+    uint16_t *dy16 = to_dt(dt, dy, rows * ldy), *x16 = to_dt(dt, x, rows * in);
+    uint16_t *w16 = to_dt(dt, w, out * in), *dx16 = to_dt(dt, dx, rows * in);
+    float *dwg = dup_floats(dw, out * in), *dbg = dup_floats(db, out);
+    be->linear_backward(be, ZT_F32, with_dx ? dx : NULL, dw, with_db ? db : NULL, dy, ldy, x, w,
+                        rows, in, out, acc, dx_acc);
+    be->linear_backward(be, dt, with_dx ? dx16 : NULL, dwg, with_db ? dbg : NULL, dy16, ldy, x16,
+                        w16, rows, in, out, acc, dx_acc);
+    assert_dt_equal(dt, dx16, dx, rows * in, "linear_backward dx");
+    assert_f32_equal(dwg, dw, out * in, "linear_backward dw");
+    assert_f32_equal(dbg, db, out, "linear_backward dbias");
+    free(dy), free(x), free(w), free(dx), free(dw), free(db), free(dy16), free(x16), free(w16);
+    free(dx16), free(dwg), free(dbg);
+}
+
+static void test_linear_backward_typed(void **state)
+{
+    const zt_backend *be = *state;
+    rng_seed(38);
+    const int64_t shapes[][4] = {{7, 5, 9, 9}, {300, 96, 130, 130}, {64, 48, 65, 128}};
+    for (int d = 0; d < N_TYPED_DTS; d++)
+        for (size_t sh = 0; sh < 3; sh++)
+            for (int v = 0; v < 16; v++)
+                if (!(v & 1) || shapes[sh][3] == shapes[sh][2]) /* dbias needs ldy == out */
+                    linear_backward_typed_case(be, TYPED_DTS[d], shapes[sh][0], shapes[sh][1],
+                                               shapes[sh][2], shapes[sh][3], v);
+}
+
 /* --fused-ops off clears exactly the four fused ops. */
 static void test_unfuse(void **state)
 {
@@ -338,6 +534,10 @@ int main(void)
         cmocka_unit_test(test_linear_act_forward),
         cmocka_unit_test(test_act_bias_grad),
         cmocka_unit_test(test_linear_backward),
+        cmocka_unit_test(test_residual_layernorm_typed),
+        cmocka_unit_test(test_linear_act_typed),
+        cmocka_unit_test(test_act_bias_grad_typed),
+        cmocka_unit_test(test_linear_backward_typed),
         cmocka_unit_test(test_unfuse),
     };
     return cmocka_run_group_tests_name("backend_fused", tests, setup, teardown);

@@ -3,7 +3,9 @@
  * stream (embedding, sinusoidal positions, layernorm, GELU) against
  * independent references written here in double precision (naive loops),
  * gradients against central finite differences of those references, and
- * identical bits across thread counts (also for the attention softmax).
+ * identical bits across thread counts (also for the attention softmax); the
+ * typed embedding and layernorm ops on bf16 and fp16 bit for bit against
+ * their fp32 ops (test_nn.h).
  * Batched gemm and attention are in test_backend_nn_attn.c, dropout and mean
  * pooling in test_backend_nn_dropout.c; tolerances are stated in test_nn.h.
  */
@@ -519,6 +521,138 @@ static void test_thread_determinism(void **state)
     free(ids);
 }
 
+/* ---- typed ops on bf16 and fp16 (bit for bit, test_nn.h) ---- */
+
+/* Embedding rows assigned (over NaN, which must not be read) and added,
+ * then the table gradient (assigned and accumulated) at 1 and 3 threads.
+ * 300 x 256 spans two of the backward's row blocks. */
+static void test_embedding_typed(void **state)
+{
+    const zt_backend *be = *state;
+    rng_seed(17);
+    const int64_t shapes[][3] = {{9, 5, 4}, {300, 256, 37}}; /* rows, cols, vocab */
+    for (int d = 0; d < N_TYPED_DTS; d++)
+        for (size_t sh = 0; sh < 2; sh++) {
+            zt_dtype dt = TYPED_DTS[d];
+            int64_t rows = shapes[sh][0], cols = shapes[sh][1], vocab = shapes[sh][2];
+            int64_t ny = rows * cols, nt = vocab * cols;
+            int32_t *ids = draw_ids(rows, vocab);
+            float *table = xmalloc_floats(nt), *y = xmalloc_floats(ny);
+            float *init = xmalloc_floats(nt), *ref = xmalloc_floats(nt), *got = xmalloc_floats(nt);
+            fill_uniform(table, nt, -1, 1);
+            fill_uniform(init, nt, -1, 1);
+            fill_value(y, ny, NAN);
+            uint16_t *t16 = to_dt(dt, table, nt), *y16 = to_dt(dt, y, ny);
+            be->embedding_forward(be, dt, y16, ids, t16, rows, cols, false);
+            be->embedding_forward(be, ZT_F32, y, ids, table, rows, cols, false);
+            assert_dt_equal(dt, y16, y, ny, "embedding_forward y");
+            be->embedding_forward(be, dt, y16, ids, t16, rows, cols, true);
+            be->embedding_forward(be, ZT_F32, y, ids, table, rows, cols, true);
+            assert_dt_equal(dt, y16, y, ny, "embedding_forward y (accumulated)");
+            round_dt(dt, y, ny); /* y16 is the backward's dy */
+            for (int acc = 0; acc < 2; acc++) {
+                memcpy(ref, init, (size_t)nt * sizeof *ref);
+                be->embedding_backward(be, ZT_F32, ref, ids, y, rows, cols, vocab, acc);
+                for (int threads = 1; threads <= 3; threads += 2) {
+                    omp_set_num_threads(threads);
+                    memcpy(got, init, (size_t)nt * sizeof *got);
+                    be->embedding_backward(be, dt, got, ids, y16, rows, cols, vocab, acc);
+                    assert_f32_equal(got, ref, nt, "embedding_backward dtable");
+                }
+                omp_set_num_threads(default_threads);
+            }
+            free(ids);
+            free(table);
+            free(y);
+            free(init);
+            free(ref);
+            free(got);
+            free(t16);
+            free(y16);
+        }
+}
+
+/* Forward (y, mean, rstd), then backward with every pair of accumulate
+ * flags, in its own dx and in place (dx == dy, assigning and accumulating),
+ * at 1 and 3 threads. */
+static void check_layernorm_typed(const zt_backend *be, zt_dtype dt, int64_t rows, int64_t cols)
+{
+    int64_t nx = rows * cols;
+    float *x = xmalloc_floats(nx), *y = xmalloc_floats(nx), *dy = xmalloc_floats(nx);
+    float *dx0 = xmalloc_floats(nx), *w = xmalloc_floats(cols), *b = xmalloc_floats(cols);
+    float *mean = xmalloc_floats(rows), *rstd = xmalloc_floats(rows);
+    float *mean16 = xmalloc_floats(rows), *rstd16 = xmalloc_floats(rows);
+    float *p0 = xmalloc_floats(2 * cols), *pr = xmalloc_floats(2 * cols);
+    float *pg = xmalloc_floats(2 * cols); /* dw then db */
+    fill_uniform(x, nx, -2, 2);
+    fill_uniform(dy, nx, -1, 1);
+    fill_uniform(dx0, nx, -1, 1);
+    fill_uniform(w, cols, 0.5, 1.5);
+    fill_uniform(b, cols, -0.5, 0.5);
+    fill_uniform(p0, 2 * cols, -1, 1);
+    uint16_t *x16 = to_dt(dt, x, nx), *dy16 = to_dt(dt, dy, nx), *dx016 = to_dt(dt, dx0, nx);
+    uint16_t *w16 = to_dt(dt, w, cols), *b16 = to_dt(dt, b, cols);
+    uint16_t *y16 = xmalloc_halves(nx), *dx16 = xmalloc_halves(nx);
+    be->layernorm_forward(be, dt, y16, mean16, rstd16, x16, w16, b16, rows, cols, 1e-5f);
+    be->layernorm_forward(be, ZT_F32, y, mean, rstd, x, w, b, rows, cols, 1e-5f);
+    assert_dt_equal(dt, y16, y, nx, "layernorm_forward y");
+    assert_f32_equal(mean16, mean, rows, "layernorm_forward mean");
+    assert_f32_equal(rstd16, rstd, rows, "layernorm_forward rstd");
+    for (int in_place = 0; in_place < 2; in_place++)
+        for (int acc_dx = 0; acc_dx < 2; acc_dx++)
+            for (int acc_p = 0; acc_p < 2; acc_p++) {
+                /* in place, dx starts as dy */
+                float *dxr = dup_floats(in_place ? dy : dx0, nx);
+                memcpy(pr, p0, 2 * (size_t)cols * sizeof *pr);
+                be->layernorm_backward(be, ZT_F32, dxr, pr, pr + cols, dy, x, mean, rstd, w, rows,
+                                       cols, acc_dx, acc_p);
+                for (int threads = 1; threads <= 3; threads += 2) {
+                    omp_set_num_threads(threads);
+                    memcpy(dx16, in_place ? dy16 : dx016, (size_t)nx * sizeof *dx16);
+                    memcpy(pg, p0, 2 * (size_t)cols * sizeof *pg);
+                    be->layernorm_backward(be, dt, dx16, pg, pg + cols, in_place ? dx16 : dy16,
+                                           x16, mean, rstd, w16, rows, cols, acc_dx, acc_p);
+                    assert_dt_equal(dt, dx16, dxr, nx, in_place ? "dx (== dy)" : "dx");
+                    assert_f32_equal(pg, pr, 2 * cols, "layernorm_backward dw, db");
+                }
+                omp_set_num_threads(default_threads);
+                free(dxr);
+            }
+    free(x);
+    free(y);
+    free(dy);
+    free(dx0);
+    free(w);
+    free(b);
+    free(mean);
+    free(rstd);
+    free(mean16);
+    free(rstd16);
+    free(p0);
+    free(pr);
+    free(pg);
+    free(x16);
+    free(dy16);
+    free(dx016);
+    free(w16);
+    free(b16);
+    free(y16);
+    free(dx16);
+}
+
+/* 300 x 384 spans two of the ops' row blocks; a row of 70000 is longer than
+ * a block. */
+static void test_layernorm_typed(void **state)
+{
+    const zt_backend *be = *state;
+    rng_seed(18);
+    for (int d = 0; d < N_TYPED_DTS; d++) {
+        check_layernorm_typed(be, TYPED_DTS[d], 5, 19);
+        check_layernorm_typed(be, TYPED_DTS[d], 300, 384);
+        check_layernorm_typed(be, TYPED_DTS[d], 3, 70000);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -531,6 +665,8 @@ int main(void)
         cmocka_unit_test(test_layernorm_backward),
         cmocka_unit_test(test_gelu),
         cmocka_unit_test(test_thread_determinism),
+        cmocka_unit_test(test_embedding_typed),
+        cmocka_unit_test(test_layernorm_typed),
     };
     return cmocka_run_group_tests_name("backend_nn", tests, setup, teardown);
 }

@@ -1,8 +1,8 @@
 /*
  * test_backend_nn_dropout: the CPU backend's keyed dropout, its masks against
  * engine/rng.h's definition (independent of padding, rank and thread count),
- * and mean pooling against a double-precision reference. Tolerances:
- * test_nn.h.
+ * its typed form on bf16 and fp16 bit for bit against the fp32 op, and mean
+ * pooling against a double-precision reference. Tolerances: test_nn.h.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -222,6 +222,45 @@ static void test_dropout_backward(void **state)
 }
 
 
+/* Typed dropout on bf16 and fp16 (test_nn.h): the fp32 op on the widened x,
+ * rounded, into its own tensor and in place (y == x), at 1 and 3 threads;
+ * p == 0 a copy. 2 x 3 x 40 rows of 300 span two of the op's row blocks,
+ * and inf and NaN inputs must come out as the fp32 op's do, rounded. */
+static void test_dropout_typed(void **state)
+{
+    const zt_backend *be = *state;
+    rng_seed(26);
+    const uint64_t keys[2] = {77, 1ull << 33};
+    for (int dti = 0; dti < N_TYPED_DTS; dti++)
+        for (int zero_p = 0; zero_p < 2; zero_p++) {
+            zt_dtype dt = TYPED_DTS[dti];
+            zt_dropout_desc d = {.seed = 8, .site = 5, .step = 11, .row_keys = keys, .n = 2,
+                                 .a = 3, .b = 40, .c = 300, .key_b = 50, .key_c = 320,
+                                 .p = zero_p ? 0.0f : 0.3f};
+            int64_t total = desc_numel(&d);
+            float *x = xmalloc_floats(total), *y = xmalloc_floats(total);
+            fill_uniform(x, total, -2, 2);
+            x[1] = INFINITY;
+            x[2] = -NAN;
+            x[total - 1] = -0.0f;
+            uint16_t *x16 = to_dt(dt, x, total), *y16 = xmalloc_halves(total);
+            be->dropout(be, ZT_F32, y, x, &d);
+            for (int threads = 1; threads <= 3; threads += 2) {
+                omp_set_num_threads(threads);
+                be->dropout(be, dt, y16, x16, &d);
+                assert_dt_equal(dt, y16, y, total, "dropout y");
+                memcpy(y16, x16, (size_t)total * sizeof *y16);
+                be->dropout(be, dt, y16, y16, &d);
+                assert_dt_equal(dt, y16, y, total, "dropout y (y == x)");
+            }
+            omp_set_num_threads(default_threads);
+            free(x);
+            free(y);
+            free(x16);
+            free(y16);
+        }
+}
+
 /* ---- mean pooling ---- */
 
 static void check_mean_pool(const zt_backend *be, int64_t n, int64_t t, int64_t cols,
@@ -290,6 +329,7 @@ int main(void)
         cmocka_unit_test(test_dropout_padding_and_rank),
         cmocka_unit_test(test_dropout_keys_differ),
         cmocka_unit_test(test_dropout_backward),
+        cmocka_unit_test(test_dropout_typed),
         cmocka_unit_test(test_mean_pool),
     };
     return cmocka_run_group_tests_name("backend_nn_dropout", tests, setup, teardown);
