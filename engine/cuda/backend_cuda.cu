@@ -8,7 +8,12 @@
  * transformer layers (backend_cuda_nn.cu, backend_cuda_attn.cu,
  * backend_cuda_head.cu). Their shared kernel helpers are in cuda_common.cuh;
  * launch sizes and plans come from launch.c. Every op is enqueued on one
- * non-blocking compute stream.
+ * non-blocking compute stream. The typed ops (engine/backend.h, "Typed
+ * tensors") take fp32, fp16 and bf16: their kernels are templates on the
+ * dtype (cuda_common.cuh's with_dtype), so 16-bit tensors are read and
+ * written as stored, and their GEMMs hand 16-bit operands to cuBLAS as they
+ * are. linear_backward is left NULL (models/layers.c runs its gemm and
+ * bias_grad sequence).
  *
  * Numerics follow the CPU backend operation for operation: products that
  * feed a sum are __fmul_rn/__fadd_rn intrinsics, which nvcc never fuses into
@@ -341,17 +346,6 @@ void zt_cuda_record_msg(zt_cuda_impl *impl, zt_status st, const char *fmt, ...)
     impl->error = st;
 }
 
-bool zt_cuda_fp32_only(zt_cuda_impl *impl, zt_dtype dt, const char *what)
-{
-    if (dt == ZT_F32)
-        return true;
-    zt_cuda_record_msg(impl, ZT_ERR_UNSUPPORTED,
-                       "%s: %s tensors are not implemented on the CUDA backend (its typed ops "
-                       "take fp32)",
-                       what, zt_dtype_name(dt));
-    return false;
-}
-
 struct CUstream_st *zt_backend_cuda_stream(const zt_backend *be)
 {
     return be->impl ? impl_of(be)->stream : NULL;
@@ -427,7 +421,8 @@ extern "C" zt_status zt_backend_cuda_init(zt_backend *be, const zt_backend_optio
     be->host_free = cuda_host_free;
     be->mem_info = cuda_mem_info;
     be->workspace_bytes = ws.total_bytes;
-    be->typed_dtypes = 1u << ZT_F32;
+    /* Every typed op's kernels take fp32, fp16 and bf16 tensors as stored. */
+    be->typed_dtypes = 1u << ZT_F32 | 1u << ZT_F16 | 1u << ZT_BF16;
     be->set_workspace = cuda_set_workspace;
     be->check = cuda_check;
     be->copy_h2d = cuda_copy_h2d;

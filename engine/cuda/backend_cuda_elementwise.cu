@@ -2,7 +2,9 @@
  * backend_cuda_elementwise: the CUDA backend's element-wise ops (bias_add,
  * relu, scale, axpy), its reductions (bias_grad, sum_squares, has_inf_nan)
  * and convert, as functors run by the map kernel (cuda_common.cuh) and a few
- * reduction kernels.
+ * reduction kernels. The typed ones (bias_add, axpy, bias_grad) are
+ * templates on their dtype: 16-bit tensors are read and written as they are
+ * stored, the math is fp32 and each 16-bit output is rounded once.
  *
  * Numerics: axpy and convert round exactly like the CPU loops (no FMA).
  * sum_squares uses engine/dtype.c's chunk geometry and adds the chunk sums on
@@ -41,19 +43,19 @@ struct scale_op {
     }
 };
 
-struct axpy_op {
-    float *y;
-    const float *x;
+template <zt_dtype T> struct axpy_op {
+    void *y;
+    const void *x;
     float a;
     template <int W> __device__ void run(int64_t i) const
     {
         float yv[W], xv[W];
-        load_elems<ZT_F32, W>(y, i, yv);
-        load_elems<ZT_F32, W>(x, i, xv);
+        load_elems<T, W>(y, i, yv);
+        load_elems<T, W>(x, i, xv);
 #pragma unroll
         for (int k = 0; k < W; k++)
             yv[k] = __fadd_rn(yv[k], __fmul_rn(a, xv[k]));
-        store_elems<ZT_F32, W>(y, i, yv);
+        store_elems<T, W>(y, i, yv);
     }
 };
 
@@ -90,19 +92,19 @@ struct relu_backward_op {
 };
 
 /* The vector form needs cols % 4 == 0, so a vector never straddles rows. */
-struct bias_add_op {
-    float *y;
-    const float *bias;
+template <zt_dtype T> struct bias_add_op {
+    void *y;
+    const void *bias;
     int64_t cols;
     template <int W> __device__ void run(int64_t i) const
     {
         float yv[W], bv[W];
-        load_elems<ZT_F32, W>(y, i, yv);
-        load_elems<ZT_F32, W>(bias, i % cols, bv);
+        load_elems<T, W>(y, i, yv);
+        load_elems<T, W>(bias, i % cols, bv);
 #pragma unroll
         for (int k = 0; k < W; k++)
             yv[k] = __fadd_rn(yv[k], bv[k]);
-        store_elems<ZT_F32, W>(y, i, yv);
+        store_elems<T, W>(y, i, yv);
     }
 };
 
@@ -207,9 +209,10 @@ __global__ void sum_squares_kernel(const void *x, int64_t n, int64_t nc, double 
 }
 
 /* bias_grad, first pass: thread (segment s, column j) sums its segment's
- * rows in order; segment 0 starts from the initial dbias. out is dbias when
- * there is one segment, else the (segs, cols) partial sums. */
-__global__ void bias_grad_seg_kernel(float *out, const float *dbias, const float *dy,
+ * rows of dy (T) in order; segment 0 starts from the initial dbias. out is
+ * dbias when there is one segment, else the (segs, cols) partial sums. */
+template <zt_dtype T>
+__global__ void bias_grad_seg_kernel(float *out, const float *dbias, const raw_t<T> *dy,
                                      int64_t rows, int64_t cols, int64_t seg_rows,
                                      bool accumulate)
 {
@@ -220,33 +223,31 @@ __global__ void bias_grad_seg_kernel(float *out, const float *dbias, const float
     const int64_t r0 = s * seg_rows;
     const int64_t r1 = rows - r0 < seg_rows ? rows : r0 + seg_rows;
     float acc = s == 0 && accumulate ? dbias[j] : 0.0f;
-    const float *col = dy + r0 * cols + j; // (r1 - r0) rows, stride cols
+    const raw_t<T> *col = dy + r0 * cols + j; // (r1 - r0) rows, stride cols
 #pragma unroll 8
     for (int64_t r = r0; r < r1; r++, col += cols)
-        acc = __fadd_rn(acc, *col);
+        acc = __fadd_rn(acc, elem<T>::widen(*col));
     out[s * cols + j] = acc;
 }
 
 /* ---- Element-wise ops. ---- */
 
-void cuda_bias_add(const zt_backend *be, zt_dtype dt, void *y_, const void *bias_, int64_t rows,
+void cuda_bias_add(const zt_backend *be, zt_dtype dt, void *y, const void *bias, int64_t rows,
                    int64_t cols)
 {
-    if (!zt_cuda_fp32_only(impl_of(be), dt, "bias_add"))
-        return;
-    float *y = static_cast<float *>(y_);
-    const float *bias = static_cast<const float *>(bias_);
-    bool vec4 = cols % 4 == 0 && aligned(y, 16) && aligned(bias, 16);
-    launch_map4(impl_of(be), bias_add_op{y, bias, cols}, rows * cols, vec4, "bias_add");
+    bool vec4 = cols % 4 == 0 && vec_aligned(y, dt) && vec_aligned(bias, dt);
+    with_dtype(dt, [&](auto tag) {
+        constexpr zt_dtype T = decltype(tag)::value;
+        launch_map4(impl_of(be), bias_add_op<T>{y, bias, cols}, rows * cols, vec4, "bias_add");
+    });
 }
 
-void cuda_bias_grad(const zt_backend *be, zt_dtype dt, float *dbias, const void *dy_,
+void cuda_bias_grad(const zt_backend *be, zt_dtype dt, float *dbias, const void *dy,
                     int64_t rows, int64_t cols, bool accumulate)
 {
     zt_cuda_impl *impl = impl_of(be);
-    if (cols <= 0 || !zt_cuda_fp32_only(impl, dt, "bias_grad"))
+    if (cols <= 0)
         return;
-    const float *dy = static_cast<const float *>(dy_);
     if (rows <= 0) {
         if (!accumulate)
             be->memset_zero(be, dbias, (size_t)cols * sizeof(float));
@@ -256,8 +257,12 @@ void cuda_bias_grad(const zt_backend *be, zt_dtype dt, float *dbias, const void 
         zt_launch_bias_grad(rows, cols, (int64_t)(impl->scratch_bytes / sizeof(float)));
     float *part = static_cast<float *>(impl->scratch);
     dim3 grid(p.grid_x, (unsigned)p.segs);
-    ZT_LAUNCH(grid, p.block, 0, impl->stream, bias_grad_seg_kernel)
-    (p.segs == 1 ? dbias : part, dbias, dy, rows, cols, p.seg_rows, accumulate);
+    with_dtype(dt, [&](auto tag) {
+        constexpr zt_dtype T = decltype(tag)::value;
+        ZT_LAUNCH(grid, p.block, 0, impl->stream, bias_grad_seg_kernel<T>)
+        (p.segs == 1 ? dbias : part, dbias, static_cast<const raw_t<T> *>(dy), rows, cols,
+         p.seg_rows, accumulate);
+    });
     launched(impl, "bias_grad");
     if (p.segs > 1) {
         ZT_LAUNCH(p.grid_x, p.block, 0, impl->stream, bias_grad_join_kernel<>)
@@ -284,13 +289,13 @@ void cuda_scale(const zt_backend *be, float *x, float a, int64_t n)
     launch_map4(impl_of(be), scale_op{x, a}, n, aligned(x, 16), "scale");
 }
 
-void cuda_axpy(const zt_backend *be, zt_dtype dt, void *y_, float a, const void *x_, int64_t n)
+void cuda_axpy(const zt_backend *be, zt_dtype dt, void *y, float a, const void *x, int64_t n)
 {
-    if (!zt_cuda_fp32_only(impl_of(be), dt, "axpy"))
-        return;
-    float *y = static_cast<float *>(y_);
-    const float *x = static_cast<const float *>(x_);
-    launch_map4(impl_of(be), axpy_op{y, x, a}, n, aligned(y, 16) && aligned(x, 16), "axpy");
+    bool vec4 = vec_aligned(y, dt) && vec_aligned(x, dt);
+    with_dtype(dt, [&](auto tag) {
+        constexpr zt_dtype T = decltype(tag)::value;
+        launch_map4(impl_of(be), axpy_op<T>{y, x, a}, n, vec4, "axpy");
+    });
 }
 
 

@@ -1,9 +1,11 @@
 /*
  * backend_cuda_flash: the CUDA backend's fused attention (attn_flash_forward
- * and attn_flash_backward, engine/backend.h): fp32 kernels, one thread per
- * query row (forward, dQ) or per key row (dK, dV), tiles of keys or queries
- * staged in shared memory and read by every thread of the block at once (a
- * broadcast), no (t, t) tensor and no atomics.
+ * and attn_flash_backward, engine/backend.h): kernels templated on the dtype
+ * T of qkv, y, dy and dqkv (read widened, written rounded once; fp32 math,
+ * fp32 lse and work), one thread per query row (forward, dQ) or per key row
+ * (dK, dV), tiles of keys or queries staged in shared memory as fp32 and read
+ * by every thread of the block at once (a broadcast), no (t, t) tensor and no
+ * atomics.
  *
  *   forward:  block = the query rows of one (sample, head); online softmax
  *             over key tiles (running max and sum, y rescaled once per tile,
@@ -25,7 +27,10 @@
  * at a padded stride, so a warp's 32 rows fall in 32 banks. Tiles are zero
  * padded to that width. Wider heads take the wide path: a tile holds
  * min(FL_TILE, FL_SMEM / hs) rows, or is read from global memory when a row is
- * wider than FL_SMEM floats, and the thread's rows are read from global memory.
+ * wider than FL_SMEM floats (STAGED false), and the thread's rows are read
+ * from global memory; its accumulators are FL_COLS columns of a row in the
+ * thread's local memory, grid z taking further columns (each block
+ * recomputing the row's scores), so outputs are written once, rounded.
  * Dropout masks are drawn as the `dropout` op draws them on the (n, h, t, t)
  * tensor (engine/rng.h).
  *
@@ -42,6 +47,7 @@
 #define FL_ROWS 64   /* threads per block: query (or key) rows it owns */
 #define FL_TILE 32   /* rows per staged tile at most */
 #define FL_SMEM 4096 /* floats per staged tile */
+#define FL_COLS 128  /* output columns a wide-path block accumulates */
 
 typedef struct {
     int64_t n, h, t, c, hs, ld; /* ld = 3c, the row stride of qkv and dqkv */
@@ -54,7 +60,7 @@ typedef struct {
     int64_t step, key_b, key_c;
     const uint64_t *row_keys;
     int tile;    /* rows per staged tile */
-    bool staged; /* tiles fit FL_SMEM */
+    bool staged; /* tiles fit FL_SMEM (the host picks the wide kernels by it) */
 } fl_geom;
 
 static __device__ int64_t fl_allowed(const fl_geom &g, int64_t s, int64_t i)
@@ -78,28 +84,38 @@ static __device__ float fl_kept(const fl_geom &g, uint64_t key, int64_t hh, int6
     return u >= g.p ? g.dscale : 0.0f;
 }
 
-static __device__ float fl_dot(const float *a, const float *b, int64_t n)
+/* a . b over n elements of a tensor of A and one of B. */
+template <zt_dtype A, zt_dtype B>
+static __device__ float fl_dot(const raw_t<A> *a, const raw_t<B> *b, int64_t n)
 {
     float acc = 0.0f;
     for (int64_t d = 0; d < n; d++)
-        acc = __fadd_rn(acc, __fmul_rn(a[d], b[d]));
+        acc = __fadd_rn(acc, __fmul_rn(elem<A>::widen(a[d]), elem<B>::widen(b[d])));
     return acc;
 }
 
-/* Stages `rows` rows of width hs from src (row stride ld) into sh (row stride
- * hs) with the whole block; returns where the tile's rows are and their
- * stride. Callers __syncthreads before (the previous tile is done) and after. */
-static __device__ const float *fl_stage(const fl_geom &g, float *sh, const float *src,
-                                        int64_t ld, int64_t rows, int64_t *stride)
+/* The type of a wide-path tile's elements: fp32 staged, else T in place. */
+template <zt_dtype T, bool STAGED> constexpr zt_dtype fl_tile_t = STAGED ? ZT_F32 : T;
+
+/* Stages `rows` rows of width hs from src (a tensor of T, row stride ld) into
+ * sh (row stride hs) with the whole block, or leaves them where they are
+ * (STAGED false); returns where the tile's rows are and their stride. Callers
+ * __syncthreads before (the previous tile is done) and after. */
+template <zt_dtype T, bool STAGED>
+static __device__ const raw_t<fl_tile_t<T, STAGED>> *
+fl_stage(const fl_geom &g, float *sh, const raw_t<T> *src, int64_t ld, int64_t rows,
+         int64_t *stride)
 {
-    if (!g.staged) {
+    if constexpr (!STAGED) {
+        (void)g, (void)sh, (void)rows;
         *stride = ld;
         return src;
+    } else {
+        for (int64_t e = threadIdx.x; e < rows * g.hs; e += blockDim.x)
+            sh[e] = elem<T>::widen(src[(e / g.hs) * ld + e % g.hs]);
+        *stride = g.hs;
+        return sh;
     }
-    for (int64_t e = threadIdx.x; e < rows * g.hs; e += blockDim.x)
-        sh[e] = src[(e / g.hs) * ld + e % g.hs];
-    *stride = g.hs;
-    return sh;
 }
 
 /* ---- register path: heads up to FR_MAX_HS wide ---- */
@@ -134,43 +150,44 @@ template <int HSM> static __device__ float fr_dot(const float *a, const float *b
 }
 
 /* `cap` rows of HSM floats into sh (row stride `stride`) with the whole block:
- * the first `rows` from src (row stride ld, hs columns), zeros elsewhere.
- * Callers __syncthreads before (the previous tile is done) and after. */
-template <int HSM>
-static __device__ void fr_stage(float *sh, int stride, const float *src, int64_t ld, int64_t hs,
+ * the first `rows` from src (a tensor of T, row stride ld, hs columns),
+ * widened, zeros elsewhere. Callers __syncthreads before (the previous tile
+ * is done) and after. */
+template <int HSM, zt_dtype T>
+static __device__ void fr_stage(float *sh, int stride, const raw_t<T> *src, int64_t ld, int64_t hs,
                                 int64_t rows, int cap)
 {
     for (int e = threadIdx.x; e < cap * HSM; e += blockDim.x) {
         int r = e / HSM, d = e % HSM;
-        sh[r * stride + d] = r < rows && d < hs ? src[r * ld + d] : 0.0f;
+        sh[r * stride + d] = r < rows && d < hs ? elem<T>::widen(src[r * ld + d]) : 0.0f;
     }
 }
 
 /* A tile: the first `rows` rows of a (row stride lda) and of b (ldb) into
  * sa and sb (TL rows of HSM each, zero padded), between barriers (the
  * previous tile is done before, this one visible after). */
-template <int HSM, int TL>
-static __device__ void fr_stage_tile(float *sa, const float *a, int64_t lda, float *sb,
-                                     const float *b, int64_t ldb, int64_t hs, int64_t rows)
+template <int HSM, int TL, zt_dtype T>
+static __device__ void fr_stage_tile(float *sa, const raw_t<T> *a, int64_t lda, float *sb,
+                                     const raw_t<T> *b, int64_t ldb, int64_t hs, int64_t rows)
 {
     __syncthreads();
-    fr_stage<HSM>(sa, HSM, a, lda, hs, rows, TL);
-    fr_stage<HSM>(sb, HSM, b, ldb, hs, rows, TL);
+    fr_stage<HSM, T>(sa, HSM, a, lda, hs, rows, TL);
+    fr_stage<HSM, T>(sb, HSM, b, ldb, hs, rows, TL);
     __syncthreads();
 }
 
-/* A thread's row of hs floats into registers, zero padded to HSM. */
-template <int HSM>
-static __device__ __forceinline__ void fr_load_row(float (&r)[HSM], const float *src, int64_t hs)
+/* A thread's row of hs elements of T into registers, zero padded to HSM. */
+template <int HSM, zt_dtype T>
+static __device__ __forceinline__ void fr_load_row(float (&r)[HSM], const raw_t<T> *src, int64_t hs)
 {
 #pragma unroll
     for (int d = 0; d < HSM; d++)
-        r[d] = d < hs ? src[d] : 0.0f;
+        r[d] = d < hs ? elem<T>::widen(src[d]) : 0.0f;
 }
 
-template <int HSM>
+template <int HSM, zt_dtype T>
 static __global__ void __launch_bounds__(fr<HSM>::ROWS)
-    flash_forward_reg(fl_geom g, float *y, float *lse, const float *__restrict__ qkv)
+    flash_forward_reg(fl_geom g, raw_t<T> *y, float *lse, const raw_t<T> *__restrict__ qkv)
 {
     constexpr int R = fr<HSM>::ROWS, TL = fr<HSM>::TILE, HA = fr<HSM>::HA;
     __shared__ float sk[TL * HSM], sv[TL * HSM];
@@ -178,17 +195,17 @@ static __global__ void __launch_bounds__(fr<HSM>::ROWS)
     const int64_t pair = blockIdx.y, s = pair / g.h, hh = pair % g.h;
     const int64_t i0 = (int64_t)blockIdx.x * R, i = i0 + threadIdx.x;
     const int64_t kmax = fl_allowed(g, s, min_i64(i0 + R, g.t) - 1); // block-uniform
-    const float *q = qkv + s * g.t * g.ld + hh * g.hs, *k = q + g.c, *v = q + 2 * g.c;
+    const raw_t<T> *q = qkv + s * g.t * g.ld + hh * g.hs, *k = q + g.c, *v = q + 2 * g.c;
     const bool active = i < g.t;
     const int64_t a = active ? fl_allowed(g, s, i) : 0;
     const uint64_t key = g.p > 0.0f ? fl_drop_key(g, s) : 0;
-    const float *qi = q + (active ? i : 0) * g.ld;
+    const raw_t<T> *qi = q + (active ? i : 0) * g.ld;
     float qr[HSM], o[HA] = {}; // (hs) zero padded, and columns d0.. of y
-    fr_load_row<HSM>(qr, qi, g.hs);
+    fr_load_row<HSM, T>(qr, qi, g.hs);
     float m = -INFINITY, l = 0.0f;
     for (int64_t j0 = 0; j0 < kmax; j0 += TL) {
         const int64_t rows = min_i64(TL, kmax - j0);
-        fr_stage_tile<HSM, TL>(sk, k + j0 * g.ld, g.ld, sv, v + j0 * g.ld, g.ld, g.hs, rows);
+        fr_stage_tile<HSM, TL, T>(sk, k + j0 * g.ld, g.ld, sv, v + j0 * g.ld, g.ld, g.hs, rows);
         const int64_t nj = min_i64(rows, a - j0);
         if (nj <= 0)
             continue;
@@ -231,22 +248,22 @@ static __global__ void __launch_bounds__(fr<HSM>::ROWS)
     }
     if (!active)
         return;
-    float *yi = y + (s * g.t + i) * g.c + hh * g.hs; // (hs)
-    const float inv = a > 0 ? 1.0f / l : 0.0f;       // a zero-length sample: y = 0, lse = 0
+    raw_t<T> *yi = y + (s * g.t + i) * g.c + hh * g.hs; // (hs)
+    const float inv = a > 0 ? 1.0f / l : 0.0f;          // a zero-length sample: y = 0, lse = 0
 #pragma unroll
     for (int d = 0; d < HA; d++)
         if (d0 + d < g.hs)
-            yi[d0 + d] = o[d] * inv;
+            yi[d0 + d] = elem<T>::narrow(o[d] * inv);
     if (blockIdx.z == 0)
         lse[pair * g.t + i] = a > 0 ? m + logf(l) : 0.0f;
 }
 
 /* dQ of R queries, one thread per query, over key tiles in order. */
-template <int HSM>
+template <int HSM, zt_dtype T>
 static __global__ void __launch_bounds__(fr<HSM>::ROWS)
-    flash_dq_reg(fl_geom g, float *dqkv, const float *__restrict__ dy,
+    flash_dq_reg(fl_geom g, raw_t<T> *dqkv, const raw_t<T> *__restrict__ dy,
                  const float *__restrict__ lse, const float *__restrict__ dd,
-                 const float *__restrict__ qkv)
+                 const raw_t<T> *__restrict__ qkv)
 {
     constexpr int R = fr<HSM>::ROWS, BT = fr<HSM>::BTILE, OWN = fr<HSM>::OWN, HA = fr<HSM>::HA;
     __shared__ float sk[BT * HSM], sv[BT * HSM], sdy[R * OWN];
@@ -254,20 +271,21 @@ static __global__ void __launch_bounds__(fr<HSM>::ROWS)
     const int64_t pair = blockIdx.y, s = pair / g.h, hh = pair % g.h;
     const int64_t i0 = (int64_t)blockIdx.x * R, i = i0 + threadIdx.x;
     const int64_t kmax = fl_allowed(g, s, min_i64(i0 + R, g.t) - 1); // block-uniform
-    const float *q = qkv + s * g.t * g.ld + hh * g.hs, *k = q + g.c, *v = q + 2 * g.c;
-    const float *dys = dy + s * g.t * g.c + hh * g.hs;
+    const raw_t<T> *q = qkv + s * g.t * g.ld + hh * g.hs, *k = q + g.c, *v = q + 2 * g.c;
+    const raw_t<T> *dys = dy + s * g.t * g.c + hh * g.hs;
     const bool active = i < g.t;
     const int64_t ir = active ? i : 0, a = active ? fl_allowed(g, s, i) : 0;
     const float li = active ? lse[pair * g.t + i] : 0.0f, di = active ? dd[pair * g.t + i] : 0.0f;
     const uint64_t key = g.p > 0.0f ? fl_drop_key(g, s) : 0;
-    const float *qi = q + ir * g.ld, *dyi = sdy + threadIdx.x * OWN;
+    const raw_t<T> *qi = q + ir * g.ld;
+    const float *dyi = sdy + threadIdx.x * OWN;
     float qr[HSM], dq[HA] = {}; // (hs) zero padded, and columns d0.. of dQ
-    fr_load_row<HSM>(qr, qi, g.hs);
+    fr_load_row<HSM, T>(qr, qi, g.hs);
     /* Visible after the first tile's second barrier, the first use. */
-    fr_stage<HSM>(sdy, OWN, dys + i0 * g.c, g.c, g.hs, min_i64(R, g.t - i0), R);
+    fr_stage<HSM, T>(sdy, OWN, dys + i0 * g.c, g.c, g.hs, min_i64(R, g.t - i0), R);
     for (int64_t j0 = 0; j0 < kmax; j0 += BT) {
         const int64_t rows = min_i64(BT, kmax - j0);
-        fr_stage_tile<HSM, BT>(sk, k + j0 * g.ld, g.ld, sv, v + j0 * g.ld, g.ld, g.hs, rows);
+        fr_stage_tile<HSM, BT, T>(sk, k + j0 * g.ld, g.ld, sv, v + j0 * g.ld, g.ld, g.hs, rows);
         const int64_t nj = min_i64(rows, a - j0);
 #pragma unroll 1
         for (int jj = 0; jj < nj; jj++) {
@@ -282,27 +300,27 @@ static __global__ void __launch_bounds__(fr<HSM>::ROWS)
     }
     if (!active)
         return;
-    float *dqi = dqkv + (s * g.t + i) * g.ld + hh * g.hs;
+    raw_t<T> *dqi = dqkv + (s * g.t + i) * g.ld + hh * g.hs;
 #pragma unroll
     for (int d = 0; d < HA; d++)
         if (d0 + d < g.hs)
-            dqi[d0 + d] = dq[d];
+            dqi[d0 + d] = elem<T>::narrow(dq[d]);
 }
 
 /* dK and dV of R keys, one thread per key, over query tiles in order. */
-template <int HSM>
+template <int HSM, zt_dtype T>
 static __global__ void __launch_bounds__(fr<HSM>::ROWS)
-    flash_dkv_reg(fl_geom g, float *dqkv, const float *__restrict__ dy,
+    flash_dkv_reg(fl_geom g, raw_t<T> *dqkv, const raw_t<T> *__restrict__ dy,
                   const float *__restrict__ lse, const float *__restrict__ dd,
-                  const float *__restrict__ qkv)
+                  const raw_t<T> *__restrict__ qkv)
 {
     constexpr int R = fr<HSM>::ROWS, BT = fr<HSM>::BTILE, OWN = fr<HSM>::OWN, HA = fr<HSM>::HA;
     __shared__ float sq[BT * HSM], sdy[BT * HSM], sk[R * OWN], sv[R * OWN];
     const int d0 = (int)blockIdx.z * HA; // this block's columns of dK and dV
     const int64_t pair = blockIdx.y, s = pair / g.h, hh = pair % g.h;
     const int64_t j0 = (int64_t)blockIdx.x * R, j = j0 + threadIdx.x;
-    const float *q = qkv + s * g.t * g.ld + hh * g.hs, *k = q + g.c, *v = q + 2 * g.c;
-    const float *dys = dy + s * g.t * g.c + hh * g.hs;
+    const raw_t<T> *q = qkv + s * g.t * g.ld + hh * g.hs, *k = q + g.c, *v = q + 2 * g.c;
+    const raw_t<T> *dys = dy + s * g.t * g.c + hh * g.hs;
     const float *ls = lse + pair * g.t, *ds = dd + pair * g.t;
     const bool active = j < g.t;
     const uint64_t key = g.p > 0.0f ? fl_drop_key(g, s) : 0;
@@ -313,11 +331,11 @@ static __global__ void __launch_bounds__(fr<HSM>::ROWS)
      * and keys at or past the length are seen by no query. */
     const int64_t start = j0 >= len ? g.t : (g.causal ? j0 : 0);
     /* Visible after the first tile's second barrier, the first use. */
-    fr_stage<HSM>(sk, OWN, k + j0 * g.ld, g.ld, g.hs, min_i64(R, g.t - j0), R);
-    fr_stage<HSM>(sv, OWN, v + j0 * g.ld, g.ld, g.hs, min_i64(R, g.t - j0), R);
+    fr_stage<HSM, T>(sk, OWN, k + j0 * g.ld, g.ld, g.hs, min_i64(R, g.t - j0), R);
+    fr_stage<HSM, T>(sv, OWN, v + j0 * g.ld, g.ld, g.hs, min_i64(R, g.t - j0), R);
     for (int64_t i0 = start; i0 < g.t; i0 += BT) {
         const int64_t rows = min_i64(BT, g.t - i0);
-        fr_stage_tile<HSM, BT>(sq, q + i0 * g.ld, g.ld, sdy, dys + i0 * g.c, g.c, g.hs, rows);
+        fr_stage_tile<HSM, BT, T>(sq, q + i0 * g.ld, g.ld, sdy, dys + i0 * g.c, g.c, g.hs, rows);
         if (!active)
             continue;
 #pragma unroll 1
@@ -339,12 +357,12 @@ static __global__ void __launch_bounds__(fr<HSM>::ROWS)
     }
     if (!active)
         return;
-    float *dkj = dqkv + (s * g.t + j) * g.ld + g.c + hh * g.hs, *dvj = dkj + g.c;
+    raw_t<T> *dkj = dqkv + (s * g.t + j) * g.ld + g.c + hh * g.hs, *dvj = dkj + g.c;
 #pragma unroll
     for (int d = 0; d < HA; d++)
         if (d0 + d < g.hs) {
-            dkj[d0 + d] = dk[d];
-            dvj[d0 + d] = dv[d];
+            dkj[d0 + d] = elem<T>::narrow(dk[d]);
+            dvj[d0 + d] = elem<T>::narrow(dv[d]);
         }
 }
 
@@ -354,55 +372,68 @@ template <int HSM> static dim3 fr_grid(const fl_geom &g)
                 (unsigned)fr<HSM>::SPLIT);
 }
 
-template <int HSM>
-static void fr_forward(cudaStream_t st, const fl_geom &g, float *y, float *lse, const float *qkv)
+template <int HSM, zt_dtype T>
+static void fr_forward(cudaStream_t st, const fl_geom &g, raw_t<T> *y, float *lse,
+                       const raw_t<T> *qkv)
 {
-    ZT_LAUNCH(fr_grid<HSM>(g), fr<HSM>::ROWS, 0, st, flash_forward_reg<HSM>)(g, y, lse, qkv);
+    ZT_LAUNCH(fr_grid<HSM>(g), fr<HSM>::ROWS, 0, st, flash_forward_reg<HSM, T>)(g, y, lse, qkv);
 }
 
-template <int HSM>
-static void fr_backward(cudaStream_t st, const fl_geom &g, float *dqkv, const float *dy,
-                        const float *lse, const float *dd, const float *qkv)
+template <int HSM, zt_dtype T>
+static void fr_backward(cudaStream_t st, const fl_geom &g, raw_t<T> *dqkv, const raw_t<T> *dy,
+                        const float *lse, const float *dd, const raw_t<T> *qkv)
 {
-    ZT_LAUNCH(fr_grid<HSM>(g), fr<HSM>::ROWS, 0, st, flash_dkv_reg<HSM>)(g, dqkv, dy, lse, dd,
-                                                                          qkv);
-    ZT_LAUNCH(fr_grid<HSM>(g), fr<HSM>::ROWS, 0, st, flash_dq_reg<HSM>)(g, dqkv, dy, lse, dd, qkv);
+    ZT_LAUNCH(fr_grid<HSM>(g), fr<HSM>::ROWS, 0, st, flash_dkv_reg<HSM, T>)
+    (g, dqkv, dy, lse, dd, qkv);
+    ZT_LAUNCH(fr_grid<HSM>(g), fr<HSM>::ROWS, 0, st, flash_dq_reg<HSM, T>)
+    (g, dqkv, dy, lse, dd, qkv);
 }
 
 /* ---- wide path: heads wider than FR_MAX_HS ---- */
 
+/* Output columns [d0, d0 + nd) of grid z's window. */
+static __device__ __forceinline__ int64_t fl_window(const fl_geom &g, int64_t *nd)
+{
+    const int64_t d0 = (int64_t)blockIdx.z * FL_COLS;
+    *nd = min_i64(FL_COLS, g.hs - d0);
+    return d0;
+}
+
 /* ---- forward ---- */
 
+template <zt_dtype T, bool STAGED>
 static __global__ void __launch_bounds__(FL_ROWS)
-    flash_forward_kernel(fl_geom g, float *y, float *lse, const float *__restrict__ qkv)
+    flash_forward_kernel(fl_geom g, raw_t<T> *y, float *lse, const raw_t<T> *__restrict__ qkv)
 {
-    __shared__ float sk[FL_SMEM], sv[FL_SMEM];
+    constexpr zt_dtype S = fl_tile_t<T, STAGED>;
+    __shared__ float sk[STAGED ? FL_SMEM : 1], sv[STAGED ? FL_SMEM : 1];
     const int64_t pair = blockIdx.y, s = pair / g.h, hh = pair % g.h;
     const int64_t i0 = (int64_t)blockIdx.x * FL_ROWS, i = i0 + threadIdx.x;
     const int64_t last = min_i64(i0 + FL_ROWS, g.t) - 1;
     const int64_t kmax = fl_allowed(g, s, last); // block-uniform
-    const float *q = qkv + s * g.t * g.ld + hh * g.hs, *k = q + g.c, *v = q + 2 * g.c;
+    const raw_t<T> *q = qkv + s * g.t * g.ld + hh * g.hs, *k = q + g.c, *v = q + 2 * g.c;
     const bool active = i < g.t;
     const int64_t a = active ? fl_allowed(g, s, i) : 0;
-    float *yi = y + (s * g.t + (active ? i : 0)) * g.c + hh * g.hs; // (hs)
-    const float *qi = q + (active ? i : 0) * g.ld;
+    const raw_t<T> *qi = q + (active ? i : 0) * g.ld;
     const uint64_t key = g.p > 0.0f ? fl_drop_key(g, s) : 0;
-    if (active)
-        for (int64_t d = 0; d < g.hs; d++)
-            yi[d] = 0.0f;
+    int64_t nd;
+    const int64_t d0 = fl_window(g, &nd);
+    float o[FL_COLS]; // columns d0.. of y
+    for (int64_t d = 0; d < nd; d++)
+        o[d] = 0.0f;
     float m = -INFINITY, l = 0.0f;
     for (int64_t j0 = 0; j0 < kmax; j0 += g.tile) {
         int64_t rows = min_i64(g.tile, kmax - j0), ks, vs;
         __syncthreads();
-        const float *kt = fl_stage(g, sk, k + j0 * g.ld, g.ld, rows, &ks);
-        const float *vt = fl_stage(g, sv, v + j0 * g.ld, g.ld, rows, &vs);
+        const raw_t<S> *kt = fl_stage<T, STAGED>(g, sk, k + j0 * g.ld, g.ld, rows, &ks);
+        const raw_t<S> *vt = fl_stage<T, STAGED>(g, sv, v + j0 * g.ld, g.ld, rows, &vs);
         __syncthreads();
         int64_t nj = min_i64(rows, a - j0);
         if (nj <= 0)
             continue;
         float sc[FL_TILE], mt = m;
         for (int64_t jj = 0; jj < nj; jj++) {
-            sc[jj] = __fmul_rn(g.scale, fl_dot(qi, kt + jj * ks, g.hs));
+            sc[jj] = __fmul_rn(g.scale, fl_dot<T, S>(qi, kt + jj * ks, g.hs));
             mt = fmaxf(mt, sc[jj]);
         }
         const float corr = expf(m - mt); // 0 on the first tile (m = -inf)
@@ -413,61 +444,63 @@ static __global__ void __launch_bounds__(FL_ROWS)
             sc[jj] = __fmul_rn(e, fl_kept(g, key, hh, i, j0 + jj));
         }
         m = mt;
-        for (int64_t d = 0; d < g.hs; d++) {
-            float acc = __fmul_rn(yi[d], corr);
+        for (int64_t d = 0; d < nd; d++) {
+            float acc = __fmul_rn(o[d], corr);
             for (int64_t jj = 0; jj < nj; jj++)
-                acc = __fadd_rn(acc, __fmul_rn(sc[jj], vt[jj * vs + d]));
-            yi[d] = acc;
+                acc = __fadd_rn(acc, __fmul_rn(sc[jj], elem<S>::widen(vt[jj * vs + d0 + d])));
+            o[d] = acc;
         }
     }
     if (!active)
         return;
-    float *li = lse + pair * g.t + i;
-    if (a <= 0) {
-        *li = 0.0f;
-        return;
-    }
-    const float inv = __fdiv_rn(1.0f, l);
-    for (int64_t d = 0; d < g.hs; d++)
-        yi[d] = __fmul_rn(yi[d], inv);
-    *li = __fadd_rn(m, logf(l));
+    raw_t<T> *yi = y + (s * g.t + i) * g.c + hh * g.hs + d0; // (nd)
+    /* A row with no allowed key: y = 0, lse = 0. */
+    const float inv = a > 0 ? __fdiv_rn(1.0f, l) : 0.0f;
+    for (int64_t d = 0; d < nd; d++)
+        yi[d] = elem<T>::narrow(a > 0 ? __fmul_rn(o[d], inv) : 0.0f);
+    if (blockIdx.z == 0)
+        lse[pair * g.t + i] = a > 0 ? __fadd_rn(m, logf(l)) : 0.0f;
 }
 
 /* ---- backward ---- */
 
 /* D(s, hh, i) = dy_i . y_i over head hh, into d (n, h, t). */
-static __global__ void flash_rowdot_kernel(fl_geom g, float *dd, const float *__restrict__ dy,
-                                           const float *__restrict__ y)
+template <zt_dtype T>
+static __global__ void flash_rowdot_kernel(fl_geom g, float *dd, const raw_t<T> *__restrict__ dy,
+                                           const raw_t<T> *__restrict__ y)
 {
     const int64_t total = g.n * g.h * g.t;
     for (int64_t r = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; r < total;
          r += (int64_t)gridDim.x * blockDim.x) {
         int64_t s = r / (g.h * g.t), hh = r / g.t % g.h, i = r % g.t;
         int64_t off = (s * g.t + i) * g.c + hh * g.hs;
-        dd[r] = fl_dot(dy + off, y + off, g.hs);
+        dd[r] = fl_dot<T, T>(dy + off, y + off, g.hs);
     }
 }
 
 /* dK and dV of FL_ROWS keys, one thread per key, over query tiles in order. */
+template <zt_dtype T, bool STAGED>
 static __global__ void __launch_bounds__(FL_ROWS)
-    flash_dkv_kernel(fl_geom g, float *dqkv, const float *__restrict__ dy,
+    flash_dkv_kernel(fl_geom g, raw_t<T> *dqkv, const raw_t<T> *__restrict__ dy,
                      const float *__restrict__ lse, const float *__restrict__ dd,
-                     const float *__restrict__ qkv)
+                     const raw_t<T> *__restrict__ qkv)
 {
-    __shared__ float sq[FL_SMEM], sdy[FL_SMEM];
+    constexpr zt_dtype S = fl_tile_t<T, STAGED>;
+    __shared__ float sq[STAGED ? FL_SMEM : 1], sdy[STAGED ? FL_SMEM : 1];
     const int64_t pair = blockIdx.y, s = pair / g.h, hh = pair % g.h;
     const int64_t j0 = (int64_t)blockIdx.x * FL_ROWS, j = j0 + threadIdx.x;
-    const float *q = qkv + s * g.t * g.ld + hh * g.hs, *k = q + g.c, *v = q + 2 * g.c;
-    const float *dys = dy + s * g.t * g.c + hh * g.hs;
+    const raw_t<T> *q = qkv + s * g.t * g.ld + hh * g.hs, *k = q + g.c, *v = q + 2 * g.c;
+    const raw_t<T> *dys = dy + s * g.t * g.c + hh * g.hs;
     const float *ls = lse + pair * g.t, *ds = dd + pair * g.t;
     const bool active = j < g.t;
     const int64_t jr = active ? j : 0;
-    float *dk = dqkv + (s * g.t + jr) * g.ld + g.c + hh * g.hs, *dv = dk + g.c;
-    const float *kj = k + jr * g.ld, *vj = v + jr * g.ld;
+    const raw_t<T> *kj = k + jr * g.ld, *vj = v + jr * g.ld;
     const uint64_t key = g.p > 0.0f ? fl_drop_key(g, s) : 0;
-    if (active)
-        for (int64_t d = 0; d < g.hs; d++)
-            dk[d] = dv[d] = 0.0f;
+    int64_t nd;
+    const int64_t d0 = fl_window(g, &nd);
+    float dk[FL_COLS], dv[FL_COLS]; // columns d0.. of dK and dV
+    for (int64_t d = 0; d < nd; d++)
+        dk[d] = dv[d] = 0.0f;
     const int64_t len = g.lengths ? g.lengths[s] : g.t;
     /* Block-uniform: queries before the first key see none of it (causal),
      * and keys at or past the length are seen by no query. */
@@ -475,8 +508,8 @@ static __global__ void __launch_bounds__(FL_ROWS)
     for (int64_t i0 = start; i0 < g.t; i0 += g.tile) {
         int64_t rows = min_i64(g.tile, g.t - i0), qs, dys_s;
         __syncthreads();
-        const float *qt = fl_stage(g, sq, q + i0 * g.ld, g.ld, rows, &qs);
-        const float *dyt = fl_stage(g, sdy, dys + i0 * g.c, g.c, rows, &dys_s);
+        const raw_t<S> *qt = fl_stage<T, STAGED>(g, sq, q + i0 * g.ld, g.ld, rows, &qs);
+        const raw_t<S> *dyt = fl_stage<T, STAGED>(g, sdy, dys + i0 * g.c, g.c, rows, &dys_s);
         __syncthreads();
         if (!active)
             continue;
@@ -488,51 +521,61 @@ static __global__ void __launch_bounds__(FL_ROWS)
             if (j >= fl_allowed(g, s, i))
                 continue;
             any = true;
-            float p = expf(__fmul_rn(g.scale, fl_dot(qt + ii * qs, kj, g.hs)) - ls[i]);
+            float p = expf(__fmul_rn(g.scale, fl_dot<S, T>(qt + ii * qs, kj, g.hs)) - ls[i]);
             float kept = fl_kept(g, key, hh, i, j);
-            float dp = __fmul_rn(fl_dot(dyt + ii * dys_s, vj, g.hs), kept);
+            float dp = __fmul_rn(fl_dot<S, T>(dyt + ii * dys_s, vj, g.hs), kept);
             pd[ii] = __fmul_rn(p, kept);
             dsc[ii] = __fmul_rn(__fmul_rn(g.scale, p), dp - ds[i]);
         }
         if (!any)
             continue;
-        for (int64_t d = 0; d < g.hs; d++) {
+        for (int64_t d = 0; d < nd; d++) {
             float av = dv[d], ak = dk[d];
             for (int64_t ii = 0; ii < rows; ii++) {
-                av = __fadd_rn(av, __fmul_rn(pd[ii], dyt[ii * dys_s + d]));
-                ak = __fadd_rn(ak, __fmul_rn(dsc[ii], qt[ii * qs + d]));
+                av = __fadd_rn(av, __fmul_rn(pd[ii], elem<S>::widen(dyt[ii * dys_s + d0 + d])));
+                ak = __fadd_rn(ak, __fmul_rn(dsc[ii], elem<S>::widen(qt[ii * qs + d0 + d])));
             }
             dv[d] = av;
             dk[d] = ak;
         }
     }
+    if (!active)
+        return;
+    raw_t<T> *dkj = dqkv + (s * g.t + j) * g.ld + g.c + hh * g.hs + d0, *dvj = dkj + g.c;
+    for (int64_t d = 0; d < nd; d++) {
+        dkj[d] = elem<T>::narrow(dk[d]);
+        dvj[d] = elem<T>::narrow(dv[d]);
+    }
 }
 
 /* dQ of FL_ROWS queries, one thread per query, over key tiles in order. */
+template <zt_dtype T, bool STAGED>
 static __global__ void __launch_bounds__(FL_ROWS)
-    flash_dq_kernel(fl_geom g, float *dqkv, const float *__restrict__ dy,
+    flash_dq_kernel(fl_geom g, raw_t<T> *dqkv, const raw_t<T> *__restrict__ dy,
                     const float *__restrict__ lse, const float *__restrict__ dd,
-                    const float *__restrict__ qkv)
+                    const raw_t<T> *__restrict__ qkv)
 {
-    __shared__ float sk[FL_SMEM], sv[FL_SMEM];
+    constexpr zt_dtype S = fl_tile_t<T, STAGED>;
+    __shared__ float sk[STAGED ? FL_SMEM : 1], sv[STAGED ? FL_SMEM : 1];
     const int64_t pair = blockIdx.y, s = pair / g.h, hh = pair % g.h;
     const int64_t i0 = (int64_t)blockIdx.x * FL_ROWS, i = i0 + threadIdx.x;
     const int64_t kmax = fl_allowed(g, s, min_i64(i0 + FL_ROWS, g.t) - 1); // block-uniform
-    const float *q = qkv + s * g.t * g.ld + hh * g.hs, *k = q + g.c, *v = q + 2 * g.c;
+    const raw_t<T> *q = qkv + s * g.t * g.ld + hh * g.hs, *k = q + g.c, *v = q + 2 * g.c;
     const bool active = i < g.t;
     const int64_t ir = active ? i : 0, a = active ? fl_allowed(g, s, i) : 0;
-    const float *qi = q + ir * g.ld, *dyi = dy + (s * g.t + ir) * g.c + hh * g.hs;
-    float *dq = dqkv + (s * g.t + ir) * g.ld + hh * g.hs;
+    const raw_t<T> *qi = q + ir * g.ld, *dyi = dy + (s * g.t + ir) * g.c + hh * g.hs;
     const float li = active ? lse[pair * g.t + i] : 0.0f, di = active ? dd[pair * g.t + i] : 0.0f;
     const uint64_t key = g.p > 0.0f ? fl_drop_key(g, s) : 0;
-    if (active)
-        for (int64_t d = 0; d < g.hs; d++)
-            dq[d] = 0.0f;
+    int64_t nd;
+    const int64_t d0 = fl_window(g, &nd);
+    float dq[FL_COLS]; // columns d0.. of dQ
+    for (int64_t d = 0; d < nd; d++)
+        dq[d] = 0.0f;
     for (int64_t j0 = 0; j0 < kmax; j0 += g.tile) {
         int64_t rows = min_i64(g.tile, kmax - j0), ks, vs;
         __syncthreads();
-        const float *kt = fl_stage(g, sk, k + j0 * g.ld, g.ld, rows, &ks);
-        const float *vt = fl_stage(g, sv, v + j0 * g.ld, g.ld, rows, &vs);
+        const raw_t<S> *kt = fl_stage<T, STAGED>(g, sk, k + j0 * g.ld, g.ld, rows, &ks);
+        const raw_t<S> *vt = fl_stage<T, STAGED>(g, sv, v + j0 * g.ld, g.ld, rows, &vs);
         __syncthreads();
         int64_t nj = min_i64(rows, a - j0);
         if (nj <= 0)
@@ -540,17 +583,22 @@ static __global__ void __launch_bounds__(FL_ROWS)
         float dsc[FL_TILE];
         for (int64_t jj = 0; jj < nj; jj++) {
             int64_t j = j0 + jj;
-            float p = expf(__fmul_rn(g.scale, fl_dot(qi, kt + jj * ks, g.hs)) - li);
-            float dp = __fmul_rn(fl_dot(dyi, vt + jj * vs, g.hs), fl_kept(g, key, hh, i, j));
+            float p = expf(__fmul_rn(g.scale, fl_dot<T, S>(qi, kt + jj * ks, g.hs)) - li);
+            float dp = __fmul_rn(fl_dot<T, S>(dyi, vt + jj * vs, g.hs), fl_kept(g, key, hh, i, j));
             dsc[jj] = __fmul_rn(__fmul_rn(g.scale, p), dp - di);
         }
-        for (int64_t d = 0; d < g.hs; d++) {
+        for (int64_t d = 0; d < nd; d++) {
             float acc = dq[d];
             for (int64_t jj = 0; jj < nj; jj++)
-                acc = __fadd_rn(acc, __fmul_rn(dsc[jj], kt[jj * ks + d]));
+                acc = __fadd_rn(acc, __fmul_rn(dsc[jj], elem<S>::widen(kt[jj * ks + d0 + d])));
             dq[d] = acc;
         }
     }
+    if (!active)
+        return;
+    raw_t<T> *dqi = dqkv + (s * g.t + i) * g.ld + hh * g.hs + d0;
+    for (int64_t d = 0; d < nd; d++)
+        dqi[d] = elem<T>::narrow(dq[d]);
 }
 
 /* ---- host ---- */
@@ -569,61 +617,79 @@ static fl_geom fl_geom_of(int64_t n, int64_t h, int64_t t, int64_t c, float scal
     return g;
 }
 
+/* The wide path's grid: row blocks, (sample, head) pairs, column windows. */
 static dim3 fl_grid(const fl_geom &g)
 {
-    return dim3((unsigned)((g.t + FL_ROWS - 1) / FL_ROWS), (unsigned)(g.n * g.h));
+    return dim3((unsigned)((g.t + FL_ROWS - 1) / FL_ROWS), (unsigned)(g.n * g.h),
+                (unsigned)((g.hs + FL_COLS - 1) / FL_COLS));
 }
 
-static void cuda_attn_flash_forward(const zt_backend *be, zt_dtype dt, void *y_, float *lse,
-                                    float *work, const void *qkv_, int64_t n, int64_t h,
+template <zt_dtype T, bool STAGED>
+static void fl_backward(cudaStream_t st, const fl_geom &g, raw_t<T> *dqkv, const raw_t<T> *dy,
+                        const float *lse, const float *dd, const raw_t<T> *qkv)
+{
+    ZT_LAUNCH(fl_grid(g), FL_ROWS, 0, st, flash_dkv_kernel<T, STAGED>)(g, dqkv, dy, lse, dd, qkv);
+    ZT_LAUNCH(fl_grid(g), FL_ROWS, 0, st, flash_dq_kernel<T, STAGED>)(g, dqkv, dy, lse, dd, qkv);
+}
+
+static void cuda_attn_flash_forward(const zt_backend *be, zt_dtype dt, void *y, float *lse,
+                                    float *work, const void *qkv, int64_t n, int64_t h,
                                     int64_t t, int64_t c, float scale, bool causal,
                                     const int32_t *lengths, const zt_dropout_desc *drop)
 {
     (void)work;
     zt_cuda_impl *impl = nn_impl(be);
-    if (n <= 0 || t <= 0 || !zt_cuda_fp32_only(impl, dt, "attn_flash_forward"))
+    if (n <= 0 || t <= 0)
         return;
-    float *y = static_cast<float *>(y_);
-    const float *qkv = static_cast<const float *>(qkv_);
     fl_geom g = fl_geom_of(n, h, t, c, scale, causal, lengths, drop);
     cudaStream_t st = impl->stream;
-    if (g.hs <= 32)
-        fr_forward<32>(st, g, y, lse, qkv);
-    else if (g.hs <= 64)
-        fr_forward<64>(st, g, y, lse, qkv);
-    else if (g.hs <= FR_MAX_HS)
-        fr_forward<FR_MAX_HS>(st, g, y, lse, qkv);
-    else
-        ZT_LAUNCH(fl_grid(g), FL_ROWS, 0, st, flash_forward_kernel)(g, y, lse, qkv);
+    with_dtype(dt, [&](auto tag) {
+        constexpr zt_dtype T = decltype(tag)::value;
+        raw_t<T> *yt = static_cast<raw_t<T> *>(y);
+        const raw_t<T> *qt = static_cast<const raw_t<T> *>(qkv);
+        if (g.hs <= 32)
+            fr_forward<32, T>(st, g, yt, lse, qt);
+        else if (g.hs <= 64)
+            fr_forward<64, T>(st, g, yt, lse, qt);
+        else if (g.hs <= FR_MAX_HS)
+            fr_forward<FR_MAX_HS, T>(st, g, yt, lse, qt);
+        else if (g.staged)
+            ZT_LAUNCH(fl_grid(g), FL_ROWS, 0, st, flash_forward_kernel<T, true>)(g, yt, lse, qt);
+        else
+            ZT_LAUNCH(fl_grid(g), FL_ROWS, 0, st, flash_forward_kernel<T, false>)(g, yt, lse, qt);
+    });
     nn_record(be, "attn_flash_forward");
 }
 
-static void cuda_attn_flash_backward(const zt_backend *be, zt_dtype dt, void *dqkv_,
-                                     const void *dy_, const void *y_, const float *lse,
-                                     const void *qkv_, float *work, int64_t n, int64_t h,
+static void cuda_attn_flash_backward(const zt_backend *be, zt_dtype dt, void *dqkv,
+                                     const void *dy, const void *y, const float *lse,
+                                     const void *qkv, float *work, int64_t n, int64_t h,
                                      int64_t t, int64_t c, float scale, bool causal,
                                      const int32_t *lengths, const zt_dropout_desc *drop)
 {
     zt_cuda_impl *impl = nn_impl(be);
-    if (n <= 0 || t <= 0 || !zt_cuda_fp32_only(impl, dt, "attn_flash_backward"))
+    if (n <= 0 || t <= 0)
         return;
-    float *dqkv = static_cast<float *>(dqkv_);
-    const float *dy = static_cast<const float *>(dy_), *y = static_cast<const float *>(y_);
-    const float *qkv = static_cast<const float *>(qkv_);
     fl_geom g = fl_geom_of(n, h, t, c, scale, causal, lengths, drop);
-    ZT_LAUNCH(nn_grid(impl, n * h * t, ZT_NN_THREADS), ZT_NN_THREADS, 0, impl->stream,
-              flash_rowdot_kernel)(g, work, dy, y);
     cudaStream_t st = impl->stream;
-    if (g.hs <= 32) {
-        fr_backward<32>(st, g, dqkv, dy, lse, work, qkv);
-    } else if (g.hs <= 64) {
-        fr_backward<64>(st, g, dqkv, dy, lse, work, qkv);
-    } else if (g.hs <= FR_MAX_HS) {
-        fr_backward<FR_MAX_HS>(st, g, dqkv, dy, lse, work, qkv);
-    } else {
-        ZT_LAUNCH(fl_grid(g), FL_ROWS, 0, st, flash_dkv_kernel)(g, dqkv, dy, lse, work, qkv);
-        ZT_LAUNCH(fl_grid(g), FL_ROWS, 0, st, flash_dq_kernel)(g, dqkv, dy, lse, work, qkv);
-    }
+    with_dtype(dt, [&](auto tag) {
+        constexpr zt_dtype T = decltype(tag)::value;
+        using R = raw_t<T>;
+        R *d = static_cast<R *>(dqkv);
+        const R *gy = static_cast<const R *>(dy), *qt = static_cast<const R *>(qkv);
+        ZT_LAUNCH(nn_grid(impl, n * h * t, ZT_NN_THREADS), ZT_NN_THREADS, 0, st,
+                  flash_rowdot_kernel<T>)(g, work, gy, static_cast<const R *>(y));
+        if (g.hs <= 32)
+            fr_backward<32, T>(st, g, d, gy, lse, work, qt);
+        else if (g.hs <= 64)
+            fr_backward<64, T>(st, g, d, gy, lse, work, qt);
+        else if (g.hs <= FR_MAX_HS)
+            fr_backward<FR_MAX_HS, T>(st, g, d, gy, lse, work, qt);
+        else if (g.staged)
+            fl_backward<T, true>(st, g, d, gy, lse, work, qt);
+        else
+            fl_backward<T, false>(st, g, d, gy, lse, work, qt);
+    });
     nn_record(be, "attn_flash_backward");
 }
 

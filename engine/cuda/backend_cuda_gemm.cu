@@ -2,7 +2,10 @@
  * backend_cuda_gemm: the CUDA backend's gemm and gemm_batched on cuBLAS.
  * GEMMs are deterministic run to run on one GPU model, not bit-equal to
  * OpenBLAS; fp32 GEMMs use TF32 tensor cores only when the backend was made
- * with tf32.
+ * with tf32. A typed gemm with 16-bit operands (dt fp16/bf16) hands them to
+ * cublasGemmEx as they are stored (CUDA_R_16F/CUDA_R_16BF, fp32 compute, C
+ * fp32 or of dt), whatever gemm_dtype says: the cast path below is for fp32
+ * operands only.
  *
  * GEMM with gemm_dtype fp16/bf16 and a workspace: A and B are rounded into the
  * two cast buffers (compact, row-major) and multiplied on tensor cores with
@@ -40,17 +43,19 @@ __global__ void cast_kernel(uint16_t *dst, const float *src, int64_t batch, int6
     }
 }
 
-/* C = beta C, beta == 0 writing zeros without reading C (BLAS's rule). */
-__global__ void scale_matrix_kernel(float *c, int64_t batch, int64_t rows, int64_t cols,
+/* C (T) = beta C, beta == 0 writing zeros without reading C (BLAS's rule). */
+template <zt_dtype T>
+__global__ void scale_matrix_kernel(raw_t<T> *c, int64_t batch, int64_t rows, int64_t cols,
                                     int64_t ld, int64_t stride, float beta)
 {
+    using E = elem<T>;
     const int64_t nrows = batch * rows;
     const int64_t cstep = (int64_t)gridDim.x * blockDim.x;
     for (int64_t q = blockIdx.y; q < nrows; q += gridDim.y) {
         const int64_t b = q / rows;
-        float *row = c + b * stride + (q - b * rows) * ld; // (cols)
+        raw_t<T> *row = c + b * stride + (q - b * rows) * ld; // (cols)
         for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < cols; j += cstep)
-            row[j] = beta == 0.0f ? 0.0f : __fmul_rn(beta, row[j]);
+            row[j] = E::narrow(beta == 0.0f ? 0.0f : __fmul_rn(beta, E::widen(row[j])));
     }
 }
 
@@ -73,15 +78,19 @@ struct gemm_args {
 
 cublasOperation_t op_of(bool trans) { return trans ? CUBLAS_OP_T : CUBLAS_OP_N; }
 
-/* k == 0: C = beta C for every batch entry. */
-void gemm_scale_only(zt_cuda_impl *impl, const gemm_args &g, const char *what)
+/* k == 0: C (c_dt) = beta C for every batch entry. */
+void gemm_scale_only(zt_cuda_impl *impl, zt_dtype c_dt, void *c, int64_t batch, int64_t m,
+                     int64_t n, int64_t ldc, int64_t sc, float beta, const char *what)
 {
-    if (g.beta == 1.0f)
+    if (beta == 1.0f)
         return;
     dim3 grid, block;
-    rows_dims(impl, g.batch * g.m, g.n, &grid, &block);
-    ZT_LAUNCH(grid, block, 0, impl->stream, scale_matrix_kernel)
-    (g.c, g.batch, g.m, g.n, g.ldc, g.sc, g.beta);
+    rows_dims(impl, batch * m, n, &grid, &block);
+    with_dtype(c_dt, [&](auto tag) {
+        constexpr zt_dtype T = decltype(tag)::value;
+        ZT_LAUNCH(grid, block, 0, impl->stream, scale_matrix_kernel<T>)
+        (static_cast<raw_t<T> *>(c), batch, m, n, ldc, sc, beta);
+    });
     launched(impl, what);
 }
 
@@ -195,7 +204,7 @@ void gemm_run(zt_cuda_impl *impl, const gemm_args &g, const char *what)
     if (g.m <= 0 || g.n <= 0 || g.batch <= 0)
         return;
     if (g.k <= 0) {
-        gemm_scale_only(impl, g, what);
+        gemm_scale_only(impl, ZT_F32, g.c, g.batch, g.m, g.n, g.ldc, g.sc, g.beta, what);
         return;
     }
     if (impl->opt.gemm_dtype != ZT_F32 && impl->cast_bytes > 0)
@@ -209,8 +218,9 @@ cudaDataType cuda_type_of(zt_dtype dt)
     return dt == ZT_BF16 ? CUDA_R_16BF : dt == ZT_F16 ? CUDA_R_16F : CUDA_R_32F;
 }
 
-/* Typed 16-bit operands go to cuBLAS as they are (fp32 accumulation, C of
- * c_dt: fp32, or dt itself); fp32 ones take gemm_run's path (cast when the
+/* Typed 16-bit operands go to cuBLAS as they are, with no cast (fp32
+ * accumulation; C of c_dt, fp32 or dt itself, which cuBLAS rounds once from
+ * alpha AB + beta C); fp32 ones take gemm_run's path (cast when the
  * backend's gemm_dtype says so). */
 void cuda_gemm(const zt_backend *be, zt_dtype dt, zt_dtype c_dt, bool trans_a, bool trans_b,
                int64_t m, int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
@@ -231,6 +241,10 @@ void cuda_gemm(const zt_backend *be, zt_dtype dt, zt_dtype c_dt, bool trans_a, b
     }
     if (m <= 0 || n <= 0)
         return;
+    if (k <= 0) {
+        gemm_scale_only(impl, c_dt, c, 1, m, n, ldc, 0, beta, "gemm");
+        return;
+    }
     const cudaDataType at = cuda_type_of(dt);
     cublasStatus_t st = cublasGemmEx_64(impl->cublas, op_of(trans_b), op_of(trans_a), n, m, k,
                                         &alpha, b, at, ldb, a, at, lda, &beta, c,

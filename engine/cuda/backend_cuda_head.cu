@@ -2,7 +2,8 @@
  * backend_cuda_head: the CUDA backend's ops at a model's output: mean pooling
  * over the sequence (the classifier's head, forward and backward) and the
  * softmax cross-entropy with its gradient. Work layout, numerics and
- * determinism: cuda_nn.cuh.
+ * determinism: cuda_nn.cuh. The cross-entropy is typed: its kernel is a
+ * template on the dtype of logits and dlogits.
  *
  * Memory: ops allocate nothing. xent_forward_backward writes the total and
  * up to ZT_XENT_PARTS partial sums, (1 + 1024) doubles = 8200 bytes, at the
@@ -93,12 +94,13 @@ template <bool kBlock> static __device__ __forceinline__ double group_sum(double
  * writes dlogits, recomputing exp(l - max). dlogits may be logits: a thread
  * writes only what it has just read, and the label's logit is read before
  * the merge that precedes every write. Columns [classes, ld) are padding:
- * skipped, their dlogits 0. */
-template <bool kBlock, int W>
+ * skipped, their dlogits 0. logits and dlogits are tensors of T, read
+ * widened and written rounded. */
+template <bool kBlock, int W, zt_dtype T>
 static __global__ void __launch_bounds__(ZT_NN_THREADS)
-    xent_kernel(double *parts, const float *logits, const int32_t *__restrict__ labels,
+    xent_kernel(double *parts, const raw_t<T> *logits, const int32_t *__restrict__ labels,
                 int64_t rows, int64_t classes, int64_t ld, int32_t ignore_index, float dscale,
-                float *dlogits, int64_t part_rows)
+                raw_t<T> *dlogits, int64_t part_rows)
 {
     __shared__ float sh_m[ZT_NN_WARPS];
     __shared__ double sh_s[ZT_NN_WARPS];
@@ -110,19 +112,19 @@ static __global__ void __launch_bounds__(ZT_NN_THREADS)
     const int64_t end = min_i64(rows, begin + part_rows);
     double loss = 0.0; // this group's rows, in increasing order
     for (int64_t r = begin + (kBlock ? 0 : warp); r < end; r += kBlock ? 1 : ZT_NN_WARPS) {
-        const float *lr = logits + r * ld;                // (ld)
-        float *dl = dlogits ? dlogits + r * ld : nullptr; // (ld)
+        const raw_t<T> *lr = logits + r * ld;                // (ld)
+        raw_t<T> *dl = dlogits ? dlogits + r * ld : nullptr; // (ld)
         const int32_t label = labels[r];
         if (label == ignore_index) {
             if (dl)
                 for (int64_t u = g; u < nu; u += gsize)
-                    vstore<W>(dl + u * W, vzero<W>());
+                    vstore<W, T>(dl + u * W, vzero<W>());
             continue;
         }
-        const float target = g == 0 ? lr[label] : 0.0f;
+        const float target = g == 0 ? elem<T>::widen(lr[label]) : 0.0f;
         xent_ms st = {-INFINITY, 0.0};
         for (int64_t u = g; u < nu; u += gsize) {
-            zt_vec<W> a = vload<W>(lr + u * W);
+            zt_vec<W> a = vload<W, T>(lr + u * W);
             float cm = -INFINITY;
 #pragma unroll
             for (int e = 0; e < W; e++)
@@ -144,7 +146,7 @@ static __global__ void __launch_bounds__(ZT_NN_THREADS)
             continue;
         const float inv = (float)(1.0 / st.s);
         for (int64_t u = g; u < nu; u += gsize) {
-            zt_vec<W> a = vload<W>(lr + u * W);
+            zt_vec<W> a = vload<W, T>(lr + u * W);
 #pragma unroll
             for (int e = 0; e < W; e++) {
                 int64_t col = u * W + e;
@@ -152,7 +154,7 @@ static __global__ void __launch_bounds__(ZT_NN_THREADS)
                 float d = __fmul_rn(dscale, col == (int64_t)label ? __fsub_rn(p, 1.0f) : p);
                 a.v[e] = col < classes ? d : 0.0f;
             }
-            vstore<W>(dl + u * W, a);
+            vstore<W, T>(dl + u * W, a);
         }
     }
     if (kBlock ? threadIdx.x == 0 : lane == 0)
@@ -179,18 +181,14 @@ static __global__ void __launch_bounds__(ZT_NN_THREADS)
         *out = v;
 }
 
-static double cuda_xent_forward_backward(const zt_backend *be, zt_dtype dt, const void *logits_,
+static double cuda_xent_forward_backward(const zt_backend *be, zt_dtype dt, const void *logits,
                                          const int32_t *labels, int64_t rows, int64_t classes,
                                          int64_t ld, int32_t ignore_index, float dscale,
-                                         void *dlogits_)
+                                         void *dlogits)
 {
     zt_cuda_impl *impl = nn_impl(be);
     if (rows <= 0)
         return 0.0;
-    if (!zt_cuda_fp32_only(impl, dt, "xent_forward_backward"))
-        return NAN;
-    const float *logits = static_cast<const float *>(logits_);
-    float *dlogits = static_cast<float *>(dlogits_);
     int64_t max_parts = min_i64(ZT_XENT_PARTS, (int64_t)(impl->scratch_bytes / sizeof(double)) - 1);
     if (!impl->scratch || max_parts < 1) {
         zt_cuda_record(impl, cudaErrorInvalidValue, "xent_forward_backward (scratch too small)");
@@ -204,22 +202,27 @@ static double cuda_xent_forward_backward(const zt_backend *be, zt_dtype dt, cons
     double *parts = total + 1;
     /* A padded row stride (a multiple of 128) gets vector loads whatever the
      * class count. */
-    bool vec = ld % 4 == 0 && aligned16(logits) && (!dlogits || aligned16(dlogits));
+    bool vec = ld % 4 == 0 && vec_aligned(logits, dt) && (!dlogits || vec_aligned(dlogits, dt));
     bool block = classes >= ZT_XENT_BLOCK_CLASSES;
     dim3 grid((unsigned)nparts);
     cudaStream_t st = impl->stream;
-    if (block && vec)
-        ZT_LAUNCH(grid, ZT_NN_THREADS, 0, st, xent_kernel<true, 4>)
-        (parts, logits, labels, rows, classes, ld, ignore_index, dscale, dlogits, part_rows);
-    else if (block)
-        ZT_LAUNCH(grid, ZT_NN_THREADS, 0, st, xent_kernel<true, 1>)
-        (parts, logits, labels, rows, classes, ld, ignore_index, dscale, dlogits, part_rows);
-    else if (vec)
-        ZT_LAUNCH(grid, ZT_NN_THREADS, 0, st, xent_kernel<false, 4>)
-        (parts, logits, labels, rows, classes, ld, ignore_index, dscale, dlogits, part_rows);
-    else
-        ZT_LAUNCH(grid, ZT_NN_THREADS, 0, st, xent_kernel<false, 1>)
-        (parts, logits, labels, rows, classes, ld, ignore_index, dscale, dlogits, part_rows);
+    with_dtype(dt, [&](auto tag) {
+        constexpr zt_dtype T = decltype(tag)::value;
+        const raw_t<T> *l = static_cast<const raw_t<T> *>(logits);
+        raw_t<T> *d = static_cast<raw_t<T> *>(dlogits);
+        if (block && vec)
+            ZT_LAUNCH(grid, ZT_NN_THREADS, 0, st, xent_kernel<true, 4, T>)
+            (parts, l, labels, rows, classes, ld, ignore_index, dscale, d, part_rows);
+        else if (block)
+            ZT_LAUNCH(grid, ZT_NN_THREADS, 0, st, xent_kernel<true, 1, T>)
+            (parts, l, labels, rows, classes, ld, ignore_index, dscale, d, part_rows);
+        else if (vec)
+            ZT_LAUNCH(grid, ZT_NN_THREADS, 0, st, xent_kernel<false, 4, T>)
+            (parts, l, labels, rows, classes, ld, ignore_index, dscale, d, part_rows);
+        else
+            ZT_LAUNCH(grid, ZT_NN_THREADS, 0, st, xent_kernel<false, 1, T>)
+            (parts, l, labels, rows, classes, ld, ignore_index, dscale, d, part_rows);
+    });
     nn_record(be, "xent_forward_backward");
     ZT_LAUNCH(1, ZT_NN_THREADS, 0, st, sum_parts_kernel)(total, parts, nparts);
     nn_record(be, "xent_forward_backward (sum)");

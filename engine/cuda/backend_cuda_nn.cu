@@ -1,11 +1,14 @@
 /*
  * backend_cuda_nn: the CUDA backend's transformer-layer ops along the
  * residual stream: embedding (forward and backward), sinusoidal positions,
- * layernorm (and residual add + layernorm), GELU and keyed dropout (backend.h's "Transformer layers" block,
- * less the attention softmax in backend_cuda_attn.cu and the pooling and
- * cross-entropy in backend_cuda_head.cu; gemm_batched lives with the other
- * cuBLAS calls in backend_cuda_gemm.cu). Work layout, numerics and
- * determinism: cuda_nn.cuh.
+ * layernorm (and residual add + layernorm), GELU and keyed dropout
+ * (backend.h's "Transformer layers" block, less the attention softmax in
+ * backend_cuda_attn.cu and the pooling and cross-entropy in
+ * backend_cuda_head.cu; gemm_batched lives with the other cuBLAS calls in
+ * backend_cuda_gemm.cu). Work layout, numerics and determinism: cuda_nn.cuh.
+ * The typed ops (embedding, layernorm, residual + layernorm, dropout) are
+ * kernel templates on their dtype; residual + layernorm normalises x1 as
+ * stored, rounded to it.
  *
  * Memory: ops allocate nothing; everything works in registers and shared
  * memory. Collective: none.
@@ -31,48 +34,51 @@ extern "C" {
 
 /* ---- embedding ---- */
 
-template <int W>
+template <int W, zt_dtype T>
 static __global__ void __launch_bounds__(ZT_NN_THREADS)
-    embedding_forward_kernel(float *__restrict__ y, const int32_t *__restrict__ ids,
-                             const float *__restrict__ table, int64_t rows, int64_t cols,
+    embedding_forward_kernel(raw_t<T> *__restrict__ y, const int32_t *__restrict__ ids,
+                             const raw_t<T> *__restrict__ table, int64_t rows, int64_t cols,
                              bool accumulate)
 {
     const int64_t nu = cols / W;
     for (int64_t r = (int64_t)blockIdx.x * blockDim.y + threadIdx.y; r < rows;
          r += (int64_t)gridDim.x * blockDim.y) {
-        const float *src = table + (int64_t)ids[r] * cols; // (cols)
-        float *dst = y + r * cols;                         // (cols)
+        const raw_t<T> *src = table + (int64_t)ids[r] * cols; // (cols)
+        raw_t<T> *dst = y + r * cols;                         // (cols)
         for (int64_t u = threadIdx.x; u < nu; u += blockDim.x) {
-            zt_vec<W> a = vload<W>(src + u * W);
+            zt_vec<W> a = vload<W, T>(src + u * W);
             if (accumulate) {
-                zt_vec<W> b = vload<W>(dst + u * W);
+                zt_vec<W> b = vload<W, T>(dst + u * W);
 #pragma unroll
                 for (int e = 0; e < W; e++)
                     a.v[e] = b.v[e] + a.v[e];
             }
-            vstore<W>(dst + u * W, a);
+            vstore<W, T>(dst + u * W, a);
         }
     }
 }
 
-static void cuda_embedding_forward(const zt_backend *be, zt_dtype dt, void *y_,
-                                   const int32_t *ids, const void *table_, int64_t rows,
+static void cuda_embedding_forward(const zt_backend *be, zt_dtype dt, void *y,
+                                   const int32_t *ids, const void *table, int64_t rows,
                                    int64_t cols, bool accumulate)
 {
     zt_cuda_impl *impl = nn_impl(be);
-    if (rows <= 0 || cols <= 0 || !zt_cuda_fp32_only(impl, dt, "embedding_forward"))
+    if (rows <= 0 || cols <= 0)
         return;
-    float *y = static_cast<float *>(y_);
-    const float *table = static_cast<const float *>(table_);
-    bool vec = cols % 4 == 0 && aligned16(y) && aligned16(table);
+    bool vec = cols % 4 == 0 && vec_aligned(y, dt) && vec_aligned(table, dt);
     dim3 block = row_block(vec ? cols / 4 : cols);
     unsigned grid = nn_grid(impl, rows, block.y);
-    if (vec)
-        ZT_LAUNCH(grid, block, 0, impl->stream, embedding_forward_kernel<4>)
-        (y, ids, table, rows, cols, accumulate);
-    else
-        ZT_LAUNCH(grid, block, 0, impl->stream, embedding_forward_kernel<1>)
-        (y, ids, table, rows, cols, accumulate);
+    with_dtype(dt, [&](auto tag) {
+        constexpr zt_dtype T = decltype(tag)::value;
+        raw_t<T> *yt = static_cast<raw_t<T> *>(y);
+        const raw_t<T> *tt = static_cast<const raw_t<T> *>(table);
+        if (vec)
+            ZT_LAUNCH(grid, block, 0, impl->stream, embedding_forward_kernel<4, T>)
+            (yt, ids, tt, rows, cols, accumulate);
+        else
+            ZT_LAUNCH(grid, block, 0, impl->stream, embedding_forward_kernel<1, T>)
+            (yt, ids, tt, rows, cols, accumulate);
+    });
     nn_record(be, "embedding_forward");
 }
 
@@ -101,10 +107,10 @@ static __device__ void block_bitonic_sort(uint64_t *keys, int n)
  * units); its warp adds that id's dy rows to the table row in order, in
  * registers, and writes each element once. Chunks run in launch order, so
  * every element receives its additions in increasing r, as on the CPU. */
-template <int W>
+template <int W, zt_dtype T>
 static __global__ void __launch_bounds__(ZT_EMB_THREADS)
     embedding_backward_kernel(float *__restrict__ dtable, const int32_t *__restrict__ ids,
-                              const float *__restrict__ dy, int64_t r0, int nr, int64_t cols)
+                              const raw_t<T> *__restrict__ dy, int64_t r0, int nr, int64_t cols)
 {
     /* Loads a warp keeps in flight while walking one id's rows. */
     constexpr int kBatch = 32 / W;
@@ -144,7 +150,7 @@ static __global__ void __launch_bounds__(ZT_EMB_THREADS)
 #pragma unroll
             for (int b = 0; b < kBatch; b++)
                 if (q0 + b < end)
-                    g[b] = vload<W>(dy + (r0 + (int64_t)(uint32_t)keys[q0 + b]) * cols + u * W);
+                    g[b] = vload<W, T>(dy + (r0 + (int64_t)(uint32_t)keys[q0 + b]) * cols + u * W);
 #pragma unroll
             for (int b = 0; b < kBatch; b++) {
                 if (q0 + b < end) {
@@ -159,20 +165,19 @@ static __global__ void __launch_bounds__(ZT_EMB_THREADS)
 }
 
 static void cuda_embedding_backward(const zt_backend *be, zt_dtype dt, float *dtable,
-                                    const int32_t *ids, const void *dy_, int64_t rows,
+                                    const int32_t *ids, const void *dy, int64_t rows,
                                     int64_t cols, int64_t vocab, bool accumulate)
 {
     zt_cuda_impl *impl = nn_impl(be);
-    if (cols <= 0 || vocab <= 0 || !zt_cuda_fp32_only(impl, dt, "embedding_backward"))
+    if (cols <= 0 || vocab <= 0)
         return;
-    const float *dy = static_cast<const float *>(dy_);
     if (!accumulate) {
         zt_cuda_record(impl,
                        cudaMemsetAsync(dtable, 0, (size_t)(vocab * cols) * sizeof(float),
                                        impl->stream),
                        "embedding_backward (clear)");
     }
-    bool vec = cols % 4 == 0 && aligned16(dtable) && aligned16(dy);
+    bool vec = cols % 4 == 0 && aligned16(dtable) && vec_aligned(dy, dt);
     int64_t tiles = ((vec ? cols / 4 : cols) + 31) / 32;
     int64_t cap = 2 * (int64_t)(impl->sm_count > 0 ? impl->sm_count : 1);
     for (int64_t r0 = 0; r0 < rows; r0 += ZT_EMB_CHUNK) {
@@ -180,12 +185,16 @@ static void cuda_embedding_backward(const zt_backend *be, zt_dtype dt, float *dt
         /* Every block sorts, so use no more blocks than the items need. */
         unsigned grid = (unsigned)min_i64(cap, (nr * tiles + ZT_EMB_THREADS / 32 - 1) /
                                                    (ZT_EMB_THREADS / 32));
-        if (vec)
-            ZT_LAUNCH(grid, ZT_EMB_THREADS, 0, impl->stream, embedding_backward_kernel<4>)
-            (dtable, ids, dy, r0, nr, cols);
-        else
-            ZT_LAUNCH(grid, ZT_EMB_THREADS, 0, impl->stream, embedding_backward_kernel<1>)
-            (dtable, ids, dy, r0, nr, cols);
+        with_dtype(dt, [&](auto tag) {
+            constexpr zt_dtype T = decltype(tag)::value;
+            const raw_t<T> *g = static_cast<const raw_t<T> *>(dy);
+            if (vec)
+                ZT_LAUNCH(grid, ZT_EMB_THREADS, 0, impl->stream, embedding_backward_kernel<4, T>)
+                (dtable, ids, g, r0, nr, cols);
+            else
+                ZT_LAUNCH(grid, ZT_EMB_THREADS, 0, impl->stream, embedding_backward_kernel<1, T>)
+                (dtable, ids, g, r0, nr, cols);
+        });
         nn_record(be, "embedding_backward");
     }
 }
@@ -222,22 +231,23 @@ static void cuda_sinusoid_add(const zt_backend *be, float *y, int64_t n, int64_t
 /* ---- layernorm ---- */
 
 /* With RES (residual_layernorm_forward) the row is x + branch, written to x1
- * as it is loaded; the statistics and y then read it from registers, or from
- * x1 (which this lane wrote) beyond the cached units. x1 may alias x or
- * branch, so those three are not __restrict__. */
-template <int W, int U, bool RES>
+ * as it is loaded; the statistics and y then read it as stored (rounded to
+ * T) from registers, or from x1 (which this lane wrote) beyond the cached
+ * units. x1 may alias x or branch, so those three are not __restrict__. */
+template <int W, int U, bool RES, zt_dtype T>
 static __global__ void __launch_bounds__(ZT_NN_THREADS)
-    layernorm_forward_kernel(float *__restrict__ y, float *__restrict__ mean,
-                             float *__restrict__ rstd, const float *x, const float *branch,
-                             float *x1, const float *__restrict__ w,
-                             const float *__restrict__ b, int64_t rows, int64_t cols, float eps)
+    layernorm_forward_kernel(raw_t<T> *__restrict__ y, float *__restrict__ mean,
+                             float *__restrict__ rstd, const raw_t<T> *x,
+                             const raw_t<T> *branch, raw_t<T> *x1,
+                             const raw_t<T> *__restrict__ w, const raw_t<T> *__restrict__ b,
+                             int64_t rows, int64_t cols, float eps)
 {
     const int lane = threadIdx.x & 31;
     const int64_t nu = cols / W;
     for (int64_t r = warp_index(); r < rows; r += warp_count()) {
-        const float *xr = (RES ? x1 : x) + r * cols; // (cols) what is normalised
-        float *yr = y + r * cols;                    // (cols)
-        zt_row_cache<W, U> xc;
+        const raw_t<T> *xr = (RES ? x1 : x) + r * cols; // (cols) what is normalised
+        raw_t<T> *yr = y + r * cols;                    // (cols)
+        zt_row_cache<W, U, T> xc;
         double s = 0.0;
 #pragma unroll
         for (int k = 0; k < lane_iters<U>(nu); k++) {
@@ -245,12 +255,12 @@ static __global__ void __launch_bounds__(ZT_NN_THREADS)
             if (u < nu) {
                 zt_vec<W> a;
                 if constexpr (RES) {
-                    zt_vec<W> xv = vload<W>(x + r * cols + u * W),
-                              bv = vload<W>(branch + r * cols + u * W);
+                    zt_vec<W> xv = vload<W, T>(x + r * cols + u * W),
+                              bv = vload<W, T>(branch + r * cols + u * W);
 #pragma unroll
                     for (int e = 0; e < W; e++)
-                        xv.v[e] = __fadd_rn(xv.v[e], bv.v[e]);
-                    vstore<W>(x1 + r * cols + u * W, xv);
+                        xv.v[e] = stored<T>(__fadd_rn(xv.v[e], bv.v[e]));
+                    vstore<W, T>(x1 + r * cols + u * W, xv);
                     if constexpr (U > 0)
                         xc.c[k] = xv;
                     a = xv;
@@ -289,59 +299,67 @@ static __global__ void __launch_bounds__(ZT_NN_THREADS)
         for (int k = 0; k < lane_iters<U>(nu); k++) {
             int64_t u = lane + 32 * (int64_t)k;
             if (u < nu) {
-                zt_vec<W> a = xc.get(xr, k, u), wv = vload<W>(w + u * W),
-                          bv = vload<W>(b + u * W);
+                zt_vec<W> a = xc.get(xr, k, u), wv = vload<W, T>(w + u * W),
+                          bv = vload<W, T>(b + u * W);
 #pragma unroll
                 for (int e = 0; e < W; e++)
                     a.v[e] = __fadd_rn(__fmul_rn(__fmul_rn(__fsub_rn(a.v[e], mf), rs), wv.v[e]),
                                        bv.v[e]);
-                vstore<W>(yr + u * W, a);
+                vstore<W, T>(yr + u * W, a);
             }
         }
     }
 }
 
-static void cuda_layernorm_forward(const zt_backend *be, zt_dtype dt, void *y_, float *mean,
-                                   float *rstd, const void *x_, const void *w_, const void *b_,
-                                   int64_t rows, int64_t cols, float eps)
+/* Both forms: x1 and branch are NULL for the plain layernorm. */
+static void layernorm_forward_launch(const zt_backend *be, zt_dtype dt, void *x1, void *y,
+                                     float *mean, float *rstd, const void *x,
+                                     const void *branch, const void *w, const void *b,
+                                     int64_t rows, int64_t cols, float eps, const char *what)
 {
     zt_cuda_impl *impl = nn_impl(be);
-    if (rows <= 0 || !zt_cuda_fp32_only(impl, dt, "layernorm_forward"))
+    if (rows <= 0)
         return;
-    float *y = static_cast<float *>(y_);
-    const float *x = static_cast<const float *>(x_), *w = static_cast<const float *>(w_);
-    const float *b = static_cast<const float *>(b_);
-    bool vec = cols % 4 == 0 && aligned16(y) && aligned16(x) && aligned16(w) && aligned16(b);
+    const bool res = x1 != nullptr;
+    bool vec = cols % 4 == 0 && vec_aligned(y, dt) && vec_aligned(x, dt) && vec_aligned(w, dt) &&
+               vec_aligned(b, dt) && (!res || (vec_aligned(branch, dt) && vec_aligned(x1, dt)));
     unsigned grid = nn_grid(impl, rows, ZT_NN_WARPS);
-    row_dispatch(vec, cols, [&](auto shape) {
-        constexpr int W = decltype(shape)::w, U = decltype(shape)::u;
-        ZT_LAUNCH(grid, ZT_NN_THREADS, 0, impl->stream, layernorm_forward_kernel<W, U, false>)
-        (y, mean, rstd, x, nullptr, nullptr, w, b, rows, cols, eps);
+    with_dtype(dt, [&](auto tag) {
+        constexpr zt_dtype T = decltype(tag)::value;
+        using R = raw_t<T>;
+        R *yt = static_cast<R *>(y), *x1t = static_cast<R *>(x1);
+        const R *xt = static_cast<const R *>(x), *bt = static_cast<const R *>(branch);
+        const R *wt = static_cast<const R *>(w), *bs = static_cast<const R *>(b);
+        row_dispatch(vec, cols, [&](auto shape) {
+            constexpr int W = decltype(shape)::w, U = decltype(shape)::u;
+            if (res)
+                ZT_LAUNCH(grid, ZT_NN_THREADS, 0, impl->stream,
+                          layernorm_forward_kernel<W, U, true, T>)
+                (yt, mean, rstd, xt, bt, x1t, wt, bs, rows, cols, eps);
+            else
+                ZT_LAUNCH(grid, ZT_NN_THREADS, 0, impl->stream,
+                          layernorm_forward_kernel<W, U, false, T>)
+                (yt, mean, rstd, xt, nullptr, nullptr, wt, bs, rows, cols, eps);
+        });
     });
-    nn_record(be, "layernorm_forward");
+    nn_record(be, what);
 }
 
-static void cuda_residual_layernorm_forward(const zt_backend *be, zt_dtype dt, void *x1_,
-                                            void *y_, float *mean, float *rstd, const void *x_,
-                                            const void *branch_, const void *w_, const void *b_,
+static void cuda_layernorm_forward(const zt_backend *be, zt_dtype dt, void *y, float *mean,
+                                   float *rstd, const void *x, const void *w, const void *b,
+                                   int64_t rows, int64_t cols, float eps)
+{
+    layernorm_forward_launch(be, dt, nullptr, y, mean, rstd, x, nullptr, w, b, rows, cols, eps,
+                             "layernorm_forward");
+}
+
+static void cuda_residual_layernorm_forward(const zt_backend *be, zt_dtype dt, void *x1,
+                                            void *y, float *mean, float *rstd, const void *x,
+                                            const void *branch, const void *w, const void *b,
                                             int64_t rows, int64_t cols, float eps)
 {
-    zt_cuda_impl *impl = nn_impl(be);
-    if (rows <= 0 || !zt_cuda_fp32_only(impl, dt, "residual_layernorm_forward"))
-        return;
-    float *x1 = static_cast<float *>(x1_), *y = static_cast<float *>(y_);
-    const float *x = static_cast<const float *>(x_);
-    const float *branch = static_cast<const float *>(branch_);
-    const float *w = static_cast<const float *>(w_), *b = static_cast<const float *>(b_);
-    bool vec = cols % 4 == 0 && aligned16(y) && aligned16(x) && aligned16(branch) &&
-               aligned16(x1) && aligned16(w) && aligned16(b);
-    unsigned grid = nn_grid(impl, rows, ZT_NN_WARPS);
-    row_dispatch(vec, cols, [&](auto shape) {
-        constexpr int W = decltype(shape)::w, U = decltype(shape)::u;
-        ZT_LAUNCH(grid, ZT_NN_THREADS, 0, impl->stream, layernorm_forward_kernel<W, U, true>)
-        (y, mean, rstd, x, branch, x1, w, b, rows, cols, eps);
-    });
-    nn_record(be, "residual_layernorm_forward");
+    layernorm_forward_launch(be, dt, x1, y, mean, rstd, x, branch, w, b, rows, cols, eps,
+                             "residual_layernorm_forward");
 }
 
 /* dw, db over columns [blockIdx.x * 8, + 8): all threads stage a tile of rows
@@ -349,9 +367,10 @@ static void cuda_residual_layernorm_forward(const zt_backend *be, zt_dtype dt, v
  * of each column) add the tile's rows in increasing order to registers that
  * started at the old value or 0: the CPU's exact sequence of roundings. The
  * next tile's loads are issued before that serial sum, so they overlap it. */
+template <zt_dtype T>
 static __global__ void __launch_bounds__(ZT_NN_THREADS)
     layernorm_param_grads_kernel(float *__restrict__ dw, float *__restrict__ db,
-                                 const float *__restrict__ dy, const float *__restrict__ x,
+                                 const raw_t<T> *__restrict__ dy, const raw_t<T> *__restrict__ x,
                                  const float *__restrict__ mean, const float *__restrict__ rstd,
                                  int64_t rows, int64_t cols, bool accumulate)
 {
@@ -367,8 +386,8 @@ static __global__ void __launch_bounds__(ZT_NN_THREADS)
         for (int k = 0; k < kPer; k++) {
             int64_t r = r0 + rr + (int64_t)k * kRowsPerPass;
             bool ok = r < rows && j < cols;
-            dyv[k] = ok ? dy[r * cols + j] : 0.0f;
-            xv[k] = ok ? x[r * cols + j] : 0.0f;
+            dyv[k] = ok ? elem<T>::widen(dy[r * cols + j]) : 0.0f;
+            xv[k] = ok ? elem<T>::widen(x[r * cols + j]) : 0.0f;
             mv[k] = ok ? mean[r] : 0.0f;
             rv[k] = ok ? rstd[r] : 0.0f;
         }
@@ -408,28 +427,28 @@ static __global__ void __launch_bounds__(ZT_NN_THREADS)
 /* dx of a row: the two row means as float32 warp sums, then the CPU's
  * expression. Each lane reads its elements before writing them and the sums
  * come first, so dx == dy works in place. */
-template <int W, int U>
+template <int W, int U, zt_dtype T>
 static __global__ void __launch_bounds__(ZT_NN_THREADS)
-    layernorm_dx_kernel(float *dx, const float *dy, const float *__restrict__ x,
+    layernorm_dx_kernel(raw_t<T> *dx, const raw_t<T> *dy, const raw_t<T> *__restrict__ x,
                         const float *__restrict__ mean, const float *__restrict__ rstd,
-                        const float *__restrict__ w, int64_t rows, int64_t cols,
+                        const raw_t<T> *__restrict__ w, int64_t rows, int64_t cols,
                         bool accumulate)
 {
     const int lane = threadIdx.x & 31;
     const int64_t nu = cols / W;
     for (int64_t r = warp_index(); r < rows; r += warp_count()) {
-        const float *dyr = dy + r * cols; // (cols)
-        const float *xr = x + r * cols;   // (cols)
-        float *dxr = dx + r * cols;       // (cols)
+        const raw_t<T> *dyr = dy + r * cols; // (cols)
+        const raw_t<T> *xr = x + r * cols;   // (cols)
+        raw_t<T> *dxr = dx + r * cols;       // (cols)
         const float m = mean[r], rs = rstd[r];
-        zt_row_cache<W, U> dyc, xc;
+        zt_row_cache<W, U, T> dyc, xc;
         float sg = 0.0f, sgx = 0.0f; // sums of dy*w and dy*w*xhat
 #pragma unroll
         for (int k = 0; k < lane_iters<U>(nu); k++) {
             int64_t u = lane + 32 * (int64_t)k;
             if (u < nu) {
                 zt_vec<W> g = dyc.fill(dyr, k, u), a = xc.fill(xr, k, u),
-                          wv = vload<W>(w + u * W);
+                          wv = vload<W, T>(w + u * W);
 #pragma unroll
                 for (int e = 0; e < W; e++) {
                     float gw = __fmul_rn(g.v[e], wv.v[e]);
@@ -445,8 +464,8 @@ static __global__ void __launch_bounds__(ZT_NN_THREADS)
             int64_t u = lane + 32 * (int64_t)k;
             if (u < nu) {
                 zt_vec<W> g = dyc.get(dyr, k, u), a = xc.get(xr, k, u),
-                          wv = vload<W>(w + u * W);
-                zt_vec<W> o = accumulate ? vload<W>(dxr + u * W) : vzero<W>();
+                          wv = vload<W, T>(w + u * W);
+                zt_vec<W> o = accumulate ? vload<W, T>(dxr + u * W) : vzero<W>();
 #pragma unroll
                 for (int e = 0; e < W; e++) {
                     float xhat = __fmul_rn(__fsub_rn(a.v[e], m), rs);
@@ -454,39 +473,43 @@ static __global__ void __launch_bounds__(ZT_NN_THREADS)
                                                       __fmul_rn(xhat, mean_gx)));
                     o.v[e] = accumulate ? __fadd_rn(o.v[e], d) : d;
                 }
-                vstore<W>(dxr + u * W, o);
+                vstore<W, T>(dxr + u * W, o);
             }
         }
     }
 }
 
-static void cuda_layernorm_backward(const zt_backend *be, zt_dtype dt, void *dx_, float *dw,
-                                    float *db, const void *dy_, const void *x_, const float *mean,
-                                    const float *rstd, const void *w_, int64_t rows, int64_t cols,
+static void cuda_layernorm_backward(const zt_backend *be, zt_dtype dt, void *dx, float *dw,
+                                    float *db, const void *dy, const void *x, const float *mean,
+                                    const float *rstd, const void *w, int64_t rows, int64_t cols,
                                     bool accumulate_dx, bool accumulate_params)
 {
     zt_cuda_impl *impl = nn_impl(be);
-    if (cols <= 0 || !zt_cuda_fp32_only(impl, dt, "layernorm_backward"))
+    if (cols <= 0)
         return;
-    float *dx = static_cast<float *>(dx_);
-    const float *dy = static_cast<const float *>(dy_), *x = static_cast<const float *>(x_);
-    const float *w = static_cast<const float *>(w_);
-    /* Parameter gradients first: they read dy, which dx may overwrite. With no
-     * rows they still assign 0 (or keep the accumulated value). */
     unsigned pgrid = (unsigned)((cols + ZT_LNP_COLS - 1) / ZT_LNP_COLS);
-    ZT_LAUNCH(pgrid, ZT_NN_THREADS, 0, impl->stream, layernorm_param_grads_kernel)
-    (dw, db, dy, x, mean, rstd, rows, cols, accumulate_params);
-    nn_record(be, "layernorm_backward (dw, db)");
-    if (rows <= 0)
-        return;
-    bool vec = cols % 4 == 0 && aligned16(dx) && aligned16(dy) && aligned16(x) && aligned16(w);
+    bool vec = cols % 4 == 0 && vec_aligned(dx, dt) && vec_aligned(dy, dt) &&
+               vec_aligned(x, dt) && vec_aligned(w, dt);
     unsigned grid = nn_grid(impl, rows, ZT_NN_WARPS);
-    row_dispatch(vec, cols, [&](auto shape) {
-        constexpr int W = decltype(shape)::w, U = decltype(shape)::u;
-        ZT_LAUNCH(grid, ZT_NN_THREADS, 0, impl->stream, layernorm_dx_kernel<W, U>)
-        (dx, dy, x, mean, rstd, w, rows, cols, accumulate_dx);
+    with_dtype(dt, [&](auto tag) {
+        constexpr zt_dtype T = decltype(tag)::value;
+        using R = raw_t<T>;
+        const R *dyt = static_cast<const R *>(dy), *xt = static_cast<const R *>(x);
+        /* Parameter gradients first: they read dy, which dx may overwrite.
+         * With no rows they still assign 0 (or keep the accumulated value). */
+        ZT_LAUNCH(pgrid, ZT_NN_THREADS, 0, impl->stream, layernorm_param_grads_kernel<T>)
+        (dw, db, dyt, xt, mean, rstd, rows, cols, accumulate_params);
+        nn_record(be, "layernorm_backward (dw, db)");
+        if (rows <= 0)
+            return;
+        row_dispatch(vec, cols, [&](auto shape) {
+            constexpr int W = decltype(shape)::w, U = decltype(shape)::u;
+            ZT_LAUNCH(grid, ZT_NN_THREADS, 0, impl->stream, layernorm_dx_kernel<W, U, T>)
+            (static_cast<R *>(dx), dyt, xt, mean, rstd, static_cast<const R *>(w), rows, cols,
+             accumulate_dx);
+        });
+        nn_record(be, "layernorm_backward (dx)");
     });
-    nn_record(be, "layernorm_backward (dx)");
 }
 
 /* ---- GELU ---- */
@@ -563,9 +586,9 @@ static void cuda_gelu_backward(const zt_backend *be, float *dx, const float *dy,
  * once per warp, each element then costs one mix. The draw is rng.h's
  * zt_rng_uniform(row_seed, 0, ctr) with its two ctr-free mixes hoisted, as on
  * the CPU; kept elements are x * scale, dropped ones x * 0 (NaN for inf/nan). */
-template <int W>
+template <int W, zt_dtype T>
 static __global__ void __launch_bounds__(ZT_NN_THREADS)
-    dropout_kernel(float *y, const float *x, const uint64_t *__restrict__ row_keys,
+    dropout_kernel(raw_t<T> *y, const raw_t<T> *x, const uint64_t *__restrict__ row_keys,
                    uint64_t seed, uint64_t site, int64_t step, int64_t rows, int64_t a,
                    int64_t b, int64_t c, int64_t key_b, int64_t key_c, float p, float scale)
 {
@@ -576,34 +599,32 @@ static __global__ void __launch_bounds__(ZT_NN_THREADS)
         uint64_t row_seed = zt_dropout_row_seed(seed, site, step, row_keys[s]);
         uint64_t key = zt_rng_mix(zt_rng_mix(row_seed));
         uint64_t ctr0 = (uint64_t)((i * key_b + j) * key_c);
-        const float *xr = x + r * c; // (c)
-        float *yr = y + r * c;       // (c)
+        const raw_t<T> *xr = x + r * c; // (c)
+        raw_t<T> *yr = y + r * c;       // (c)
         for (int64_t u = lane; u < nu; u += 32) {
-            zt_vec<W> v = vload<W>(xr + u * W);
+            zt_vec<W> v = vload<W, T>(xr + u * W);
 #pragma unroll
             for (int e = 0; e < W; e++) {
                 uint64_t ctr = ctr0 + (uint64_t)(u * W + e);
                 float draw = (float)(zt_rng_mix(key ^ ctr) >> 40) * (1.0f / 16777216.0f);
                 v.v[e] = __fmul_rn(v.v[e], draw >= p ? scale : 0.0f);
             }
-            vstore<W>(yr + u * W, v);
+            vstore<W, T>(yr + u * W, v);
         }
     }
 }
 
-static void cuda_dropout(const zt_backend *be, zt_dtype dt, void *y_, const void *x_,
+static void cuda_dropout(const zt_backend *be, zt_dtype dt, void *y, const void *x,
                          const zt_dropout_desc *d)
 {
     zt_cuda_impl *impl = nn_impl(be);
     int64_t rows = d->n * d->a * d->b, total = rows * d->c;
-    if (total <= 0 || !zt_cuda_fp32_only(impl, dt, "dropout"))
+    if (total <= 0)
         return;
-    float *y = static_cast<float *>(y_);
-    const float *x = static_cast<const float *>(x_);
     if (d->p == 0.0f) {
         if (y != x)
             zt_cuda_record(impl,
-                           cudaMemcpyAsync(y, x, (size_t)total * sizeof(float),
+                           cudaMemcpyAsync(y, x, (size_t)total * zt_dtype_size(dt),
                                            cudaMemcpyDeviceToDevice, impl->stream),
                            "dropout (copy)");
         return;
@@ -611,14 +632,20 @@ static void cuda_dropout(const zt_backend *be, zt_dtype dt, void *y_, const void
     /* Rounded once to float32 on the host, exactly as the CPU does. */
     const float scale = 1.0f / (1.0f - d->p);
     unsigned grid = nn_grid(impl, rows, ZT_NN_WARPS);
-    if (d->c % 4 == 0 && aligned16(y) && aligned16(x))
-        ZT_LAUNCH(grid, ZT_NN_THREADS, 0, impl->stream, dropout_kernel<4>)
-        (y, x, d->row_keys, d->seed, d->site, d->step, rows, d->a, d->b, d->c, d->key_b, d->key_c,
-         d->p, scale);
-    else
-        ZT_LAUNCH(grid, ZT_NN_THREADS, 0, impl->stream, dropout_kernel<1>)
-        (y, x, d->row_keys, d->seed, d->site, d->step, rows, d->a, d->b, d->c, d->key_b, d->key_c,
-         d->p, scale);
+    bool vec = d->c % 4 == 0 && vec_aligned(y, dt) && vec_aligned(x, dt);
+    with_dtype(dt, [&](auto tag) {
+        constexpr zt_dtype T = decltype(tag)::value;
+        raw_t<T> *yt = static_cast<raw_t<T> *>(y);
+        const raw_t<T> *xt = static_cast<const raw_t<T> *>(x);
+        if (vec)
+            ZT_LAUNCH(grid, ZT_NN_THREADS, 0, impl->stream, dropout_kernel<4, T>)
+            (yt, xt, d->row_keys, d->seed, d->site, d->step, rows, d->a, d->b, d->c, d->key_b,
+             d->key_c, d->p, scale);
+        else
+            ZT_LAUNCH(grid, ZT_NN_THREADS, 0, impl->stream, dropout_kernel<1, T>)
+            (yt, xt, d->row_keys, d->seed, d->site, d->step, rows, d->a, d->b, d->c, d->key_b,
+             d->key_c, d->p, scale);
+    });
     nn_record(be, "dropout");
 }
 

@@ -3,7 +3,8 @@
  * engine/cuda): element access with engine/dtype.c's bit-level rules (fp16
  * and bf16 widened to fp32 and rounded back, x86's NaN rules), the
  * grid-stride map kernel the element-wise ops run on, and the host helpers
- * that launch kernels and record their failures (zt_cuda_record, cuda_impl.h).
+ * that launch kernels, pick a typed op's kernels by its dtype (with_dtype)
+ * and record failures (zt_cuda_record, cuda_impl.h).
  *
  * Everything here has internal linkage (an anonymous namespace), so each .cu
  * compiles its own copy; host functions are inline so that a file using only
@@ -122,6 +123,16 @@ template <> struct elem<ZT_BF16> {
     static __device__ __forceinline__ uint16_t narrow(float x) { return f32_to_bf16(x); }
 };
 
+/* A tensor of T's storage type: float, or the 16 bits of an fp16 or bf16. */
+template <zt_dtype T> using raw_t = typename elem<T>::raw;
+
+/* x as a tensor of T holds it: rounded to T and read back (x itself for
+ * fp32). Where the contract rounds an intermediate, later math reads this. */
+template <zt_dtype T> __device__ __forceinline__ float stored(float x)
+{
+    return elem<T>::widen(elem<T>::narrow(x));
+}
+
 /* W elements from element index i (W == 4: one vector access; i is then a
  * multiple of 4 and the pointer aligned to 4 elements). */
 template <zt_dtype T, int W>
@@ -191,12 +202,33 @@ __global__ void bias_grad_join_kernel(float *dbias, const float *part, int64_t s
 
 /* ---- Host side: launching and recording. ---- */
 
+/* The storage dtype of a typed op (engine/backend.h, "Typed tensors") as a
+ * type: with_dtype(dt, f) calls f(dtype_tag<dt>{}), so that the op's host
+ * code instantiates its kernel templates for the dtype it was given and the
+ * kernels load and store that type themselves. */
+template <zt_dtype T> struct dtype_tag {
+    static constexpr zt_dtype value = T;
+};
+
+template <class F> void with_dtype(zt_dtype dt, F &&f)
+{
+    if (dt == ZT_F16)
+        f(dtype_tag<ZT_F16>{});
+    else if (dt == ZT_BF16)
+        f(dtype_tag<ZT_BF16>{});
+    else
+        f(dtype_tag<ZT_F32>{});
+}
+
 inline zt_cuda_impl *impl_of(const zt_backend *be)
 {
     return static_cast<zt_cuda_impl *>(be->impl);
 }
 
 inline bool aligned(const void *p, size_t bytes) { return (uintptr_t)p % bytes == 0; }
+
+/* Whether p may be accessed four elements of dt at a time. */
+inline bool vec_aligned(const void *p, zt_dtype dt) { return aligned(p, 4 * zt_dtype_size(dt)); }
 
 /* A launch's configuration error, or an earlier kernel's failure. */
 inline void launched(zt_cuda_impl *impl, const char *what)

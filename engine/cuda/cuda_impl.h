@@ -63,10 +63,6 @@ bool zt_cuda_record_blas(zt_cuda_impl *impl, cublasStatus_t rc, const char *what
 /* Records a failure the backend finds itself (not a CUDA or cuBLAS code). */
 void zt_cuda_record_msg(zt_cuda_impl *impl, zt_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* The CUDA backend's typed ops take dt = ZT_F32 only, but for gemm (its
- * typed_dtypes, engine/backend.h: the trainer then runs 16-bit models on
- * fp32 copies). True for fp32; a 16-bit dt is recorded as the op's failure. */
-bool zt_cuda_fp32_only(zt_cuda_impl *impl, zt_dtype dt, const char *what);
 
 /* Each op file fills the function pointers of the ops it defines and leaves
  * the rest of *be as it is; zt_backend_cuda_init calls every one. */

@@ -8,10 +8,16 @@
  * compared with op by op, so they keep its expressions term for term.
  *
  * Work layout: row ops (layernorm, softmax, dropout) give a row to a warp, with
- * the row in registers up to 16 float4 per lane and streamed from memory (L1)
- * beyond; elementwise ops are grid-stride loops. float4 accesses are used when
- * the row length is a multiple of 4 and every pointer is 16-byte aligned,
+ * the row in registers up to 16 units of 4 per lane and streamed from memory
+ * (L1) beyond; elementwise ops are grid-stride loops. Vector accesses of 4
+ * elements (float4, or ushort4 for 16-bit tensors) are used when the row
+ * length is a multiple of 4 and every pointer is aligned to 4 elements,
  * checked at run time. Grids are capped from the SM count.
+ *
+ * Typed ops (engine/backend.h) are kernel templates on the dtype T of their
+ * (dt) tensors: vload/vstore widen and round them as they are read and
+ * written (cuda_common.cuh's element rules), so a 16-bit tensor is never
+ * copied to fp32 and the math below is the fp32 op's.
  *
  * Numerics: the CPU rounds every float operation separately (x86-64-v2 has no
  * FMA), so kernels write a * b + c with __fmul_rn/__fadd_rn, which nvcc never
@@ -49,6 +55,7 @@
 extern "C" {
 #include "engine/backend.h"
 }
+#include "engine/cuda/cuda_common.cuh"
 #include "engine/cuda/cuda_impl.h"
 #include "engine/cuda/kernel_launch.cuh"
 
@@ -93,32 +100,25 @@ static inline void nn_record(const zt_backend *be, const char *what)
 
 /* ---- device helpers ---- */
 
-/* W consecutive floats: one float4 access when W == 4. */
+/* W consecutive elements as floats: one vector access when W == 4. */
 template <int W> struct zt_vec {
     float v[W];
 };
 
-template <int W> static __device__ __forceinline__ zt_vec<W> vload(const float *p)
+/* Loads W elements of a tensor of T, widened (fp32 by default). */
+template <int W, zt_dtype T = ZT_F32>
+static __device__ __forceinline__ zt_vec<W> vload(const raw_t<T> *p)
 {
     zt_vec<W> a;
-    if constexpr (W == 4) {
-        float4 q = *reinterpret_cast<const float4 *>(p);
-        a.v[0] = q.x;
-        a.v[1] = q.y;
-        a.v[2] = q.z;
-        a.v[3] = q.w;
-    } else {
-        a.v[0] = *p;
-    }
+    load_elems<T, W>(p, 0, a.v);
     return a;
 }
 
-template <int W> static __device__ __forceinline__ void vstore(float *p, const zt_vec<W> &a)
+/* Stores W elements into a tensor of T, each rounded once. */
+template <int W, zt_dtype T = ZT_F32>
+static __device__ __forceinline__ void vstore(raw_t<T> *p, const zt_vec<W> &a)
 {
-    if constexpr (W == 4)
-        *reinterpret_cast<float4 *>(p) = make_float4(a.v[0], a.v[1], a.v[2], a.v[3]);
-    else
-        *p = a.v[0];
+    store_elems<T, W>(p, 0, a.v);
 }
 
 template <int W> static __device__ __forceinline__ zt_vec<W> vzero()
@@ -216,20 +216,20 @@ template <int U> static __device__ __forceinline__ int lane_iters(int64_t nu)
     return U > 0 ? U : (int)((nu + 31) / 32);
 }
 
-/* A lane's units of one row: fill() loads (and keeps, when U > 0), get()
- * returns what fill() loaded. */
-template <int W, int U> struct zt_row_cache {
+/* A lane's units of one row of a tensor of T: fill() loads (and keeps, when
+ * U > 0), get() returns what fill() loaded. */
+template <int W, int U, zt_dtype T = ZT_F32> struct zt_row_cache {
     zt_vec<W> c[U > 0 ? U : 1];
 
-    __device__ __forceinline__ zt_vec<W> fill(const float *row, int k, int64_t u)
+    __device__ __forceinline__ zt_vec<W> fill(const raw_t<T> *row, int k, int64_t u)
     {
-        zt_vec<W> a = vload<W>(row + u * W);
+        zt_vec<W> a = vload<W, T>(row + u * W);
         if constexpr (U > 0)
             c[k] = a;
         return a;
     }
 
-    __device__ __forceinline__ zt_vec<W> get(const float *row, int k, int64_t u) const
+    __device__ __forceinline__ zt_vec<W> get(const raw_t<T> *row, int k, int64_t u) const
     {
         if constexpr (U > 0) {
             (void)row;
@@ -237,7 +237,7 @@ template <int W, int U> struct zt_row_cache {
             return c[k];
         } else {
             (void)k;
-            return vload<W>(row + u * W);
+            return vload<W, T>(row + u * W);
         }
     }
 };

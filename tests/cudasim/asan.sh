@@ -2,12 +2,14 @@
 # AddressSanitizer + UndefinedBehaviorSanitizer on the simulated kernels
 # (`make sim-sanitize` builds build/sim-asan/ first, the simulator and the
 # .cu files included, and runs this): op-check --quick without its GEMM
-# cases (every other backend op in every dtype against the CPU backend; the
-# GEMMs are OpenBLAS under the simulator, and their 16-bit operand casts run
-# in the bf16 and fp16 trainings below), then training with
+# cases (every other backend op in every dtype against the CPU backend, the
+# typed ops on bf16 and fp16 tensors too; the GEMMs are OpenBLAS under the
+# simulator, and run in the trainings below), then training with
 # --device cuda --comm nccl: GPT-lite at np 2, stage 3 bf16 with activation
-# checkpointing, prefetch and optimizer offload; the classifier at np 2,
-# stage 2 fp16 with an injected overflow. Options and leak suppressions are
+# checkpointing, prefetch and optimizer offload, its units on the bf16
+# tensors themselves (typed ops, GEMMs reading bf16); the classifier at np 2,
+# stage 2 fp16 with an injected overflow, on fp32 copies (its GEMMs' 16-bit
+# operand casts). Options and leak suppressions are
 # tests/sanitize/env.sh's. That build has no race-checker hooks (the Makefile
 # says why): the normal sim build's tests check device-memory accesses and
 # stream order, this one the host memory the kernels and the simulator touch.

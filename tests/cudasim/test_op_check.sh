@@ -3,8 +3,10 @@
 # on the CUDA simulator against the CPU backend: build/sim/op-check --quick
 # runs every op of the backend contract in every dtype and every GEMM setting
 # (fp32, tf32, bf16, fp16) with op-check's stated tolerances (main.c), less
-# its largest shapes (4096^3 GEMMs take minutes on one core). Any op the
-# simulator reports (a race, a bad pointer, an illegal access) fails its case.
+# its largest shapes (4096^3 GEMMs take minutes on one core): the typed ops
+# on bf16 and fp16 tensors too (linear_backward aside: the CUDA backend has
+# none). Any op the simulator reports (a race, a bad pointer, an illegal
+# access) fails its case.
 set -eu
 cd "$(dirname "$0")/../.."
 source tests/env.sh
@@ -23,4 +25,11 @@ for set in fp32 tf32 bf16 fp16; do
     grep -q "^gemm\[$set\]" "$tmp/out" && grep -q "^gemm_batched\[$set\]" "$tmp/out" ||
         fail "no GEMM cases in the $set setting"
 done
-echo "op-check: every op and GEMM setting passes on the simulator"
+for op in gemm bias_add bias_grad xent_forward_backward axpy embedding_forward \
+    embedding_backward layernorm_forward layernorm_backward residual_layernorm_forward \
+    linear_act_forward act_bias_grad attn_flash_forward attn_flash_backward dropout; do
+    for dt in bf16 fp16; do
+        grep -qE "^$op(\[[a-z0-9]+\])? +$dt[ ,]" "$tmp/out" || fail "no $dt case of the typed $op"
+    done
+done
+echo "op-check: every op, dtype and GEMM setting passes on the simulator"

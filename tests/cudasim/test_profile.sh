@@ -4,8 +4,8 @@
 # counts are the CPU backend's, op for op, with the same comm bytes per step:
 # they depend on the shapes and the config's GEMM dtype, never on the device
 # (engine/monitor/profile.h), which is why docs/roofline.md profiles on a CPU.
-# The CPU side runs with --typed-tensors off: the CUDA backend's typed ops
-# take fp32 only so far, so there 16-bit units run on fp32 copies.
+# Both sides run GPT-lite's bf16 units on the 16-bit tensors themselves
+# (typed tensors: no operand casts, no fp32 copies).
 # --profile-time keeps them and times every op through the CUDA backend's sync.
 set -eu
 cd "$(dirname "$0")/../.."
@@ -22,7 +22,7 @@ gpt=(--config "$tmp/c.json" --model gptlite --data "$ZT_SHARED/data/tinyshakespe
      --n-layer 2 --n-embd 32 --n-head 4 --block-size 32 --dropout 0.1 --activation gelu
      --steps 2 --profile)
 for side in cpu sim; do
-    if [ $side = cpu ]; then bin=./zerotrain; flags=(--device cpu --typed-tensors off); else bin=$ZT_BIN; flags=($ZT_DEVICE_FLAGS); fi
+    if [ $side = cpu ]; then bin=./zerotrain; flags=(--device cpu); else bin=$ZT_BIN; flags=($ZT_DEVICE_FLAGS); fi
     $ZT_MPIRUN -np 2 "$bin" "${gpt[@]}" "${flags[@]}" --report "$tmp/$side.json" \
         >"$tmp/$side.log" 2>&1 || { cat "$tmp/$side.log"; fail "--profile on $side"; }
     ! grep -q "zt-sim:" "$tmp/$side.log" || { cat "$tmp/$side.log"; fail "the simulator reported"; }
@@ -31,14 +31,18 @@ python3 - "$tmp/cpu.json" "$tmp/sim.json" <<'PY'
 import json, sys
 cpu, sim = (json.load(open(f)) for f in sys.argv[1:])
 assert sim["device"] == "cuda" and cpu["device"] == "cpu", (sim["device"], cpu["device"])
+units = (cpu["mixed_precision"]["units"], sim["mixed_precision"]["units"])
+assert units == ("bf16", "bf16"), units
 a, b = cpu["profile"], sim["profile"]
+assert "gemm_operand_cast" not in b["ops"], b["ops"]["gemm_operand_cast"]
 assert a["ops"] and a["ops"].keys() == b["ops"].keys(), (sorted(a["ops"]), sorted(b["ops"]))
 for op in a["ops"]:
     assert a["ops"][op] == b["ops"][op], (op, a["ops"][op], b["ops"][op])
 assert a["comm_bytes_per_step"] == b["comm_bytes_per_step"], (a["comm_bytes_per_step"],
                                                               b["comm_bytes_per_step"])
 assert a["comm_bytes_per_step"]["all_gather"] > 0
-print(f"profile: {len(a['ops'])} ops equal on the CPU and the simulated GPUs")
+print(f"profile: {len(a['ops'])} ops equal on the CPU and the simulated GPUs (bf16 units, "
+      "no operand casts)")
 PY
 
 # --profile-time on the CUDA backend (np 2, stage 3: streams and NCCL): the
@@ -52,7 +56,7 @@ a, b = (json.load(open(f))["profile"] for f in sys.argv[1:])
 assert b["timed"] and not a["timed"]
 for op, o in b["ops"].items():
     assert {k: v for k, v in o.items() if k != "time_ms"} == a["ops"][op], op
-    assert ("time_ms" in o) == (op != "gemm_operand_cast"), (op, o)
+    assert "time_ms" in o, (op, o)
 assert b["ops"]["attn_flash_forward"]["time_ms"] > 0, b["ops"]["attn_flash_forward"]
 print(f"profile timing: {sum(o.get('time_ms', 0) for o in b['ops'].values()):.1f} ms of ops timed")
 PY

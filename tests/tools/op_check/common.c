@@ -133,6 +133,14 @@ pair oc_pair_f32(const float *host, int64_t n)
     return oc_pair_new(host, (size_t)n * sizeof(float));
 }
 
+pair oc_pair_dt(const float *host, int64_t n, zt_dtype dt)
+{
+    void *h = oc_to_dtype(host, n, dt);
+    pair p = oc_pair_new(h, (size_t)n * zt_dtype_size(dt));
+    free(h);
+    return p;
+}
+
 void oc_pair_free(pair *p)
 {
     oc.cpu.free(&oc.cpu, p->c);
@@ -261,6 +269,30 @@ void oc_cmp_f32(tcase *k, const char *output, const pair *p, int64_t n)
     free(got);
 }
 
+float *oc_widen(const void *x, zt_dtype dt, int64_t n)
+{
+    float *w = oc_xmalloc((size_t)n * sizeof *w);
+    zt_convert_host(w, ZT_F32, x, dt, n, 1.0f, false);
+    return w;
+}
+
+void oc_cmp_dt(tcase *k, const char *output, const pair *p, zt_dtype dt, int64_t n)
+{
+    void *got = oc_fetch(p);
+    float *r = oc_widen(p->c, dt, n), *g = oc_widen(got, dt, n);
+    oc_add_err(k, output, oc_norm_err(r, g, n));
+    free(got);
+    free(r);
+    free(g);
+}
+
+double oc_thr_dt(zt_dtype dt, double thr)
+{
+    if (dt == ZT_F32 || thr == THR_EXACT)
+        return thr;
+    return dt == ZT_BF16 ? THR_ULP_BF16 : THR_ULP_FP16;
+}
+
 void oc_cmp_bits(tcase *k, const char *output, const pair *p, zt_dtype dt, int64_t n)
 {
     void *got = oc_fetch(p);
@@ -298,4 +330,23 @@ void oc_end(tcase *k)
         oc.device_error = true;
         longjmp(oc.abort_op, 1);
     }
+}
+
+void oc_begin2(tcase2 *k, const char *op, const char *metric, double thr, zt_dtype dt,
+               const char *f_metric, double f_thr, const char *fmt, ...)
+{
+    char what[96];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    oc_begin(&k->t, op, metric, oc_thr_dt(dt, thr), "%s %s", zt_dtype_name(dt), what);
+    oc_begin(&k->f, op, f_metric, f_thr, "%s %s: fp32 outputs", zt_dtype_name(dt), what);
+}
+
+void oc_end2(tcase2 *k)
+{
+    oc_end(&k->t);
+    if (k->f.worst[0])
+        oc_end(&k->f);
 }

@@ -17,7 +17,14 @@
  * four GEMM settings, each a freshly made backend whose workspace is set from
  * be->workspace_bytes (so the 16-bit operand casts and the cuBLAS workspace are
  * the ones the trainer uses): fp32 (TF32 off) runs every op, then tf32, bf16 and
- * fp16 run gemm and gemm_batched again. Each (op, case) prints one line: op,
+ * fp16 run gemm, gemm_batched and linear_act_forward again. After its fp32
+ * cases, each typed op (backend.h, "Typed tensors") runs cases on bf16 and
+ * fp16 tensors (ops_typed.c, ops_typed_nn.c): inputs drawn in fp32 and
+ * rounded, the same 16-bit tensors on both backends, the CPU backend's typed
+ * op for that dtype the reference; the description starts with the dtype,
+ * and a case's fp32 outputs (mean, rstd, lse, parameter gradients, the loss)
+ * print on a second line, "...: fp32 outputs". linear_backward has no cases:
+ * the CUDA backend leaves it NULL. Each (op, case) prints one line: op,
  * case, metric, error, threshold, PASS or FAIL, then [the worst output] and
  * notes. After every case the backend's `check` must return ZT_OK: a device
  * error is a FAIL with its message and ends that op (the backend keeps
@@ -62,6 +69,17 @@
  *   bf16   1e-2   operands rounded to bf16 (u = 2^-8): mag <= 2u + u^2 = 7.8e-3, plus
  *                 fp32 accumulation (<= k 2^-24 = 2.4e-4 at k = 4096)
  *   fp16   2e-3   operands rounded to fp16 (u = 2^-11): mag <= 9.8e-4 + 2.4e-4
+ *   ulp16  1e-2   (bf16; 2e-3 fp16) a typed case's 16-bit outputs: one unit in the
+ *                 last place, at most 2^-7 = 7.8e-3 (2^-10 = 9.8e-4) of |ref|. The
+ *                 backends' fp32 results differ by the rounding the thresholds
+ *                 above allow, which may round to the neighbouring 16-bit value.
+ *                 Ops exact in fp32 stay exact (bias_add, embedding_forward,
+ *                 dropout); fp32 outputs keep their fp32 op's threshold, and so do
+ *                 GEMMs of 16-bit operands into fp32 C (the products are exact in
+ *                 fp32, only the order of the sums differs); linear_act_forward
+ *                 gets two units (pre's rounding carried through the activation,
+ *                 then y's), act_bias_grad's dbias one (mag: a dpre rounded the
+ *                 other way moves its term by a unit)
  * The 16-bit GEMM lines also note the error against a CPU GEMM of the operands
  * rounded to that type (round to nearest even, as dtype.h): about 1e-7 when the
  * backend rounds its operands as the contract says, near the bound above when it

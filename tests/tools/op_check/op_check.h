@@ -28,6 +28,9 @@
 #define THR_TF32 5e-3
 #define THR_BF16 1e-2
 #define THR_FP16 2e-3
+/* Typed cases: one unit in the last place of a 16-bit output's dtype. */
+#define THR_ULP_BF16 1e-2
+#define THR_ULP_FP16 2e-3
 
 /* The CUDA backend's GEMM settings, each a backend of its own. */
 typedef struct {
@@ -82,6 +85,8 @@ typedef struct {
 void oc_device_failure(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 pair oc_pair_new(const void *host, size_t bytes);
 pair oc_pair_f32(const float *host, int64_t n);
+/* host(n) rounded to dt (nearest even), on both backends. */
+pair oc_pair_dt(const float *host, int64_t n, zt_dtype dt);
 void oc_pair_free(pair *p);
 /* The CUDA backend's copy, on the host (the caller frees it). */
 void *oc_fetch(const pair *p);
@@ -113,9 +118,32 @@ void oc_add_err(tcase *k, const char *output, double err);
 /* An exact-class mismatch: counted; the first one is described in the note. */
 void oc_miss(tcase *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void oc_cmp_f32(tcase *k, const char *output, const pair *p, int64_t n);
+/* A tensor of dt, both copies widened to fp32, then as oc_cmp_f32. */
+void oc_cmp_dt(tcase *k, const char *output, const pair *p, zt_dtype dt, int64_t n);
+/* x(n) of dt widened to fp32, a new buffer. */
+float *oc_widen(const void *x, zt_dtype dt, int64_t n);
+/* The threshold of a typed case's dt outputs for an fp32 op judged at thr:
+ * thr itself for fp32 and for exact ops (one correctly rounded operation per
+ * element, rounded once more alike on both sides), else one unit in the last
+ * place of dt (main.c). */
+double oc_thr_dt(zt_dtype dt, double thr);
 /* Bit for bit, in dt's storage. */
 void oc_cmp_bits(tcase *k, const char *output, const pair *p, zt_dtype dt, int64_t n);
 void oc_end(tcase *k);
+
+/* A typed case: its outputs of dt in t (threshold oc_thr_dt(dt, thr)), its
+ * fp32 outputs (statistics, parameter gradients, a loss) in f at the fp32
+ * op's threshold f_thr, as both sides compute them from the same 16-bit
+ * inputs. The description is prefixed with dt's name; f prints only when an
+ * output was added to it. */
+typedef struct {
+    tcase t, f;
+} tcase2;
+
+void oc_begin2(tcase2 *k, const char *op, const char *metric, double thr, zt_dtype dt,
+               const char *f_metric, double f_thr, const char *fmt, ...)
+    __attribute__((format(printf, 8, 9)));
+void oc_end2(tcase2 *k);
 
 /* ---- the ops, one function each (main.c's registry runs them) ---- */
 
@@ -162,6 +190,23 @@ void op_adam(void);
 void op_sgd(void);
 /* ops_quant.c */
 void op_quantize(void);
+/* ops_typed.c, ops_typed_nn.c: the typed ops on bf16 and fp16 tensors, run
+ * by the op of the same name after its fp32 cases */
+extern const zt_dtype oc_typed_dts[2];
+void typed_gemm(void);
+void typed_bias_add(void);
+void typed_bias_grad(void);
+void typed_xent(void);
+void typed_axpy(void);
+void typed_linear_act_forward(void);
+void typed_act_bias_grad(void);
+void typed_embedding_forward(void);
+void typed_embedding_backward(void);
+void typed_layernorm_forward(void);
+void typed_layernorm_backward(void);
+void typed_residual_layernorm(void);
+void typed_attn_flash(void);
+void typed_dropout(void);
 
 /* --gemm-peak: cuBLAS alone, no backend (gemm_peak.c). */
 int oc_gemm_peak(int device);

@@ -31,6 +31,7 @@ void op_bias_add(void)
         free(hb);
         oc_end(&k);
     }
+    typed_bias_add();
 }
 
 void op_bias_grad(void)
@@ -59,6 +60,7 @@ void op_bias_grad(void)
             oc_end(&k);
         }
     }
+    typed_bias_grad();
 }
 
 static const int64_t elementwise_sizes[] = {1, 17, 100003, (1 << 22) + 1};
@@ -145,10 +147,10 @@ static void xent_case(int64_t rows, int64_t classes, int64_t ld, float spread, f
     float *hd = in_place ? hl : oc_filled(rows * ld, 7.0f); /* ignored rows, padding: zeros */
     pair l = oc_pair_f32(hl, rows * ld), lab = oc_pair_new(hlab, (size_t)rows * sizeof *hlab);
     pair d = oc_pair_f32(hd, rows * ld);
-    double lc = oc.cpu.xent_forward_backward(&oc.cpu, ZT_F32, in_place ? d.c : l.c, lab.c, rows, classes,
-                                             ld, ignore, dscale, grad ? d.c : NULL);
-    double lg = oc.gpu.xent_forward_backward(&oc.gpu, ZT_F32, in_place ? d.g : l.g, lab.g, rows, classes,
-                                             ld, ignore, dscale, grad ? d.g : NULL);
+    double lc = oc.cpu.xent_forward_backward(&oc.cpu, ZT_F32, in_place ? d.c : l.c, lab.c, rows,
+                                             classes, ld, ignore, dscale, grad ? d.c : NULL);
+    double lg = oc.gpu.xent_forward_backward(&oc.gpu, ZT_F32, in_place ? d.g : l.g, lab.g, rows,
+                                             classes, ld, ignore, dscale, grad ? d.g : NULL);
     oc_add_err(&k, "loss", oc_rel_err(lc, lg));
     if (grad)
         oc_cmp_f32(&k, "dlogits", &d, rows * ld);
@@ -176,6 +178,7 @@ void op_xent(void)
     xent_case(3, 5000, 5000, 300.0f, 1.0f, -100, 0, true, true); /* rescaled running sums */
     xent_case(6, 13, 128, 2.0f, 1.0f, -100, 1, true, false);     /* every row ignored: loss 0 */
     xent_case(1300, 53, 53, 4.0f, 1.0f, -100, 5, false, false);  /* evaluation: no gradient */
+    typed_xent();
 }
 
 void op_scale(void)
@@ -227,6 +230,7 @@ void op_axpy(void)
         free(hy);
         oc_end(&k);
     }
+    typed_axpy();
 }
 
 void op_sum_squares(void)

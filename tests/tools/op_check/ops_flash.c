@@ -4,8 +4,9 @@
  * one-key sample, dropout on and off with key extents beyond t, t across
  * several of the CUDA kernels' 64-row blocks and not a multiple of them, heads
  * of each width class of the register path (8 and 16 padded to 32, 96 to 128),
- * and a head wider than the wide path's shared-memory tile (read from global
- * memory).
+ * a head of the wide path (staged tiles, two column windows of its output)
+ * and one wider than its shared-memory tile (read from global memory); then
+ * the same in bf16 and fp16 (ops_typed_nn.c).
  * Backward runs on both sides from the CPU forward's y and lse, so each op is
  * judged on its own. fp32 threshold: another summation order and the online
  * softmax's rescaling (main.c).
@@ -29,6 +30,7 @@ static const flash_shape flash_shapes[] = {
     {2, 3, 33, 16, true, false, 0.1f, false},
     {2, 2, 130, 32, true, false, 0.0f, false},
     {2, 2, 75, 96, true, true, 0.1f, false},    /* the register path's widest, padded */
+    {2, 2, 40, 160, true, true, 0.1f, false},   /* the wide path staged, two column windows */
     {1, 1, 9, 4104, false, false, 0.0f, false}, /* the wide path, wider than a staged tile */
     {4, 4, 256, 64, true, true, 0.1f, true},
 };
@@ -71,20 +73,20 @@ static void flash_case(const flash_shape *a)
              hlen ? "yes" : "no", (double)a->p);
     tcase k;
     oc_begin(&k, "attn_flash_forward", "norm", THR_F32, "%s", what);
-    oc.cpu.attn_flash_forward(&oc.cpu, ZT_F32, y.c, lse.c, work.c, qkv.c, n, h, t, c, scale, a->causal,
-                              lc, &dc);
-    oc.gpu.attn_flash_forward(&oc.gpu, ZT_F32, y.g, lse.g, work.g, qkv.g, n, h, t, c, scale, a->causal,
-                              lg, &dg);
+    oc.cpu.attn_flash_forward(&oc.cpu, ZT_F32, y.c, lse.c, work.c, qkv.c, n, h, t, c, scale,
+                              a->causal, lc, &dc);
+    oc.gpu.attn_flash_forward(&oc.gpu, ZT_F32, y.g, lse.g, work.g, qkv.g, n, h, t, c, scale,
+                              a->causal, lg, &dg);
     oc_cmp_f32(&k, "y", &y, rows * c);
     oc_cmp_f32(&k, "lse", &lse, n * h * t);
     oc_end(&k);
     /* The CPU's y and lse on both sides. */
     pair y2 = oc_pair_f32(y.c, rows * c), lse2 = oc_pair_f32(lse.c, n * h * t);
     oc_begin(&k, "attn_flash_backward", "norm", THR_F32, "%s", what);
-    oc.cpu.attn_flash_backward(&oc.cpu, ZT_F32, dqkv.c, dy.c, y2.c, lse2.c, qkv.c, work.c, n, h, t, c,
-                               scale, a->causal, lc, &dc);
-    oc.gpu.attn_flash_backward(&oc.gpu, ZT_F32, dqkv.g, dy.g, y2.g, lse2.g, qkv.g, work.g, n, h, t, c,
-                               scale, a->causal, lg, &dg);
+    oc.cpu.attn_flash_backward(&oc.cpu, ZT_F32, dqkv.c, dy.c, y2.c, lse2.c, qkv.c, work.c, n, h, t,
+                               c, scale, a->causal, lc, &dc);
+    oc.gpu.attn_flash_backward(&oc.gpu, ZT_F32, dqkv.g, dy.g, y2.g, lse2.g, qkv.g, work.g, n, h, t,
+                               c, scale, a->causal, lg, &dg);
     oc_cmp_f32(&k, "dqkv", &dqkv, rows * 3 * c);
     pair *ps[] = {&keys, &len, &qkv, &dy, &y, &lse, &dqkv, &work, &y2, &lse2};
     for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
@@ -104,4 +106,5 @@ void op_attn_flash(void)
     for (size_t s = 0; s < sizeof flash_shapes / sizeof flash_shapes[0]; s++)
         if (!oc.quick || !flash_shapes[s].big)
             flash_case(&flash_shapes[s]);
+    typed_attn_flash();
 }

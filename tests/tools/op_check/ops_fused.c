@@ -58,10 +58,10 @@ void op_residual_layernorm(void)
             pair x1 = oc_pair_f32(in_place ? hbr : nan_x, nx), y = oc_pair_f32(nan_x, nx);
             pair mean = oc_pair_f32(nan_r, rows), rstd = oc_pair_f32(nan_r, rows);
             const pair *src = in_place ? &x1 : &br;
-            oc.cpu.residual_layernorm_forward(&oc.cpu, ZT_F32, x1.c, y.c, mean.c, rstd.c, x.c, src->c,
-                                              w.c, b.c, rows, cols, FUSED_EPS);
-            oc.gpu.residual_layernorm_forward(&oc.gpu, ZT_F32, x1.g, y.g, mean.g, rstd.g, x.g, src->g,
-                                              w.g, b.g, rows, cols, FUSED_EPS);
+            oc.cpu.residual_layernorm_forward(&oc.cpu, ZT_F32, x1.c, y.c, mean.c, rstd.c, x.c,
+                                              src->c, w.c, b.c, rows, cols, FUSED_EPS);
+            oc.gpu.residual_layernorm_forward(&oc.gpu, ZT_F32, x1.g, y.g, mean.g, rstd.g, x.g,
+                                              src->g, w.g, b.g, rows, cols, FUSED_EPS);
             oc_cmp_f32(&k, "x1", &x1, nx);
             oc_cmp_f32(&k, "y", &y, nx);
             oc_cmp_f32(&k, "mean", &mean, rows);
@@ -81,6 +81,7 @@ void op_residual_layernorm(void)
             oc_end(&k);
         }
     }
+    typed_residual_layernorm();
 }
 
 void op_linear_act_forward(void)
@@ -102,10 +103,10 @@ void op_linear_act_forward(void)
                 pair x = oc_pair_f32(hx, rows * in), w = oc_pair_f32(hw, out * in),
                      b = oc_pair_f32(hb, out);
                 pair y = oc_pair_f32(nan_y, n), pre = oc_pair_f32(nan_y, n);
-                oc.cpu.linear_act_forward(&oc.cpu, ZT_F32, y.c, keep ? pre.c : NULL, x.c, w.c, b.c, rows,
-                                          in, out, act);
-                oc.gpu.linear_act_forward(&oc.gpu, ZT_F32, y.g, keep ? pre.g : NULL, x.g, w.g, b.g, rows,
-                                          in, out, act);
+                oc.cpu.linear_act_forward(&oc.cpu, ZT_F32, y.c, keep ? pre.c : NULL, x.c, w.c, b.c,
+                                          rows, in, out, act);
+                oc.gpu.linear_act_forward(&oc.gpu, ZT_F32, y.g, keep ? pre.g : NULL, x.g, w.g, b.g,
+                                          rows, in, out, act);
                 /* gemm's metric: the error over the terms' magnitude, for y
                  * times 1.13 (GELU's steepest slope, so a GEMM error of e moves
                  * y by at most 1.13 e; ReLU's slope is 1). */
@@ -130,8 +131,8 @@ void op_linear_act_forward(void)
                 free(mag);
                 /* The device's gemm + bias_add + activation. */
                 pair v = oc_pair_f32(nan_y, n), yu = oc_pair_f32(nan_y, n);
-                oc.gpu.gemm(&oc.gpu, ZT_F32, ZT_F32, false, true, rows, out, in, 1.0f, x.g, in, w.g, in, 0.0f,
-                            v.g, out);
+                oc.gpu.gemm(&oc.gpu, ZT_F32, ZT_F32, false, true, rows, out, in, 1.0f, x.g, in, w.g,
+                            in, 0.0f, v.g, out);
                 oc.gpu.bias_add(&oc.gpu, ZT_F32, v.g, b.g, rows, out);
                 if (act == ZT_ACT_GELU)
                     oc.gpu.gelu_forward(&oc.gpu, yu.g, v.g, n);
@@ -150,6 +151,7 @@ void op_linear_act_forward(void)
             }
         }
     }
+    typed_linear_act_forward();
 }
 
 /* The sum of the magnitudes of the parts of act'(x), the scale its rounding
@@ -191,8 +193,10 @@ void op_act_bias_grad(void)
                 pair dpre = oc_pair_f32(in_place ? hdy : nan_x, n), db = oc_pair_f32(hdb, cols);
                 pair dbu = oc_pair_f32(hdb, cols), du = oc_pair_f32(nan_x, n);
                 const pair *src = in_place ? &dpre : &dy;
-                oc.cpu.act_bias_grad(&oc.cpu, ZT_F32, dpre.c, db.c, src->c, pre.c, rows, cols, act, acc);
-                oc.gpu.act_bias_grad(&oc.gpu, ZT_F32, dpre.g, db.g, src->g, pre.g, rows, cols, act, acc);
+                oc.cpu.act_bias_grad(&oc.cpu, ZT_F32, dpre.c, db.c, src->c, pre.c, rows, cols, act,
+                                     acc);
+                oc.gpu.act_bias_grad(&oc.gpu, ZT_F32, dpre.g, db.g, src->g, pre.g, rows, cols, act,
+                                     acc);
                 oc_cmp_f32(&k, "dpre", &dpre, n);
                 /* dbias over its column's sum of each term's scale (and the
                  * start value): the GPU's tanhf moves a term by an ulp or two
@@ -231,4 +235,5 @@ void op_act_bias_grad(void)
             free(hdy), free(hpre);
         }
     }
+    typed_act_bias_grad();
 }

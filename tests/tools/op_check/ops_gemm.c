@@ -30,8 +30,8 @@ static void run_gemm(const zt_backend *be, const gemm_prob *q, const float *a, c
         be->gemm_batched(be, q->ta, q->tb, q->m, q->n, q->k, q->alpha, a, q->lda, q->sa, b,
                          q->ldb, q->sb, q->beta, c, q->ldc, q->sc, q->batch);
     else
-        be->gemm(be, ZT_F32, ZT_F32, q->ta, q->tb, q->m, q->n, q->k, q->alpha, a, q->lda, b, q->ldb, q->beta, c,
-                 q->ldc);
+        be->gemm(be, ZT_F32, ZT_F32, q->ta, q->tb, q->m, q->n, q->k, q->alpha, a, q->lda, b, q->ldb,
+                 q->beta, c, q->ldc);
 }
 
 static float *abs_copy(const float *x, int64_t n)
@@ -157,6 +157,7 @@ void op_gemm(void)
     q = dense_prob(false, true, false, 0, 5, 4, 1.0f, 0.0f, 0, 1, 0);
     q.nc = 8; /* a C the op must leave alone */
     gemm_check(&q, "tn m=0 n=5 k=4: nothing");
+    typed_gemm();
 }
 
 /* Attention's batched GEMMs as models/layers.c calls them for one sample:

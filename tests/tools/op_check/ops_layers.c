@@ -43,6 +43,7 @@ void op_embedding_forward(void)
             oc_end(&k);
         }
     }
+    typed_embedding_forward();
 }
 
 void op_embedding_backward(void)
@@ -77,6 +78,7 @@ void op_embedding_backward(void)
             oc_end(&k);
         }
     }
+    typed_embedding_backward();
 }
 
 void op_sinusoid_add(void)
@@ -122,8 +124,10 @@ void op_layernorm_forward(void)
         float *hy = oc_filled(nx, NAN), *hs = oc_filled(rows, NAN);
         pair x = oc_pair_f32(hx, nx), w = oc_pair_f32(hw, cols), b = oc_pair_f32(hb, cols);
         pair y = oc_pair_f32(hy, nx), mean = oc_pair_f32(hs, rows), rstd = oc_pair_f32(hs, rows);
-        oc.cpu.layernorm_forward(&oc.cpu, ZT_F32, y.c, mean.c, rstd.c, x.c, w.c, b.c, rows, cols, LN_EPS);
-        oc.gpu.layernorm_forward(&oc.gpu, ZT_F32, y.g, mean.g, rstd.g, x.g, w.g, b.g, rows, cols, LN_EPS);
+        oc.cpu.layernorm_forward(&oc.cpu, ZT_F32, y.c, mean.c, rstd.c, x.c, w.c, b.c, rows, cols,
+                                 LN_EPS);
+        oc.gpu.layernorm_forward(&oc.gpu, ZT_F32, y.g, mean.g, rstd.g, x.g, w.g, b.g, rows, cols,
+                                 LN_EPS);
         oc_cmp_f32(&k, "y", &y, nx);
         oc_cmp_f32(&k, "mean", &mean, rows);
         oc_cmp_f32(&k, "rstd", &rstd, rows);
@@ -140,6 +144,7 @@ void op_layernorm_forward(void)
         free(hs);
         oc_end(&k);
     }
+    typed_layernorm_forward();
 }
 
 void op_layernorm_backward(void)
@@ -172,10 +177,10 @@ void op_layernorm_backward(void)
             pair dw = oc_pair_f32(acc_p ? hdw0 : nan_c, cols);
             pair db = oc_pair_f32(acc_p ? hdb0 : nan_c, cols);
             const float *dy_c = in_place ? dx.c : dy.c, *dy_g = in_place ? dx.g : dy.g;
-            oc.cpu.layernorm_backward(&oc.cpu, ZT_F32, dx.c, dw.c, db.c, dy_c, x.c, mean.c, rstd.c, w.c,
-                                      rows, cols, acc_dx, acc_p);
-            oc.gpu.layernorm_backward(&oc.gpu, ZT_F32, dx.g, dw.g, db.g, dy_g, x.g, mean.g, rstd.g, w.g,
-                                      rows, cols, acc_dx, acc_p);
+            oc.cpu.layernorm_backward(&oc.cpu, ZT_F32, dx.c, dw.c, db.c, dy_c, x.c, mean.c, rstd.c,
+                                      w.c, rows, cols, acc_dx, acc_p);
+            oc.gpu.layernorm_backward(&oc.gpu, ZT_F32, dx.g, dw.g, db.g, dy_g, x.g, mean.g, rstd.g,
+                                      w.g, rows, cols, acc_dx, acc_p);
             oc_cmp_f32(&k, "dx", &dx, nx);
             oc_cmp_f32(&k, "dw", &dw, cols);
             oc_cmp_f32(&k, "db", &db, cols);
@@ -202,6 +207,7 @@ void op_layernorm_backward(void)
         free(hmean);
         free(hrstd);
     }
+    typed_layernorm_backward();
 }
 
 
@@ -333,6 +339,7 @@ void op_dropout(void)
     dropout_case(3, 12, 33, 33, 64, 64, 0.1f, true);   /* attention weights, padded keys */
     if (!oc.quick)
         dropout_case(16, 1, 1024, 768, 1024, 768, 0.1f, true); /* GPT-2 small residual */
+    typed_dropout();
 }
 
 static void mean_pool_case(int64_t n, int64_t t, int64_t cols, bool with_lengths)
