@@ -130,6 +130,12 @@ struct zt_backend {
      * set_workspace hands it a block of at least that many bytes that stays
      * valid until the backend is freed or set_workspace is called again. */
     size_t workspace_bytes;
+    /* The part of workspace_bytes that only GEMMs on fp32 operands use (the
+     * CUDA backend's 16-bit operand casts; 0 for a backend without them). A
+     * caller whose GEMMs all take 16-bit tensors as stored (typed units) may
+     * hand over workspace_bytes - workspace_cast_bytes; an fp32-operand GEMM
+     * then runs in fp32. */
+    size_t workspace_cast_bytes;
     /* Bit dt (1 << dt) set: the typed ops take tensors of dt (ZT_F32's is
      * always set). Mixed precision runs its units on 16-bit tensors only
      * where the backend takes them; elsewhere on fp32 copies. */

@@ -421,6 +421,7 @@ extern "C" zt_status zt_backend_cuda_init(zt_backend *be, const zt_backend_optio
     be->host_free = cuda_host_free;
     be->mem_info = cuda_mem_info;
     be->workspace_bytes = ws.total_bytes;
+    be->workspace_cast_bytes = 2 * ws.cast_bytes;
     /* Every typed op's kernels take fp32, fp16 and bf16 tensors as stored. */
     be->typed_dtypes = 1u << ZT_F32 | 1u << ZT_F16 | 1u << ZT_BF16;
     be->set_workspace = cuda_set_workspace;

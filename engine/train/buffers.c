@@ -237,6 +237,14 @@ static zt_status buffers_batch(zt_trainer *t, zt_memory *mem, bool reserved)
                         &t->logits_stage);
 }
 
+size_t zt_train_workspace_bytes(const zt_trainer *t)
+{
+    if (!t->be)
+        return 0;
+    /* Typed units' GEMMs read their 16-bit tensors as stored: no operand casts. */
+    return t->be->workspace_bytes - (t->typed ? t->be->workspace_cast_bytes : 0);
+}
+
 /* WORK: the units' scratch, the backend's workspace, the activation-gradient
  * ping-pong and, under mixed precision, the fp32 gradient of one unit and
  * (units not typed) the fp32 copies of one unit. */
@@ -250,9 +258,9 @@ static zt_status buffers_work(zt_trainer *t, zt_memory *mem, bool reserved)
         ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_WORK,
                             zt_train_plan_bytes(t, mb, work, sizeof(float)), &t->work));
     /* The plan for --estimate-memory has no backend: it leaves this block out. */
-    if (t->be && t->be->workspace_bytes > 0)
-        ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_WORK, t->be->workspace_bytes,
-                            &t->be_workspace));
+    size_t ws = zt_train_workspace_bytes(t);
+    if (ws > 0)
+        ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_WORK, ws, &t->be_workspace));
     size_t dact = zt_train_plan_bytes(t, mb, buffers_max_dact_numel(t, m), sizeof(float));
     ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_WORK, dact, &t->dact[0]));
     ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_WORK, dact, &t->dact[1]));

@@ -232,7 +232,7 @@ static zt_status trainer_init(zt_trainer *t, const zt_trainer_options *o)
         return zt_train_reserve_failed(t, reserved);
     ZT_TRY(zt_train_buffers(t, &t->mem, true));
     if (t->be_workspace)
-        be->set_workspace(be, t->be_workspace, be->workspace_bytes);
+        be->set_workspace(be, t->be_workspace, zt_train_workspace_bytes(t));
     zt_train_views(t);
     /* A rank's swap folder may fail alone (a full or unwritable disk): every
      * rank learns of it before anything collective follows. */

@@ -173,6 +173,9 @@ zt_status zt_train_buffers(zt_trainer *t, zt_memory *mem, bool reserved);
 /* One buffer: planned on the first pass, carved out on the second. */
 zt_status zt_train_buf(zt_memory *mem, bool reserved, zt_mem_loc loc, zt_mem_class cls,
                        size_t bytes, void *out);
+/* The backend workspace the trainer reserves and hands over (0 without a
+ * backend): all of it, less the operand-cast part when the units are typed. */
+size_t zt_train_workspace_bytes(const zt_trainer *t);
 /* n x m elements of elem bytes for the plan; an overflow marks the plan
  * failed (zt_train_buffers then refuses it) and gives 0. */
 size_t zt_train_plan_bytes(zt_trainer *t, int64_t n, int64_t m, size_t elem);

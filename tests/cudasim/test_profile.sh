@@ -5,7 +5,8 @@
 # they depend on the shapes and the config's GEMM dtype, never on the device
 # (engine/monitor/profile.h), which is why docs/roofline.md profiles on a CPU.
 # Both sides run GPT-lite's bf16 units on the 16-bit tensors themselves
-# (typed tensors: no operand casts, no fp32 copies).
+# (typed tensors: no operand casts, no fp32 copies, and no cast buffers in
+# the CUDA backend's workspace).
 # --profile-time keeps them and times every op through the CUDA backend's sync.
 set -eu
 cd "$(dirname "$0")/../.."
@@ -43,6 +44,13 @@ assert a["comm_bytes_per_step"] == b["comm_bytes_per_step"], (a["comm_bytes_per_
 assert a["comm_bytes_per_step"]["all_gather"] > 0
 print(f"profile: {len(a['ops'])} ops equal on the CPU and the simulated GPUs (bf16 units, "
       "no operand casts)")
+# Typed units leave out the backend workspace's operand-cast buffers (128 MiB
+# by default): the device WORK arena exceeds the CPU's by cuBLAS's 32 MiB
+# workspace and its 256-byte alignment slack, nothing more.
+work = [r["ranks"][0]["memory_bytes"]["device"]["WORK"]["reserved"] for r in (cpu, sim)]
+extra = work[1] - work[0]
+assert (32 << 20) <= extra <= (32 << 20) + 512, f"WORK cpu {work[0]} sim {work[1]}"
+print(f"workspace: the simulated GPU's WORK is the CPU's + {extra} bytes (cuBLAS's, no casts)")
 PY
 
 # --profile-time on the CUDA backend (np 2, stage 3: streams and NCCL): the

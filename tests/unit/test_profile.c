@@ -44,10 +44,10 @@ static const struct {
 };
 #define N_OPS (sizeof ops / sizeof ops[0])
 
-/* The struct is: name, kind, impl, then the ops with workspace_bytes and
- * typed_dtypes among them. */
+/* The struct is: name, kind, impl, then the ops with workspace_bytes,
+ * workspace_cast_bytes and typed_dtypes among them. */
 _Static_assert(sizeof(zt_backend) == offsetof(zt_backend, destroy) + N_OPS * sizeof(any_fn) +
-                                         sizeof(size_t) + sizeof(uint64_t),
+                                         2 * sizeof(size_t) + sizeof(uint64_t),
                "struct zt_backend changed: list every op in tests/unit/test_profile.c and wrap "
                "it in engine/monitor/profile.c");
 
@@ -66,6 +66,7 @@ static void test_every_op_wrapped(void **state)
     /* the ops' offsets are distinct and none is workspace_bytes */
     for (size_t i = 0; i < N_OPS; i++) {
         assert_true(ops[i].offset != offsetof(zt_backend, workspace_bytes));
+        assert_true(ops[i].offset != offsetof(zt_backend, workspace_cast_bytes));
         assert_true(ops[i].offset != offsetof(zt_backend, typed_dtypes));
         for (size_t j = 0; j < i; j++)
             assert_true(ops[i].offset != ops[j].offset);
@@ -77,6 +78,7 @@ static void test_every_op_wrapped(void **state)
         memcpy((char *)&inner + ops[i].offset, &s, sizeof s);
     inner.name = "sentinel";
     inner.workspace_bytes = 12345;
+    inner.workspace_cast_bytes = 2345;
     inner.typed_dtypes = 1u << ZT_F32 | 1u << ZT_BF16;
     zt_profile_options opt = {.gemm_dtype = ZT_F32};
     assert_int_equal(zt_profile_wrap(&w, &inner, &opt), ZT_OK);
@@ -89,6 +91,7 @@ static void test_every_op_wrapped(void **state)
     }
     assert_string_equal(w.name, "sentinel");
     assert_int_equal(w.workspace_bytes, 12345);
+    assert_int_equal(w.workspace_cast_bytes, 2345);
     assert_int_equal(w.typed_dtypes, 1u << ZT_F32 | 1u << ZT_BF16);
     assert_true(zt_profile_is(&w));
     assert_false(zt_profile_is(&inner));
