@@ -180,15 +180,30 @@ static inline void store_bf16(void *p, int64_t i, float x)
  * element offsets relative to dst and src. */
 typedef void (*convert_kernel)(void *dst, const void *src, int64_t n, float alpha);
 
+/* Wider vectors for the conversion loops, picked once at load time by the
+ * CPU (GCC's target_clones): the CPU backend's typed ops widen and narrow
+ * every 16-bit tensor they touch, and AVX2 runs these loops 1.6-1.8x faster
+ * than the build's SSE4.2 (64K elements, in L2). dtype sits below
+ * engine/cpu, so it cannot use that module's ZT_CPU_ISA dispatch; it needs
+ * none, as every clone computes the same bits (integer operations and one
+ * fp32 multiply, no FMA under -ffp-contract=off). */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define ZT_DTYPE_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define ZT_DTYPE_CLONES
+#endif
+
 /* The product is its own statement: the header promises two roundings, and
  * C11 mode (-ffp-contract=off) keeps the compiler from fusing them. */
 #define ZT_CONVERT_KERNELS(D, S)                                                         \
-    static void convert_##D##_##S(void *dst, const void *src, int64_t n, float alpha)    \
+    ZT_DTYPE_CLONES static void convert_##D##_##S(void *dst, const void *src, int64_t n, \
+                                                  float alpha)                            \
     {                                                                                     \
         for (int64_t i = 0; i < n; i++)                                                   \
             store_##D(dst, i, alpha * load_##S(src, i));                                  \
     }                                                                                     \
-    static void accumulate_##D##_##S(void *dst, const void *src, int64_t n, float alpha) \
+    ZT_DTYPE_CLONES static void accumulate_##D##_##S(void *dst, const void *src,         \
+                                                     int64_t n, float alpha)              \
     {                                                                                     \
         for (int64_t i = 0; i < n; i++) {                                                 \
             float scaled = alpha * load_##S(src, i);                                      \
