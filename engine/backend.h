@@ -214,10 +214,12 @@ struct zt_backend {
     void (*embedding_backward)(const zt_backend *be, zt_dtype dt, float *dtable,
                                const int32_t *ids, const void *dy, int64_t rows, int64_t cols,
                                int64_t vocab, bool accumulate);
-    /* y(n, t, cols) += PE(t, cols), PyTorch's sinusoidal table:
+    /* y(n, t, cols) (dt) += PE(t, cols), PyTorch's sinusoidal table:
      * PE[i][2k] = sin(i * w_k), PE[i][2k+1] = cos(i * w_k), w_k = exp(-2k ln(10000) / cols),
-     * computed in float64 and rounded. */
-    void (*sinusoid_add)(const zt_backend *be, float *y, int64_t n, int64_t t, int64_t cols);
+     * computed in float64 and rounded to fp32; y + PE is added in fp32 and
+     * rounded once to dt. */
+    void (*sinusoid_add)(const zt_backend *be, zt_dtype dt, void *y, int64_t n, int64_t t,
+                         int64_t cols);
     /* Per row of x (rows, cols): mean, rstd = 1/sqrt(var + eps) (biased var,
      * accumulated in float64), y = (x - mean) * rstd * w + b. y may not alias x.
      * x, w, b, y are (dt); mean, rstd fp32. */
@@ -333,11 +335,12 @@ struct zt_backend {
                     const zt_dropout_desc *d);
     /* y(n, cols) = mean over i < lengths[s] of x(n, t, cols) (all t when lengths
      * is NULL); sums in float32 in increasing i, then divided by the length.
-     * 1 <= lengths[s] <= t. */
-    void (*mean_pool_forward)(const zt_backend *be, float *y, const float *x,
+     * 1 <= lengths[s] <= t. x, y (dt). */
+    void (*mean_pool_forward)(const zt_backend *be, zt_dtype dt, void *y, const void *x,
                               const int32_t *lengths, int64_t n, int64_t t, int64_t cols);
-    /* dx(n, t, cols) = dy / len (a division) at i < len, 0 elsewhere (assigns). */
-    void (*mean_pool_backward)(const zt_backend *be, float *dx, const float *dy,
+    /* dx(n, t, cols) = dy / len (a division) at i < len, 0 elsewhere (assigns).
+     * dx, dy (dt). */
+    void (*mean_pool_backward)(const zt_backend *be, zt_dtype dt, void *dx, const void *dy,
                                const int32_t *lengths, int64_t n, int64_t t, int64_t cols);
 
     /* ---- Block quantization (ZeRO++ qwZ and qgZ, engine/zero/quant.h). ----

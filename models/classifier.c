@@ -18,7 +18,7 @@ static void embed_forward(const zt_unit *u, const zt_backend *be, const void *pa
     (void)work;
     int64_t seq = u->dims[1], e = u->dims[2];
     be->embedding_forward(be, ZT_F32, y, b->tokens, params, b->n * b->t, e, false); // (n, t, E)
-    be->sinusoid_add(be, y, b->n, b->t, e);
+    be->sinusoid_add(be, ZT_F32, y, b->n, b->t, e);
     zt_dropout_desc d = zt_layer_dropout(u, 0, b, 1, b->t, e, seq, e);
     if (d.p > 0.0f)
         be->dropout(be, ZT_F32, y, y, &d);
@@ -265,7 +265,7 @@ static void head_forward(const zt_unit *u, const zt_backend *be, const void *par
     int64_t e = u->dims[1], h = u->dims[2], k = u->dims[3], n = b->n;
     const float *w1 = params, *b1 = w1 + h * e, *w2 = b1 + h, *b2 = w2 + k * h;
     float *pooled = saved, *act = pooled + n * e;
-    be->mean_pool_forward(be, pooled, x, b->lengths, n, b->t, e); // (n, E)
+    be->mean_pool_forward(be, ZT_F32, pooled, x, b->lengths, n, b->t, e); // (n, E)
     zt_linear_forward(be, ZT_F32, act, pooled, w1, b1, n, e, h);          // (n, H)
     be->relu_forward(be, act, act, n * h);
     zt_dropout_desc d = zt_layer_dropout(u, 0, b, 1, 1, h, 1, h);
@@ -292,7 +292,7 @@ static void head_backward(const zt_unit *u, const zt_backend *be, const void *pa
     be->relu_backward(be, dact, dact, act, n * h);
     zt_linear_backward(be, ZT_F32, dpooled, dw1, db1, dact, h, pooled, w1, n, e, h, accumulate, false);
     if (dx)
-        be->mean_pool_backward(be, dx, dpooled, b->lengths, n, b->t, e);
+        be->mean_pool_backward(be, ZT_F32, dx, dpooled, b->lengths, n, b->t, e);
 }
 
 /* Mean pooling, fc1 Linear(E, H), ReLU, fc2 Linear(H, classes). */

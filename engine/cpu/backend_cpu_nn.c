@@ -116,7 +116,7 @@ void zt_cpu_embedding_backward_f32(const zt_backend *be, float *dtable, const in
     }
 }
 
-static void cpu_sinusoid_add(const zt_backend *be, float *y, int64_t n, int64_t t, int64_t cols)
+void zt_cpu_sinusoid_add_f32(const zt_backend *be, float *y, int64_t n, int64_t t, int64_t cols)
 {
     (void)be;
     const double log_base = log(10000.0);
@@ -516,7 +516,7 @@ void zt_cpu_dropout_rows_f32(float *y, const float *x, const zt_dropout_desc *d,
     }
 }
 
-static void cpu_mean_pool_forward(const zt_backend *be, float *y, const float *x,
+void zt_cpu_mean_pool_forward_f32(const zt_backend *be, float *y, const float *x,
                                   const int32_t *lengths, int64_t n, int64_t t, int64_t cols)
 {
     (void)be;
@@ -539,7 +539,7 @@ static void cpu_mean_pool_forward(const zt_backend *be, float *y, const float *x
     }
 }
 
-static void cpu_mean_pool_backward(const zt_backend *be, float *dx, const float *dy,
+void zt_cpu_mean_pool_backward_f32(const zt_backend *be, float *dx, const float *dy,
                                    const int32_t *lengths, int64_t n, int64_t t, int64_t cols)
 {
     (void)be;
@@ -561,12 +561,9 @@ static void cpu_mean_pool_backward(const zt_backend *be, float *dx, const float 
 
 void zt_backend_cpu_nn_ops(zt_backend *be)
 {
-    be->sinusoid_add = cpu_sinusoid_add;
     be->gelu_forward = zt_cpu_gelu_forward;
     be->gelu_backward = zt_cpu_gelu_backward;
     be->gemm_batched = cpu_gemm_batched;
     be->attn_softmax_forward = cpu_attn_softmax_forward;
     be->attn_softmax_backward = cpu_attn_softmax_backward;
-    be->mean_pool_forward = cpu_mean_pool_forward;
-    be->mean_pool_backward = cpu_mean_pool_backward;
 }

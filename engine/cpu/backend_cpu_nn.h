@@ -77,6 +77,7 @@ void zt_cpu_embedding_forward_f32(const zt_backend *be, float *y, const int32_t 
 void zt_cpu_embedding_backward_f32(const zt_backend *be, float *dtable, const int32_t *ids,
                                    const float *dy, int64_t rows, int64_t cols, int64_t vocab,
                                    bool accumulate);
+void zt_cpu_sinusoid_add_f32(const zt_backend *be, float *y, int64_t n, int64_t t, int64_t cols);
 void zt_cpu_layernorm_forward_f32(const zt_backend *be, float *y, float *mean, float *rstd,
                                   const float *x, const float *w, const float *b, int64_t rows,
                                   int64_t cols, float eps);
@@ -108,6 +109,10 @@ void zt_cpu_dropout_f32(const zt_backend *be, float *y, const float *x, const zt
  * y and x point at row r0 (y == x allowed). */
 void zt_cpu_dropout_rows_f32(float *y, const float *x, const zt_dropout_desc *d, int64_t r0,
                              int64_t r1);
+void zt_cpu_mean_pool_forward_f32(const zt_backend *be, float *y, const float *x,
+                                  const int32_t *lengths, int64_t n, int64_t t, int64_t cols);
+void zt_cpu_mean_pool_backward_f32(const zt_backend *be, float *dx, const float *dy,
+                                   const int32_t *lengths, int64_t n, int64_t t, int64_t cols);
 /* The activation ops (fp32 only), which the typed epilogues reuse. */
 void zt_cpu_relu_forward(const zt_backend *be, float *y, const float *x, int64_t n);
 void zt_cpu_relu_backward(const zt_backend *be, float *dx, const float *dy, const float *y,

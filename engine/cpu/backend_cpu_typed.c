@@ -10,12 +10,13 @@
  *  - axpy and embedding_forward, a sum rounded once, are zt_convert_host on
  *    the 16-bit tensors themselves (an accumulating conversion), no scratch;
  *  - ops over rows (bias_add, bias_grad, xent, embedding_backward, the
- *    layernorms, act_bias_grad, dropout) and the fused attention (over
- *    samples) stream blocks of about ZT_CPU_TYPED_BLOCK elements a tensor
- *    through fp32 scratch: widen the block, run the fp32 kernel on it,
- *    round its outputs. Rows are independent, and a column sum carried from
- *    one block to the next is stored and reloaded as the float it is, so
- *    every element gets the fp32 kernel's additions in its order;
+ *    layernorms, act_bias_grad, dropout) and those over samples
+ *    (sinusoid_add, the mean pooling, the fused attention) stream blocks of
+ *    about ZT_CPU_TYPED_BLOCK elements a tensor through fp32 scratch: widen
+ *    the block, run the fp32 kernel on it, round its outputs. Rows and
+ *    samples are independent, and a column sum carried from one block to the
+ *    next is stored and reloaded as the float it is, so every element gets
+ *    the fp32 kernel's additions in its order;
  *  - the GEMM ops (gemm, linear_act_forward, linear_backward) widen whole
  *    operands: OpenBLAS is not promised to give a product's elements the same
  *    bits when it is split into pieces, and the 16-bit results must be the
@@ -33,6 +34,7 @@
 #include <omp.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "engine/backend.h"
 #include "engine/cpu/backend_cpu_nn.h"
@@ -568,6 +570,97 @@ static void t_attn_flash_backward(const zt_backend *be, zt_dtype dt, void *dqkv,
     scratch_give(be);
 }
 
+/* Blocks of whole samples (t rows each): the kernel adds PE(t, cols) to
+ * every sample of its block from position 0, so a block must start at a
+ * sample; each block computes PE afresh, with the same bits. */
+static void t_sinusoid_add(const zt_backend *be, zt_dtype dt, void *y, int64_t n, int64_t t,
+                           int64_t cols)
+{
+    if (dt == ZT_F32) {
+        zt_cpu_sinusoid_add_f32(be, y, n, t, cols);
+        return;
+    }
+    if (n <= 0 || t <= 0 || cols <= 0)
+        return;
+    /* The table once (0 + PE is PE exactly: no PE entry is -0), then each
+     * block of samples widened, added to it as the fp32 op adds, narrowed. */
+    int64_t tc = t * cols, nb = min_i64(block_rows(tc), n);
+    float *pe = scratch_take(be, (1 + nb) * tc); // (t, cols), then (nb, t, cols)
+    if (!pe)
+        return;
+    float *f = pe + tc;
+    memset(pe, 0, (size_t)tc * sizeof *pe);
+    zt_cpu_sinusoid_add_f32(be, pe, 1, t, cols);
+    for (int64_t s0 = 0; s0 < n; s0 += nb) {
+        int64_t ns = min_i64(nb, n - s0);
+        widen(f, zt_dtype_at(y, dt, s0 * tc), dt, ns * tc);
+#pragma omp parallel for schedule(static) if (ns * tc > ZT_CPU_PAR_MIN)
+        for (int64_t i = 0; i < ns * tc; i++)
+            f[i] += pe[i % tc];
+        narrow(zt_dtype_at(y, dt, s0 * tc), dt, f, ns * tc);
+    }
+    scratch_give(be);
+}
+
+/* Samples per block of the mean pooling: about a block of x (t * cols per
+ * sample), and at least one sample per thread, since the forward kernel
+ * works a sample per thread. */
+static int64_t pool_block_samples(int64_t n, int64_t t, int64_t cols)
+{
+    int64_t ns = block_rows(t * cols), busy = omp_get_max_threads();
+    return min_i64(ns > busy ? ns : busy, n);
+}
+
+/* Blocks of whole samples: a sample's sum over its positions is the fp32
+ * kernel's, in its order, on the sample's widened rows. */
+static void t_mean_pool_forward(const zt_backend *be, zt_dtype dt, void *y, const void *x,
+                                const int32_t *lengths, int64_t n, int64_t t, int64_t cols)
+{
+    if (dt == ZT_F32) {
+        zt_cpu_mean_pool_forward_f32(be, y, x, lengths, n, t, cols);
+        return;
+    }
+    if (n <= 0 || cols <= 0)
+        return;
+    int64_t tc = t * cols, bs = pool_block_samples(n, t, cols);
+    float *at = scratch_take(be, piece(bs * tc) + bs * cols);
+    if (!at)
+        return;
+    float *fx = carve(&at, bs * tc), *fy = carve(&at, bs * cols);
+    for (int64_t s0 = 0; s0 < n; s0 += bs) {
+        int64_t ns = min_i64(bs, n - s0);
+        widen(fx, zt_dtype_at(x, dt, s0 * tc), dt, ns * tc);
+        zt_cpu_mean_pool_forward_f32(be, fy, fx, lengths ? lengths + s0 : NULL, ns, t, cols);
+        narrow(zt_dtype_at(y, dt, s0 * cols), dt, fy, ns * cols);
+    }
+    scratch_give(be);
+}
+
+/* Blocks of whole samples: dy's rows of the block widened, dx's (t rows a
+ * sample, zeros past the length) rounded. */
+static void t_mean_pool_backward(const zt_backend *be, zt_dtype dt, void *dx, const void *dy,
+                                 const int32_t *lengths, int64_t n, int64_t t, int64_t cols)
+{
+    if (dt == ZT_F32) {
+        zt_cpu_mean_pool_backward_f32(be, dx, dy, lengths, n, t, cols);
+        return;
+    }
+    if (n <= 0 || t <= 0 || cols <= 0)
+        return;
+    int64_t tc = t * cols, bs = min_i64(block_rows(tc), n);
+    float *at = scratch_take(be, piece(bs * cols) + bs * tc);
+    if (!at)
+        return;
+    float *fdy = carve(&at, bs * cols), *fdx = carve(&at, bs * tc);
+    for (int64_t s0 = 0; s0 < n; s0 += bs) {
+        int64_t ns = min_i64(bs, n - s0);
+        widen(fdy, zt_dtype_at(dy, dt, s0 * cols), dt, ns * cols);
+        zt_cpu_mean_pool_backward_f32(be, fdx, fdy, lengths ? lengths + s0 : NULL, ns, t, cols);
+        narrow(zt_dtype_at(dx, dt, s0 * tc), dt, fdx, ns * tc);
+    }
+    scratch_give(be);
+}
+
 /* p == 0 is a copy (rounding a widened value gives it back); otherwise
  * blocks of rows of d->c, in place on the widened block, so y may be x. */
 static void t_dropout(const zt_backend *be, zt_dtype dt, void *y, const void *x,
@@ -611,6 +704,7 @@ zt_status zt_backend_cpu_typed_ops(zt_backend *be)
     be->axpy = t_axpy;
     be->embedding_forward = t_embedding_forward;
     be->embedding_backward = t_embedding_backward;
+    be->sinusoid_add = t_sinusoid_add;
     be->layernorm_forward = t_layernorm_forward;
     be->residual_layernorm_forward = t_residual_layernorm_forward;
     be->layernorm_backward = t_layernorm_backward;
@@ -620,6 +714,8 @@ zt_status zt_backend_cpu_typed_ops(zt_backend *be)
     be->attn_flash_forward = t_attn_flash_forward;
     be->attn_flash_backward = t_attn_flash_backward;
     be->dropout = t_dropout;
+    be->mean_pool_forward = t_mean_pool_forward;
+    be->mean_pool_backward = t_mean_pool_backward;
     return ZT_OK;
 }
 

@@ -2,8 +2,9 @@
  * backend_cuda_head: the CUDA backend's ops at a model's output: mean pooling
  * over the sequence (the classifier's head, forward and backward) and the
  * softmax cross-entropy with its gradient. Work layout, numerics and
- * determinism: cuda_nn.cuh. The cross-entropy is typed: its kernel is a
- * template on the dtype of logits and dlogits.
+ * determinism: cuda_nn.cuh. All three are typed: their kernels are
+ * templates on the dtype of the tensors (logits and dlogits; x and y; dy
+ * and dx), read widened and written rounded once.
  *
  * Memory: ops allocate nothing. xent_forward_backward writes the total and
  * up to ZT_XENT_PARTS partial sums, (1 + 1024) doubles = 8200 bytes, at the
@@ -238,10 +239,10 @@ static double cuda_xent_forward_backward(const zt_backend *be, zt_dtype dt, cons
 /* ---- mean pooling ---- */
 
 /* A thread per (sample, unit of W columns) sums rows in increasing i, then
- * divides: the CPU's sequence of roundings. */
-template <int W>
+ * divides: the CPU's sequence of roundings, on x widened; y rounded once. */
+template <int W, zt_dtype T>
 static __global__ void __launch_bounds__(ZT_NN_THREADS)
-    mean_pool_forward_kernel(float *__restrict__ y, const float *__restrict__ x,
+    mean_pool_forward_kernel(raw_t<T> *__restrict__ y, const raw_t<T> *__restrict__ x,
                              const int32_t *__restrict__ lengths, int64_t n, int64_t t,
                              int64_t cols)
 {
@@ -249,11 +250,11 @@ static __global__ void __launch_bounds__(ZT_NN_THREADS)
     for (int64_t q = thread_index(); q < n * nu; q += thread_count()) {
         int64_t s = q / nu, u = q % nu;
         int64_t len = lengths ? lengths[s] : t;
-        const float *xs = x + s * t * cols + u * W; // column unit of (t, cols)
+        const raw_t<T> *xs = x + s * t * cols + u * W; // column unit of (t, cols)
         zt_vec<W> acc = vzero<W>();
 #pragma unroll 4
         for (int64_t i = 0; i < len; i++) {
-            zt_vec<W> a = vload<W>(xs + i * cols);
+            zt_vec<W> a = vload<W, T>(xs + i * cols);
 #pragma unroll
             for (int e = 0; e < W; e++)
                 acc.v[e] += a.v[e];
@@ -262,34 +263,40 @@ static __global__ void __launch_bounds__(ZT_NN_THREADS)
 #pragma unroll
         for (int e = 0; e < W; e++)
             acc.v[e] = __fdiv_rn(acc.v[e], fl);
-        vstore<W>(y + s * cols + u * W, acc);
+        vstore<W, T>(y + s * cols + u * W, acc);
     }
 }
 
-static void cuda_mean_pool_forward(const zt_backend *be, float *y, const float *x,
+static void cuda_mean_pool_forward(const zt_backend *be, zt_dtype dt, void *y, const void *x,
                                    const int32_t *lengths, int64_t n, int64_t t, int64_t cols)
 {
     zt_cuda_impl *impl = nn_impl(be);
     if (n <= 0 || cols <= 0)
         return;
-    /* float4 only when the thread count still fills the GPU: a column sum is a
+    /* 4-wide only when the thread count still fills the GPU: a column sum is a
      * serial chain, so more threads means more loads in flight. */
-    bool vec = cols % 4 == 0 && aligned16(y) && aligned16(x) &&
+    bool vec = cols % 4 == 0 && vec_aligned(y, dt) && vec_aligned(x, dt) &&
                n * cols / 4 >= (int64_t)impl->sm_count * ZT_NN_THREADS * ZT_NN_BLOCKS_PER_SM;
-    if (vec)
-        ZT_LAUNCH(nn_grid(impl, n * cols / 4, ZT_NN_THREADS), ZT_NN_THREADS, 0, impl->stream,
-                  mean_pool_forward_kernel<4>)
-        (y, x, lengths, n, t, cols);
-    else
-        ZT_LAUNCH(nn_grid(impl, n * cols, ZT_NN_THREADS), ZT_NN_THREADS, 0, impl->stream,
-                  mean_pool_forward_kernel<1>)
-        (y, x, lengths, n, t, cols);
+    with_dtype(dt, [&](auto tag) {
+        constexpr zt_dtype T = decltype(tag)::value;
+        raw_t<T> *yt = static_cast<raw_t<T> *>(y);
+        const raw_t<T> *xt = static_cast<const raw_t<T> *>(x);
+        if (vec)
+            ZT_LAUNCH(nn_grid(impl, n * cols / 4, ZT_NN_THREADS), ZT_NN_THREADS, 0, impl->stream,
+                      mean_pool_forward_kernel<4, T>)
+            (yt, xt, lengths, n, t, cols);
+        else
+            ZT_LAUNCH(nn_grid(impl, n * cols, ZT_NN_THREADS), ZT_NN_THREADS, 0, impl->stream,
+                      mean_pool_forward_kernel<1, T>)
+            (yt, xt, lengths, n, t, cols);
+    });
     nn_record(be, "mean_pool_forward");
 }
 
-template <int W>
+/* dy widened, divided, rounded once; zeros past the length. */
+template <int W, zt_dtype T>
 static __global__ void __launch_bounds__(ZT_NN_THREADS)
-    mean_pool_backward_kernel(float *__restrict__ dx, const float *__restrict__ dy,
+    mean_pool_backward_kernel(raw_t<T> *__restrict__ dx, const raw_t<T> *__restrict__ dy,
                               const int32_t *__restrict__ lengths, int64_t n, int64_t t,
                               int64_t cols)
 {
@@ -298,36 +305,41 @@ static __global__ void __launch_bounds__(ZT_NN_THREADS)
          r += (int64_t)gridDim.x * blockDim.y) {
         int64_t s = r / t, i = r % t;
         int64_t len = lengths ? lengths[s] : t;
-        const float *dys = dy + s * cols; // (cols)
-        float *dxr = dx + r * cols;       // (cols)
+        const raw_t<T> *dys = dy + s * cols; // (cols)
+        raw_t<T> *dxr = dx + r * cols;       // (cols)
         const float fl = (float)len;
         for (int64_t u = threadIdx.x; u < nu; u += blockDim.x) {
-            zt_vec<W> a = i < len ? vload<W>(dys + u * W) : vzero<W>();
+            zt_vec<W> a = i < len ? vload<W, T>(dys + u * W) : vzero<W>();
             if (i < len) {
 #pragma unroll
                 for (int e = 0; e < W; e++)
                     a.v[e] = __fdiv_rn(a.v[e], fl);
             }
-            vstore<W>(dxr + u * W, a);
+            vstore<W, T>(dxr + u * W, a);
         }
     }
 }
 
-static void cuda_mean_pool_backward(const zt_backend *be, float *dx, const float *dy,
+static void cuda_mean_pool_backward(const zt_backend *be, zt_dtype dt, void *dx, const void *dy,
                                     const int32_t *lengths, int64_t n, int64_t t, int64_t cols)
 {
     zt_cuda_impl *impl = nn_impl(be);
     if (n <= 0 || t <= 0 || cols <= 0)
         return;
-    bool vec = cols % 4 == 0 && aligned16(dx) && aligned16(dy);
+    bool vec = cols % 4 == 0 && vec_aligned(dx, dt) && vec_aligned(dy, dt);
     dim3 block = row_block(vec ? cols / 4 : cols);
     unsigned grid = nn_grid(impl, n * t, block.y);
-    if (vec)
-        ZT_LAUNCH(grid, block, 0, impl->stream, mean_pool_backward_kernel<4>)
-        (dx, dy, lengths, n, t, cols);
-    else
-        ZT_LAUNCH(grid, block, 0, impl->stream, mean_pool_backward_kernel<1>)
-        (dx, dy, lengths, n, t, cols);
+    with_dtype(dt, [&](auto tag) {
+        constexpr zt_dtype T = decltype(tag)::value;
+        raw_t<T> *dxt = static_cast<raw_t<T> *>(dx);
+        const raw_t<T> *dyt = static_cast<const raw_t<T> *>(dy);
+        if (vec)
+            ZT_LAUNCH(grid, block, 0, impl->stream, mean_pool_backward_kernel<4, T>)
+            (dxt, dyt, lengths, n, t, cols);
+        else
+            ZT_LAUNCH(grid, block, 0, impl->stream, mean_pool_backward_kernel<1, T>)
+            (dxt, dyt, lengths, n, t, cols);
+    });
     nn_record(be, "mean_pool_backward");
 }
 

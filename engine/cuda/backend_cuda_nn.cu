@@ -6,9 +6,9 @@
  * backend_cuda_attn.cu and the pooling and cross-entropy in
  * backend_cuda_head.cu; gemm_batched lives with the other cuBLAS calls in
  * backend_cuda_gemm.cu). Work layout, numerics and determinism: cuda_nn.cuh.
- * The typed ops (embedding, layernorm, residual + layernorm, dropout) are
- * kernel templates on their dtype; residual + layernorm normalises x1 as
- * stored, rounded to it.
+ * The typed ops (embedding, sinusoidal positions, layernorm, residual +
+ * layernorm, dropout) are kernel templates on their dtype; residual +
+ * layernorm normalises x1 as stored, rounded to it.
  *
  * Memory: ops allocate nothing; everything works in registers and shared
  * memory. Collective: none.
@@ -202,29 +202,38 @@ static void cuda_embedding_backward(const zt_backend *be, zt_dtype dt, float *dt
 /* ---- positional encoding ---- */
 
 /* A thread per (position i, column j): the float64 sin/cos run once and the
- * value is added to all n samples. */
+ * value is added to all n samples, y widened, the fp32 sum rounded once. */
+template <zt_dtype T>
 static __global__ void __launch_bounds__(ZT_NN_THREADS)
-    sinusoid_add_kernel(float *y, int64_t n, int64_t t, int64_t cols, double log_base)
+    sinusoid_add_kernel(raw_t<T> *y, int64_t n, int64_t t, int64_t cols, double log_base)
 {
     for (int64_t q = thread_index(); q < t * cols; q += thread_count()) {
         int64_t i = q / cols, j = q % cols, two_k = j - j % 2;
         double wk = exp(-(double)two_k * log_base / (double)cols);
         double angle = (double)i * wk;
         float pe = (float)(j % 2 == 0 ? sin(angle) : cos(angle));
-        for (int64_t s = 0; s < n; s++)
-            y[(s * t + i) * cols + j] += pe;
+        for (int64_t s = 0; s < n; s++) {
+            float v[1];
+            load_elems<T, 1>(y, (s * t + i) * cols + j, v);
+            v[0] += pe;
+            store_elems<T, 1>(y, (s * t + i) * cols + j, v);
+        }
     }
 }
 
-static void cuda_sinusoid_add(const zt_backend *be, float *y, int64_t n, int64_t t, int64_t cols)
+static void cuda_sinusoid_add(const zt_backend *be, zt_dtype dt, void *y, int64_t n, int64_t t,
+                              int64_t cols)
 {
     zt_cuda_impl *impl = nn_impl(be);
     if (n <= 0 || t <= 0 || cols <= 0)
         return;
     /* The host's log, so the frequencies start from the CPU's exact value. */
-    ZT_LAUNCH(nn_grid(impl, t * cols, ZT_NN_THREADS), ZT_NN_THREADS, 0, impl->stream,
-              sinusoid_add_kernel)
-    (y, n, t, cols, log(10000.0));
+    with_dtype(dt, [&](auto tag) {
+        constexpr zt_dtype T = decltype(tag)::value;
+        ZT_LAUNCH(nn_grid(impl, t * cols, ZT_NN_THREADS), ZT_NN_THREADS, 0, impl->stream,
+                  sinusoid_add_kernel<T>)
+        (static_cast<raw_t<T> *>(y), n, t, cols, log(10000.0));
+    });
     nn_record(be, "sinusoid_add");
 }
 

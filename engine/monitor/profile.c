@@ -362,13 +362,14 @@ static void p_embedding_backward(const zt_backend *be, zt_dtype dt, float *dtabl
                                      accumulate);
     op_end(be);
 }
-static void p_sinusoid_add(const zt_backend *be, float *y, int64_t n, int64_t t, int64_t cols)
+static void p_sinusoid_add(const zt_backend *be, zt_dtype dt, void *y, int64_t n, int64_t t,
+                           int64_t cols)
 {
     const uint64_t e = u(n) * u(t) * u(cols);
     zt_profile_counts *c = count(be, OP_sinusoid_add, 2 * e);
-    rd(c, ZT_PROF_FP32, e);
-    wr(c, ZT_PROF_FP32, e);
-    inner_of(be)->sinusoid_add(inner_of(be), y, n, t, cols);
+    rd(c, kind_of(dt), e);
+    wr(c, kind_of(dt), e);
+    inner_of(be)->sinusoid_add(inner_of(be), dt, y, n, t, cols);
     op_end(be);
 }
 static void p_layernorm_forward(const zt_backend *be, zt_dtype dt, void *y, float *mean,
@@ -562,26 +563,26 @@ static void p_dropout(const zt_backend *be, zt_dtype dt, void *y, const void *x,
     inner_of(be)->dropout(inner_of(be), dt, y, x, d);
     op_end(be);
 }
-static void p_mean_pool_forward(const zt_backend *be, float *y, const float *x,
+static void p_mean_pool_forward(const zt_backend *be, zt_dtype dt, void *y, const void *x,
                                 const int32_t *lengths, int64_t n, int64_t t, int64_t cols)
 {
     zt_profile_counts *c = count(be, OP_mean_pool_forward, u(n) * u(t) * u(cols));
-    rd(c, ZT_PROF_FP32, u(n) * u(t) * u(cols));
+    rd(c, kind_of(dt), u(n) * u(t) * u(cols));
     if (lengths)
         rd(c, ZT_PROF_INT32, u(n));
-    wr(c, ZT_PROF_FP32, u(n) * u(cols));
-    inner_of(be)->mean_pool_forward(inner_of(be), y, x, lengths, n, t, cols);
+    wr(c, kind_of(dt), u(n) * u(cols));
+    inner_of(be)->mean_pool_forward(inner_of(be), dt, y, x, lengths, n, t, cols);
     op_end(be);
 }
-static void p_mean_pool_backward(const zt_backend *be, float *dx, const float *dy,
+static void p_mean_pool_backward(const zt_backend *be, zt_dtype dt, void *dx, const void *dy,
                                  const int32_t *lengths, int64_t n, int64_t t, int64_t cols)
 {
     zt_profile_counts *c = count(be, OP_mean_pool_backward, u(n) * u(t) * u(cols));
-    rd(c, ZT_PROF_FP32, u(n) * u(cols));
+    rd(c, kind_of(dt), u(n) * u(cols));
     if (lengths)
         rd(c, ZT_PROF_INT32, u(n));
-    wr(c, ZT_PROF_FP32, u(n) * u(t) * u(cols));
-    inner_of(be)->mean_pool_backward(inner_of(be), dx, dy, lengths, n, t, cols);
+    wr(c, kind_of(dt), u(n) * u(t) * u(cols));
+    inner_of(be)->mean_pool_backward(inner_of(be), dt, dx, dy, lengths, n, t, cols);
     op_end(be);
 }
 

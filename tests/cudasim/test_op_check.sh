@@ -27,7 +27,8 @@ for set in fp32 tf32 bf16 fp16; do
 done
 for op in gemm bias_add bias_grad xent_forward_backward axpy embedding_forward \
     embedding_backward layernorm_forward layernorm_backward residual_layernorm_forward \
-    linear_act_forward act_bias_grad attn_flash_forward attn_flash_backward dropout; do
+    linear_act_forward act_bias_grad attn_flash_forward attn_flash_backward dropout \
+    sinusoid_add mean_pool_forward mean_pool_backward; do
     for dt in bf16 fp16; do
         grep -qE "^$op(\[[a-z0-9]+\])? +$dt[ ,]" "$tmp/out" || fail "no $dt case of the typed $op"
     done

@@ -4,7 +4,7 @@
  * independent references written here in double precision (naive loops),
  * gradients against central finite differences of those references, and
  * identical bits across thread counts (also for the attention softmax); the
- * typed embedding and layernorm ops on bf16 and fp16 bit for bit against
+ * typed embedding, sinusoid and layernorm ops on bf16 and fp16 bit for bit against
  * their fp32 ops (test_nn.h).
  * Batched gemm and attention are in test_backend_nn_attn.c, dropout and mean
  * pooling in test_backend_nn_dropout.c; tolerances are stated in test_nn.h.
@@ -133,8 +133,8 @@ static void test_sinusoid_hand_values(void **state)
     float y6[N * T * 6], y5[N * T * 5]; // (n, t, cols)
     memset(y6, 0, sizeof y6);
     memset(y5, 0, sizeof y5);
-    be->sinusoid_add(be, y6, N, T, 6);
-    be->sinusoid_add(be, y5, N, T, 5);
+    be->sinusoid_add(be, ZT_F32, y6, N, T, 6);
+    be->sinusoid_add(be, ZT_F32, y5, N, T, 5);
     const double w1_6 = 0.046415888336127789, w2_6 = 0.0021544346900318837;
     const double w1_5 = 0.025118864315095801, w2_5 = 0.00063095734448019325;
     const struct {
@@ -175,7 +175,7 @@ static void test_sinusoid_add(void **state)
         float *y0 = xmalloc_floats(n * t * cols); // (n, t, cols)
         fill_uniform(y0, n * t * cols, -1, 1);
         float *y = dup_floats(y0, n * t * cols);
-        be->sinusoid_add(be, y, n, t, cols);
+        be->sinusoid_add(be, ZT_F32, y, n, t, cols);
         for (int64_t s = 0; s < n; s++)
             for (int64_t i = 0; i < t; i++)
                 for (int64_t j = 0; j < cols; j++) {
@@ -653,6 +653,34 @@ static void test_layernorm_typed(void **state)
     }
 }
 
+/* y + PE on bf16 and fp16: the fp32 op on the widened y, rounded, at 1 and 3
+ * threads. 5 x 128 x 384 is a sample a block, so five blocks. */
+static void test_sinusoid_typed(void **state)
+{
+    const zt_backend *be = *state;
+    rng_seed(19);
+    const int64_t shapes[][3] = {{3, 50, 33}, {1, 1, 1}, {5, 128, 384}, {40, 16, 130}};
+    for (int d = 0; d < N_TYPED_DTS; d++)
+        for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
+            zt_dtype dt = TYPED_DTS[d];
+            int64_t n = shapes[sh][0], t = shapes[sh][1], cols = shapes[sh][2], ny = n * t * cols;
+            float *y = xmalloc_floats(ny);
+            fill_uniform(y, ny, -3, 3);
+            uint16_t *y0 = to_dt(dt, y, ny), *y16 = xmalloc_halves(ny);
+            be->sinusoid_add(be, ZT_F32, y, n, t, cols);
+            for (int threads = 1; threads <= 3; threads += 2) {
+                omp_set_num_threads(threads);
+                memcpy(y16, y0, (size_t)ny * sizeof *y16);
+                be->sinusoid_add(be, dt, y16, n, t, cols);
+                assert_dt_equal(dt, y16, y, ny, "sinusoid_add y");
+            }
+            omp_set_num_threads(default_threads);
+            free(y);
+            free(y0);
+            free(y16);
+        }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -667,6 +695,7 @@ int main(void)
         cmocka_unit_test(test_thread_determinism),
         cmocka_unit_test(test_embedding_typed),
         cmocka_unit_test(test_layernorm_typed),
+        cmocka_unit_test(test_sinusoid_typed),
     };
     return cmocka_run_group_tests_name("backend_nn", tests, setup, teardown);
 }

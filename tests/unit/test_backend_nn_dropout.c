@@ -2,7 +2,8 @@
  * test_backend_nn_dropout: the CPU backend's keyed dropout, its masks against
  * engine/rng.h's definition (independent of padding, rank and thread count),
  * its typed form on bf16 and fp16 bit for bit against the fp32 op, and mean
- * pooling against a double-precision reference. Tolerances: test_nn.h.
+ * pooling against a double-precision reference, its typed forms bit for bit
+ * against the fp32 ops. Tolerances: test_nn.h.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -274,8 +275,8 @@ static void check_mean_pool(const zt_backend *be, int64_t n, int64_t t, int64_t 
     fill_uniform(dy, n * cols, -1, 1);
     fill_value(y, n * cols, NAN);
     fill_value(dx, n * t * cols, NAN); /* every element must be assigned */
-    be->mean_pool_forward(be, y, x, lengths, n, t, cols);
-    be->mean_pool_backward(be, dx, dy, lengths, n, t, cols);
+    be->mean_pool_forward(be, ZT_F32, y, x, lengths, n, t, cols);
+    be->mean_pool_backward(be, ZT_F32, dx, dy, lengths, n, t, cols);
     for (int64_t s = 0; s < n; s++) {
         int64_t len = lengths ? lengths[s] : t;
         for (int64_t j = 0; j < cols; j++) {
@@ -320,6 +321,57 @@ static void test_mean_pool(void **state)
     check_mean_pool(be, 8, 64, 80, NULL);
 }
 
+/* Typed mean pooling on bf16 and fp16 (test_nn.h): y and dx are the fp32
+ * ops' on the widened x and dy, rounded (dx's zeros stay zeros), at 1 and 3
+ * threads. 8 x 64 x 300 spans several of the forward's blocks at 1 thread,
+ * 3 x 40 x 1000 several of the backward's (a sample a block). */
+static void check_mean_pool_typed(const zt_backend *be, zt_dtype dt, int64_t n, int64_t t,
+                                  int64_t cols, const int32_t *lengths)
+{
+    int64_t nx = n * t * cols, ny = n * cols;
+    float *x = xmalloc_floats(nx), *y = xmalloc_floats(ny);
+    float *dy = xmalloc_floats(ny), *dx = xmalloc_floats(nx);
+    fill_uniform(x, nx, -1, 3);
+    fill_uniform(dy, ny, -1, 1);
+    uint16_t *x16 = to_dt(dt, x, nx), *dy16 = to_dt(dt, dy, ny);
+    uint16_t *y16 = xmalloc_halves(ny), *dx16 = xmalloc_halves(nx);
+    be->mean_pool_forward(be, ZT_F32, y, x, lengths, n, t, cols);
+    be->mean_pool_backward(be, ZT_F32, dx, dy, lengths, n, t, cols);
+    for (int threads = 1; threads <= 3; threads += 2) {
+        omp_set_num_threads(threads);
+        memset(y16, 0xff, (size_t)ny * sizeof *y16); /* NaN: every element assigned */
+        memset(dx16, 0xff, (size_t)nx * sizeof *dx16);
+        be->mean_pool_forward(be, dt, y16, x16, lengths, n, t, cols);
+        be->mean_pool_backward(be, dt, dx16, dy16, lengths, n, t, cols);
+        assert_dt_equal(dt, y16, y, ny, "mean_pool_forward y");
+        assert_dt_equal(dt, dx16, dx, nx, "mean_pool_backward dx");
+    }
+    omp_set_num_threads(default_threads);
+    free(x);
+    free(y);
+    free(dy);
+    free(dx);
+    free(x16);
+    free(dy16);
+    free(y16);
+    free(dx16);
+}
+
+static void test_mean_pool_typed(void **state)
+{
+    const zt_backend *be = *state;
+    rng_seed(24);
+    const int32_t lengths[3] = {6, 1, 3}, long_lengths[8] = {64, 1, 2, 63, 32, 17, 64, 5};
+    const int32_t wide_lengths[3] = {40, 1, 22};
+    for (int d = 0; d < N_TYPED_DTS; d++) {
+        zt_dtype dt = TYPED_DTS[d];
+        check_mean_pool_typed(be, dt, 3, 6, 10, lengths);
+        check_mean_pool_typed(be, dt, 3, 6, 10, NULL);
+        check_mean_pool_typed(be, dt, 8, 64, 300, long_lengths);
+        check_mean_pool_typed(be, dt, 8, 64, 300, NULL);
+        check_mean_pool_typed(be, dt, 3, 40, 1000, wide_lengths);
+    }
+}
 
 int main(void)
 {
@@ -331,6 +383,7 @@ int main(void)
         cmocka_unit_test(test_dropout_backward),
         cmocka_unit_test(test_dropout_typed),
         cmocka_unit_test(test_mean_pool),
+        cmocka_unit_test(test_mean_pool_typed),
     };
     return cmocka_run_group_tests_name("backend_nn_dropout", tests, setup, teardown);
 }

@@ -9,9 +9,10 @@
  * Tolerance: a (dt) output is within one spacing of dt at the reference
  * (2^-7 relative for bf16, 2^-10 for fp16, plus 1e-6 absolute near zero):
  * half a spacing for the rounding, the rest for fp32 against float64. An
- * output whose contract is exact (x1, an embedding row, dropout's copies)
- * is compared bit for bit with the rounding of its fp32 value; fp32 outputs
- * (weight and bias gradients) within 1e-5 relative of their sums of |terms|.
+ * output whose contract is exact (x1, an embedding row, dropout's copies,
+ * mean pooling's dy / len) is compared bit for bit with the rounding of its
+ * fp32 value; fp32 outputs (weight and bias gradients) within 1e-5 relative
+ * of their sums of |terms|.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -283,6 +284,56 @@ static void test_embedding_dropout(void **state)
     }
 }
 
+/* Positions added to y, PE from pow in float64 (an independent form of the
+ * table); mean pooling's y against float64 means of the 16-bit x over each
+ * sample's length, and its dx exactly round(dy / len) (one fp32 division,
+ * rounded once), +0 past the length. */
+static void test_sinusoid_mean_pool(void **state)
+{
+    const zt_backend *be = *state;
+    enum { N = 2, T = 5, C = 6 };
+    const int32_t lengths[N] = {5, 2};
+    for (size_t d = 0; d < 2; d++) {
+        zt_dtype dt = DTS[d];
+        rng_seed(61 + d);
+        float yf[N * T * C], xf[N * T * C], dyf[N * C];
+        uint16_t y[N * T * C], x[N * T * C], dy[N * C], pooled[N * C], dx[N * T * C];
+        fill16(dt, yf, y, N * T * C, -2, 2);
+        fill16(dt, xf, x, N * T * C, -1, 3);
+        fill16(dt, dyf, dy, N * C, -1, 1);
+        be->sinusoid_add(be, dt, y, N, T, C);
+        double ref[N * T * C];
+        for (int s = 0; s < N; s++)
+            for (int i = 0; i < T; i++)
+                for (int j = 0; j < C; j++) {
+                    double w = pow(10000.0, -(double)(j - j % 2) / C);
+                    double pe = j % 2 == 0 ? sin(i * w) : cos(i * w);
+                    ref[(s * T + i) * C + j] = yf[(s * T + i) * C + j] + pe;
+                }
+        near16(dt, y, ref, N * T * C, "sinusoid_add y");
+        be->mean_pool_forward(be, dt, pooled, x, lengths, N, T, C);
+        be->mean_pool_backward(be, dt, dx, dy, lengths, N, T, C);
+        double mref[N * C];
+        for (int s = 0; s < N; s++)
+            for (int j = 0; j < C; j++) {
+                double m = 0.0;
+                for (int i = 0; i < lengths[s]; i++)
+                    m += xf[(s * T + i) * C + j];
+                mref[s * C + j] = m / lengths[s];
+                for (int i = 0; i < T; i++) {
+                    uint16_t got = dx[(s * T + i) * C + j];
+                    if (i >= lengths[s]) {
+                        assert_int_equal(got, 0);
+                        continue;
+                    }
+                    float q = (float)((double)dyf[s * C + j] / lengths[s]);
+                    assert_true(get16(dt, dx, (s * T + i) * C + j) == round_to(dt, q));
+                }
+            }
+        near16(dt, pooled, mref, N * C, "mean_pool_forward y");
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -291,6 +342,7 @@ int main(void)
         cmocka_unit_test(test_linear_gelu),
         cmocka_unit_test(test_xent),
         cmocka_unit_test(test_embedding_dropout),
+        cmocka_unit_test(test_sinusoid_mean_pool),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -196,7 +196,8 @@ static void test_counts_bf16_casts(void **state)
 /* Typed ops count their tensors at their own dtype: a bf16 GEMM reads its
  * operands as bf16 with no cast even where fp32 operands would be cast, and
  * writes an fp32 (weight-gradient) C as fp32; a bf16 layernorm reads and
- * writes bf16 with fp32 statistics. */
+ * writes bf16 with fp32 statistics; bf16 positions and mean pooling read
+ * and write bf16 only. */
 static void test_counts_typed(void **state)
 {
     (void)state;
@@ -220,6 +221,11 @@ static void test_counts_typed(void **state)
     w.gemm(&w, ZT_BF16, ZT_F32, false, false, 3, 4, 5, 1.0f, a, 5, b, 4, 0.0f, c, 4);
     w.gemm(&w, ZT_BF16, ZT_BF16, false, false, 3, 4, 5, 1.0f, a, 5, b, 4, 0.0f, c16, 4);
     w.layernorm_forward(&w, ZT_BF16, y, mean, rstd, x, lw, lb, 2, 8, 1e-5f);
+    /* (n, t, cols) = (1, 2, 8): positions, then pooled (8) and back (16) */
+    uint16_t pooled[8], dx[16];
+    w.sinusoid_add(&w, ZT_BF16, x, 1, 2, 8);
+    w.mean_pool_forward(&w, ZT_BF16, pooled, x, NULL, 1, 2, 8);
+    w.mean_pool_backward(&w, ZT_BF16, dx, pooled, NULL, 1, 2, 8);
     zt_profile_end(&w, NULL);
     zt_profile_counts g, ln, cast;
     zt_profile_get(&w, op_index("gemm"), &g);
@@ -234,6 +240,21 @@ static void test_counts_typed(void **state)
     assert_int_equal(ln.read[ZT_PROF_FP32], 0);
     assert_int_equal(ln.written[ZT_PROF_BF16], 2 * 16);
     assert_int_equal(ln.written[ZT_PROF_FP32], 4 * 2 * 2);
+    const struct {
+        const char *op;
+        uint64_t read, written; /* bf16 elements */
+    } pe_pool[] = {{"sinusoid_add", 16, 16},
+                   {"mean_pool_forward", 16, 8},
+                   {"mean_pool_backward", 8, 16}};
+    for (size_t i = 0; i < sizeof pe_pool / sizeof pe_pool[0]; i++) {
+        zt_profile_counts k;
+        zt_profile_get(&w, op_index(pe_pool[i].op), &k);
+        assert_int_equal(k.calls, 1);
+        assert_int_equal(k.read[ZT_PROF_BF16], 2 * pe_pool[i].read);
+        assert_int_equal(k.written[ZT_PROF_BF16], 2 * pe_pool[i].written);
+        assert_int_equal(k.read[ZT_PROF_FP32], 0);
+        assert_int_equal(k.written[ZT_PROF_FP32], 0);
+    }
     zt_backend_free(&w);
     zt_backend_free(&cpu);
 }

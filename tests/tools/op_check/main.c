@@ -74,9 +74,10 @@
  *                 backends' fp32 results differ by the rounding the thresholds
  *                 above allow, which may round to the neighbouring 16-bit value.
  *                 Ops exact in fp32 stay exact (bias_add, embedding_forward,
- *                 dropout); fp32 outputs keep their fp32 op's threshold, and so do
- *                 GEMMs of 16-bit operands into fp32 C (the products are exact in
- *                 fp32, only the order of the sums differs); linear_act_forward
+ *                 dropout, mean_pool_backward); fp32 outputs keep their fp32
+ *                 op's threshold, and so do GEMMs of 16-bit operands into fp32
+ *                 C (the products are exact in fp32, only the order of the sums
+ *                 differs); linear_act_forward
  *                 gets two units (pre's rounding carried through the activation,
  *                 then y's), act_bias_grad's dbias one (mag: a dpre rounded the
  *                 other way moves its term by a unit)

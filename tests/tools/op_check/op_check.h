@@ -207,6 +207,8 @@ void typed_layernorm_backward(void);
 void typed_residual_layernorm(void);
 void typed_attn_flash(void);
 void typed_dropout(void);
+void typed_sinusoid_add(void);
+void typed_mean_pool(void);
 
 /* --gemm-peak: cuBLAS alone, no backend (gemm_peak.c). */
 int oc_gemm_peak(int device);

@@ -92,13 +92,14 @@ void op_sinusoid_add(void)
                  (long long)t, (long long)cols);
         float *hy = oc_rand_f32(total, -1, 1);
         pair y = oc_pair_f32(hy, total);
-        oc.cpu.sinusoid_add(&oc.cpu, y.c, n, t, cols);
-        oc.gpu.sinusoid_add(&oc.gpu, y.g, n, t, cols);
+        oc.cpu.sinusoid_add(&oc.cpu, ZT_F32, y.c, n, t, cols);
+        oc.gpu.sinusoid_add(&oc.gpu, ZT_F32, y.g, n, t, cols);
         oc_cmp_f32(&k, "y", &y, total);
         oc_pair_free(&y);
         free(hy);
         oc_end(&k);
     }
+    typed_sinusoid_add();
 }
 
 static const struct {
@@ -360,14 +361,14 @@ static void mean_pool_case(int64_t n, int64_t t, int64_t cols, bool with_lengths
     tcase k;
     oc_begin(&k, "mean_pool_forward", "norm", THR_F32, "n=%lld t=%lld cols=%lld lengths=%s",
              (long long)n, (long long)t, (long long)cols, with_lengths ? "yes" : "no");
-    oc.cpu.mean_pool_forward(&oc.cpu, y.c, x.c, lc, n, t, cols);
-    oc.gpu.mean_pool_forward(&oc.gpu, y.g, x.g, lg, n, t, cols);
+    oc.cpu.mean_pool_forward(&oc.cpu, ZT_F32, y.c, x.c, lc, n, t, cols);
+    oc.gpu.mean_pool_forward(&oc.gpu, ZT_F32, y.g, x.g, lg, n, t, cols);
     oc_cmp_f32(&k, "y", &y, n * cols);
     oc_end(&k);
     oc_begin(&k, "mean_pool_backward", "norm", THR_EXACT, "n=%lld t=%lld cols=%lld lengths=%s",
              (long long)n, (long long)t, (long long)cols, with_lengths ? "yes" : "no");
-    oc.cpu.mean_pool_backward(&oc.cpu, dx.c, dy.c, lc, n, t, cols);
-    oc.gpu.mean_pool_backward(&oc.gpu, dx.g, dy.g, lg, n, t, cols);
+    oc.cpu.mean_pool_backward(&oc.cpu, ZT_F32, dx.c, dy.c, lc, n, t, cols);
+    oc.gpu.mean_pool_backward(&oc.gpu, ZT_F32, dx.g, dy.g, lg, n, t, cols);
     oc_cmp_f32(&k, "dx", &dx, n * t * cols);
     oc_end(&k);
     oc_pair_free(&len);
@@ -391,4 +392,5 @@ void op_mean_pool(void)
     mean_pool_case(1, 1, 1, false);
     if (!oc.quick)
         mean_pool_case(16, 512, 768, true);
+    typed_mean_pool();
 }

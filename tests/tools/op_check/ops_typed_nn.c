@@ -1,7 +1,8 @@
 /*
  * ops_typed_nn: op-check's cases of the typed layer ops on bf16 and fp16
- * tensors: embedding (forward and backward), layernorm (forward, backward,
- * residual + layernorm), fused attention and dropout. Inputs, references
+ * tensors: embedding (forward and backward), sinusoidal positions,
+ * layernorm (forward, backward, residual + layernorm), fused attention,
+ * dropout and mean pooling. Inputs, references
  * and thresholds as ops_typed.c says; mean, rstd, lse and the parameter
  * gradients are fp32 outputs (tcase2).
  *
@@ -70,6 +71,32 @@ void typed_embedding_backward(void)
                 free(hids), free(hdy), free(ht);
                 oc_end(&k);
             }
+}
+
+/* y + PE: PE from another libm's sin/cos, as the fp32 case; the fp32 sum
+ * rounded once to dt. */
+void typed_sinusoid_add(void)
+{
+    const int64_t shapes[][3] = {{3, 50, 33}, {1, 1, 1}, {4, 128, 96}, {2, 2048, 768}};
+    for (int d = 0; d < 2; d++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            zt_dtype dt = oc_typed_dts[d];
+            int64_t n = shapes[s][0], t = shapes[s][1], cols = shapes[s][2], total = n * t * cols;
+            if (oc.quick && total > (1 << 20))
+                continue;
+            tcase k;
+            oc_begin(&k, "sinusoid_add", "norm", oc_thr_dt(dt, THR_ULP),
+                     "%s n=%lld t=%lld cols=%lld", zt_dtype_name(dt), (long long)n, (long long)t,
+                     (long long)cols);
+            float *hy = oc_rand_f32(total, -1, 1);
+            pair y = oc_pair_dt(hy, total, dt);
+            oc.cpu.sinusoid_add(&oc.cpu, dt, y.c, n, t, cols);
+            oc.gpu.sinusoid_add(&oc.gpu, dt, y.g, n, t, cols);
+            oc_cmp_dt(&k, "y", &y, dt, total);
+            oc_pair_free(&y);
+            free(hy);
+            oc_end(&k);
+        }
 }
 
 /* ---- layernorm ---- */
@@ -341,5 +368,59 @@ void typed_dropout(void)
         typed_dropout_case(dt, 4, 10, 50, 50, 64, 60, 0.3f, true);
         typed_dropout_case(dt, 2, 3, 12, 9, 12, 9, 0.5f, false);
         typed_dropout_case(dt, 3, 12, 33, 33, 64, 64, 0.1f, true);
+    }
+}
+
+/* ---- mean pooling: the fp32 ops' sums and divisions on the widened
+ * tensors, rounded once; dx exact (one division, zeros past the length) ---- */
+
+static void typed_mean_pool_case(zt_dtype dt, int64_t n, int64_t t, int64_t cols,
+                                 bool with_lengths)
+{
+    int32_t *hlen = NULL;
+    if (with_lengths) {
+        hlen = oc_rand_i32(n, 1, (int32_t)t + 1);
+        hlen[0] = 1;
+        if (n > 1)
+            hlen[1] = (int32_t)t;
+    }
+    float *hx = oc_rand_f32(n * t * cols, -1, 3), *hdy = oc_rand_f32(n * cols, -1, 1);
+    float *hy = oc_filled(n * cols, NAN), *hdx = oc_filled(n * t * cols, NAN);
+    pair len = oc_pair_new(hlen, with_lengths ? (size_t)n * sizeof *hlen : 0);
+    pair x = oc_pair_dt(hx, n * t * cols, dt), y = oc_pair_dt(hy, n * cols, dt);
+    pair dy = oc_pair_dt(hdy, n * cols, dt), dx = oc_pair_dt(hdx, n * t * cols, dt);
+    const int32_t *lc = with_lengths ? len.c : NULL, *lg = with_lengths ? len.g : NULL;
+    tcase k;
+    oc_begin(&k, "mean_pool_forward", "norm", oc_thr_dt(dt, THR_F32),
+             "%s n=%lld t=%lld cols=%lld lengths=%s", zt_dtype_name(dt), (long long)n,
+             (long long)t, (long long)cols, with_lengths ? "yes" : "no");
+    oc.cpu.mean_pool_forward(&oc.cpu, dt, y.c, x.c, lc, n, t, cols);
+    oc.gpu.mean_pool_forward(&oc.gpu, dt, y.g, x.g, lg, n, t, cols);
+    oc_cmp_dt(&k, "y", &y, dt, n * cols);
+    oc_end(&k);
+    oc_begin(&k, "mean_pool_backward", "norm", THR_EXACT, "%s n=%lld t=%lld cols=%lld lengths=%s",
+             zt_dtype_name(dt), (long long)n, (long long)t, (long long)cols,
+             with_lengths ? "yes" : "no");
+    oc.cpu.mean_pool_backward(&oc.cpu, dt, dx.c, dy.c, lc, n, t, cols);
+    oc.gpu.mean_pool_backward(&oc.gpu, dt, dx.g, dy.g, lg, n, t, cols);
+    oc_cmp_dt(&k, "dx", &dx, dt, n * t * cols);
+    oc_end(&k);
+    pair *ps[] = {&len, &x, &y, &dy, &dx};
+    for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
+        oc_pair_free(ps[i]);
+    free(hlen), free(hx), free(hdy), free(hy), free(hdx);
+}
+
+void typed_mean_pool(void)
+{
+    for (int d = 0; d < 2; d++) {
+        zt_dtype dt = oc_typed_dts[d];
+        typed_mean_pool_case(dt, 3, 6, 10, true);
+        typed_mean_pool_case(dt, 3, 6, 10, false);
+        typed_mean_pool_case(dt, 8, 64, 80, true);
+        typed_mean_pool_case(dt, 1, 1, 1, false);
+        typed_mean_pool_case(dt, 3, 40, 1000, true); /* a CPU block per sample */
+        if (!oc.quick)
+            typed_mean_pool_case(dt, 16, 512, 768, true);
     }
 }
