@@ -79,25 +79,6 @@ typedef struct {
     zt_attn_shape shape;
 } block_view;
 
-/* Elements of a tensor of dt that `floats` fp32 values take. */
-static int64_t stats_room(int64_t floats, zt_dtype dt)
-{
-    return floats * (int64_t)(sizeof(float) / zt_dtype_size(dt));
-}
-
-/* Takes numel elements of dt off the region at *at. */
-static void *take(void **at, zt_dtype dt, int64_t numel)
-{
-    void *p = *at;
-    *at = zt_dtype_at(p, dt, numel);
-    return p;
-}
-
-static float *take_f32(void **at, int64_t floats)
-{
-    return take(at, ZT_F32, floats);
-}
-
 static void block_view_init(block_view *v, const zt_unit *u, const void *params, float *dparams,
                             void *saved, void *work, const zt_batch *b)
 {
@@ -124,25 +105,25 @@ static void block_view_init(block_view *v, const zt_unit *u, const void *params,
     }
     int64_t n = b->n, tc = v->seq * v->c, t = v->seq;
     void *s = saved;
-    v->mean1 = take_f32(&s, n * t);
-    v->rstd1 = take_f32(&s, n * t);
-    v->mean2 = take_f32(&s, n * t);
-    v->rstd2 = take_f32(&s, n * t);
-    v->att = take_f32(&s, n * zt_attention_saved_numel(t, v->heads, v->unfused));
-    v->ln1 = take(&s, dt, n * tc);
-    v->qkv = take(&s, dt, n * 3 * tc);
-    v->atty = take(&s, dt, n * tc);
-    v->x1 = take(&s, dt, n * tc);
-    v->ln2 = take(&s, dt, n * tc);
+    v->mean1 = zt_layer_take_f32(&s, n * t);
+    v->rstd1 = zt_layer_take_f32(&s, n * t);
+    v->mean2 = zt_layer_take_f32(&s, n * t);
+    v->rstd2 = zt_layer_take_f32(&s, n * t);
+    v->att = zt_layer_take_f32(&s, n * zt_attention_saved_numel(t, v->heads, v->unfused));
+    v->ln1 = zt_layer_take(&s, dt, n * tc);
+    v->qkv = zt_layer_take(&s, dt, n * 3 * tc);
+    v->atty = zt_layer_take(&s, dt, n * tc);
+    v->x1 = zt_layer_take(&s, dt, n * tc);
+    v->ln2 = zt_layer_take(&s, dt, n * tc);
     if (v->gelu) /* ReLU's backward reads fca: no pre-activation kept */
-        v->fch = take(&s, dt, n * t * v->f);
+        v->fch = zt_layer_take(&s, dt, n * t * v->f);
     v->fca = s;
     void *w = work;
-    v->w_att = take_f32(&w, n * zt_attention_work_numel(t, v->heads, v->unfused));
-    v->w_f = take(&w, dt, n * t * v->f);
-    v->w_c1 = take(&w, dt, n * tc);
-    v->w_c2 = take(&w, dt, n * tc);
-    v->w_c3 = take(&w, dt, n * tc);
+    v->w_att = zt_layer_take_f32(&w, n * zt_attention_work_numel(t, v->heads, v->unfused));
+    v->w_f = zt_layer_take(&w, dt, n * t * v->f);
+    v->w_c1 = zt_layer_take(&w, dt, n * tc);
+    v->w_c2 = zt_layer_take(&w, dt, n * tc);
+    v->w_c3 = zt_layer_take(&w, dt, n * tc);
     v->w_qkv = w;
     v->shape = (zt_attn_shape){.n = n, .t = b->t, .max_t = t, .c = v->c, .heads = v->heads,
                                .causal = true, .lengths = b->lengths, .unfused = v->unfused};
@@ -153,7 +134,7 @@ static void block_view_init(block_view *v, const zt_unit *u, const void *params,
 static int64_t block_stats_room(int64_t t, int64_t heads, bool unfused)
 {
     int64_t floats = 4 * t + zt_attention_saved_numel(t, heads, unfused);
-    return unfused ? floats : stats_room(floats, ZT_BF16);
+    return unfused ? floats : zt_layer_stats_room(floats, ZT_BF16);
 }
 
 static int64_t block_saved_numel(int64_t t, int64_t c, int64_t heads, int64_t f, bool unfused)
@@ -304,7 +285,7 @@ void zt_gptlite_block(zt_unit *u, const char *name, int64_t seq_len, int64_t c, 
  * work, then the two (rows, C) of dt. */
 static void *head_work(const zt_unit *u, void *work, zt_dtype dt, int64_t rows, int k)
 {
-    return zt_dtype_at(work, dt, stats_room(u->dims[3], dt) + k * rows * u->dims[1]);
+    return zt_dtype_at(work, dt, zt_layer_stats_room(u->dims[3], dt) + k * rows * u->dims[1]);
 }
 
 static void head_forward(const zt_unit *u, const zt_backend *be, const void *params,
@@ -317,7 +298,8 @@ static void head_forward(const zt_unit *u, const zt_backend *be, const void *par
     const void *lnw = params, *lnb = zt_dtype_at(params, dt, c);
     const void *w = zt_dtype_at(params, dt, 2 * c), *bias = zt_dtype_at(w, dt, vocab * c);
     void *s = saved;
-    float *mean = take_f32(&s, b->n * seq), *rstd = take_f32(&s, b->n * seq);
+    float *mean = zt_layer_take_f32(&s, b->n * seq);
+    float *rstd = zt_layer_take_f32(&s, b->n * seq);
     void *ln = s; // (rows, C)
     be->layernorm_forward(be, dt, ln, mean, rstd, x, lnw, lnb, rows, c, ZT_LAYERNORM_EPS);
     be->gemm(be, dt, dt, false, true, rows, vocab, c, 1.0f, ln, c, w, c, 0.0f, y,
@@ -342,7 +324,8 @@ static void head_backward(const zt_unit *u, const zt_backend *be, const void *pa
     const void *lnw = params, *w = zt_dtype_at(params, dt, 2 * c);
     float *dlnw = dparams, *dlnb = dparams + c, *dw = dparams + 2 * c, *db = dw + vocab * c;
     void *s = (void *)saved;
-    const float *mean = take_f32(&s, b->n * seq), *rstd = take_f32(&s, b->n * seq);
+    const float *mean = zt_layer_take_f32(&s, b->n * seq);
+    const float *rstd = zt_layer_take_f32(&s, b->n * seq);
     const void *ln = s;
     void *dln = head_work(u, work, dt, rows, 0), *scratch = head_work(u, work, dt, rows, 1);
     // dy: (rows, Vp), its padding columns 0; dW (V, C), dX (rows, C) into work
@@ -382,7 +365,7 @@ void zt_gptlite_head(zt_unit *u, int64_t seq_len, int64_t c, int64_t vocab)
     u->in_numel = seq_len * c;
     u->out_numel = seq_len * u->dims[3];
     /* ln_f's output and its fp32 mean and rstd (room for 16-bit tensors). */
-    u->saved_numel = seq_len * c + stats_room(2 * seq_len, ZT_BF16);
+    u->saved_numel = seq_len * c + zt_layer_stats_room(2 * seq_len, ZT_BF16);
     /* (rows, C) twice in backward, and the padded bias (or its fp32
      * gradient) once (per sample: the plan knows no once-per-batch scratch);
      * work is counted in floats whatever the tensors' dtype. */

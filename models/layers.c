@@ -202,3 +202,17 @@ void zt_attention_backward(const zt_backend *be, zt_dtype dt, void *dqkv, const 
     be->attn_flash_backward(be, dt, dqkv, dy, y, att, qkv, work, s->n, s->heads, s->t, s->c,
                             scale, s->causal, s->lengths, drop);
 }
+
+int64_t zt_layer_stats_room(int64_t floats, zt_dtype dt)
+{
+    return floats * (int64_t)(sizeof(float) / zt_dtype_size(dt));
+}
+
+void *zt_layer_take(void **at, zt_dtype dt, int64_t numel)
+{
+    void *p = *at;
+    *at = zt_dtype_at(p, dt, numel);
+    return p;
+}
+
+float *zt_layer_take_f32(void **at, int64_t floats) { return zt_layer_take(at, ZT_F32, floats); }

@@ -70,6 +70,15 @@ typedef struct {
     bool unfused;            /* the three-op path (--attention unfused) */
 } zt_attn_shape;
 
+/* Carving a unit's saved and work regions into views. Typed units put their
+ * fp32 statistics first, so they stay aligned whatever the tensors' dtype;
+ * with a 16-bit dtype each statistic takes two elements' room. */
+/* Elements of a tensor of dt that `floats` fp32 values take. */
+int64_t zt_layer_stats_room(int64_t floats, zt_dtype dt);
+/* Takes numel elements of dt off the region at *at, returning their start. */
+void *zt_layer_take(void **at, zt_dtype dt, int64_t numel);
+float *zt_layer_take_f32(void **at, int64_t floats);
+
 /* Dropout k of unit u on a per-sample tensor (a, b, c) whose largest shape is
  * (a, key_b, key_c); p = 0 outside training. */
 zt_dropout_desc zt_layer_dropout(const zt_unit *u, int k, const zt_batch *bt, int64_t a,

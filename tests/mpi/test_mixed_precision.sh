@@ -19,6 +19,8 @@
 #     mixed_precision.units names the 16-bit type); with --typed-tensors off
 #     they compute on fp32 copies instead (units "fp32"), and that bf16 run
 #     tracks fp32 within 2% too.
+#  4. The classifier's units run on 16-bit tensors too (units "bf16"; its
+#     typed ops against fp32 are test_models' test_classifier_typed).
 set -eu
 cd "$(dirname "$0")/../.."
 source tests/env.sh
@@ -158,5 +160,20 @@ for prec in ("fp16", "bf16", "bf16-copies"):
     assert u == units[prec], f"{prec}: the units computed on {u}, want {units[prec]}"
     print(f"ok: gptlite {prec} (units on {u}) last-20 mean loss {got:.4f} vs fp32 {ref:.4f} "
           f"({rel:.2%}, tol 2%)")
+PY
+# 4. The classifier's bf16 units are typed.
+cat >"$tmp/cls-bf16.json" <<JSON
+{"train_batch_size": 8, "train_micro_batch_size_per_gpu": 4, "bf16": {"enabled": true},
+ "zero_optimization": {"stage": 3}}
+JSON
+head -n 41 "$ZT_SHARED/data/imdb/imdb-2500.csv" >"$tmp/reviews.csv"
+$ZT_MPIRUN -np 2 ./zerotrain --config "$tmp/cls-bf16.json" --model classifier --data "$tmp/reviews.csv" \
+    --n-layer 1 --embed-dim 32 --n-head 4 --hidden-dim 64 --max-len 64 --steps 3 \
+    --report "$tmp/cls-bf16.report" >"$tmp/cls.log" 2>&1 || { cat "$tmp/cls.log"; echo "FAIL: classifier bf16"; exit 1; }
+$ZT_PYTHON - "$tmp/cls-bf16.report" <<'PY'
+import json, sys
+u = json.load(open(sys.argv[1]))["mixed_precision"]["units"]
+assert u == "bf16", f"the classifier's bf16 units computed on {u}"
+print("ok: classifier bf16 units on bf16 tensors")
 PY
 echo "ok: mixed precision in $((SECONDS - t0)) s"

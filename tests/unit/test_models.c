@@ -328,7 +328,7 @@ static void test_gptlite_accumulate(void **state)
     harness_free(&h);
 }
 
-/* GPT-lite's units on 16-bit tensors themselves (models/unit.h "Typed
+/* A model's units on 16-bit tensors themselves (models/unit.h "Typed
  * units"): parameters, activations and activation gradients of dt, fp32
  * parameter gradients. Against the fp32 run of the same weights (rounded to
  * dt first, so only the computation's rounding differs): the loss within
@@ -412,6 +412,26 @@ static void test_gptlite_typed(void **state)
     }
 }
 
+/* The classifier's units on 16-bit tensors: padded samples (key padding in
+ * the attention, masked mean pooling), dropout at every site, GELU. */
+static void test_classifier_typed(void **state)
+{
+    (void)state;
+    for (int k = 0; k < 2; k++) {
+        harness h;
+        zt_model_args a;
+        cls_args(&a, 0.2);
+        a.gelu = true;
+        harness_init(&h, &a, 4, 8, true);
+        h.training = true;
+        if (k == 0)
+            check_typed(&h, ZT_BF16, 1e-3, 2e-2);
+        else
+            check_typed(&h, ZT_F16, 1e-5, 3e-3);
+        harness_free(&h);
+    }
+}
+
 /* The layout model.h documents (the reference tests depend on it). */
 static void test_layouts(void **state)
 {
@@ -453,6 +473,7 @@ int main(void)
         cmocka_unit_test(test_classifier_gradient_padded),
         cmocka_unit_test(test_classifier_gradient_dropout),
         cmocka_unit_test(test_classifier_padding_invisible),
+        cmocka_unit_test(test_classifier_typed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
