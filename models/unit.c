@@ -121,6 +121,7 @@ void zt_unit_linear_relu(zt_unit *u, const char *name, int64_t in, int64_t out)
     u->dims[1] = out;
     u->in_numel = in;
     u->out_numel = out;
+    u->typed = true;
     /* PyTorch's Linear default: kaiming-uniform(a=sqrt(5)) = U(+-1/sqrt(fan_in)), bias alike. */
     float bound = 1.0f / sqrtf((float)in);
     zt_unit_add_param(u, "weight", 2, (int64_t[]){out, in}, ZT_INIT_UNIFORM, bound);

@@ -200,11 +200,12 @@ static zt_status buffers_batch(zt_trainer *t, zt_memory *mem, bool reserved)
     int64_t mb = t->cfg->micro_batch_size;
     size_t tok_bytes = zt_train_plan_bytes(t, mb, m->seq_len, sizeof(int32_t));
     size_t lab_bytes = zt_train_plan_bytes(t, mb, m->labels_numel, sizeof(int32_t));
+    zt_dtype xdt = zt_train_unit_dtype(t);
+    size_t x_bytes = zt_train_plan_bytes(t, mb, m->in_numel, zt_dtype_size(xdt));
     for (int k = 0; k < t->n_slots; k++) {
         zt_train_slot *s = &t->slots[k];
         if (m->in_numel > 0)
-            ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_ACTS,
-                                zt_train_plan_bytes(t, mb, m->in_numel, sizeof(float)), &s->x));
+            ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_ACTS, x_bytes, &s->x));
         if (m->seq_len > 0) {
             ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_ACTS, tok_bytes, &s->tokens));
             ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_DEVICE, ZT_MEM_ACTS,
@@ -217,6 +218,8 @@ static zt_status buffers_batch(zt_trainer *t, zt_memory *mem, bool reserved)
     if (m->in_numel > 0)
         ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_HOST, ZT_MEM_WORK,
                             zt_train_plan_bytes(t, mb, m->in_numel, sizeof(float)), &t->x_host));
+    if (m->in_numel > 0 && xdt != ZT_F32)
+        ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_HOST, ZT_MEM_WORK, x_bytes, &t->x_stage));
     if (m->seq_len > 0) {
         ZT_TRY(zt_train_buf(mem, reserved, ZT_MEM_HOST, ZT_MEM_WORK, tok_bytes,
                             &t->tokens_host));

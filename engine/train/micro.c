@@ -45,8 +45,17 @@ void zt_train_load(zt_trainer *t, const zt_dataset *ds, int64_t n, zt_batch *b)
         for (int64_t i = t->lengths_host[k]; i < tb; i++)
             dst[i] = ds->pad_id;
     }
-    if (t->x)
-        be->copy_h2d(be, t->x, t->x_host, zt_train_floats(n * m->in_numel));
+    if (t->x) {
+        /* Typed units read their input in cdt: rounded here, on the host,
+         * so the device gets half the bytes and every backend the same bits. */
+        zt_dtype xdt = zt_train_unit_dtype(t);
+        const void *x = t->x_host;
+        if (xdt != ZT_F32) {
+            zt_convert_host(t->x_stage, xdt, t->x_host, ZT_F32, n * m->in_numel, 1.0f, false);
+            x = t->x_stage;
+        }
+        be->copy_h2d(be, t->x, x, (size_t)(n * m->in_numel) * zt_dtype_size(xdt));
+    }
     if (T > 0) {
         be->copy_h2d(be, t->tokens, t->tokens_host, (size_t)(n * tb) * sizeof(int32_t));
         be->copy_h2d(be, t->lengths, t->lengths_host, (size_t)n * sizeof(int32_t));
@@ -89,8 +98,7 @@ zt_dtype zt_train_unit_dtype(const zt_trainer *t)
 }
 
 /* Unit u's input as the unit reads it: fp32, or cdt when typed; the model
- * input (unit 0 of the first stage) is fp32 data already (and no typed
- * model has one). */
+ * input (unit 0 of the first stage) was loaded in that dtype already. */
 static const void *micro_input(const zt_trainer *t, int u, int64_t n)
 {
     if (u == 0 && !t->in_act)

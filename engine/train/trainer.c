@@ -39,8 +39,7 @@ static bool trainer_typed_ok(const zt_trainer *t)
     if (be && (!(be->typed_dtypes & (1u << t->cdt)) ||
                !(be->linear_act_forward && be->act_bias_grad && be->residual_layernorm_forward)))
         return false;
-    /* an fp32 model input (the MLP's) would need a conversion first */
-    return m->in_numel == 0 && t->cfg->pipeline.stages <= 1;
+    return t->cfg->pipeline.stages <= 1;
 }
 
 void zt_train_resolve(zt_trainer *t)

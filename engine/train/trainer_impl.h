@@ -22,7 +22,7 @@ typedef struct zt_train_nvme zt_train_nvme;
 /* One micro-batch in flight: pipelining keeps up to zt_pipe_slots of them
  * between their forward and backward (one without pipelining). */
 typedef struct {
-    float *x;             /* (micro, in_numel), fp32 */
+    void *x;              /* (micro, in_numel), the units' dtype */
     int32_t *tokens;      /* (micro, t), t <= seq_len */
     int32_t *lengths;     /* (micro) valid tokens per sample */
     uint64_t *row_keys;   /* (micro) global sample positions (dropout keys) */
@@ -108,7 +108,7 @@ struct zt_trainer {
     void *ag_buf;         /* all-gather bucket (COMM) */
     /* The current slot's micro-batch on the device (NULL where the model has
      * no such input) and activations (zt_train_use_slot). */
-    float *x;             /* (micro, in_numel), fp32 */
+    void *x;              /* (micro, in_numel), the units' dtype (cdt when typed) */
     int32_t *tokens;      /* (micro, t), t <= seq_len */
     int32_t *lengths;     /* (micro) valid tokens per sample */
     uint64_t *row_keys;   /* (micro) global sample positions (dropout keys) */
@@ -130,7 +130,8 @@ struct zt_trainer {
     void *param_stage;    /* offload: host staging of one unit's new parameters */
     void *swap_opt_mem, *swap_grad_mem, *swap_param_mem; /* nvme: the swappers' buffers (SWAP) */
     /* Host staging of the micro-batch (HOST WORK). */
-    float *x_host;
+    float *x_host;        /* (micro, in_numel) as the dataset writes it */
+    void *x_stage;        /* typed: (micro, in_numel) cdt, x_host rounded for the device */
     int32_t *tokens_host; /* (micro, seq_len) */
     int32_t *lengths_host;
     uint64_t *row_keys_host;

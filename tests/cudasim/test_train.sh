@@ -5,7 +5,8 @@
 # that prefetches and releases every unit) and must report the CPU backend's
 # losses to 1e-5 relative and its final weights to 1e-4 relative L2: the same
 # data and updates, only GEMM and reduction rounding differ. GPT-lite also
-# runs at 2 pipeline stages (ncclSend/ncclRecv between them). Anything the
+# runs at 2 pipeline stages (ncclSend/ncclRecv between them), and the MLP
+# in bf16 at stage 3 on its 16-bit tensors (to 2e-3 / 2.5e-3). Anything the
 # simulator reports (a race, a bad pointer, a collective hang) fails the run.
 # Runs through ZT_SIM=1 (tests/env.sh), the switch other multi-rank tests can
 # use to run on the simulator.
@@ -46,6 +47,27 @@ for model in mlp gpt; do
         $ZT_PYTHON tests/tools/ztcheck.py dumps "$tmp/$tag-cpu.bin" "$tmp/$tag-sim.bin" --tol 1e-4
     done
 done
+# The MLP in bf16 at stage 3: typed units, the input rounded on the host and
+# copied to the device as bf16; 16-bit rounding of different GEMM orders
+# gives the matrix's 16-bit tolerances (test_matrix.sh).
+tag=mlp-bf16-s3
+sed 's/^{/{"bf16": {"enabled": true}, /' "$tmp/cfg3.json" >"$tmp/$tag.json"
+$ZT_MPIRUN -np 2 ./zerotrain --config "$tmp/$tag.json" "${mlp[@]}" --device cpu \
+    --report "$tmp/$tag-cpu.json" --dump-params "$tmp/$tag-cpu.bin" >"$tmp/$tag-cpu.log" 2>&1 ||
+    { cat "$tmp/$tag-cpu.log"; fail "$tag on the CPU"; }
+$ZT_MPIRUN -np 2 "$ZT_BIN" --config "$tmp/$tag.json" "${mlp[@]}" $ZT_DEVICE_FLAGS \
+    --report "$tmp/$tag-sim.json" --dump-params "$tmp/$tag-sim.bin" >"$tmp/$tag-sim.log" 2>&1 ||
+    { cat "$tmp/$tag-sim.log"; fail "$tag on the simulator"; }
+grep -q "zt-sim" "$tmp/$tag-sim.log" && { cat "$tmp/$tag-sim.log"; fail "$tag: the simulator reported an error"; }
+for side in cpu sim; do
+    $ZT_PYTHON - "$tmp/$tag-$side.json" <<'PY'
+import json, sys
+u = json.load(open(sys.argv[1]))["mixed_precision"]["units"]
+assert u == "bf16", f"{sys.argv[1]}: the MLP's bf16 units computed on {u}"
+PY
+done
+$ZT_PYTHON tests/tools/ztcheck.py losses "$tmp/$tag-cpu.json" "$tmp/$tag-sim.json" --tol 2e-3
+$ZT_PYTHON tests/tools/ztcheck.py dumps "$tmp/$tag-cpu.bin" "$tmp/$tag-sim.bin" --tol 2.5e-3
 # Pipeline stages: the activations and their gradients move by ncclSend/ncclRecv.
 tag=gpt-pipe
 $ZT_MPIRUN -np 2 ./zerotrain --config "$tmp/cfg0.json" "${gpt[@]}" --pipeline-stages 2 --device cpu \
@@ -57,4 +79,4 @@ $ZT_MPIRUN -np 2 "$ZT_BIN" --config "$tmp/cfg0.json" "${gpt[@]}" --pipeline-stag
 grep -q "zt-sim" "$tmp/$tag-sim.log" && { cat "$tmp/$tag-sim.log"; fail "$tag: the simulator reported an error"; }
 $ZT_PYTHON tests/tools/ztcheck.py losses "$tmp/$tag-cpu.json" "$tmp/$tag-sim.json" --tol 1e-5
 $ZT_PYTHON tests/tools/ztcheck.py dumps "$tmp/$tag-cpu.bin" "$tmp/$tag-sim.bin" --tol 1e-4
-echo "cudasim: MLP and GPT-lite at stages 0 and 3 (np 2, cuda + nccl) and GPT-lite at 2 pipeline stages match the CPU backend"
+echo "cudasim: MLP and GPT-lite at stages 0 and 3 (np 2, cuda + nccl), the bf16 MLP (typed) and GPT-lite at 2 pipeline stages match the CPU backend"

@@ -1,6 +1,6 @@
 /*
- * test_models: the transformer units' backward passes against directional
- * finite differences of their forward passes, run with the CPU backend exactly
+ * test_models: the models' backward passes (the transformers' and the
+ * MLP's) against directional finite differences of their forward passes, run with the CPU backend exactly
  * as the trainer drives them (units in order, cross-entropy on the last
  * output, units in reverse). What the PyTorch reference tests cannot cover is
  * checked here: dropout on (the backward must apply the forward's masks),
@@ -37,6 +37,7 @@ typedef struct {
     zt_model m;
     float **p, **dp, **acts, **saved;
     float *work, *dact[2], *tmp;
+    float *x; /* (n, in_numel): the MLP's input, else NULL */
     int32_t *tokens, *lengths, *labels;
     uint64_t *keys;
     int64_t n, t, rows;
@@ -88,6 +89,11 @@ static void harness_init(harness *h, const zt_model_args *a, int64_t n, int64_t 
     }
     for (int64_t r = 0; r < h->rows; r++)
         h->labels[r] = (int32_t)(rng_uniform(0, (double)m->n_classes));
+    if (m->in_numel > 0) {
+        h->x = alloc_floats(n * m->in_numel);
+        for (int64_t i = 0; i < n * m->in_numel; i++)
+            h->x[i] = (float)rng_uniform(-1.0, 1.0);
+    }
 }
 
 static void harness_free(harness *h)
@@ -109,6 +115,7 @@ static void harness_free(harness *h)
     free(h->lengths);
     free(h->keys);
     free(h->labels);
+    free(h->x);
     zt_model_free(&h->m);
     zt_backend_free(&h->be);
 }
@@ -125,7 +132,7 @@ static double harness_run(harness *h, bool padded, bool grads, bool accumulate)
 {
     zt_model *m = &h->m;
     zt_batch b = harness_batch(h, padded);
-    const float *in = NULL;
+    const float *in = h->x;
     int last = m->n_units - 1;
     for (int u = 0; u <= last; u++) {
         m->units[u].ops->forward(&m->units[u], &h->be, h->p[u], in, h->acts[u], h->saved[u],
@@ -140,7 +147,7 @@ static double harness_run(harness *h, bool padded, bool grads, bool accumulate)
     int cur = 0;
     for (int u = last; u >= 0; u--) {
         float *dx = u > 0 ? h->dact[1 - cur] : NULL;
-        const float *x = u > 0 ? h->acts[u - 1] : NULL;
+        const float *x = u > 0 ? h->acts[u - 1] : h->x;
         m->units[u].ops->backward(&m->units[u], &h->be, h->p[u], x, h->acts[u], h->saved[u],
                                   h->dact[cur], dx, h->dp[u], h->work, accumulate, &b);
         cur = 1 - cur;
@@ -346,6 +353,13 @@ static void check_typed(harness *h, zt_dtype dt, double loss_tol, double grad_to
         zt_convert_host(p16[u], dt, h->p[u], ZT_F32, k, 1.0f, false);
         zt_convert_host(h->p[u], ZT_F32, p16[u], dt, k, 1.0f, false);
     }
+    /* the MLP's input: rounded to dt as the trainer loads it */
+    int64_t xn = h->n * m->in_numel;
+    uint16_t *x16 = calloc((size_t)(xn > 0 ? xn : 1), sizeof(uint16_t));
+    if (h->x) {
+        zt_convert_host(x16, dt, h->x, ZT_F32, xn, 1.0f, false);
+        zt_convert_host(h->x, ZT_F32, x16, dt, xn, 1.0f, false);
+    }
     double ref = harness_run(h, false, true, false);
     for (int u = 0; u <= last; u++) {
         g32[u] = alloc_floats(m->units[u].param_numel);
@@ -353,25 +367,26 @@ static void check_typed(harness *h, zt_dtype dt, double loss_tol, double grad_to
     }
     zt_batch b = harness_batch(h, false);
     b.dt = dt;
-    const void *in = NULL;
+    const void *in = h->x ? (const void *)x16 : NULL;
     for (int u = 0; u <= last; u++) {
         m->units[u].ops->forward(&m->units[u], &h->be, p16[u], in, h->acts[u], h->saved[u],
                                  h->work, &b);
         in = h->acts[u];
     }
-    /* the loss gradient over the logits, in place, as the trainer has it */
+    /* the loss gradient over the logits, in place where the model allows,
+     * as the trainer has it; a unit whose output dy overwrote gets no y */
+    void *dy = m->loss_in_place ? (void *)h->acts[last] : (void *)h->dact[0];
     double loss = h->be.xent_forward_backward(&h->be, dt, h->acts[last], h->labels, h->rows,
                                               m->n_classes, m->logits_ld, ZT_IGNORE_INDEX,
-                                              1.0f / (float)h->rows, h->acts[last]) /
+                                              1.0f / (float)h->rows, dy) /
                   (double)h->rows;
-    void *dy = h->acts[last];
-    int cur = 0;
     for (int u = last; u >= 0; u--) {
-        void *dx = u > 0 ? h->dact[cur] : NULL;
-        m->units[u].ops->backward(&m->units[u], &h->be, p16[u], u > 0 ? h->acts[u - 1] : NULL,
-                                  NULL, h->saved[u], dy, dx, h->dp[u], h->work, false, &b);
+        void *dx = u == 0 ? NULL : dy == h->dact[1] ? h->dact[0] : h->dact[1];
+        const void *x = u > 0 ? h->acts[u - 1] : h->x ? (const void *)x16 : NULL;
+        const void *y = dy == h->acts[u] ? NULL : h->acts[u];
+        m->units[u].ops->backward(&m->units[u], &h->be, p16[u], x, y, h->saved[u], dy, dx,
+                                  h->dp[u], h->work, false, &b);
         dy = dx;
-        cur = 1 - cur;
     }
     double num = 0.0, den = 0.0;
     for (int u = 0; u <= last; u++)
@@ -392,6 +407,7 @@ static void check_typed(harness *h, zt_dtype dt, double loss_tol, double grad_to
     }
     free(p16);
     free(g32);
+    free(x16);
 }
 
 /* check_typed in bf16, then fp16, on a fresh harness of the model with
@@ -428,6 +444,38 @@ static void test_classifier_typed(void **state)
     zt_model_args a;
     cls_args(&a, 0.2);
     check_typed_both(&a, 4, 8, true);
+}
+
+static void mlp_args(zt_model_args *a)
+{
+    zt_model_args_init(a);
+    snprintf(a->name, sizeof a->name, "mlp");
+    a->width = 24;
+    a->layers = 3;
+    a->in_size = 12;
+    a->out_size = 5;
+}
+
+/* The MLP: ReLU kinks, so the 1e-2 tolerance (see the top). */
+static void test_mlp_gradient(void **state)
+{
+    (void)state;
+    harness h;
+    zt_model_args a;
+    mlp_args(&a);
+    harness_init(&h, &a, 6, 1, false);
+    check_gradient(&h, false, 1e-2);
+    harness_free(&h);
+}
+
+/* The MLP's units on 16-bit tensors, its input rounded to dt as the trainer
+ * loads it. */
+static void test_mlp_typed(void **state)
+{
+    (void)state;
+    zt_model_args a;
+    mlp_args(&a);
+    check_typed_both(&a, 6, 1, false);
 }
 
 /* The layout model.h documents (the reference tests depend on it). */
@@ -472,6 +520,8 @@ int main(void)
         cmocka_unit_test(test_classifier_gradient_dropout),
         cmocka_unit_test(test_classifier_padding_invisible),
         cmocka_unit_test(test_classifier_typed),
+        cmocka_unit_test(test_mlp_gradient),
+        cmocka_unit_test(test_mlp_typed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
