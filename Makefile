@@ -74,7 +74,7 @@ UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 TOOLS      := $(BUILD)/tests/comm-check $(BUILD)/tests/quant-dump $(BUILD)/tests/qgz-check $(if $(NVCC),$(BUILD)/tests/op-check)
 
-.PHONY: all deps test unit-test run clean toolkit bench bench-comm bench-check sanitize sanitize-build fuzz fuzz-build sim \
+.PHONY: all deps test unit-test tests run clean toolkit FORCE bench bench-comm bench-check sanitize sanitize-build fuzz fuzz-build sim \
         sim-sanitize
 all: toolkit $(BIN)
 
@@ -100,11 +100,24 @@ $(BUILD)/engine/cpu/quant_cpu.o: CFLAGS += -ffp-contract=off
 # Its AVX-512 path must not fuse multiply-adds either (as the optimizer's).
 $(BUILD)/engine/cpu/backend_cpu_flash.o: CFLAGS += -fno-trapping-math -ffp-contract=off
 
-$(BUILD)/%.o: %.c
+# The configuration the objects in $(BUILD) were compiled with: rewritten
+# only when it changes (`make NO_CUDA=1` after `make`, another OPT or
+# CUDA_HOME), and every object depends on it, so such a switch recompiles
+# everything instead of linking objects of two configurations together.
+BUILD_FLAGS := $(BUILD)/.build-flags
+FLAGS_NOW   := $(CC) $(CFLAGS) | $(NVCC) $(NVCCFLAGS) | $(LDLIBS)
+$(BUILD_FLAGS): FORCE
+	@mkdir -p $(dir $@)
+	@if [ "$$(cat $@ 2>/dev/null)" != '$(FLAGS_NOW)' ]; then \
+	    [ ! -f $@ ] || echo "zerotrain: the build configuration changed: rebuilding $(BUILD)"; \
+	    echo '$(FLAGS_NOW)' > $@; fi
+FORCE:
+
+$(BUILD)/%.o: %.c $(BUILD_FLAGS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/%.o: %.cu
+$(BUILD)/%.o: %.cu $(BUILD_FLAGS)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -MMD -MP -MF $(@:.o=.d) -c $< -o $@
 
@@ -152,6 +165,8 @@ $(BUILD)/tests/op-check: $(OP_CHECK_SRC) tests/tools/op_check/op_check.h $(BUILD
 	$(CC) $(CFLAGS) -o $@ $(OP_CHECK_SRC) $(BUILD)/libzt.a $(LDLIBS)
 
 unit-test: $(UNIT_BIN) $(TOOLS)
+# `make tests` would otherwise name the tests/ folder and do nothing.
+tests: unit-test
 
 deps:
 	@bash scripts/install-deps.sh
