@@ -165,8 +165,12 @@ static void layer_forward(const zt_unit *u, const zt_backend *be, const void *pa
 
     zt_linear_act_forward(be, dt, v.act, v.gelu ? v.hid : NULL, v.x1, v.p[L_W1], v.p[L_B1], rows, e,
                           h, v.gelu ? ZT_ACT_GELU : ZT_ACT_RELU); // (rows, H)
-    drop_into(be, dt, v.w_h, v.act, rows * h, &d[2]);
-    zt_linear_forward(be, dt, v.w_t, v.w_h, v.p[L_W2], v.p[L_B2], rows, h, e);
+    const void *seen = v.act; /* what linear2 reads: act dropped, or act itself */
+    if (d[2].p > 0.0f) {
+        drop_into(be, dt, v.w_h, v.act, rows * h, &d[2]);
+        seen = v.w_h;
+    }
+    zt_linear_forward(be, dt, v.w_t, seen, v.p[L_W2], v.p[L_B2], rows, h, e);
     drop_into(be, dt, v.w_t, v.w_t, rows * e, &d[3]);
     zt_residual_layernorm(be, dt, v.z2, y, v.mean2, v.rstd2, v.x1, v.w_t, v.p[L_N2W], v.p[L_N2B],
                           rows, e);
@@ -185,10 +189,15 @@ static void layer_backward(const zt_unit *u, const zt_backend *be, const void *p
     zt_dtype dt = v.dt;
     bool acc = accumulate;
 
-    /* norm2, then the feed-forward branch; dz2 also flows to x1 directly. */
+    /* norm2, then the feed-forward branch; dz2 (w_z) also flows to x1
+     * directly. Without dropout a branch reads its gradient where it is. */
     be->layernorm_backward(be, dt, v.w_z, v.dp[L_N2W], v.dp[L_N2B], dy, v.z2, v.mean2, v.rstd2,
                            v.p[L_N2W], rows, e, false, acc);
-    drop_into(be, dt, v.w_t, v.w_z, rows * e, &d[3]);
+    const void *dbranch = v.w_z;
+    if (d[3].p > 0.0f) {
+        drop_into(be, dt, v.w_t, v.w_z, rows * e, &d[3]);
+        dbranch = v.w_t;
+    }
     /* The activation linear2 saw: dropped into w_h, where its input gradient
      * then goes too (in place); without dropout, act itself. */
     const void *seen = v.act;
@@ -196,24 +205,27 @@ static void layer_backward(const zt_unit *u, const zt_backend *be, const void *p
         drop_into(be, dt, v.w_h, v.act, rows * h, &d[2]);
         seen = v.w_h;
     }
-    zt_linear_backward(be, dt, v.w_h, v.dp[L_W2], v.dp[L_B2], v.w_t, e, seen, v.p[L_W2], rows, h, e,
-                       acc, false); // dW2 (E, H), db2, dact (rows, H)
+    zt_linear_backward(be, dt, v.w_h, v.dp[L_W2], v.dp[L_B2], dbranch, e, seen, v.p[L_W2], rows, h,
+                       e, acc, false); // dW2 (E, H), db2, dact (rows, H)
     drop_into(be, dt, v.w_h, v.w_h, rows * h, &d[2]);
     zt_act_bias_grad(be, dt, v.w_h, v.dp[L_B1], v.w_h, v.gelu ? v.hid : v.act, rows, h,
                      v.gelu ? ZT_ACT_GELU : ZT_ACT_RELU, acc);
-    be->copy_d2d(be, v.w_x1, v.w_z, bytes_of(dt, rows * e));
-    zt_linear_backward(be, dt, v.w_x1, v.dp[L_W1], NULL, v.w_h, h, v.x1, v.p[L_W1], rows, e, h,
-                       acc, true); // dx1 = dz2 + linear1's input gradient
+    zt_linear_backward(be, dt, v.w_z, v.dp[L_W1], NULL, v.w_h, h, v.x1, v.p[L_W1], rows, e, h,
+                       acc, true); // w_z = dx1 = dz2 + linear1's input gradient
 
-    /* norm1, then the attention branch; dz1 also flows to x directly. */
-    be->layernorm_backward(be, dt, v.w_z, v.dp[L_N1W], v.dp[L_N1B], v.w_x1, v.z1, v.mean1, v.rstd1,
+    /* norm1, then the attention branch; dz1 (w_x1) also flows to x directly. */
+    be->layernorm_backward(be, dt, v.w_x1, v.dp[L_N1W], v.dp[L_N1B], v.w_z, v.z1, v.mean1, v.rstd1,
                            v.p[L_N1W], rows, e, false, acc);
-    drop_into(be, dt, v.w_t, v.w_z, rows * e, &d[1]);
-    zt_linear_backward(be, dt, v.w_ay, v.dp[L_OUTW], v.dp[L_OUTB], v.w_t, e, v.atty, v.p[L_OUTW],
+    dbranch = v.w_x1;
+    if (d[1].p > 0.0f) {
+        drop_into(be, dt, v.w_t, v.w_x1, rows * e, &d[1]);
+        dbranch = v.w_t;
+    }
+    zt_linear_backward(be, dt, v.w_ay, v.dp[L_OUTW], v.dp[L_OUTB], dbranch, e, v.atty, v.p[L_OUTW],
                        rows, e, e, acc, false);
     zt_attention_backward(be, dt, v.w_qkv, v.w_ay, v.atty, v.att, v.qkv, v.w_att, &v.shape, &d[0]);
     if (dx)
-        be->copy_d2d(be, dx, v.w_z, bytes_of(dt, rows * e));
+        be->copy_d2d(be, dx, v.w_x1, bytes_of(dt, rows * e));
     zt_linear_backward(be, dt, dx, v.dp[L_INW], v.dp[L_INB], v.w_qkv, 3 * e, x, v.p[L_INW], rows, e,
                        3 * e, acc, true);
 }

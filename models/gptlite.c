@@ -171,11 +171,12 @@ static void block_forward(const zt_unit *u, const zt_backend *be, const void *pa
     /* (rows, 4C); ReLU's backward reads its output, so only GELU keeps fch. */
     zt_linear_act_forward(be, dt, v.fca, v.gelu ? v.fch : NULL, v.ln2, v.fcw, v.fcb, rows, c, f,
                           v.gelu ? ZT_ACT_GELU : ZT_ACT_RELU);
-    zt_linear_forward(be, dt, v.w_c1, v.fca, v.fpw, v.fpb, rows, f, c);
+    /* The mlp branch straight into y, then y += x1: the same sum as
+     * x1 + branch (one rounding either way), with no copy of x1. */
+    zt_linear_forward(be, dt, y, v.fca, v.fpw, v.fpb, rows, f, c);
     if (d_mlp.p > 0.0f)
-        be->dropout(be, dt, v.w_c1, v.w_c1, &d_mlp);
-    be->copy_d2d(be, y, v.x1, (size_t)(rows * c) * zt_dtype_size(dt));
-    be->axpy(be, dt, y, 1.0f, v.w_c1, rows * c); // y = x1 + mlp branch
+        be->dropout(be, dt, y, y, &d_mlp);
+    be->axpy(be, dt, y, 1.0f, v.x1, rows * c); // y = x1 + mlp branch
 }
 
 static void block_backward(const zt_unit *u, const zt_backend *be, const void *params,
@@ -193,12 +194,14 @@ static void block_backward(const zt_unit *u, const zt_backend *be, const void *p
     zt_dropout_desc d_mlp = zt_layer_dropout(u, 2, b, 1, b->t, c, v.seq, c);
     bool acc = accumulate;
 
-    /* MLP branch; dy carries on as dx1 (the residual). */
-    void *dbranch = v.w_c1;
-    if (d_mlp.p > 0.0f)
+    /* MLP branch; dy carries on as dx1 (the residual). Without dropout the
+     * branch's gradient is dy itself, read before layernorm_backward adds
+     * into dy. */
+    void *dbranch = dy;
+    if (d_mlp.p > 0.0f) {
+        dbranch = v.w_c1;
         be->dropout(be, dt, dbranch, dy, &d_mlp);
-    else
-        be->copy_d2d(be, dbranch, dy, rc_bytes);
+    }
     zt_linear_backward(be, dt, v.w_f, v.dfpw, v.dfpb, dbranch, c, v.fca, v.fpw, rows, f, c, acc,
                        false);
     zt_act_bias_grad(be, dt, v.w_f, v.dfcb, v.w_f, v.gelu ? v.fch : v.fca, rows, f,
@@ -208,11 +211,12 @@ static void block_backward(const zt_unit *u, const zt_backend *be, const void *p
     be->layernorm_backward(be, dt, dy, v.dln2w, v.dln2b, v.w_c2, v.x1, v.mean2, v.rstd2, v.ln2w,
                            rows, c, true, acc); // dy is now dL/dx1
 
-    /* Attention branch. */
-    if (d_proj.p > 0.0f)
+    /* Attention branch; dy (dL/dx1) is only read from here on. */
+    dbranch = dy;
+    if (d_proj.p > 0.0f) {
+        dbranch = v.w_c1;
         be->dropout(be, dt, dbranch, dy, &d_proj);
-    else
-        be->copy_d2d(be, dbranch, dy, rc_bytes);
+    }
     zt_linear_backward(be, dt, v.w_c2, v.dprojw, v.dprojb, dbranch, c, v.atty, v.projw, rows, c,
                        c, acc, false);
     zt_attention_backward(be, dt, v.w_qkv, v.w_c2, v.atty, v.att, v.qkv, v.w_att, &v.shape,
