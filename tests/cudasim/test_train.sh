@@ -31,34 +31,36 @@ for stage in 0 3; do
 JSON
 done
 
+# pair TAG CFG LOSS_TOL PARAM_TOL ARGS...: the run on the CPU backend and on
+# the simulator; the simulator's losses and final weights against the CPU's.
+pair() {
+    local tag=$1 cfg=$2 lt=$3 wt=$4
+    shift 4
+    $ZT_MPIRUN -np 2 ./zerotrain --config "$cfg" "$@" --device cpu \
+        --report "$tmp/$tag-cpu.json" --dump-params "$tmp/$tag-cpu.bin" >"$tmp/$tag-cpu.log" 2>&1 ||
+        { cat "$tmp/$tag-cpu.log"; fail "$tag on the CPU"; }
+    $ZT_MPIRUN -np 2 "$ZT_BIN" --config "$cfg" "$@" $ZT_DEVICE_FLAGS \
+        --report "$tmp/$tag-sim.json" --dump-params "$tmp/$tag-sim.bin" >"$tmp/$tag-sim.log" 2>&1 ||
+        { cat "$tmp/$tag-sim.log"; fail "$tag on the simulator"; }
+    grep -q "device cuda, comm nccl" "$tmp/$tag-sim.log" || { cat "$tmp/$tag-sim.log"; fail "$tag did not run on cuda/nccl"; }
+    grep -q "zt-sim" "$tmp/$tag-sim.log" && { cat "$tmp/$tag-sim.log"; fail "$tag: the simulator reported an error"; }
+    $ZT_PYTHON tests/tools/ztcheck.py losses "$tmp/$tag-cpu.json" "$tmp/$tag-sim.json" --tol "$lt"
+    $ZT_PYTHON tests/tools/ztcheck.py dumps "$tmp/$tag-cpu.bin" "$tmp/$tag-sim.bin" --tol "$wt"
+}
+
 for model in mlp gpt; do
     declare -n args=$model
     for stage in 0 3; do
-        tag=$model-s$stage
-        $ZT_MPIRUN -np 2 ./zerotrain --config "$tmp/cfg$stage.json" "${args[@]}" --device cpu \
-            --report "$tmp/$tag-cpu.json" --dump-params "$tmp/$tag-cpu.bin" >"$tmp/$tag-cpu.log" 2>&1 ||
-            { cat "$tmp/$tag-cpu.log"; fail "$tag on the CPU"; }
-        $ZT_MPIRUN -np 2 "$ZT_BIN" --config "$tmp/cfg$stage.json" "${args[@]}" $ZT_DEVICE_FLAGS \
-            --report "$tmp/$tag-sim.json" --dump-params "$tmp/$tag-sim.bin" >"$tmp/$tag-sim.log" 2>&1 ||
-            { cat "$tmp/$tag-sim.log"; fail "$tag on the simulator"; }
-        grep -q "device cuda, comm nccl" "$tmp/$tag-sim.log" || { cat "$tmp/$tag-sim.log"; fail "$tag did not run on cuda/nccl"; }
-        grep -q "zt-sim" "$tmp/$tag-sim.log" && { cat "$tmp/$tag-sim.log"; fail "$tag: the simulator reported an error"; }
-        $ZT_PYTHON tests/tools/ztcheck.py losses "$tmp/$tag-cpu.json" "$tmp/$tag-sim.json" --tol 1e-5
-        $ZT_PYTHON tests/tools/ztcheck.py dumps "$tmp/$tag-cpu.bin" "$tmp/$tag-sim.bin" --tol 1e-4
+        pair "$model-s$stage" "$tmp/cfg$stage.json" 1e-5 1e-4 "${args[@]}"
     done
 done
-# The MLP in bf16 at stage 3: typed units, the input rounded on the host and
-# copied to the device as bf16; 16-bit rounding of different GEMM orders
-# gives the matrix's 16-bit tolerances (test_matrix.sh).
+# The MLP in bf16 at stage 3: typed units (the report says so on both
+# sides), the input rounded on the host and copied to the device as bf16;
+# 16-bit rounding of different GEMM orders gives the matrix's 16-bit
+# tolerances (test_matrix.sh).
 tag=mlp-bf16-s3
 sed 's/^{/{"bf16": {"enabled": true}, /' "$tmp/cfg3.json" >"$tmp/$tag.json"
-$ZT_MPIRUN -np 2 ./zerotrain --config "$tmp/$tag.json" "${mlp[@]}" --device cpu \
-    --report "$tmp/$tag-cpu.json" --dump-params "$tmp/$tag-cpu.bin" >"$tmp/$tag-cpu.log" 2>&1 ||
-    { cat "$tmp/$tag-cpu.log"; fail "$tag on the CPU"; }
-$ZT_MPIRUN -np 2 "$ZT_BIN" --config "$tmp/$tag.json" "${mlp[@]}" $ZT_DEVICE_FLAGS \
-    --report "$tmp/$tag-sim.json" --dump-params "$tmp/$tag-sim.bin" >"$tmp/$tag-sim.log" 2>&1 ||
-    { cat "$tmp/$tag-sim.log"; fail "$tag on the simulator"; }
-grep -q "zt-sim" "$tmp/$tag-sim.log" && { cat "$tmp/$tag-sim.log"; fail "$tag: the simulator reported an error"; }
+pair $tag "$tmp/$tag.json" 2e-3 2.5e-3 "${mlp[@]}"
 for side in cpu sim; do
     $ZT_PYTHON - "$tmp/$tag-$side.json" <<'PY'
 import json, sys
@@ -66,17 +68,6 @@ u = json.load(open(sys.argv[1]))["mixed_precision"]["units"]
 assert u == "bf16", f"{sys.argv[1]}: the MLP's bf16 units computed on {u}"
 PY
 done
-$ZT_PYTHON tests/tools/ztcheck.py losses "$tmp/$tag-cpu.json" "$tmp/$tag-sim.json" --tol 2e-3
-$ZT_PYTHON tests/tools/ztcheck.py dumps "$tmp/$tag-cpu.bin" "$tmp/$tag-sim.bin" --tol 2.5e-3
 # Pipeline stages: the activations and their gradients move by ncclSend/ncclRecv.
-tag=gpt-pipe
-$ZT_MPIRUN -np 2 ./zerotrain --config "$tmp/cfg0.json" "${gpt[@]}" --pipeline-stages 2 --device cpu \
-    --report "$tmp/$tag-cpu.json" --dump-params "$tmp/$tag-cpu.bin" >"$tmp/$tag-cpu.log" 2>&1 ||
-    { cat "$tmp/$tag-cpu.log"; fail "$tag on the CPU"; }
-$ZT_MPIRUN -np 2 "$ZT_BIN" --config "$tmp/cfg0.json" "${gpt[@]}" --pipeline-stages 2 $ZT_DEVICE_FLAGS \
-    --report "$tmp/$tag-sim.json" --dump-params "$tmp/$tag-sim.bin" >"$tmp/$tag-sim.log" 2>&1 ||
-    { cat "$tmp/$tag-sim.log"; fail "$tag on the simulator"; }
-grep -q "zt-sim" "$tmp/$tag-sim.log" && { cat "$tmp/$tag-sim.log"; fail "$tag: the simulator reported an error"; }
-$ZT_PYTHON tests/tools/ztcheck.py losses "$tmp/$tag-cpu.json" "$tmp/$tag-sim.json" --tol 1e-5
-$ZT_PYTHON tests/tools/ztcheck.py dumps "$tmp/$tag-cpu.bin" "$tmp/$tag-sim.bin" --tol 1e-4
+pair gpt-pipe "$tmp/cfg0.json" 1e-5 1e-4 "${gpt[@]}" --pipeline-stages 2
 echo "cudasim: MLP and GPT-lite at stages 0 and 3 (np 2, cuda + nccl), the bf16 MLP (typed) and GPT-lite at 2 pipeline stages match the CPU backend"

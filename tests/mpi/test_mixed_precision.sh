@@ -131,12 +131,17 @@ echo "ok: an overflow at the minimum loss scale stops the run and names unit 1"
 # 3. fp16 and bf16 GPT-lite track fp32.
 gpt=(--model gptlite --data "$ZT_SHARED/data/tinyshakespeare/input.txt" --n-layer 2 --n-embd 64
      --n-head 4 --block-size 32 --dropout 0 --steps 200 --seed 9)
+# The config's precision section for fp32, fp16, bf16 or bf16-copies.
+prec_json() {
+    case $1 in
+    fp16) echo '"fp16": {"enabled": true},' ;;
+    bf16*) echo '"bf16": {"enabled": true},' ;;
+    esac
+}
 for prec in fp32 fp16 bf16 bf16-copies; do
-    p=""
+    p=$(prec_json $prec)
     extra=()
-    [ $prec = fp16 ] && p='"fp16": {"enabled": true},'
-    [ $prec = bf16 ] && p='"bf16": {"enabled": true},'
-    [ $prec = bf16-copies ] && p='"bf16": {"enabled": true},' && extra=(--typed-tensors off)
+    [ $prec = bf16-copies ] && extra=(--typed-tensors off)
     cat >"$tmp/gpt-$prec.json" <<JSON
 {
   "train_batch_size": 16, "train_micro_batch_size_per_gpu": 8, "gradient_clipping": 1.0,
@@ -185,11 +190,8 @@ print("ok: classifier bf16 units on bf16 tensors")
 PY
 # 5. The MLP's units are typed and track fp32.
 for prec in fp32 bf16 fp16; do
-    p=""
-    [ $prec = fp16 ] && p='"fp16": {"enabled": true},'
-    [ $prec = bf16 ] && p='"bf16": {"enabled": true},'
     cat >"$tmp/mlp-$prec.json" <<JSON
-{"train_batch_size": 16, "train_micro_batch_size_per_gpu": 8, $p
+{"train_batch_size": 16, "train_micro_batch_size_per_gpu": 8, $(prec_json $prec)
  "optimizer": {"type": "AdamW", "params": {"lr": 3e-4}}, "zero_optimization": {"stage": 2}}
 JSON
     $ZT_MPIRUN -np 2 ./zerotrain --config "$tmp/mlp-$prec.json" "${mlp[@]}" --steps 30 \
