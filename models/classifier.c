@@ -165,11 +165,7 @@ static void layer_forward(const zt_unit *u, const zt_backend *be, const void *pa
 
     zt_linear_act_forward(be, dt, v.act, v.gelu ? v.hid : NULL, v.x1, v.p[L_W1], v.p[L_B1], rows, e,
                           h, v.gelu ? ZT_ACT_GELU : ZT_ACT_RELU); // (rows, H)
-    const void *seen = v.act; /* what linear2 reads: act dropped, or act itself */
-    if (d[2].p > 0.0f) {
-        drop_into(be, dt, v.w_h, v.act, rows * h, &d[2]);
-        seen = v.w_h;
-    }
+    const void *seen = zt_layer_dropped(be, dt, v.w_h, v.act, &d[2]); // what linear2 reads
     zt_linear_forward(be, dt, v.w_t, seen, v.p[L_W2], v.p[L_B2], rows, h, e);
     drop_into(be, dt, v.w_t, v.w_t, rows * e, &d[3]);
     zt_residual_layernorm(be, dt, v.z2, y, v.mean2, v.rstd2, v.x1, v.w_t, v.p[L_N2W], v.p[L_N2B],
@@ -193,18 +189,10 @@ static void layer_backward(const zt_unit *u, const zt_backend *be, const void *p
      * directly. Without dropout a branch reads its gradient where it is. */
     be->layernorm_backward(be, dt, v.w_z, v.dp[L_N2W], v.dp[L_N2B], dy, v.z2, v.mean2, v.rstd2,
                            v.p[L_N2W], rows, e, false, acc);
-    const void *dbranch = v.w_z;
-    if (d[3].p > 0.0f) {
-        drop_into(be, dt, v.w_t, v.w_z, rows * e, &d[3]);
-        dbranch = v.w_t;
-    }
+    const void *dbranch = zt_layer_dropped(be, dt, v.w_t, v.w_z, &d[3]);
     /* The activation linear2 saw: dropped into w_h, where its input gradient
      * then goes too (in place); without dropout, act itself. */
-    const void *seen = v.act;
-    if (d[2].p > 0.0f) {
-        drop_into(be, dt, v.w_h, v.act, rows * h, &d[2]);
-        seen = v.w_h;
-    }
+    const void *seen = zt_layer_dropped(be, dt, v.w_h, v.act, &d[2]);
     zt_linear_backward(be, dt, v.w_h, v.dp[L_W2], v.dp[L_B2], dbranch, e, seen, v.p[L_W2], rows, h,
                        e, acc, false); // dW2 (E, H), db2, dact (rows, H)
     drop_into(be, dt, v.w_h, v.w_h, rows * h, &d[2]);
@@ -216,11 +204,7 @@ static void layer_backward(const zt_unit *u, const zt_backend *be, const void *p
     /* norm1, then the attention branch; dz1 (w_x1) also flows to x directly. */
     be->layernorm_backward(be, dt, v.w_x1, v.dp[L_N1W], v.dp[L_N1B], v.w_z, v.z1, v.mean1, v.rstd1,
                            v.p[L_N1W], rows, e, false, acc);
-    dbranch = v.w_x1;
-    if (d[1].p > 0.0f) {
-        drop_into(be, dt, v.w_t, v.w_x1, rows * e, &d[1]);
-        dbranch = v.w_t;
-    }
+    dbranch = zt_layer_dropped(be, dt, v.w_t, v.w_x1, &d[1]);
     zt_linear_backward(be, dt, v.w_ay, v.dp[L_OUTW], v.dp[L_OUTB], dbranch, e, v.atty, v.p[L_OUTW],
                        rows, e, e, acc, false);
     zt_attention_backward(be, dt, v.w_qkv, v.w_ay, v.atty, v.att, v.qkv, v.w_att, &v.shape, &d[0]);

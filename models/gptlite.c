@@ -197,11 +197,7 @@ static void block_backward(const zt_unit *u, const zt_backend *be, const void *p
     /* MLP branch; dy carries on as dx1 (the residual). Without dropout the
      * branch's gradient is dy itself, read before layernorm_backward adds
      * into dy. */
-    void *dbranch = dy;
-    if (d_mlp.p > 0.0f) {
-        dbranch = v.w_c1;
-        be->dropout(be, dt, dbranch, dy, &d_mlp);
-    }
+    const void *dbranch = zt_layer_dropped(be, dt, v.w_c1, dy, &d_mlp);
     zt_linear_backward(be, dt, v.w_f, v.dfpw, v.dfpb, dbranch, c, v.fca, v.fpw, rows, f, c, acc,
                        false);
     zt_act_bias_grad(be, dt, v.w_f, v.dfcb, v.w_f, v.gelu ? v.fch : v.fca, rows, f,
@@ -212,11 +208,7 @@ static void block_backward(const zt_unit *u, const zt_backend *be, const void *p
                            rows, c, true, acc); // dy is now dL/dx1
 
     /* Attention branch; dy (dL/dx1) is only read from here on. */
-    dbranch = dy;
-    if (d_proj.p > 0.0f) {
-        dbranch = v.w_c1;
-        be->dropout(be, dt, dbranch, dy, &d_proj);
-    }
+    dbranch = zt_layer_dropped(be, dt, v.w_c1, dy, &d_proj);
     zt_linear_backward(be, dt, v.w_c2, v.dprojw, v.dprojb, dbranch, c, v.atty, v.projw, rows, c,
                        c, acc, false);
     zt_attention_backward(be, dt, v.w_qkv, v.w_c2, v.atty, v.att, v.qkv, v.w_att, &v.shape,

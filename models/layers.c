@@ -102,6 +102,15 @@ zt_dropout_desc zt_layer_dropout(const zt_unit *u, int k, const zt_batch *bt, in
                              .p = bt->training ? u->dropout : 0.0f};
 }
 
+const void *zt_layer_dropped(const zt_backend *be, zt_dtype dt, void *dst, const void *src,
+                             const zt_dropout_desc *d)
+{
+    if (d->p <= 0.0f)
+        return src;
+    be->dropout(be, dt, dst, src, d);
+    return dst;
+}
+
 /* Head h of sample s: Q, K, V are column blocks of qkv with row stride 3C. */
 static const float *attn_q(const float *qkv, const zt_attn_shape *s, int64_t smp)
 {

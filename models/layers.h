@@ -84,6 +84,11 @@ float *zt_layer_take_f32(void **at, int64_t floats);
 zt_dropout_desc zt_layer_dropout(const zt_unit *u, int k, const zt_batch *bt, int64_t a,
                                  int64_t b, int64_t c, int64_t key_b, int64_t key_c);
 
+/* The tensor a consumer of drop(src) reads: src dropped into dst (dst ==
+ * src drops in place), or src itself when the site is off, with no copy. */
+const void *zt_layer_dropped(const zt_backend *be, zt_dtype dt, void *dst, const void *src,
+                             const zt_dropout_desc *d);
+
 /* Attention's saved tensor per sample at sequence length t: the (H, t)
  * log-sum-exp of the fused path, or the (H, t, t) probabilities of the
  * unfused one. */

@@ -1,8 +1,8 @@
 /*
  * test_models: the models' backward passes (the transformers' and the
- * MLP's) against directional finite differences of their forward passes, run with the CPU backend exactly
- * as the trainer drives them (units in order, cross-entropy on the last
- * output, units in reverse). What the PyTorch reference tests cannot cover is
+ * MLP's) against directional finite differences of their forward passes,
+ * run with the CPU backend exactly as the trainer drives them (units in
+ * order, cross-entropy on the last output, units in reverse). What the PyTorch reference tests cannot cover is
  * checked here: dropout on (the backward must apply the forward's masks),
  * padded batches shorter than the model's sequence length, and
  * accumulation into existing gradients.
@@ -355,7 +355,7 @@ static void check_typed(harness *h, zt_dtype dt, double loss_tol, double grad_to
     }
     /* the MLP's input: rounded to dt as the trainer loads it */
     int64_t xn = h->n * m->in_numel;
-    uint16_t *x16 = calloc((size_t)(xn > 0 ? xn : 1), sizeof(uint16_t));
+    uint16_t *x16 = h->x ? calloc((size_t)xn, sizeof(uint16_t)) : NULL;
     if (h->x) {
         zt_convert_host(x16, dt, h->x, ZT_F32, xn, 1.0f, false);
         zt_convert_host(h->x, ZT_F32, x16, dt, xn, 1.0f, false);
@@ -367,7 +367,7 @@ static void check_typed(harness *h, zt_dtype dt, double loss_tol, double grad_to
     }
     zt_batch b = harness_batch(h, false);
     b.dt = dt;
-    const void *in = h->x ? (const void *)x16 : NULL;
+    const void *in = x16;
     for (int u = 0; u <= last; u++) {
         m->units[u].ops->forward(&m->units[u], &h->be, p16[u], in, h->acts[u], h->saved[u],
                                  h->work, &b);
@@ -382,7 +382,7 @@ static void check_typed(harness *h, zt_dtype dt, double loss_tol, double grad_to
                   (double)h->rows;
     for (int u = last; u >= 0; u--) {
         void *dx = u == 0 ? NULL : dy == h->dact[1] ? h->dact[0] : h->dact[1];
-        const void *x = u > 0 ? h->acts[u - 1] : h->x ? (const void *)x16 : NULL;
+        const void *x = u > 0 ? (const void *)h->acts[u - 1] : x16;
         const void *y = dy == h->acts[u] ? NULL : h->acts[u];
         m->units[u].ops->backward(&m->units[u], &h->be, p16[u], x, y, h->saved[u], dy, dx,
                                   h->dp[u], h->work, false, &b);
@@ -410,8 +410,9 @@ static void check_typed(harness *h, zt_dtype dt, double loss_tol, double grad_to
     free(x16);
 }
 
-/* check_typed in bf16, then fp16, on a fresh harness of the model with
- * dropout 0.2 and GELU, in training mode. */
+/* check_typed in bf16, then fp16, on a fresh harness of the model in
+ * training mode, with GELU where the model has the choice (its dropout is
+ * the caller's args'). */
 static void check_typed_both(const zt_model_args *args, int64_t n, int64_t t, bool padded)
 {
     for (int k = 0; k < 2; k++) {
