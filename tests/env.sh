@@ -81,3 +81,18 @@ zt_unprivileged() {
     echo "skip: $1 (running as root without setpriv: root passes every permission check)"
     return 1
 }
+
+# The OPENBLAS_CORETYPE values of Haswell, SkylakeX, Zen and Sandybridge this
+# CPU can execute (their kernels' instruction sets in /proc/cpuinfo's flags).
+# Whether two BLAS calls give the same bits depends on the kernel OpenBLAS
+# picks, so tests of such properties run under each (tests/run.sh).
+zt_blas_coretypes() {
+    local flags
+    flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
+    has() { local f; for f in "$@"; do [[ $flags == *" $f "* ]] || return 1; done; }
+    has avx2 fma && echo Haswell
+    has avx512f avx512cd avx512bw avx512dq avx512vl && echo SkylakeX
+    has avx2 fma && echo Zen
+    has avx && echo Sandybridge
+    unset -f has
+}

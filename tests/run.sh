@@ -40,6 +40,25 @@ done
 for t in tests/mpi/test_*.sh; do
     run_one "mpi/$(basename "$t" .sh)" bash "$t"
 done
+# The fused ops are checked against op-by-op BLAS calls, and whether two such
+# calls give the same bits depends on the kernel OpenBLAS picks for the CPU
+# (or OPENBLAS_CORETYPE): the unit test under every core type this CPU runs,
+# the training comparison under one whose sgemm bits follow the thread count
+# (Haswell) and one whose do not (SkylakeX, or Sandybridge without AVX-512).
+coretypes=$(zt_blas_coretypes)
+for ct in $coretypes; do
+    run_one "unit/test_backend_fused@$ct" env OPENBLAS_CORETYPE="$ct" build/tests/test_backend_fused
+done
+mpi_coretypes=()
+for ct in $coretypes; do
+    case $ct in
+    Haswell | SkylakeX) mpi_coretypes+=("$ct") ;;
+    Sandybridge) [[ " $coretypes " == *" SkylakeX "* ]] || mpi_coretypes+=("$ct") ;;
+    esac
+done
+for ct in "${mpi_coretypes[@]}"; do
+    run_one "mpi/test_fused_ops@$ct" env OPENBLAS_CORETYPE="$ct" bash tests/mpi/test_fused_ops.sh
+done
 for t in tests/cudasim/test_*.sh; do
     run_one "cudasim/$(basename "$t" .sh)" bash "$t"
 done

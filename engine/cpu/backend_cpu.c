@@ -121,9 +121,14 @@ void zt_cpu_bias_grad_f32(const zt_backend *be, float *dbias, const float *dy, i
  * in medians of interleaved runs, docs/benchmarks.md). OpenBLAS
  * runs single-threaded inside a parallel region, so with more threads the
  * pair would leave all but two idle: the products then take turns, each on
- * every thread. The bits are the same either way (OpenBLAS divides a product
- * between threads by blocks of C, never along k; bias_grad's order does not
- * depend on threads). */
+ * every thread. Each product then makes the same OpenBLAS call as the
+ * op-by-op sequence (bias_grad's order does not depend on threads), but on
+ * one thread where the sequence has two: OpenBLAS's Haswell and Zen sgemm
+ * kernels give a product other bits on two threads than on one (the split
+ * moves the edges of its register tiles), SkylakeX's and Sandybridge's do
+ * not. So the fused op equals the sequence bit for bit at one thread per
+ * rank, and within two orders of one sum of each other on two threads
+ * (tests/unit/test_backend_fused.c, tests/mpi/test_fused_ops.sh). */
 void zt_cpu_linear_backward_f32(const zt_backend *be, float *dx, float *dw, float *dbias,
                                 const float *dy, int64_t ldy, const float *x, const float *w,
                                 int64_t rows, int64_t in, int64_t out, bool accumulate,
