@@ -22,6 +22,7 @@
 #include "engine/comm/bandwidth.h"
 #include "engine/comm/peers.h"
 #include "engine/config/config.h"
+#include "engine/env.h"
 #include "engine/world/devices.h"
 #include "engine/world/topology.h"
 
@@ -109,9 +110,9 @@ static void check_print_topology(const zt_world *w, const zt_topology_rank *t,
     for (int r = 0; r < w->size; r++)
         printf("  rank %-4d host %-16s local rank %d of %d, node %d, device %s\n", r, t[r].host,
                t[r].host_rank, t[r].host_size, t[r].node, t[r].device);
-    const char *rpn = getenv("ZT_RANKS_PER_NODE");
-    if (rpn && *rpn)
-        printf("node groups: %d, simulated: ZT_RANKS_PER_NODE=%s ranks inside each host "
+    int rpn = zt_env_get()->ranks_per_node;
+    if (rpn > 0)
+        printf("node groups: %d, simulated: ZT_RANKS_PER_NODE=%d ranks inside each host "
                "(hpZ and MiCS groups that must stay inside a node use these)\n",
                w->n_nodes, rpn);
     else
@@ -258,15 +259,12 @@ int cmd_check(int argc, char **argv)
     }
     zt_devices_select_early(flags.dev.device);
     zt_world world;
-    zt_status st = zt_world_init(&world, &argc, &argv);
+    rc = cmd_world_start(&world, &argc, &argv);
     free(rest); /* the flags point into argv, not into rest */
-    if (st != ZT_OK) {
-        fprintf(stderr, "zerotrain: error: %s\nhint: %s\n", zt_status_message(),
-                zt_status_hint());
-        return 1;
-    }
+    if (rc != 0)
+        return rc;
     zt_config cfg;
-    st = zt_config_load_file(flags.config_path, &flags.ov, world.size, &cfg);
+    zt_status st = zt_config_load_file(flags.config_path, &flags.ov, world.size, &cfg);
     if ((rc = cmd_agreed_failure(&world, st)) != 0)
         return rc;
 

@@ -238,12 +238,11 @@ int cmd_from_checkpoint(int argc, char **argv)
         return rc < 0 ? 0 : rc;
     zt_devices_select_early(f.dev.device);
     zt_world world;
-    zt_status st = zt_world_init(&world, &argc, &argv);
-    if (st != ZT_OK)
-        return cmd_local_failure(st);
+    if ((rc = cmd_world_start(&world, &argc, &argv)) != 0)
+        return rc;
     cmd_task k;
     memset(&k, 0, sizeof k);
-    st = zt_ckpt_open(&k.ck, &world, f.dir, f.tag);
+    zt_status st = zt_ckpt_open(&k.ck, &world, f.dir, f.tag);
     if ((rc = cmd_agreed_failure(&world, st)) != 0)
         return rc;
     st = zt_ckpt_model_args(&k.ck, &k.args);

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/comm/peers.h"
+
 bool cmd_is_first_process(void)
 {
     const char *r = getenv("OMPI_COMM_WORLD_RANK");
@@ -37,7 +39,13 @@ int cmd_exit_code(zt_status st)
 
 void cmd_print_error(const zt_world *w)
 {
-    fprintf(stderr, "[rank %d %s] error: %s\n", w->rank, w->host, zt_status_message());
+    /* A failure an agreement brought from another rank names that rank. */
+    int origin = zt_status_origin();
+    const char *host = origin >= 0 && origin != w->rank ? zt_comm_peers_host(origin) : NULL;
+    if (host)
+        fprintf(stderr, "[rank %d %s] error: %s\n", origin, host, zt_status_message());
+    else
+        fprintf(stderr, "[rank %d %s] error: %s\n", w->rank, w->host, zt_status_message());
     if (zt_status_hint()[0])
         fprintf(stderr, "hint: %s\n", zt_status_hint());
     fflush(stderr);
@@ -53,7 +61,9 @@ int cmd_agreed_failure(zt_world *w, zt_status local)
         MPI_Abort(w->comm, cmd_exit_code(local));
     }
     int first = -1;
-    zt_status st = zt_world_agree(w, local, &first);
+    zt_status st = local;
+    if (!zt_world_agreed_failure(local, &first))
+        st = zt_world_agree(w, local, &first);
     if (st == ZT_OK)
         return 0;
     if (first < 0) {
@@ -71,6 +81,18 @@ void cmd_fatal(const zt_world *w, zt_comm *comm, zt_status st)
 {
     cmd_print_error(w);
     comm->ops->abort(comm, cmd_exit_code(st));
+}
+
+int cmd_world_start(zt_world *w, int *argc, char ***argv)
+{
+    zt_status st = zt_world_init(w, argc, argv);
+    if (st != ZT_OK) {
+        fprintf(stderr, "zerotrain: error: %s\n", zt_status_message());
+        if (zt_status_hint()[0])
+            fprintf(stderr, "hint: %s\n", zt_status_hint());
+        return 1;
+    }
+    return cmd_agreed_failure(w, w->env_status);
 }
 
 int cmd_local_failure(zt_status st)

@@ -42,6 +42,12 @@ int cmd_agreed_failure(zt_world *w, zt_status local);
 /* An error on this rank alone mid-run: print and take the whole job down. */
 void cmd_fatal(const zt_world *w, zt_comm *comm, zt_status st);
 
+/* MPI and the world up (zt_world_init), then every rank agrees on its
+ * environment (w->env_status): 0, or the exit code after the lowest failing
+ * rank printed (2 for a bad variable). A failure of MPI itself is printed by
+ * every rank (there is no world to agree in) and is exit 1. Collective. */
+int cmd_world_start(zt_world *w, int *argc, char ***argv);
+
 /* An error of a subcommand that runs without a world: print, exit code. */
 int cmd_local_failure(zt_status st);
 

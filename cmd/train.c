@@ -16,6 +16,7 @@
 #include "engine/ckpt/ckpt.h"
 #include "engine/ckpt/safetensors.h"
 #include "engine/config/config.h"
+#include "engine/env.h"
 #include "engine/monitor/monitor.h"
 #include "engine/monitor/progress.h"
 #include "engine/monitor/profile.h"
@@ -339,6 +340,7 @@ zt_status cmd_same_run(const zt_world *w, const cmd_train_flags *f, const zt_con
         zt_fingerprint_str(&fp, "--comm", f->dev.comm);
         zt_fingerprint_i64(&fp, "--tf32", f->dev.tf32);
         zt_fingerprint_str(&fp, "--attention", f->attention);
+        zt_env_fingerprint(&fp);
         st = cmd_fingerprint_inputs(&fp, f);
     }
     if (st != ZT_OK && fp.error == ZT_OK)
@@ -448,12 +450,8 @@ int cmd_train(int argc, char **argv)
     if (!flags.estimate_memory)
         zt_devices_select_early(flags.dev.device);
     zt_world world;
-    zt_status st = zt_world_init(&world, &argc, &argv);
-    if (st != ZT_OK) {
-        fprintf(stderr, "zerotrain: error: %s\nhint: %s\n", zt_status_message(),
-                zt_status_hint());
-        return 1;
-    }
+    if ((rc = cmd_world_start(&world, &argc, &argv)) != 0)
+        return rc;
     if (flags.estimate_memory)
         return cmd_estimate(&world, &flags);
     if (world.rank == 0 && world.threads.note[0]) {
@@ -462,7 +460,7 @@ int cmd_train(int argc, char **argv)
     }
 
     zt_config cfg;
-    st = zt_config_load_file(flags.config_path, &flags.ov, world.size, &cfg);
+    zt_status st = zt_config_load_file(flags.config_path, &flags.ov, world.size, &cfg);
     if ((rc = cmd_agreed_failure(&world, st)) != 0)
         return rc;
     /* The checkpoint is read first: the data and dropout follow its seed. */
@@ -622,7 +620,7 @@ int cmd_train(int argc, char **argv)
     }
     if (st != ZT_OK)
         cmd_fatal(&world, &comm, st);
-    cmd_preempt_install();
+    cmd_preempt_install(zt_env_get()->stop_grace_s);
     if (flags.profile)
         zt_profile_begin(&prof_be, trainer);
     st = zt_trainer_train(trainer, steps);

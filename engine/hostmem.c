@@ -10,6 +10,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "engine/env.h"
 #include "engine/fingerprint.h"
 
 /* The first number in a file, or ZT_HOSTMEM_NONE ("max" and unreadable files
@@ -57,9 +58,7 @@ static void hostmem_cgroup(zt_hostmem *h, const char *mount, const char *rel,
 
 static void hostmem_cgroups(zt_hostmem *h)
 {
-    const char *root = getenv("ZT_CGROUP_ROOT");
-    if (!root || !*root)
-        root = "/sys/fs/cgroup";
+    const char *root = zt_env_get()->cgroup_root;
     FILE *f = fopen("/proc/self/cgroup", "r");
     char line[1024];
     bool seen = false;

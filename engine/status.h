@@ -35,6 +35,16 @@ void zt_status_set_rank(int rank);
 zt_status zt_fail_at(zt_status st, const char *file, int line, const char *hint,
                      const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
+/* Records a failure that rank `origin` recorded first, as an agreement
+ * received it (its message and hint): every rank then holds the same
+ * message, and cmd/ prints it under the rank it came from, whichever rank
+ * prints (engine/world/world.h's zt_world_agree). */
+zt_status zt_fail_from(zt_status st, int origin, const char *hint, const char *msg);
+
+/* The rank whose failure this thread's slot holds: -1 for this rank's own
+ * (zt_fail), else the origin given to zt_fail_from. */
+int zt_status_origin(void);
+
 /* The recorded failure of this thread; hint may be "" when none was given. */
 const char *zt_status_message(void);
 const char *zt_status_hint(void);

@@ -8,6 +8,7 @@
  * here.
  */
 #include "engine/ckpt/ckpt_impl.h"
+#include "engine/env.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -28,15 +29,13 @@ void zt_ckpt_fail_after_init(void)
 {
     if (ckpt_budget_read)
         return;
-    const char *fail_after = getenv("ZT_CKPT_FAIL_AFTER_BYTES");
-    ckpt_budget = fail_after ? strtoll(fail_after, NULL, 10) : -1;
+    ckpt_budget = zt_env_get()->ckpt_fail_after_bytes;
     ckpt_budget_read = true;
 }
 
 void zt_ckpt_stall_if_asked(int rank)
 {
-    const char *r = getenv("ZT_CKPT_STALL_RANK");
-    if (r && *r && strtol(r, NULL, 10) == rank)
+    if (zt_env_get()->ckpt_stall_rank == rank)
         sleep(30);
 }
 

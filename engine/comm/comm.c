@@ -1,7 +1,10 @@
 /*
  * comm: the MPI communicator (host buffers) and what every backend shares:
- * the bootstrap of device communicators, ZT_COMM_TIMEOUT and the watchdog's
- * message, zt_comm_free.
+ * the bootstrap of device communicators, the watchdog's message,
+ * zt_comm_free. The watchdog's limit is ZT_COMM_TIMEOUT, parsed once with
+ * the other variables (engine/env.h): a communicator's init has no local
+ * check left that one rank could fail before the collective MPI_Comm_dup
+ * its peers are in.
  *
  * Every collective, blocking or not, is a blocking MPI call on the comm thread
  * (engine/comm/worker.h) that the caller waits for with a deadline, so a
@@ -22,6 +25,7 @@
 #include <time.h>
 
 #include "engine/comm/peers.h"
+#include "engine/env.h"
 
 /* MPI counts are int: larger buffers are split into parts that each fit. */
 #define ZT_COMM_MAX_COUNT ((int64_t)1 << 30)
@@ -526,8 +530,6 @@ static const zt_comm_ops zt_comm_mpi_ops = {
 zt_status zt_comm_mpi_init(zt_comm *c, MPI_Comm parent)
 {
     memset(c, 0, sizeof *c);
-    double timeout = 0;
-    ZT_TRY(zt_comm_timeout_parse(getenv("ZT_COMM_TIMEOUT"), &timeout));
     ZT_TRY(comm_check(MPI_Comm_dup(parent, &c->mpi), "MPI_Comm_dup", 0));
     zt_status st = comm_check(MPI_Comm_dup(parent, &c->side), "MPI_Comm_dup", 0);
     if (st != ZT_OK) {
@@ -540,7 +542,7 @@ zt_status zt_comm_mpi_init(zt_comm *c, MPI_Comm parent)
     MPI_Comm_size(c->mpi, &c->size);
     c->name = "mpi";
     c->ops = &zt_comm_mpi_ops;
-    c->timeout_s = timeout;
+    c->timeout_s = zt_env_get()->comm_timeout_s;
     c->uses_worker = zt_comm_worker_acquire();
     if (!c->uses_worker) {
         mpi_free(c);
@@ -613,30 +615,8 @@ zt_status zt_comm_bootstrap(MPI_Comm mpi, const zt_comm_bootstrap_fns *fns, void
     return zt_comm_agree(mpi, st, "joining the communicator");
 }
 
-/* ---- The watchdog's limit and message ---- */
+/* ---- The watchdog's message ---- */
 
-zt_status zt_comm_timeout_parse(const char *text, double *seconds)
-{
-    *seconds = 600;
-    if (!text || !*text)
-        return ZT_OK;
-    /* Plain decimals only: strtod alone would take " 5", "inf", "1e3", "0x10". */
-    const char *dot = strchr(text, '.');
-    char *end = NULL;
-    double v = strspn(text, "0123456789.") == strlen(text) && (!dot || !strchr(dot + 1, '.'))
-                   ? strtod(text, &end)
-                   : -1;
-    if (!end || end == text || *end != '\0' || !isfinite(v) || v < 0)
-        return zt_fail(ZT_ERR_USAGE,
-                       "set ZT_COMM_TIMEOUT to a number of seconds (default 600), or 0 to turn "
-                       "the collective watchdog off",
-                       "ZT_COMM_TIMEOUT=%s is not a number of seconds >= 0", text);
-    *seconds = v;
-    return ZT_OK;
-}
-
-/* The watchdog's failure for `what` ("MPI all_reduce #17 (4096 elements,
- * fp16)") on c after waited_s, with which peers answer a probe. */
 /* The watchdog's failure on rank `rank` of `size` (timeout_s the limit),
  * after probing which peers still answer. */
 static zt_status comm_watchdog_fail_at(double timeout_s, int rank, int size, const char *what,
@@ -671,9 +651,7 @@ zt_status zt_comm_mpi_wait(MPI_Comm mpi, int rc, MPI_Request *r, const char *wha
                            int64_t numel)
 {
     if (rc == MPI_SUCCESS) {
-        double timeout = 0, waited = 0;
-        if (zt_comm_timeout_parse(getenv("ZT_COMM_TIMEOUT"), &timeout) != ZT_OK)
-            timeout = 0; /* a bad value failed the communicators' init already */
+        double timeout = zt_env_get()->comm_timeout_s, waited = 0;
         rc = comm_wait_backoff(1, r, timeout, &waited);
         if (rc == -1) {
             int rank = 0, size = 1;

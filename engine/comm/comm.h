@@ -237,9 +237,6 @@ zt_status zt_comm_bootstrap(MPI_Comm mpi, const zt_comm_bootstrap_fns *fns, void
 void zt_comm_req_describe(zt_comm_req *req, zt_comm_kind kind, uint64_t seq, int64_t numel,
                           zt_dtype dt);
 
-/* ZT_COMM_TIMEOUT's value: NULL or "" gives the default 600 s; otherwise a
- * number of seconds >= 0 (0: no watchdog). Anything else is ZT_ERR_USAGE. */
-zt_status zt_comm_timeout_parse(const char *text, double *seconds);
 /* The checks every backend's send_recv makes: 1 to ZT_COMM_MAX_XFERS
  * transfers with peers of c other than the caller. */
 zt_status zt_comm_xfers_check(const zt_comm *c, const zt_comm_xfer *x, int n);

@@ -68,6 +68,7 @@
 #include <unistd.h>
 
 #include "engine/cuda/cuda_impl.h"
+#include "engine/env.h"
 
 #define NCCL_EVENTS 64
 #define NCCL_WATCH_MS 100
@@ -639,11 +640,26 @@ zt_status zt_comm_nccl_init(zt_comm *c, MPI_Comm parent, const zt_backend *be)
         return zt_fail(ZT_ERR_USAGE, "use --comm mpi, or --device cuda on a machine with GPUs",
                        "--comm nccl needs --device cuda (the device is %s)",
                        be && be->name ? be->name : "none");
-    double timeout = 0;
-    ZT_TRY(zt_comm_timeout_parse(getenv("ZT_COMM_TIMEOUT"), &timeout));
+    double timeout = zt_env_get()->comm_timeout_s;
+    /* Nothing this rank alone can fail comes before the collective dup: an
+     * allocation that failed is agreed on over the dup, which every rank of
+     * parent is in. */
     nccl_impl *n = calloc(1, sizeof *n);
-    if (!n)
-        return zt_fail(ZT_ERR_OOM, "", "cannot allocate the NCCL comm");
+    if (MPI_Comm_dup(parent, &c->mpi) != MPI_SUCCESS) {
+        free(n);
+        c->mpi = MPI_COMM_NULL;
+        return zt_fail(ZT_ERR_COMM, "check the MPI installation", "MPI_Comm_dup failed");
+    }
+    MPI_Comm_set_errhandler(c->mpi, MPI_ERRORS_RETURN);
+    zt_status st = zt_comm_agree(
+        c->mpi, n ? ZT_OK : zt_fail(ZT_ERR_OOM, "", "cannot allocate the NCCL comm"),
+        "allocating the NCCL comm");
+    if (st != ZT_OK) {
+        free(n);
+        MPI_Comm_free(&c->mpi);
+        memset(c, 0, sizeof *c);
+        return st;
+    }
     n->be = be;
     n->device = ((const zt_cuda_impl *)be->impl)->device;
     int level = MPI_THREAD_SINGLE;
@@ -652,31 +668,24 @@ zt_status zt_comm_nccl_init(zt_comm *c, MPI_Comm parent, const zt_backend *be)
     c->name = "nccl";
     c->ops = &zt_comm_nccl_ops;
     c->impl = n;
-    zt_status st = ZT_OK;
-    if (MPI_Comm_dup(parent, &c->mpi) != MPI_SUCCESS) {
-        c->mpi = MPI_COMM_NULL;
-        st = zt_fail(ZT_ERR_COMM, "check the MPI installation", "MPI_Comm_dup failed");
-    } else {
-        MPI_Comm_set_errhandler(c->mpi, MPI_ERRORS_RETURN);
-        /* Only the main thread calls MPI here (the collectives are NCCL's):
-         * the caller's own MPI calls can share the communicator. */
-        c->side = c->mpi;
-        MPI_Comm_rank(c->mpi, &c->rank);
-        MPI_Comm_size(c->mpi, &c->size);
-        c->timeout_s = timeout;
-        n->ident = (zt_comm){
-            .name = c->name, .rank = c->rank, .size = c->size, .timeout_s = timeout};
-        if (gethostname(n->host, sizeof n->host - 1) != 0)
-            snprintf(n->host, sizeof n->host, "unknown");
-        ncclUniqueId id;
-        zt_comm_bootstrap_fns fns = {.id_bytes = sizeof id,
-                                     .make_id = nccl_make_id,
-                                     .join = nccl_join,
-                                     .ctx = n};
-        st = zt_comm_bootstrap(c->mpi, &fns, &id);
-        if (st == ZT_OK)
-            st = zt_comm_agree(c->mpi, nccl_warm_up(c), "the NCCL warm-up");
-    }
+    /* Only the main thread calls MPI here (the collectives are NCCL's):
+     * the caller's own MPI calls can share the communicator. */
+    c->side = c->mpi;
+    MPI_Comm_rank(c->mpi, &c->rank);
+    MPI_Comm_size(c->mpi, &c->size);
+    c->timeout_s = timeout;
+    n->ident = (zt_comm){
+        .name = c->name, .rank = c->rank, .size = c->size, .timeout_s = timeout};
+    if (gethostname(n->host, sizeof n->host - 1) != 0)
+        snprintf(n->host, sizeof n->host, "unknown");
+    ncclUniqueId id;
+    zt_comm_bootstrap_fns fns = {.id_bytes = sizeof id,
+                                 .make_id = nccl_make_id,
+                                 .join = nccl_join,
+                                 .ctx = n};
+    st = zt_comm_bootstrap(c->mpi, &fns, &id);
+    if (st == ZT_OK)
+        st = zt_comm_agree(c->mpi, nccl_warm_up(c), "the NCCL warm-up");
     if (st != ZT_OK) {
         n->abandon = true;
         nccl_free(c);

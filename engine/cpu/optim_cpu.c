@@ -31,6 +31,7 @@
  * Collective: none.
  */
 #include "engine/cpu/cpu.h"
+#include "engine/env.h"
 
 #include <math.h>
 #include <omp.h>
@@ -287,17 +288,18 @@ zt_status zt_cpu_isa_parse(const char *name, zt_cpu_isa *isa)
  * threads, and exactly one of them must read the environment and speak. */
 static _Atomic int zt_isa_in_use = -1;
 
-/* ZT_CPU_ISA's choice, or the best this CPU runs. A value this CPU cannot
- * run (or no ISA's name) is refused on stderr and the best is used instead:
- * a kernel has no status to return, and every path gives the same bits, so
- * the fallback costs only speed, never results. *refusal is the line to
- * print, empty when there is none. */
+/* ZT_CPU_ISA's choice, or the best this CPU runs. A name that is no ISA's
+ * failed the start-up already (engine/env.h); an ISA this CPU cannot run
+ * is refused on stderr and the best is used instead: ranks of one job may
+ * run on CPUs of different kinds, a kernel has no status to return, and
+ * every path gives the same bits, so the fallback costs only speed, never
+ * results. *refusal is the line to print, empty when there is none. */
 static zt_cpu_isa zt_isa_from_env(char *refusal, size_t size)
 {
     zt_cpu_isa best = zt_cpu_isa_best();
-    const char *want = getenv("ZT_CPU_ISA");
+    const char *want = zt_env_get()->cpu_isa;
     refusal[0] = '\0';
-    if (!want || !*want)
+    if (!want)
         return best;
     int isa = zt_isa_lookup(want);
     const char *why = isa < 0 ? "not one of baseline, avx2, avx512" : zt_isa_missing(isa);

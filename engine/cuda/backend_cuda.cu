@@ -36,6 +36,9 @@
 #include <stdlib.h>
 
 #include "engine/cuda/cuda_common.cuh"
+extern "C" {
+#include "engine/env.h"
+}
 
 namespace {
 
@@ -387,7 +390,7 @@ extern "C" zt_status zt_backend_cuda_init(zt_backend *be, const zt_backend_optio
         return zt_fail(ZT_ERR_INTERNAL, "", "cuda backend: GEMM dtype %d is not a dtype",
                        (int)opt->gemm_dtype);
     zt_launch_ws ws;
-    ZT_TRY(zt_launch_workspace(getenv("ZT_CUDA_GEMM_WORKSPACE_MB"), opt->gemm_dtype != ZT_F32,
+    ZT_TRY(zt_launch_workspace(zt_env_get()->cuda_gemm_workspace_mb, opt->gemm_dtype != ZT_F32,
                                &ws));
     const char *why = "";
     int count = zt_backend_cuda_device_count(&why);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/env.h"
 #include "engine/pipe/partition.h"
 
 /* A model of units [lo, hi) of m: copies (their index stays their place in
@@ -24,6 +25,26 @@ static zt_status pipe_stage_model(const zt_model *m, int lo, int hi, zt_model *o
         out->param_offset += m->units[u].param_numel;
     for (int u = lo; u < hi; u++)
         out->n_params += m->units[u].param_numel;
+    return ZT_OK;
+}
+
+/* The local part of the init: partition, this stage's units, the schedule
+ * and its requests. Every rank computes the same partition from the same
+ * model, so a bad method fails alike everywhere. */
+static zt_status pipe_plan(zt_pipe *p, const zt_model *m, const char *partition)
+{
+    p->bounds = calloc((size_t)p->stages + 1, sizeof *p->bounds);
+    if (!p->bounds)
+        return zt_fail(ZT_ERR_OOM, "", "cannot allocate the pipeline partition");
+    ZT_TRY(zt_pipe_partition(m, p->stages, partition, p->bounds));
+    ZT_TRY(pipe_stage_model(m, p->bounds[p->stage], p->bounds[p->stage + 1], &p->stage_model));
+    ZT_TRY(zt_pipe_program_build(p->schedule, p->stages, p->stage, p->micro_batches,
+                                 &p->program));
+    p->reqs = calloc((size_t)(p->program.n_posts > 0 ? p->program.n_posts : 1), sizeof *p->reqs);
+    if (!p->reqs)
+        return zt_fail(ZT_ERR_OOM, "", "cannot allocate the pipeline's requests");
+    for (int i = 0; i < p->program.n_posts; i++)
+        zt_comm_req_none(&p->reqs[i]);
     return ZT_OK;
 }
 
@@ -44,24 +65,15 @@ zt_status zt_pipe_init(zt_pipe *p, const zt_model *m, const zt_config *cfg, zt_c
     p->dp_size = world->size / p->stages;
     p->stage = world->rank / p->dp_size;
     p->dp_rank = world->rank % p->dp_size;
-    p->bounds = calloc((size_t)p->stages + 1, sizeof *p->bounds);
-    if (!p->bounds)
-        return zt_fail(ZT_ERR_OOM, "", "cannot allocate the pipeline partition");
-    /* Every rank computes the same partition from the same model; a bad
-     * method fails alike everywhere. */
-    ZT_TRY(zt_pipe_partition(m, p->stages, pc->partition, p->bounds));
-    ZT_TRY(pipe_stage_model(m, p->bounds[p->stage], p->bounds[p->stage + 1], &p->stage_model));
-    ZT_TRY(zt_pipe_program_build(p->schedule, p->stages, p->stage, p->micro_batches,
-                                 &p->program));
-    p->reqs = calloc((size_t)(p->program.n_posts > 0 ? p->program.n_posts : 1), sizeof *p->reqs);
-    if (!p->reqs)
-        return zt_fail(ZT_ERR_OOM, "", "cannot allocate the pipeline's requests");
-    for (int i = 0; i < p->program.n_posts; i++)
-        zt_comm_req_none(&p->reqs[i]);
-    if (p->stages == 1) {
-        p->dp = world;
-        return ZT_OK;
-    }
+    p->dp = world;
+    zt_status st = pipe_plan(p, m, pc->partition);
+    if (st == ZT_OK)
+        st = zt_env_fail_at("pipeline");
+    if (p->stages == 1)
+        return st;
+    /* The plan is this rank's (its allocations may fail here alone); the
+     * splits below are collective: every rank learns of a failure first. */
+    ZT_TRY(zt_comm_agree(world->side, st, "planning the pipeline"));
     /* Keys order each group as the topology does: dp rank, stage. */
     ZT_TRY(world->ops->split(world, p->stage, p->dp_rank, &p->dp_own));
     p->dp = &p->dp_own;

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "engine/train/trainer_impl.h"
+#include "engine/env.h"
 
 double zt_train_now(void)
 {
@@ -65,11 +66,15 @@ void zt_train_resolve(zt_trainer *t)
 
 /* A communicator of the main comm's backend over the ranks sharing `color`,
  * owned by the trainer. */
+/* The allocation is this rank's, the split collective: a failed one is
+ * agreed on first, so no rank is left in the split alone. */
 static zt_status trainer_split(zt_trainer *t, int color, zt_comm **out)
 {
     *out = calloc(1, sizeof **out);
-    if (!*out)
-        return zt_fail(ZT_ERR_OOM, "", "cannot allocate a group communicator");
+    ZT_TRY(zt_world_agree(t->world,
+                          *out ? ZT_OK
+                               : zt_fail(ZT_ERR_OOM, "", "cannot allocate a group communicator"),
+                          NULL));
     return t->comm->ops->split(t->comm, color, t->world->rank, *out);
 }
 
@@ -108,15 +113,19 @@ static zt_status trainer_groups_init(zt_trainer *t)
     int node_lo = w->node, node_hi = w->node;
     MPI_Allreduce(MPI_IN_PLACE, &node_lo, 1, MPI_INT, MPI_MIN, t->hpz_comm->side);
     MPI_Allreduce(MPI_IN_PLACE, &node_hi, 1, MPI_INT, MPI_MAX, t->hpz_comm->side);
-    if (node_lo != node_hi)
-        return zt_fail(ZT_ERR_CONFIG,
-                       "hpZ keeps the backward gather inside a node: use a size that divides "
-                       "the ranks per node (ZT_RANKS_PER_NODE simulates nodes)",
-                       "zero_optimization.zero_hpz_partition_size %lld: ranks %lld-%lld span "
-                       "nodes %d-%d",
-                       (long long)h, (long long)(w->rank / h * h),
-                       (long long)(w->rank / h * h + h - 1), node_lo, node_hi);
-    return ZT_OK;
+    /* Only the groups that span nodes see it: the whole world agrees. */
+    return zt_world_agree(
+        w,
+        node_lo == node_hi
+            ? ZT_OK
+            : zt_fail(ZT_ERR_CONFIG,
+                      "hpZ keeps the backward gather inside a node: use a size that divides "
+                      "the ranks per node (ZT_RANKS_PER_NODE simulates nodes)",
+                      "zero_optimization.zero_hpz_partition_size %lld: ranks %lld-%lld span "
+                      "nodes %d-%d",
+                      (long long)h, (long long)(w->rank / h * h),
+                      (long long)(w->rank / h * h + h - 1), node_lo, node_hi),
+        NULL);
 }
 
 static void trainer_comm_free(zt_comm **c)
@@ -174,22 +183,15 @@ static int trainer_inject_unit(const zt_trainer *t, int unit)
     return u >= 0 && u < t->model->n_units ? u : -1;
 }
 
-static zt_status trainer_init(zt_trainer *t, const zt_trainer_options *o)
+/* The stage's units and data-parallel group (without pipelining all units
+ * and the world's comm; with it, agreed inside zt_pipe_init before its
+ * splits), the checks of the data and config against the model, and the
+ * sampler: what comes before the first collective of the trainer's own. */
+static zt_status trainer_init_local(zt_trainer *t, const zt_trainer_options *o)
 {
     const zt_config *cfg = o->cfg;
     const zt_dataset *data = o->data;
-    const zt_backend *be = o->be;
-    t->opt = *o;
-    t->cfg = cfg;
-    t->whole = o->model;
-    t->world = o->world;
-    t->be = be;
-    t->data = o->data;
-    t->seed = o->seed;
-    t->slots_hold = -1;
-    /* The stage's units and data-parallel group; without pipelining all units
-     * and the world's comm. */
-    ZT_TRY(zt_pipe_init(&t->pipe, o->model, cfg, o->comm, be));
+    ZT_TRY(zt_pipe_init(&t->pipe, o->model, cfg, o->comm, o->be));
     t->model = &t->pipe.stage_model;
     t->comm = t->pipe.dp;
     const zt_model *m = t->model;
@@ -218,18 +220,52 @@ static zt_status trainer_init(zt_trainer *t, const zt_trainer_options *o)
     ZT_TRY(zt_sampler_init(&t->sampler, data->n_samples, cfg->train_batch_size,
                            cfg->micro_batch_size, t->comm->size, t->comm->rank, data->shuffle,
                            o->seed));
+    return zt_env_fail_at("sampler");
+}
+
+static zt_status trainer_init(zt_trainer *t, const zt_trainer_options *o)
+{
+    const zt_config *cfg = o->cfg;
+    const zt_backend *be = o->be;
+    t->opt = *o;
+    t->cfg = cfg;
+    t->whole = o->model;
+    t->world = o->world;
+    t->be = be;
+    t->data = o->data;
+    t->seed = o->seed;
+    t->slots_hold = -1;
+    /* A rank that fails a step of its own here must still take part in every
+     * agreement the others reach (zt_world_agree), in the same order: a
+     * failure travels on to the next agreement, never past it, so no rank
+     * returns while the others wait in a collective. */
+    zt_status st = trainer_init_local(t, o);
+    ZT_TRY(zt_world_agree(t->world, st, NULL));
     ZT_TRY(trainer_groups_init(t));
-    ZT_TRY(zt_layout_init(&t->layout, m, &cfg->zero, t->zcomm->size, t->zcomm->rank));
+    const zt_model *m = t->model;
+    st = zt_layout_init(&t->layout, m, &cfg->zero, t->zcomm->size, t->zcomm->rank);
     t->n_slots = zt_pipe_slots(&t->pipe);
-    ZT_TRY(zt_train_nvme_plan(t));
-    ZT_TRY(zt_train_tables(t));
+    if (st == ZT_OK)
+        st = zt_train_nvme_plan(t);
+    if (st == ZT_OK)
+        st = zt_train_tables(t);
     zt_memory_init(&t->mem, be);
-    ZT_TRY(zt_train_buffers(t, &t->mem, false));
+    if (st == ZT_OK)
+        st = zt_train_buffers(t, &t->mem, false);
+    if (st == ZT_OK)
+        st = zt_env_fail_at("plan");
+    ZT_TRY(zt_world_agree(t->world, st, NULL));
     ZT_TRY(zt_train_check_memory(t));
+    /* A rank's reservation may fail alone (the plan fit, the allocator did
+     * not): the others learn of it before the next collective. */
     zt_status reserved = zt_memory_reserve(&t->mem);
     if (reserved != ZT_OK)
-        return zt_train_reserve_failed(t, reserved);
-    ZT_TRY(zt_train_buffers(t, &t->mem, true));
+        reserved = zt_train_reserve_failed(t, reserved);
+    else
+        reserved = zt_train_buffers(t, &t->mem, true);
+    if (reserved == ZT_OK)
+        reserved = zt_env_fail_at("reserve");
+    ZT_TRY(zt_world_agree(t->world, reserved, NULL));
     if (t->be_workspace)
         be->set_workspace(be, t->be_workspace, zt_train_workspace_bytes(t));
     zt_train_views(t);

@@ -9,6 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "engine/env.h"
+
 zt_status zt_device_choose(const zt_device_request *req, zt_device_choice *out)
 {
     memset(out, 0, sizeof *out);
@@ -207,7 +209,19 @@ zt_status zt_world_devices_chosen(const zt_world *w, const zt_device_flags *f,
         fflush(notice_to);
     }
     zt_backend_options opt = {.device = ch.ordinal, .tf32 = f->tf32, .gemm_dtype = gemm_dtype};
-    ZT_TRY(zt_backend_find(ch.device)->init(be, &opt));
+    /* The backend is this rank's alone (its device, its memory) and may fail
+     * here alone; the communicator below is built together. Every rank
+     * learns of a failure first, so none is left in the collective
+     * MPI_Comm_dup waiting for one that returned. */
+    zt_status st = zt_backend_find(ch.device)->init(be, &opt);
+    if (st == ZT_OK && (st = zt_env_fail_at("backend")) != ZT_OK)
+        zt_backend_free(be);
+    zt_status agreed = zt_world_agree(w, st, NULL);
+    if (agreed != ZT_OK) {
+        if (st == ZT_OK)
+            zt_backend_free(be);
+        return agreed;
+    }
     if (f->fused_ops && !strcmp(f->fused_ops, "off")) {
         zt_backend_unfuse(be);
         if (w->rank == 0) {

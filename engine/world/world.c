@@ -2,6 +2,7 @@
 
 #include "engine/comm/comm.h"
 #include "engine/comm/peers.h"
+#include "engine/env.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +44,14 @@ static zt_status world_index_groups(const zt_world *w, MPI_Comm group, int *inde
 zt_status zt_world_init(zt_world *w, int *argc, char ***argv)
 {
     memset(w, 0, sizeof *w);
+    /* Before any collective, and never a reason to skip one: a bad variable
+     * leaves its default in place for the rest of the start-up. */
+    w->env_status = zt_env_load();
+    char env_msg[2048] = "", env_hint[1024] = "";
+    if (w->env_status != ZT_OK) {
+        snprintf(env_msg, sizeof env_msg, "%s", zt_status_message());
+        snprintf(env_hint, sizeof env_hint, "%s", zt_status_hint());
+    }
     int inited = 0;
     MPI_Initialized(&inited);
     if (!inited) {
@@ -79,28 +88,35 @@ zt_status zt_world_init(zt_world *w, int *argc, char ***argv)
     MPI_Comm_rank(w->host_comm, &host_rank);
     MPI_Comm_size(w->host_comm, &host_size);
     ZT_TRY(world_index_groups(w, w->host_comm, &w->host_index, &w->n_hosts));
-    /* Node groups: the hosts, or simulated nodes of n ranks inside each host. */
-    const char *rpn = getenv("ZT_RANKS_PER_NODE");
-    long n = host_size;
-    if (rpn && *rpn) {
-        char *end = NULL;
-        n = strtol(rpn, &end, 10);
-        int bad = *end != '\0' || n <= 0 || host_size % n != 0, any_bad = 0;
-        ZT_TRY(zt_world_mpi(MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, w->comm),
-                            "MPI_Allreduce"));
-        if (any_bad)
-            return zt_fail(ZT_ERR_USAGE,
-                           "set ZT_RANKS_PER_NODE to a divisor of the ranks on each host",
-                           "ZT_RANKS_PER_NODE=%s does not divide the ranks of every host "
-                           "(host %s has %d)",
-                           rpn, w->host, host_size);
+    /* Node groups: the hosts, or simulated nodes of n ranks inside each host.
+     * A host whose ranks n does not divide fails on its own ranks only (they
+     * name their host), after every rank has split alike. */
+    int rpn = zt_env_get()->ranks_per_node, n = host_size;
+    int bad = rpn > 0 && host_size % rpn != 0, any_bad = 0;
+    ZT_TRY(zt_world_mpi(MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, w->comm),
+                        "MPI_Allreduce"));
+    if (rpn > 0 && !any_bad)
+        n = rpn;
+    if (bad && w->env_status == ZT_OK) {
+        w->env_status = zt_fail(ZT_ERR_USAGE,
+                                "set ZT_RANKS_PER_NODE to a divisor of the ranks on each host",
+                                "ZT_RANKS_PER_NODE=%d does not divide the ranks of every host "
+                                "(host %s has %d)",
+                                rpn, w->host, host_size);
+        snprintf(env_msg, sizeof env_msg, "%s", zt_status_message());
+        snprintf(env_hint, sizeof env_hint, "%s", zt_status_hint());
     }
-    ZT_TRY(zt_world_mpi(MPI_Comm_split(w->host_comm, host_rank / (int)n, w->rank, &w->node_comm),
+    ZT_TRY(zt_world_mpi(MPI_Comm_split(w->host_comm, host_rank / n, w->rank, &w->node_comm),
                         "MPI_Comm_split"));
     MPI_Comm_rank(w->node_comm, &w->local_rank);
     MPI_Comm_size(w->node_comm, &w->local_size);
     ZT_TRY(world_index_groups(w, w->node_comm, &w->node, &w->n_nodes));
-    return zt_world_threads_init(w->host_comm, &w->threads);
+    ZT_TRY(zt_world_threads_init(w->host_comm, &w->threads));
+    /* The caller reads the environment's failure from the status slot: put
+     * it back there, whatever a step that recovered may have recorded. */
+    if (w->env_status != ZT_OK)
+        zt_fail(w->env_status, env_hint, "%s", env_msg);
+    return ZT_OK;
 }
 
 void zt_world_free(zt_world *w)
@@ -114,23 +130,86 @@ void zt_world_free(zt_world *w)
         MPI_Comm_free(&w->comm);
 }
 
+/* What the first failing rank tells the others: its status, message, hint
+ * and the rank the failure came from (the status module's slots). */
+typedef struct {
+    int status, origin;
+    char msg[8192];
+    char hint[1024];
+} world_failure;
+
+/* Agreements made so far, and the failure of the one that found the ranks
+ * out of step (ZT_OK while they are in step). Only the main thread agrees. */
+static int world_agreements;
+static zt_status world_out_of_step;
+/* The last agreement's outcome when it was a failure (its status and first
+ * failing rank), -1 after one that found every rank fine. */
+static zt_status world_agreed;
+static int world_agreed_first = -1;
+
+bool zt_world_agreed_failure(zt_status st, int *first)
+{
+    if (st == ZT_OK || st != world_agreed || world_agreed_first < 0)
+        return false;
+    *first = world_agreed_first;
+    return true;
+}
+
 zt_status zt_world_agree(const zt_world *w, zt_status local, int *failed_rank)
 {
-    int mine = local == ZT_OK ? w->size : w->rank;
-    int first = w->size;
     if (failed_rank)
         *failed_rank = -1;
+    world_agreed_first = -1;
+    /* Out of step already: the caller's next agreement (cmd/'s) cannot be
+     * met either; the failure is returned again with no rank named, so the
+     * job ends (cmd_agreed_failure prints and aborts). */
+    if (world_out_of_step != ZT_OK)
+        return local != ZT_OK ? local : world_out_of_step;
+    /* Each agreement's number travels with the status: a rank that returned
+     * early past an agreement (a bug: a failure of its own that skipped one)
+     * is found here at once, instead of matching the wrong agreement or
+     * hanging in a later one. */
+    int n = ++world_agreements;
+    int mine[3] = {local == ZT_OK ? w->size : w->rank, n, -n}, got[3] = {0, 0, 0};
     MPI_Request r;
-    ZT_TRY(zt_comm_mpi_wait(w->comm,
-                            MPI_Iallreduce(&mine, &first, 1, MPI_INT, MPI_MIN, w->comm, &r), &r,
-                            "all_reduce of the ranks' status", 1));
-    int st = (int)local;
-    if (first < w->size)
-        ZT_TRY(zt_comm_mpi_wait(w->comm, MPI_Ibcast(&st, 1, MPI_INT, first, w->comm, &r), &r,
-                                "broadcast of a failed rank's status", 1));
+    ZT_TRY(zt_comm_mpi_wait(w->comm, MPI_Iallreduce(mine, got, 3, MPI_INT, MPI_MIN, w->comm, &r),
+                            &r, "all_reduce of the ranks' status", 3));
+    int first = got[0];
+    if (got[1] != -got[2]) {
+        world_out_of_step =
+            local != ZT_OK
+                ? local
+                : zt_fail(ZT_ERR_INTERNAL,
+                          "a bug: a rank skipped an agreement after a failure of its own; its "
+                          "own error is printed too",
+                          "the ranks are out of step: this rank is at agreement #%d, another "
+                          "at #%d",
+                          n, n == got[1] ? -got[2] : got[1]);
+        return world_out_of_step;
+    }
+    if (first == w->size)
+        return ZT_OK;
+    /* The message travels with the status: a failure agreed on here and
+     * again by the caller (cmd/'s agreement, where every rank now fails) is
+     * printed by the lowest rank, which must hold the first failure's text,
+     * not its own empty slot. */
+    static _Thread_local world_failure f; /* 9 KiB, off the stack; no malloc that could fail */
+    memset(&f, 0, sizeof f);
+    if (w->rank == first) {
+        f.status = (int)local;
+        f.origin = zt_status_origin() >= 0 ? zt_status_origin() : w->rank;
+        snprintf(f.msg, sizeof f.msg, "%s", zt_status_message());
+        snprintf(f.hint, sizeof f.hint, "%s", zt_status_hint());
+    }
+    ZT_TRY(zt_comm_mpi_wait(w->comm, MPI_Ibcast(&f, (int)sizeof f, MPI_BYTE, first, w->comm, &r),
+                            &r, "broadcast of a failed rank's status", (int64_t)sizeof f));
     if (failed_rank)
-        *failed_rank = first < w->size ? first : -1;
-    return first < w->size ? (zt_status)st : ZT_OK;
+        *failed_rank = first;
+    if (w->rank != first)
+        zt_fail_from((zt_status)f.status, f.origin, f.hint, f.msg);
+    world_agreed = (zt_status)f.status;
+    world_agreed_first = first;
+    return (zt_status)f.status;
 }
 
 /* Rank `from`'s text of field i (the empty string past its list). */

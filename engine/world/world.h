@@ -39,8 +39,17 @@ typedef struct {
     MPI_Comm host_comm; /* ranks on this physical host (shared memory), whatever
                          * ZT_RANKS_PER_NODE simulates: who can share a device */
     zt_threads threads; /* this rank's OpenMP threads (engine/world/threads.h) */
+    zt_status env_status; /* a bad environment variable (engine/env.h) or
+                           * ZT_RANKS_PER_NODE not dividing this host's ranks:
+                           * ZT_OK, or the failure whose message the status slot
+                           * holds when zt_world_init returns */
 } zt_world;
 
+/* MPI, the world and its groups. A bad environment does not fail it: every
+ * rank takes part in every collective, with the bad variable's default, and
+ * the failure is w->env_status, which the caller must agree on
+ * (zt_world_agree) before anything else, so that every rank stops together
+ * with one message. Returns a failure only when MPI itself fails. */
 zt_status zt_world_init(zt_world *w, int *argc, char ***argv);
 void zt_world_free(zt_world *w);
 
@@ -51,6 +60,13 @@ void zt_world_free(zt_world *w);
  * never arrives makes it return ZT_ERR_COMM after ZT_COMM_TIMEOUT, with
  * *failed_rank -1. */
 zt_status zt_world_agree(const zt_world *w, zt_status local, int *failed_rank);
+
+/* Whether st is the failure the last zt_world_agree returned (every rank
+ * returned it, and *first is the rank whose message it carries). A failure
+ * agreed inside a step and passed up needs no second agreement: the rank
+ * that failed alone may have met the others in that step's agreement from
+ * its caller's, and is gone by the time they would agree again. */
+bool zt_world_agreed_failure(zt_status st, int *first);
 
 /* Every rank must run what rank 0 runs: the fingerprints (same fields in the
  * same order when every rank runs the same build) are compared field by field.

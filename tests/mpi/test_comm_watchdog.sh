@@ -82,6 +82,6 @@ ZT_COMM_TIMEOUT=abc timeout 60 $ZT_MPIRUN -x ZT_COMM_TIMEOUT -np 1 "$tool" >"$tm
 rc=$?
 set -e
 [ "$rc" != 0 ] && [ "$rc" != 124 ] || { cat "$tmp/out"; fail "ZT_COMM_TIMEOUT=abc: exit $rc"; }
-grep -qF 'ZT_COMM_TIMEOUT=abc is not a number of seconds' "$tmp/out" ||
+grep -qF "ZT_COMM_TIMEOUT='abc' is not a number of seconds" "$tmp/out" ||
     { cat "$tmp/out"; fail "ZT_COMM_TIMEOUT=abc: no clear error"; }
 echo "ok: ZT_COMM_TIMEOUT=abc refused (exit $rc)"

@@ -56,6 +56,7 @@
 #include "engine/comm/peers.h"
 #include "engine/cpu/cpu.h"
 #include "engine/dtype.h"
+#include "engine/env.h"
 
 static int g_rank;
 static int g_failures;
@@ -761,6 +762,9 @@ int main(int argc, char **argv)
         return total ? 1 : 0;
     }
 
+    /* The watchdog's limit comes from the environment, as in zerotrain. */
+    if (zt_env_load() != ZT_OK)
+        fatal();
     zt_backend be;
     if (zt_backend_cpu_init(&be) != ZT_OK)
         fatal();

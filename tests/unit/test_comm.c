@@ -1,4 +1,4 @@
-/* Unit tests for engine/comm: ZT_COMM_TIMEOUT, the watchdog's message, the
+/* Unit tests for engine/comm: the watchdog's message, the
  * MPI and staged comms at one rank (sequence numbers, requests, split, free),
  * the bootstrap at one rank and the NCCL comm's answers without a GPU. Runs as
  * a singleton MPI world; tests/tools/comm_check.c covers several ranks. */
@@ -18,6 +18,7 @@
 #include "engine/backend.h"
 #include "engine/comm/comm.h"
 #include "engine/cpu/cpu.h"
+#include "engine/env.h"
 
 static void check_contains(const char *hay, const char *needle, const char *file, int line)
 {
@@ -27,55 +28,6 @@ static void check_contains(const char *hay, const char *needle, const char *file
     }
 }
 #define assert_contains(hay, needle) check_contains((hay), (needle), __FILE__, __LINE__)
-
-static void check_timeout(const char *text, double want, const char *file, int line)
-{
-    double got = -1;
-    zt_status_clear();
-    zt_status st = zt_comm_timeout_parse(text, &got);
-    if (st != ZT_OK || got != want) {
-        print_error("%s:%d: ZT_COMM_TIMEOUT=%s gave %s, %g; want %g (%s)\n", file, line,
-                    text ? text : "(unset)", zt_status_name(st), got, want, zt_status_message());
-        fail();
-    }
-}
-#define assert_timeout(text, want) check_timeout((text), (want), __FILE__, __LINE__)
-
-static void check_timeout_rejected(const char *text, const char *file, int line)
-{
-    double got = -1;
-    zt_status_clear();
-    zt_status st = zt_comm_timeout_parse(text, &got);
-    if (st != ZT_ERR_USAGE) {
-        print_error("%s:%d: ZT_COMM_TIMEOUT=\"%s\" gave %s, want usage\n", file, line, text,
-                    zt_status_name(st));
-        fail();
-    }
-    check_contains(zt_status_message(), "ZT_COMM_TIMEOUT", file, line);
-    check_contains(zt_status_hint(), "seconds", file, line);
-}
-#define assert_timeout_rejected(text) check_timeout_rejected((text), __FILE__, __LINE__)
-
-static void test_timeout_parse(void **state)
-{
-    (void)state;
-    assert_timeout(NULL, 600);
-    assert_timeout("", 600);
-    assert_timeout("0", 0);
-    assert_timeout("2.5", 2.5);
-    assert_timeout("600", 600);
-    assert_timeout(".5", 0.5);
-    assert_timeout_rejected("-1");
-    assert_timeout_rejected("abc");
-    assert_timeout_rejected("10s");
-    assert_timeout_rejected(" ");
-    assert_timeout_rejected(" 5");
-    assert_timeout_rejected("1.2.3");
-    assert_timeout_rejected(".");
-    assert_timeout_rejected("inf");
-    assert_timeout_rejected("nan");
-    assert_timeout_rejected("1e3");
-}
 
 static void test_timeout_fail_message(void **state)
 {
@@ -107,7 +59,7 @@ static void test_mpi_one_rank(void **state)
     assert_int_equal(c.size, 1);
     assert_int_equal(c.rank, 0);
     assert_int_equal(c.seq, 0);
-    assert_true(c.timeout_s == 600 || getenv("ZT_COMM_TIMEOUT"));
+    assert_true(c.timeout_s == zt_env_get()->comm_timeout_s);
 
     float x[3] = {1, 2, 3};
     assert_int_equal(c.ops->all_reduce(&c, x, 3, ZT_F32, ZT_RED_SUM, NULL), ZT_OK);
@@ -149,27 +101,6 @@ static void test_mpi_one_rank(void **state)
     zt_comm zeroed;
     memset(&zeroed, 0, sizeof zeroed);
     zt_comm_free(&zeroed);
-}
-
-static void test_mpi_bad_timeout(void **state)
-{
-    (void)state;
-    setenv("ZT_COMM_TIMEOUT", "abc", 1);
-    zt_comm c;
-    zt_status_clear();
-    zt_status st = zt_comm_mpi_init(&c, MPI_COMM_WORLD);
-    unsetenv("ZT_COMM_TIMEOUT");
-    assert_int_equal(st, ZT_ERR_USAGE);
-    assert_contains(zt_status_message(), "ZT_COMM_TIMEOUT=abc");
-    assert_null(c.ops);
-    zt_comm_free(&c);
-
-    setenv("ZT_COMM_TIMEOUT", "0", 1);
-    st = zt_comm_mpi_init(&c, MPI_COMM_WORLD);
-    unsetenv("ZT_COMM_TIMEOUT");
-    assert_int_equal(st, ZT_OK);
-    assert_true(c.timeout_s == 0);
-    zt_comm_free(&c);
 }
 
 /* The staged comm on the CPU backend at one rank: the results a one-rank
@@ -301,10 +232,8 @@ int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_timeout_parse),
         cmocka_unit_test(test_timeout_fail_message),
         cmocka_unit_test(test_mpi_one_rank),
-        cmocka_unit_test(test_mpi_bad_timeout),
         cmocka_unit_test(test_staged_one_rank),
         cmocka_unit_test(test_bootstrap_one_rank),
         cmocka_unit_test(test_nccl_without_gpu),
