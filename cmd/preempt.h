@@ -6,8 +6,15 @@
  * handler only records the signal in a flag the trainer reads once per step
  * (zt_trainer_options.stop_request): the ranks agree inside the step's loss
  * all-reduce, so a signal that reached one rank stops them all after the same
- * step. Later signals of either kind are recorded too and change nothing:
- * a launcher that forwards one signal twice must not kill a save under way.
+ * step.
+ *
+ * A stop must end: the first request starts a timer of ZT_STOP_GRACE
+ * seconds (default 300, engine/env.h), and a run still going when it fires
+ * (a save stuck on a dead file system, a hung collective with the watchdog
+ * off) exits at once with 128 + the signal and a line saying why. So does a
+ * second SIGTERM (the user insisting), and SIGINT (Ctrl-C) at any time. A
+ * repeated SIGUSR1 changes nothing: an sbatch script that forwards the
+ * warning signal to mpirun must not kill the save it asked for.
  *
  * Memory: a static flag. Collective: none.
  */
@@ -25,9 +32,10 @@
  * installed). */
 const volatile sig_atomic_t *cmd_preempt_flag(void);
 
-/* Installs the handlers (just before training: a signal during start-up
- * still ends the process at once, with nothing to save yet). */
-void cmd_preempt_install(void);
+/* Installs the handlers of SIGTERM, SIGUSR1, SIGINT and SIGALRM (the
+ * grace timer's) just before training: a signal during start-up still ends
+ * the process at once, with nothing to save yet. grace_s: ZT_STOP_GRACE. */
+void cmd_preempt_install(double grace_s);
 
 /* "SIGTERM" or "SIGUSR1", by which reason reached most ranks (SIGTERM on a
  * tie), from the trainer's counts. */

@@ -4,6 +4,7 @@
 #include "engine/comm/worker.h"
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <time.h>
 
@@ -120,6 +121,13 @@ bool zt_comm_worker_done(zt_comm_task *t)
 
 bool zt_comm_worker_wait(zt_comm_task *t, double seconds)
 {
+    /* ZT_COMM_TIMEOUT is bounded where it is parsed (engine/env.h); the
+     * clamp keeps the deadline a valid timespec whatever a caller passes.
+     * Past time_t's range the cast is undefined, and a negative tv_nsec
+     * makes pthread_cond_timedwait fail at once with EINVAL, again and
+     * again, in a loop that holds the lock the comm thread needs. */
+    if (seconds > 1e9 || isnan(seconds))
+        seconds = 1e9;
     struct timespec until;
     clock_gettime(CLOCK_MONOTONIC, &until);
     if (seconds > 0) {
@@ -133,9 +141,14 @@ bool zt_comm_worker_wait(zt_comm_task *t, double seconds)
     }
     pthread_mutex_lock(&worker.lock);
     while (!t->done) {
-        if (seconds <= 0)
+        if (seconds <= 0) {
             pthread_cond_wait(&worker.done, &worker.lock);
-        else if (pthread_cond_timedwait(&worker.done, &worker.lock, &until) == ETIMEDOUT)
+            continue;
+        }
+        /* Any failure but a spurious wake ends the wait as a timeout would:
+         * the watchdog then reports, where a retry could only spin. */
+        int rc = pthread_cond_timedwait(&worker.done, &worker.lock, &until);
+        if (rc != 0 && rc != EINTR)
             break;
     }
     bool done = t->done;

@@ -11,6 +11,9 @@
 #    uninterrupted run (bit for bit); SIGUSR1 to rank 1 alone without
 #    --save-dir says nothing was saved and exits 128 + 10; SIGUSR1 to mpirun
 #    (which forwards it to every rank) stops and saves too;
+#  - a stop that stalls ends: at a second SIGTERM, or ZT_STOP_GRACE seconds
+#    after the first (exit 143 either way, with a line saying why), and
+#    SIGINT ends a run at once (exit 130);
 #  - an unwritable --log-file is refused before training.
 set -eu
 cd "$(dirname "$0")/../.."
@@ -135,6 +138,39 @@ finish 0
 grep -qE "SIGUSR1 reached [12] of 2 rank\(s\)" "$tmp/$name.out" || { cat "$tmp/$name.out"; fail "no stop line after SIGUSR1 to mpirun"; }
 grep -q "saved checkpoint $tmp/ck2/global_step" "$tmp/$name.out" || { cat "$tmp/$name.out"; fail "no checkpoint after SIGUSR1 to mpirun"; }
 echo "ok: SIGUSR1 to mpirun stopped both ranks, saved, exit 0"
+
+# ---- a stop must end: a save that stalls (ZT_CKPT_STALL_RANK: rank 0 sleeps
+# 30 s as it starts) ends at a second SIGTERM, or ZT_STOP_GRACE after the
+# first, at once with 128 + 15 and a line that says why; SIGINT at any time.
+name=term2; ZT_CKPT_STALL_RANK=0 start_job $name "${long[@]}" --save-dir "$tmp/ck3"
+wait_for "$tmp/$name.out" '^step 30/'
+kill -TERM "$(rank_pid 0)"
+wait_for "$tmp/$name.out" 'stopping after step'
+sleep 0.5
+kill -TERM "$(rank_pid 0)"
+t0=$SECONDS
+finish 143
+grep -q "zerotrain: a second SIGTERM: exiting now, without a checkpoint of this step" "$tmp/$name.out" ||
+    { cat "$tmp/$name.out"; fail "no line for the second SIGTERM"; }
+[ ! -e "$tmp/ck3/latest" ] || fail "a save cut short by a second SIGTERM published latest"
+echo "ok: a second SIGTERM during a stalled save ended the job in $((SECONDS - t0)) s, exit 143"
+
+name=grace; ZT_STOP_GRACE=2 ZT_CKPT_STALL_RANK=0 start_job $name "${long[@]}" --save-dir "$tmp/ck4"
+wait_for "$tmp/$name.out" '^step 30/'
+t0=$SECONDS
+kill -TERM "$(rank_pid 1)"
+finish 143
+grep -q "zerotrain: still running 2 s after SIGTERM (ZT_STOP_GRACE): exiting now" "$tmp/$name.out" ||
+    { cat "$tmp/$name.out"; fail "no grace line"; }
+[ $((SECONDS - t0)) -lt 20 ] || fail "the grace of 2 s took $((SECONDS - t0)) s"
+echo "ok: ZT_STOP_GRACE=2 ended a stalled stop in $((SECONDS - t0)) s, exit 143"
+
+name=int; start_job $name "${long[@]}"
+wait_for "$tmp/$name.out" '^step 30/'
+kill -INT "$(rank_pid 1)"
+finish 130
+grep -q "zerotrain: SIGINT: exiting now" "$tmp/$name.out" || { cat "$tmp/$name.out"; fail "no SIGINT line"; }
+echo "ok: SIGINT to rank 1 ended the job at once, exit 130"
 
 # ---- a killed run keeps its history up to its last line
 name=kill; start_job $name "${mlp[@]}" --steps 1000000 --log-interval 25 --log-file "$tmp/kill.jsonl"
