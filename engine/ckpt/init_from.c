@@ -44,15 +44,6 @@ static void init_hint(const zt_st_file *f, char *buf, size_t n)
     json_decref(meta);
 }
 
-static void init_shape_text(int ndim, const int64_t *shape, char *buf, size_t n)
-{
-    size_t k = (size_t)snprintf(buf, n, "[");
-    for (int d = 0; d < ndim && k < n; d++)
-        k += (size_t)snprintf(buf + k, n - k, "%s%lld", d ? ", " : "", (long long)shape[d]);
-    if (k < n)
-        snprintf(buf + k, n - k, "]");
-}
-
 static bool init_same_shape(const zt_st_tensor *s, int ndim, const int64_t *shape)
 {
     if (s->ndim != ndim)
@@ -95,8 +86,8 @@ static zt_status init_match(zt_st_file *f, const char *model, const zt_torch_ten
                            "--init-from %s: no tensor '%s'%s, which model %s needs", f->path,
                            t->name, also, model);
         if (!init_same_shape(s, t->ndim, shape)) {
-            init_shape_text(t->ndim, shape, want, sizeof want);
-            init_shape_text(s->ndim, s->shape, got, sizeof got);
+            zt_st_shape_text(t->ndim, shape, want, sizeof want);
+            zt_st_shape_text(s->ndim, s->shape, got, sizeof got);
             return zt_fail(ZT_ERR_DATA, hint,
                            "--init-from %s: tensor '%s' has shape %s; this run's %s needs %s",
                            f->path, s->name, got, model, want);

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,21 +32,21 @@ size_t zt_st_dtype_size(const char *dtype)
     return 0;
 }
 
-/* Bytes of any dtype the format defines (the reader checks offsets of
- * tensors it will not read too). */
-static size_t st_any_dtype_size(const char *dtype)
+/* Bits of one element of each dtype the safetensors format defines (its
+ * Rust reference's Dtype); 0 for a name it does not define. */
+static unsigned st_dtype_bits(const char *dtype)
 {
     static const struct {
         const char *name;
-        size_t bytes;
-    } sizes[] = {{"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1},
-                 {"I16", 2},  {"U16", 2}, {"I32", 4}, {"U32", 4},     {"I64", 8},
-                 {"U64", 8}};
-    size_t n = zt_st_dtype_size(dtype);
-    for (size_t i = 0; !n && i < sizeof sizes / sizeof *sizes; i++)
-        if (!strcmp(dtype, sizes[i].name))
-            n = sizes[i].bytes;
-    return n;
+        unsigned bits;
+    } dtypes[] = {{"BOOL", 8},    {"F4", 4},    {"F6_E2M3", 6}, {"F6_E3M2", 6}, {"U8", 8},
+                  {"I8", 8},      {"F8_E5M2", 8}, {"F8_E4M3", 8}, {"F8_E8M0", 8}, {"I16", 16},
+                  {"U16", 16},    {"F16", 16},  {"BF16", 16},   {"I32", 32},    {"U32", 32},
+                  {"F32", 32},    {"C64", 64},  {"F64", 64},    {"I64", 64},    {"U64", 64}};
+    for (size_t i = 0; i < sizeof dtypes / sizeof *dtypes; i++)
+        if (!strcmp(dtype, dtypes[i].name))
+            return dtypes[i].bits;
+    return 0;
 }
 
 zt_status zt_st_header(const zt_torch_tensor *ts, int n, const char *const *keys,
@@ -90,62 +91,229 @@ zt_status zt_st_header(const zt_torch_tensor *ts, int n, const char *const *keys
     return ZT_OK;
 }
 
-static zt_status st_bad(const char *path, const char *what)
+/* Which file a message is about: a safetensors file, or (index set) a
+ * consolidated file and its tensor index. */
+typedef struct {
+    const char *path;
+    const char *index;
+} st_where;
+
+static zt_status st_bad(const st_where *w, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static zt_status st_bad(const st_where *w, const char *fmt, ...)
 {
-    return zt_fail(ZT_ERR_DATA, st_hint_corrupt, "%s is not a valid safetensors file: %s", path,
+    char what[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    if (w->index)
+        return zt_fail(ZT_ERR_DATA,
+                       "write it again with zerotrain consolidate (FILE and FILE.json belong "
+                       "together)",
+                       "%s is not a valid consolidated checkpoint: its tensor index %s: %s",
+                       w->path, w->index, what);
+    return zt_fail(ZT_ERR_DATA, st_hint_corrupt, "%s is not a valid safetensors file: %s", w->path,
                    what);
 }
 
-/* A JSON shape into t's ndim, shape and numel; a message for a bad one. */
-static const char *st_shape(json_t *shape, zt_st_tensor *t)
+void zt_st_shape_text(int ndim, const int64_t *shape, char *buf, size_t n)
+{
+    size_t k = (size_t)snprintf(buf, n, "[");
+    for (int d = 0; d < ndim && k < n; d++)
+        k += (size_t)snprintf(buf + k, n - k, "%s%lld", d ? ", " : "", (long long)shape[d]);
+    if (k < n)
+        snprintf(buf + k, n - k, "]");
+}
+
+/* A JSON shape into t's ndim, shape and numel (t->name already set). */
+static zt_status st_shape(const st_where *w, json_t *shape, zt_st_tensor *t)
 {
     if (!json_is_array(shape))
-        return "an entry's shape is not a list";
+        return st_bad(w, "entry '%s' has no 'shape' list", t->name);
     if (json_array_size(shape) > ZT_ST_MAX_DIMS)
-        return "an entry has more than 8 dimensions";
+        return st_bad(w, "entry '%s' has %zu dimensions; at most %d are read", t->name,
+                      json_array_size(shape), ZT_ST_MAX_DIMS);
     t->ndim = (int)json_array_size(shape);
     t->numel = 1;
     for (int d = 0; d < t->ndim; d++) {
         json_t *s = json_array_get(shape, (size_t)d);
-        if (!json_is_integer(s) || json_integer_value(s) < 0 ||
-            __builtin_mul_overflow(t->numel, (int64_t)json_integer_value(s), &t->numel))
-            return "an entry's shape is not a list of non-negative integers";
+        if (!json_is_integer(s) || json_integer_value(s) < 0)
+            return st_bad(w, "entry '%s': dimension %d of its shape is not a non-negative "
+                          "integer", t->name, d);
         t->shape[d] = json_integer_value(s);
     }
-    return NULL;
+    for (int d = 0; d < t->ndim; d++)
+        if (__builtin_mul_overflow(t->numel, t->shape[d], &t->numel)) {
+            char text[ZT_ST_MAX_DIMS * 24];
+            zt_st_shape_text(t->ndim, t->shape, text, sizeof text);
+            return st_bad(w, "entry '%s': the element count of shape %s overflows 64 bits",
+                          t->name, text);
+        }
+    return ZT_OK;
 }
 
-/* One tensor entry of the header into t; a message for a bad one. */
-static const char *st_entry(const char *name, json_t *v, uint64_t data_bytes, zt_st_tensor *t)
+/* The entry's name into t, or the message of a name too long to keep. */
+static zt_status st_name(const st_where *w, const char *name, zt_st_tensor *t)
 {
-    json_t *dt = json_object_get(v, "dtype"), *shape = json_object_get(v, "shape");
-    json_t *off = json_object_get(v, "data_offsets");
     if (strlen(name) >= sizeof t->name)
-        return "a tensor name is longer than 159 bytes";
+        return st_bad(w, "entry '%.60s...': its name is longer than %zu bytes", name,
+                      sizeof t->name - 1);
     snprintf(t->name, sizeof t->name, "%s", name);
-    if (!json_is_object(v) || !json_is_string(dt) || !json_is_array(shape) ||
-        !json_is_array(off) || json_array_size(off) != 2)
-        return "an entry lacks dtype, shape or data_offsets [begin, end]";
-    if (strlen(json_string_value(dt)) >= sizeof t->dtype)
-        return "an entry's dtype is not a safetensors dtype";
+    return ZT_OK;
+}
+
+/* One tensor entry of a safetensors header into t: its fields' types, a
+ * dtype the format defines, and data_offsets spanning exactly its shape's
+ * bytes inside the data. */
+static zt_status st_entry(const st_where *w, const char *name, json_t *v, uint64_t data_bytes,
+                          zt_st_tensor *t)
+{
+    ZT_TRY(st_name(w, name, t));
+    json_t *dt = json_object_get(v, "dtype"), *off = json_object_get(v, "data_offsets");
+    if (!json_is_object(v))
+        return st_bad(w, "entry '%s' is not an object {\"dtype\", \"shape\", \"data_offsets\"}",
+                      t->name);
+    if (!json_is_string(dt))
+        return st_bad(w, "entry '%s' has no 'dtype' string", t->name);
+    unsigned bits = st_dtype_bits(json_string_value(dt));
+    if (!bits)
+        return st_bad(w, "entry '%s': dtype '%.32s' is not a dtype of the safetensors format",
+                      t->name, json_string_value(dt));
     snprintf(t->dtype, sizeof t->dtype, "%s", json_string_value(dt));
-    const char *msg = st_shape(shape, t);
-    if (msg)
-        return msg;
+    ZT_TRY(st_shape(w, json_object_get(v, "shape"), t));
     json_t *b = json_array_get(off, 0), *e = json_array_get(off, 1);
-    if (!json_is_integer(b) || !json_is_integer(e) || json_integer_value(b) < 0 ||
-        json_integer_value(e) < json_integer_value(b))
-        return "an entry's data_offsets are not [begin, end] with 0 <= begin <= end";
+    if (!json_is_array(off) || json_array_size(off) != 2 || !json_is_integer(b) ||
+        !json_is_integer(e))
+        return st_bad(w, "entry '%s' has no 'data_offsets' [begin, end] of two integers",
+                      t->name);
+    if (json_integer_value(b) < 0 || json_integer_value(e) < json_integer_value(b))
+        return st_bad(w, "entry '%s': data_offsets [%lld, %lld] are not 0 <= begin <= end",
+                      t->name, (long long)json_integer_value(b),
+                      (long long)json_integer_value(e));
     t->begin = (uint64_t)json_integer_value(b);
     t->end = (uint64_t)json_integer_value(e);
-    size_t es = st_any_dtype_size(t->dtype);
-    uint64_t want;
-    if (es && (__builtin_mul_overflow((uint64_t)t->numel, (uint64_t)es, &want) ||
-               want != t->end - t->begin))
-        return "an entry's data_offsets do not span its shape's bytes";
+    char shape[ZT_ST_MAX_DIMS * 24];
+    zt_st_shape_text(t->ndim, t->shape, shape, sizeof shape);
+    uint64_t want_bits;
+    if (__builtin_mul_overflow((uint64_t)t->numel, (uint64_t)bits, &want_bits))
+        return st_bad(w, "entry '%s': the bytes of %s %s overflow 64 bits", t->name, t->dtype,
+                      shape);
+    if (want_bits % 8)
+        return st_bad(w, "entry '%s': %s %s does not fill whole bytes", t->name, t->dtype,
+                      shape);
+    if (want_bits / 8 != t->end - t->begin)
+        return st_bad(w, "entry '%s': data_offsets [%llu, %llu] hold %llu bytes; %s %s is "
+                      "%llu bytes", t->name, (unsigned long long)t->begin,
+                      (unsigned long long)t->end, (unsigned long long)(t->end - t->begin),
+                      t->dtype, shape, (unsigned long long)(want_bits / 8));
     if (t->end > data_bytes)
-        return "an entry's data lies past the end of the file (truncated?)";
-    return NULL;
+        return st_bad(w, "entry '%s': data_offsets [%llu, %llu] lie past the end of the "
+                      "file's %llu data bytes (truncated?)", t->name,
+                      (unsigned long long)t->begin, (unsigned long long)t->end,
+                      (unsigned long long)data_bytes);
+    return ZT_OK;
+}
+
+static int st_by_offsets(const void *pa, const void *pb)
+{
+    const zt_st_tensor *a = *(const zt_st_tensor *const *)pa;
+    const zt_st_tensor *b = *(const zt_st_tensor *const *)pb;
+    if (a->begin != b->begin)
+        return a->begin < b->begin ? -1 : 1;
+    if (a->end != b->end)
+        return a->end < b->end ? -1 : 1;
+    return strcmp(a->name, b->name);
+}
+
+static int st_by_name(const void *pa, const void *pb)
+{
+    return strcmp((*(const zt_st_tensor *const *)pa)->name,
+                  (*(const zt_st_tensor *const *)pb)->name);
+}
+
+/* The format's layout: no two entries share a name, and their byte ranges,
+ * sorted, lie end to end from the data's first byte to its last (each
+ * entry checked alone cannot see an overlap, a hole or bytes left over). */
+static zt_status st_layout(const st_where *w, const zt_st_file *f)
+{
+    if (f->n == 0)
+        return f->data_bytes == 0 ? ZT_OK
+                                  : st_bad(w, "no tensors, yet %llu data bytes follow the header",
+                                           (unsigned long long)f->data_bytes);
+    const zt_st_tensor **by = malloc((size_t)f->n * sizeof *by);
+    if (!by)
+        return zt_fail(ZT_ERR_OOM, "", "cannot sort the %d tensors of %s", f->n, w->path);
+    for (int i = 0; i < f->n; i++)
+        by[i] = &f->tensors[i];
+    zt_status st = ZT_OK;
+    qsort(by, (size_t)f->n, sizeof *by, st_by_name);
+    for (int i = 1; st == ZT_OK && i < f->n; i++)
+        if (!strcmp(by[i - 1]->name, by[i]->name))
+            st = st_bad(w, "two entries are named '%s'", by[i]->name);
+    qsort(by, (size_t)f->n, sizeof *by, st_by_offsets);
+    uint64_t at = 0;
+    for (int i = 0; st == ZT_OK && i < f->n; i++) {
+        const zt_st_tensor *t = by[i], *prev = i ? by[i - 1] : NULL;
+        if (t->begin < at)
+            st = st_bad(w, "entries '%s' and '%s' overlap: bytes [%llu, %llu) and [%llu, %llu) "
+                        "of the data (the format lays tensors end to end)", prev->name,
+                        t->name, (unsigned long long)prev->begin,
+                        (unsigned long long)prev->end, (unsigned long long)t->begin,
+                        (unsigned long long)t->end);
+        else if (t->begin > at && prev)
+            st = st_bad(w, "bytes [%llu, %llu) of the data belong to no entry: a hole between "
+                        "'%s' and '%s'", (unsigned long long)at, (unsigned long long)t->begin,
+                        prev->name, t->name);
+        else if (t->begin > at)
+            st = st_bad(w, "bytes [0, %llu) of the data belong to no entry: a hole before the "
+                        "first entry '%s'", (unsigned long long)t->begin, t->name);
+        at = t->end;
+    }
+    if (st == ZT_OK && at != f->data_bytes)
+        st = st_bad(w, "bytes [%llu, %llu) of the data belong to no entry: %llu trailing bytes "
+                    "after the last entry '%s'", (unsigned long long)at,
+                    (unsigned long long)f->data_bytes, (unsigned long long)(f->data_bytes - at),
+                    by[f->n - 1]->name);
+    free(by);
+    return st;
+}
+
+/* __metadata__: an object of string values, kept as JSON text. */
+static zt_status st_metadata(const st_where *w, json_t *v, zt_st_file *f)
+{
+    if (!json_is_object(v))
+        return st_bad(w, "__metadata__ is not an object of strings");
+    const char *k;
+    json_t *s;
+    json_object_foreach(v, k, s)
+    {
+        if (!json_is_string(s))
+            return st_bad(w, "__metadata__ key '%.60s' holds a value that is not a string", k);
+    }
+    if (!(f->metadata = json_dumps(v, JSON_COMPACT)))
+        return zt_fail(ZT_ERR_OOM, "", "cannot copy the __metadata__ of %s", w->path);
+    return ZT_OK;
+}
+
+static zt_status st_parse_header(const st_where *w, json_t *root, zt_st_file *f)
+{
+    f->tensors = calloc(json_object_size(root) + 1, sizeof *f->tensors);
+    if (!f->tensors)
+        return zt_fail(ZT_ERR_OOM, "", "cannot allocate the %zu tensors of %s",
+                       json_object_size(root), w->path);
+    const char *key;
+    json_t *v;
+    json_object_foreach(root, key, v)
+    {
+        if (!strcmp(key, "__metadata__")) {
+            ZT_TRY(st_metadata(w, v, f));
+            continue;
+        }
+        ZT_TRY(st_entry(w, key, v, f->data_bytes, &f->tensors[f->n]));
+        f->n++;
+    }
+    return st_layout(w, f);
 }
 
 zt_status zt_st_parse(const uint8_t *buf, size_t len, uint64_t file_bytes, const char *path,
@@ -153,54 +321,67 @@ zt_status zt_st_parse(const uint8_t *buf, size_t len, uint64_t file_bytes, const
 {
     memset(f, 0, sizeof *f);
     snprintf(f->path, sizeof f->path, "%s", path);
+    const st_where w = {.path = path};
     if (len < 8 || file_bytes < 8)
-        return st_bad(path, "shorter than its 8-byte header length");
+        return st_bad(&w, "shorter than its 8-byte header length");
     uint64_t n = 0;
     for (int b = 0; b < 8; b++)
         n |= (uint64_t)buf[b] << (8 * b);
-    char what[256];
-    if (n < 2 || n > ZT_ST_MAX_HEADER_BYTES || n > file_bytes - 8 || n > len - 8) {
-        snprintf(what, sizeof what, "header length %llu does not fit the file's %llu bytes",
-                 (unsigned long long)n, (unsigned long long)file_bytes);
-        return st_bad(path, what);
-    }
+    if (n > ZT_ST_MAX_HEADER_BYTES)
+        return st_bad(&w, "header length %llu is over the format's limit of %u bytes",
+                      (unsigned long long)n, ZT_ST_MAX_HEADER_BYTES);
+    if (n > file_bytes - 8 || n > len - 8)
+        return st_bad(&w, "header length %llu does not fit the file's %llu bytes",
+                      (unsigned long long)n, (unsigned long long)file_bytes);
+    if (n < 2)
+        return st_bad(&w, "header length %llu cannot hold a JSON object", (unsigned long long)n);
     if (buf[8] != '{')
-        return st_bad(path, "the header is not a JSON object");
+        return st_bad(&w, "the header is not a JSON object (its first byte is not '{')");
     json_error_t err;
     json_t *root = json_loadb((const char *)buf + 8, (size_t)n, JSON_REJECT_DUPLICATES, &err);
+    if (!root && json_error_code(&err) == json_error_duplicate_key)
+        return st_bad(&w, "the header names an entry twice (%s)", err.text);
     if (!json_is_object(root)) {
         json_decref(root);
-        snprintf(what, sizeof what, "header JSON: %s", err.text);
-        return st_bad(path, what);
+        return st_bad(&w, "header JSON: %s at byte %d of the header", err.text, err.position);
     }
     f->data_start = 8 + n;
     f->data_bytes = file_bytes - f->data_start;
-    f->tensors = calloc(json_object_size(root) + 1, sizeof *f->tensors);
-    const char *key, *msg = f->tensors ? NULL : "out of memory";
-    json_t *v;
-    json_object_foreach(root, key, v)
-    {
-        if (msg)
-            break;
-        if (!strcmp(key, "__metadata__")) {
-            const char *mk;
-            json_t *mv;
-            json_object_foreach(v, mk, mv) if (!json_is_string(mv)) msg =
-                "__metadata__ holds a value that is not a string";
-            if (!json_is_object(v))
-                msg = "__metadata__ is not an object";
-            if (!msg && !(f->metadata = json_dumps(v, JSON_COMPACT)))
-                msg = "out of memory";
-            continue;
-        }
-        msg = st_entry(key, v, f->data_bytes, &f->tensors[f->n]);
-        f->n++;
-    }
+    zt_status st = st_parse_header(&w, root, f);
     json_decref(root);
-    if (msg) {
+    if (st != ZT_OK)
         zt_st_free(f);
-        return st_bad(path, msg);
-    }
+    return st;
+}
+
+/* One entry {name, shape, offset (floats), numel, byte_offset} of FILE.json;
+ * numel and byte_offset, redundant, must agree when present. */
+static zt_status st_index_entry(const st_where *w, size_t i, json_t *e, uint64_t file_bytes,
+                                zt_st_tensor *t)
+{
+    json_t *name = json_object_get(e, "name"), *off = json_object_get(e, "offset");
+    if (!json_is_string(name))
+        return st_bad(w, "entry %zu has no 'name' string", i);
+    ZT_TRY(st_name(w, json_string_value(name), t));
+    snprintf(t->dtype, sizeof t->dtype, "F32");
+    ZT_TRY(st_shape(w, json_object_get(e, "shape"), t));
+    if (!json_is_integer(off) || json_integer_value(off) < 0)
+        return st_bad(w, "entry '%s' has no 'offset', a non-negative integer", t->name);
+    json_t *numel = json_object_get(e, "numel"), *byte_off = json_object_get(e, "byte_offset");
+    if (numel && (!json_is_integer(numel) || json_integer_value(numel) != t->numel))
+        return st_bad(w, "entry '%s': its numel is not its shape's %lld elements", t->name,
+                      (long long)t->numel);
+    uint64_t bytes;
+    if (__builtin_mul_overflow((uint64_t)json_integer_value(off), 4, &t->begin) ||
+        __builtin_mul_overflow((uint64_t)t->numel, 4, &bytes) ||
+        __builtin_add_overflow(t->begin, bytes, &t->end) || t->end > file_bytes)
+        return st_bad(w, "entry '%s': its %lld floats at offset %lld lie past the end of the "
+                      "file's %llu bytes (truncated?)", t->name, (long long)t->numel,
+                      (long long)json_integer_value(off), (unsigned long long)file_bytes);
+    if (byte_off && (!json_is_integer(byte_off) ||
+                     (uint64_t)json_integer_value(byte_off) != t->begin))
+        return st_bad(w, "entry '%s': its byte_offset is not 4 x its offset %lld", t->name,
+                      (long long)json_integer_value(off));
     return ZT_OK;
 }
 
@@ -210,6 +391,7 @@ static zt_status st_open_consolidated(const char *path, const char *index, uint6
 {
     const char *hint = "write it again with zerotrain consolidate (FILE and FILE.json belong "
                        "together)";
+    const st_where w = {.path = path, .index = index};
     char *text = NULL;
     size_t len = 0;
     ZT_TRY(zt_path_read(index, "tensor index", hint, 64 << 20, false, &text, &len));
@@ -220,39 +402,21 @@ static zt_status st_open_consolidated(const char *path, const char *index, uint6
     snprintf(f->path, sizeof f->path, "%s", path);
     f->data_bytes = file_bytes;
     size_t n = json_array_size(root);
-    f->tensors = calloc(n + 1, sizeof *f->tensors);
-    const char *msg = !json_is_array(root) ? "not a JSON array of tensors"
-                      : !f->tensors        ? "out of memory"
-                                           : NULL;
-    for (size_t i = 0; !msg && i < n; i++) {
-        json_t *e = json_array_get(root, i), *name = json_object_get(e, "name");
-        json_t *off = json_object_get(e, "offset");
-        if (!json_is_string(name) || !json_is_integer(off) || json_integer_value(off) < 0) {
-            msg = "an entry lacks its name, shape or offset";
-            break;
-        }
-        zt_st_tensor *t = &f->tensors[i];
-        f->n++;
-        if (strlen(json_string_value(name)) >= sizeof t->name) {
-            msg = "a tensor name is longer than 159 bytes";
-            break;
-        }
-        snprintf(t->name, sizeof t->name, "%s", json_string_value(name));
-        snprintf(t->dtype, sizeof t->dtype, "F32");
-        if ((msg = st_shape(json_object_get(e, "shape"), t)))
-            break;
-        if (__builtin_mul_overflow((uint64_t)json_integer_value(off), 4, &t->begin) ||
-            __builtin_add_overflow(t->begin, (uint64_t)t->numel * 4, &t->end) ||
-            t->end > file_bytes)
-            msg = "an entry's data lies past the end of the file (truncated?)";
-    }
+    zt_status st = ZT_OK;
+    if (!root)
+        st = st_bad(&w, "JSON: %s at line %d", err.text, err.line);
+    else if (!json_is_array(root))
+        st = st_bad(&w, "not a JSON array of tensors");
+    else if (!(f->tensors = calloc(n + 1, sizeof *f->tensors)))
+        st = zt_fail(ZT_ERR_OOM, "", "cannot allocate the %zu tensors of %s", n, index);
+    for (size_t i = 0; st == ZT_OK && i < n; i++, f->n++)
+        st = st_index_entry(&w, i, json_array_get(root, i), file_bytes, &f->tensors[i]);
+    if (st == ZT_OK)
+        st = st_layout(&w, f);
     json_decref(root);
-    if (msg) {
+    if (st != ZT_OK)
         zt_st_free(f);
-        return zt_fail(ZT_ERR_DATA, hint, "%s is not a valid consolidated checkpoint: its "
-                       "tensor index %s: %s", path, index, msg);
-    }
-    return ZT_OK;
+    return st;
 }
 
 zt_status zt_st_open(const char *path, zt_st_file *f)

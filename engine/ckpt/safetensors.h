@@ -22,7 +22,8 @@
  * index's names); F32, F64, F16 and BF16 are accepted (F64 rounds to
  * float32). A missing tensor, a tensor the model does not have, a wrong
  * shape, another dtype, non-finite values and a file whose header or sizes
- * do not add up are errors naming the file and the tensor.
+ * do not add up (entries that overlap, leave a hole or bytes after the last
+ * one among them) are errors naming the file and the tensor.
  *
  * Memory: zt_st_file owns its tensor table and metadata text until
  * zt_st_free; zt_st_header's text is the caller's to free. Staging buffers
@@ -42,8 +43,9 @@
 #include "models/model.h"
 #include "models/torch_names.h"
 
-/* Headers longer than this are refused as corrupt (safetensors' own limit). */
-#define ZT_ST_MAX_HEADER_BYTES (100u << 20)
+/* Headers longer than this are refused as corrupt (the format's own limit,
+ * 100 MB). */
+#define ZT_ST_MAX_HEADER_BYTES 100000000u
 #define ZT_ST_MAX_DIMS 8
 
 typedef struct {
@@ -75,14 +77,24 @@ size_t zt_st_dtype_size(const char *dtype);
 zt_status zt_st_header(const zt_torch_tensor *ts, int n, const char *const *keys,
                        const char *const *values, int n_meta, char **out, size_t *len);
 
+/* "[2, 3]" into buf (n bytes). */
+void zt_st_shape_text(int ndim, const int64_t *shape, char *buf, size_t n);
+
 /* Parses buf[0, len) (the 8 length bytes and at least the header) of a file
- * of file_bytes bytes named path. ZT_ERR_DATA naming the file for a bad
- * length, JSON that is not a safetensors header, a tensor whose offsets are
- * not its shape's bytes or lie past the file's end. */
+ * of file_bytes bytes named path, as the format requires: a header length
+ * within the file and the format's limit, a JSON object (no name twice)
+ * whose __metadata__ maps strings to strings and whose entries each have a
+ * dtype the format defines, a shape of non-negative integers and
+ * data_offsets [begin, end] of exactly prod(shape) elements' bytes; sorted by
+ * offset, the entries lie end to end from the data's first byte to the
+ * file's last (no overlap, no hole, no trailing bytes). Anything else is
+ * ZT_ERR_DATA naming the file and the entry (or the two entries) at fault. */
 zt_status zt_st_parse(const uint8_t *buf, size_t len, uint64_t file_bytes, const char *path,
                       zt_st_file *f);
 /* Opens path: a safetensors file, or when path.json exists, our consolidated
- * format (its index read as F32 tensors at data_start 0). */
+ * format (its index read as F32 tensors at data_start 0, held to the same
+ * layout rules: each entry's floats inside the file, end to end, no name
+ * twice). */
 zt_status zt_st_open(const char *path, zt_st_file *f);
 void zt_st_free(zt_st_file *f);
 

@@ -15,8 +15,8 @@
  * state, and consolidation (tensor index, shard verification against size,
  * header and CRC-32, range reads), also as safetensors under the PyTorch
  * names of the model the arguments build. The shard part is parsed as a
- * safetensors file too (zt_st_parse: every accepted tensor lies within the
- * file). BPE tokenizers are not loaded: the
+ * safetensors file too (zt_st_parse: an accepted file's tensors, sorted by
+ * offset, tile its data exactly, each its shape's bytes). BPE tokenizers are not loaded: the
  * manifest names their directory, which would read arbitrary paths.
  */
 #include <stdio.h>
@@ -67,16 +67,40 @@ static void fuzz_header(const uint8_t *buf, size_t len)
     free(enc);
 }
 
-/* The bytes as a safetensors file of exactly that length. */
+static int fuzz_by_offsets(const void *pa, const void *pb)
+{
+    const zt_st_tensor *a = *(const zt_st_tensor *const *)pa;
+    const zt_st_tensor *b = *(const zt_st_tensor *const *)pb;
+    if (a->begin != b->begin)
+        return a->begin < b->begin ? -1 : 1;
+    return a->end < b->end ? -1 : a->end > b->end;
+}
+
+/* The bytes as a safetensors file of exactly that length: an accepted one's
+ * tensors, sorted by offset, lie end to end over the whole data, each its
+ * dtype's bytes of its shape. */
 static void fuzz_safetensors(const uint8_t *buf, size_t len)
 {
     zt_st_file f;
     if (zt_st_parse(buf, len, len, "fuzz safetensors", &f) != ZT_OK)
         return;
     zt_fuzz_check(f.data_start >= 10 && f.data_start + f.data_bytes == len);
-    for (int i = 0; i < f.n; i++)
-        zt_fuzz_check(f.tensors[i].begin <= f.tensors[i].end &&
-                      f.tensors[i].end <= f.data_bytes);
+    const zt_st_tensor **by = malloc(((size_t)f.n + 1) * sizeof *by);
+    zt_fuzz_check(by != NULL);
+    for (int i = 0; i < f.n; i++) {
+        size_t es = zt_st_dtype_size(f.tensors[i].dtype);
+        zt_fuzz_check(!es || f.tensors[i].end - f.tensors[i].begin ==
+                                 (uint64_t)f.tensors[i].numel * es);
+        by[i] = &f.tensors[i];
+    }
+    qsort(by, (size_t)f.n, sizeof *by, fuzz_by_offsets);
+    uint64_t at = 0;
+    for (int i = 0; i < f.n; i++) {
+        zt_fuzz_check(by[i]->begin == at && by[i]->begin <= by[i]->end);
+        at = by[i]->end;
+    }
+    zt_fuzz_check(at == f.data_bytes);
+    free(by);
     zt_st_free(&f);
 }
 

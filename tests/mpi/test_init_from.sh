@@ -4,11 +4,13 @@
 # step: a missing tensor, a tensor the model does not have, a wrong shape
 # (the hint quotes the model arguments the file's metadata records), an
 # integer dtype, a nan, a truncated file, a header length past the end, a
-# header that is not JSON, data offsets that do not span the shape, a
-# consolidated file whose index is broken, a missing file, and --init-from
-# with --resume. The good files (safetensors and consolidated) load at 2
-# ranks, stage 2, bit for bit (--dump-params), and a run trains on from them;
-# so does bf16 at stage 3 with the optimizer offloaded (the master copy).
+# header that is not JSON, data offsets that do not span the shape, two
+# tensors whose bytes overlap (each alone spans its shape inside the file),
+# bytes after the last tensor, a consolidated file whose index is broken or
+# whose tensors overlap, a missing file, and --init-from with --resume. The
+# good files (safetensors and consolidated) load at 2 ranks, stage 2, bit for
+# bit (--dump-params), and a run trains on from them; so does bf16 at stage 3
+# with the optimizer offloaded (the master copy).
 set -eu
 cd "$(dirname "$0")/../.."
 source tests/env.sh
@@ -68,9 +70,18 @@ open(f"{d}/json.st", "wb").write(raw[:8] + b"[" + raw[9:])
 hdr = json.loads(raw[8:8 + n]); hdr["layers.0.bias"]["data_offsets"][1] += 4
 text = json.dumps(hdr).encode(); text += b" " * (-len(text) % 8)
 open(f"{d}/offsets.st", "wb").write(struct.pack("<Q", len(text)) + text + raw[8 + n:])
+# layers.0.bias moved onto the last 64 bytes of layers.0.weight.
+hdr = json.loads(raw[8:8 + n]); hdr["layers.0.bias"]["data_offsets"] = [448, 512]
+text = json.dumps(hdr).encode(); text += b" " * (-len(text) % 8)
+open(f"{d}/overlap.st", "wb").write(struct.pack("<Q", len(text)) + text + raw[8 + n:])
+open(f"{d}/trailing.st", "wb").write(raw + bytes(4))
 import shutil
 shutil.copy(f"{d}/w.bin", f"{d}/bad.bin")
 open(f"{d}/bad.bin.json", "w").write('[{"name": "layers.0.weight"}]')
+shutil.copy(f"{d}/w.bin", f"{d}/overlap.bin")
+index = json.load(open(f"{d}/w.bin.json"))
+index[1]["offset"] -= 16; index[1]["byte_offset"] -= 64
+json.dump(index, open(f"{d}/overlap.bin.json", "w"))
 PY
 
 # The first two at 2 ranks (every rank reads and agrees), the rest in one
@@ -85,14 +96,22 @@ grep -q 'written for model mlp {"width":16' "$tmp/out" || fail "the shape hint q
 expect 2 "tensor 'layers.2.bias' is I64; --init-from reads F32, F64, F16 and BF16" -- \
     "${i1[@]}" "$tmp/dtype.st"
 expect 2 "tensor 'layers.1.weight' element 53 is nan" -- "${i1[@]}" "$tmp/nan.st"
-expect 2 "trunc.st is not a valid safetensors file: an entry's data lies past the end" -- \
-    "${i1[@]}" "$tmp/trunc.st"
+bad="is not a valid safetensors file"
+expect 2 "trunc.st $bad: entry 'layers.2.weight': data_offsets \[1664, 1920\] lie past the end \
+of the file's 1836 data bytes (truncated?)" -- "${i1[@]}" "$tmp/trunc.st"
 expect 2 "hlen.st is not a valid safetensors file: header length" -- "${i1[@]}" "$tmp/hlen.st"
 expect 2 "json.st is not a valid safetensors file: the header is not a JSON object" -- \
     "${i1[@]}" "$tmp/json.st"
-expect 2 "offsets.st is not a valid safetensors file: an entry's data_offsets do not span" -- \
-    "${i1[@]}" "$tmp/offsets.st"
+expect 2 "offsets.st $bad: entry 'layers.0.bias': data_offsets \[512, 580\] hold 68 bytes; \
+F32 \[16\] is 64 bytes" -- "${i1[@]}" "$tmp/offsets.st"
+expect 2 "overlap.st $bad: entries 'layers.0.weight' and 'layers.0.bias' overlap: \
+bytes \[0, 512) and \[448, 512) of the data" -- "${i[@]}" "$tmp/overlap.st"
+expect 2 "trailing.st $bad: bytes \[1936, 1940) of the data belong to no entry: 4 trailing \
+bytes after the last entry 'layers.2.bias'" -- "${i1[@]}" "$tmp/trailing.st"
 expect 2 "bad.bin is not a valid consolidated checkpoint" -- "${i1[@]}" "$tmp/bad.bin"
+expect 2 "overlap.bin is not a valid consolidated checkpoint: its tensor index \
+$tmp/overlap.bin.json: entries 'layers.0.weight' and 'layers.0.bias' overlap" -- \
+    "${i1[@]}" "$tmp/overlap.bin"
 expect 2 "weights file $tmp/none.st" -- "${i1[@]}" "$tmp/none.st"
 expect 2 "--init-from starts a new run" -- "${i1[@]}" "$tmp/w.st" --resume --save-dir "$tmp/ck"
 echo "test_init_from: all cases passed in $((SECONDS - t0)) s"
