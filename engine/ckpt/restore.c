@@ -138,6 +138,19 @@ zt_status zt_ckpt_open(zt_ckpt *c, const zt_world *w, const char *dir, const cha
     if (st == ZT_OK)
         st = zt_ckpt_manifest_parse(c, text, len);
     free(text);
+    /* Before anything sized by the manifest's model is allocated: the shards
+     * must hold what it says. */
+    if (st == ZT_OK && reader)
+        st = zt_ckpt_check_sizes(c);
+    st = zt_ckpt_agree(w, st);
+    if (st == ZT_OK && reader && c->unchecked) {
+        fprintf(stderr,
+                "zerotrain: note: checkpoint manifest %s has format version %d, written before "
+                "manifests carried a checksum: its values are range-checked but an edit cannot "
+                "be detected (saves from now on write version %d)\n",
+                c->path, ZT_CKPT_MANIFEST_VERSION_UNCHECKED, ZT_CKPT_MANIFEST_VERSION);
+        fflush(stderr);
+    }
     if (st != ZT_OK)
         zt_ckpt_close(c);
     return st;
@@ -186,9 +199,8 @@ static zt_status ckpt_tokenizer_build(const zt_ckpt *c, const char *bpe_dir, zt_
     if (strcmp(kind, "char") != 0) {
         char hint[256];
         ckpt_text_models_hint(hint, sizeof hint);
-        const char *model = zt_ckpt_manifest_model_name(c);
         return zt_fail(ZT_ERR_USAGE, hint, "checkpoint %s has no tokenizer (model %s)", c->path,
-                       model ? model : "?");
+                       c->manifest->args.name);
     }
     const char *vocab;
     size_t len;
@@ -294,7 +306,7 @@ static zt_status ckpt_check_model(const zt_ckpt *c, const zt_model_args *a, cons
                        saved.name, r->key, zt_model_arg_choice(r, &saved),
                        zt_model_arg_choice(r, a), r->flag);
     }
-    int64_t n_params = zt_ckpt_manifest_n_params(c);
+    int64_t n_params = c->manifest->n_params;
     if (n_params != m->n_params || c->n_units != m->n_units)
         return zt_fail(ZT_ERR_USAGE, ckpt_hint_model,
                        "checkpoint %s holds %lld parameters in %d units; this run's %s has %lld "
@@ -325,15 +337,13 @@ static zt_status ckpt_check_training(const zt_ckpt *c, const zt_ckpt_src *t,
                        "state section(s) of another kind",
                        c->path, type ? type : "?", zt_optim_type_name(t->s.cfg->optimizer.type), n);
     }
-    int64_t tb, samples;
-    ZT_TRY(zt_ckpt_manifest_train_batch(c, &tb));
+    int64_t tb = c->manifest->train_batch, samples = c->manifest->n_samples;
     if (tb != t->s.cfg->train_batch_size)
         return zt_fail(ZT_ERR_USAGE,
                        "keep train_batch_size when resuming (micro batch x gradient accumulation "
                        "x ranks): the data order depends on it",
                        "checkpoint %s was trained with train_batch_size %lld; this run's is %lld",
                        c->path, (long long)tb, (long long)t->s.cfg->train_batch_size);
-    ZT_TRY(zt_ckpt_manifest_n_samples(c, &samples));
     if (samples != t->sampler.n_samples)
         return zt_fail(ZT_ERR_USAGE,
                        "resume with the --data (and --num-samples) the checkpoint was trained on",
