@@ -52,6 +52,7 @@
  * opened; the model its arguments build must be the one its layout
  * describes, and the shard files must have the sizes it gives, before
  * anything sized by them is allocated.
+ * DIR/latest must hold exactly one tag (an optional final newline aside).
  *
  * Save (zt_ckpt_save, collective): rank 0 creates DIR (mkdir -p) and an empty
  * DIR/<tag>.partial/ (a stale one from a crash is removed first); each

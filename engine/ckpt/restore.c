@@ -23,17 +23,57 @@ static const char *const ckpt_hint_dir = "give the --save-dir (or --load-dir) a 
 
 /* ---- Opening. ---- */
 
-/* A tag names a directory inside DIR: no separators, nothing hidden. */
-static bool ckpt_tag_ok(const char *tag)
+static bool ckpt_tag_char(char ch)
 {
-    size_t n = strlen(tag);
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+           ch == '_' || ch == '-' || ch == '.';
+}
+
+/* A tag names a directory inside DIR: no separators, nothing hidden. */
+static bool ckpt_tag_ok(const char *tag, size_t n)
+{
     if (n == 0 || n >= 128 || tag[0] == '.')
         return false;
-    for (const char *p = tag; *p; p++)
-        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-              *p == '_' || *p == '-' || *p == '.'))
+    for (size_t i = 0; i < n; i++)
+        if (!ckpt_tag_char(tag[i]))
             return false;
     return true;
+}
+
+/* DIR/latest holds what a save writes there, one tag, and at most a newline
+ * after it (an editor's): anything else (a NUL and more bytes, two lines) is
+ * not a pointer a save wrote, and is refused rather than cut short. */
+static zt_status ckpt_latest_tag(zt_ckpt *c, const char *path, const char *text, size_t n)
+{
+    size_t len = n > 0 && text[n - 1] == '\n' ? n - 1 : n;
+    if (ckpt_tag_ok(text, len)) {
+        snprintf(c->tag, sizeof c->tag, "%.*s", (int)len, text);
+        return ZT_OK;
+    }
+    size_t bad = 0;
+    while (bad < len && ckpt_tag_char(text[bad]))
+        bad++;
+    char what[112];
+    if (len == 0)
+        snprintf(what, sizeof what, "it is empty");
+    else if (bad < len && text[bad] == '\0')
+        snprintf(what, sizeof what, "it holds a NUL byte at offset %zu, after \"%.*s\"", bad,
+                 (int)(bad < 40 ? bad : 40), text);
+    else if (bad < len)
+        snprintf(what, sizeof what,
+                 "byte %zu is 0x%02x, not a letter, digit, '_', '-' or '.' of a tag", bad,
+                 (unsigned char)text[bad]);
+    else if (text[0] == '.')
+        snprintf(what, sizeof what, "its tag starts with '.'");
+    else
+        snprintf(what, sizeof what, "its %zu bytes are longer than a tag (127 at most)", len);
+    return zt_fail(ZT_ERR_DATA,
+                   "the checkpoint directory is damaged: write the tag of a checkpoint in it "
+                   "into that file (printf global_step<N> > DIR/latest), or name one with "
+                   "--resume TAG (--tag T)",
+                   "checkpoint pointer %s is damaged: %s; it should hold one tag such as "
+                   "global_step100 (a final newline aside)",
+                   path, what);
 }
 
 /* Rank 0's part of zt_ckpt_open: the tag and the manifest's bytes. */
@@ -64,16 +104,11 @@ static zt_status ckpt_read_manifest(zt_ckpt *c, const char *tag, char **text, si
                        : zt_path_fail(errno, path, "checkpoint pointer", zt_ckpt_hint_resave);
         ZT_TRY(zt_path_read(path, "checkpoint pointer", zt_ckpt_hint_resave, 4096, false, &latest,
                             &n));
-        while (n > 0 && (latest[n - 1] == '\n' || latest[n - 1] == '\r' || latest[n - 1] == ' '))
-            latest[--n] = '\0';
-        snprintf(c->tag, sizeof c->tag, "%s", latest);
-        bool ok = ckpt_tag_ok(latest);
+        zt_status st = ckpt_latest_tag(c, path, latest, n);
         free(latest);
-        if (!ok)
-            return zt_fail(ZT_ERR_DATA, zt_ckpt_hint_resave,
-                           "%s does not name a checkpoint tag (global_step<N>)", path);
+        ZT_TRY(st);
     } else {
-        if (!ckpt_tag_ok(tag))
+        if (!ckpt_tag_ok(tag, strlen(tag)))
             return zt_fail(ZT_ERR_USAGE, "a tag is a directory name such as global_step100",
                            "'%s' is not a checkpoint tag", tag);
         snprintf(c->tag, sizeof c->tag, "%s", tag);

@@ -28,8 +28,9 @@
 #   scale, a non-numeric loss history and counters that disagree; a manifest
 #   claiming n_embd 2^24 over unchanged shards is a damaged checkpoint for
 #   generate, eval, consolidate and --resume (exit 2, not "not enough host
-#   memory"); a manifest of format 1 (no checksum) resumes bit for bit with a
-#   notice, and its values are still range-checked.
+#   memory"); DIR/latest holding a tag, a NUL and junk is refused; a manifest
+#   of format 1 (no checksum) resumes bit for bit with a notice, and its
+#   values are still range-checked.
 set -eu
 cd "$(dirname "$0")/../.."
 source tests/env.sh
@@ -132,6 +133,16 @@ edit_json "$man" 'm["history"]["loss"][1] = "2.3"' && reseal "$man"
 expect 2 "$damaged: \"history.loss\[1\]\" is \"2.3\"; expected a number" -- "${z[@]}" --steps 4 \
     --load-dir "$tmp/ck" --resume
 previous_loads
+
+# DIR/latest holding a tag, a NUL and junk (it used to be cut at the NUL).
+fresh
+printf 'global_step4\0junk' >"$tmp/ck/latest"
+expect 2 "checkpoint pointer $tmp/ck/latest is damaged: it holds a NUL byte at offset 12" -- \
+    "${z[@]}" --steps 4 --load-dir "$tmp/ck" --resume
+expect 2 "checkpoint pointer $tmp/ck/latest is damaged" -- \
+    timeout 30 ./zerotrain consolidate "$tmp/ck" --out "$tmp/latest-c.bin"
+printf 'global_step4\n' >"$tmp/ck/latest"
+expect 0 "resumed from $tmp/ck/global_step4" -- "${z[@]}" --steps 4 --load-dir "$tmp/ck" --resume
 
 # A manifest of format 1 (written before the checksum existed: the same
 # members without it) resumes with a notice, bit for bit; its values are

@@ -6,7 +6,8 @@
  * against a hand-written one and Python's CRC; an edit of a checksummed
  * manifest is refused; every value is range-checked on its own (a manifest
  * without checksum), values past int64_t arithmetic included; the model
- * the arguments build must be the layout's, and the layout the shards'. */
+ * the arguments build must be the layout's, and the layout the shards';
+ * DIR/latest holds one tag. */
 #include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -603,6 +604,55 @@ static void test_manifest_model_vs_shards(void **state)
     remove_ckpt(dir);
 }
 
+/* DIR/latest: one tag and at most a final newline. */
+static void test_latest_file(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text;
+        size_t len;
+        const char *why;
+    } bad[] = {
+        {"global_step2\0junk", 17, "it holds a NUL byte at offset 12, after \"global_step2\""},
+        {"global_step2\n\n", 14, "byte 12 is 0x0a"},
+        {"global_step2\r\n", 14, "byte 12 is 0x0d"},
+        {"global_step2 global_step1", 25, "byte 12 is 0x20"},
+        {"../etc", 6, "byte 2 is 0x2f"},
+        {".hidden", 7, "its tag starts with '.'"},
+        {"", 0, "it is empty"},
+    };
+    char dir[] = "/tmp/zt_test_ckpt_XXXXXX", path[512];
+    assert_non_null(mkdtemp(dir));
+    write_ckpt(dir, "{}", "", FIXTURE_SHARD_BYTES);
+    snprintf(path, sizeof path, "%s/latest", dir);
+    zt_ckpt c;
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        fwrite(bad[i].text, 1, bad[i].len, f);
+        fclose(f);
+        assert_int_equal(zt_ckpt_open(&c, NULL, dir, NULL), ZT_ERR_DATA);
+        assert_message_has("checkpoint pointer");
+        assert_message_has("is damaged");
+        assert_message_has(bad[i].why);
+    }
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    for (int i = 0; i < 200; i++)
+        fputc('a', f);
+    fclose(f);
+    assert_int_equal(zt_ckpt_open(&c, NULL, dir, NULL), ZT_ERR_DATA);
+    assert_message_has("its 200 bytes are longer than a tag (127 at most)");
+    /* What a save writes, and the same with an editor's newline. */
+    f = fopen(path, "w");
+    fputs("global_step2\n", f);
+    fclose(f);
+    assert_int_equal(zt_ckpt_open(&c, NULL, dir, NULL), ZT_OK);
+    assert_string_equal(c.tag, "global_step2");
+    zt_ckpt_close(&c);
+    remove_ckpt(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -616,6 +666,7 @@ int main(void)
         cmocka_unit_test(test_manifest_checksum),
         cmocka_unit_test(test_manifest_range_checks),
         cmocka_unit_test(test_manifest_model_vs_shards),
+        cmocka_unit_test(test_latest_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
