@@ -19,7 +19,7 @@
  * Shard file. Integers little-endian; floats IEEE binary32 little-endian:
  *   off  type     field
  *   0    char[8]  magic "ZTSHARD\0"
- *   8    u32      format version (ZT_CKPT_FORMAT_VERSION)
+ *   8    u32      format version (ZT_CKPT_SHARD_VERSION)
  *   12   u32      header bytes H = 64 + 32 * n_units: where the data starts
  *   16   u32      partition rank r
  *   20   u32      partition count P
@@ -41,6 +41,18 @@
  * Checksum: CRC-32 (IEEE 802.3, reflected polynomial 0xEDB88320, initial value
  * and final xor 0xFFFFFFFF: zlib's crc32, `python3 -c "import zlib; ..."`)
  * of each whole shard file, kept in the manifest with the file's size.
+ *
+ * Manifest (format version ZT_CKPT_MANIFEST_VERSION): "manifest_crc32" holds
+ * the CRC-32 of the canonical form of every other member (docs/checkpoints.md:
+ * keys sorted by their UTF-8 bytes, no white space, reals as %.17g with ".0"
+ * appended when that has no '.' or 'e', strings escaping only '"', '\\' and
+ * the bytes below 0x20), so that an edit of any value is found. A manifest of
+ * format version 1 (written before the checksum existed) carries none and is
+ * read with a notice. Every value is range-checked when the manifest is
+ * opened; the model its arguments build must be the one its layout
+ * describes, and the shard files must have the sizes it gives, before
+ * anything sized by them is allocated.
+ * DIR/latest must hold exactly one tag (an optional final newline aside).
  *
  * Save (zt_ckpt_save, collective): rank 0 creates DIR (mkdir -p) and an empty
  * DIR/<tag>.partial/ (a stale one from a crash is removed first); each
@@ -102,7 +114,10 @@
 #include "engine/train/trainer.h"
 #include "engine/world/world.h"
 
-#define ZT_CKPT_FORMAT_VERSION 1
+#define ZT_CKPT_SHARD_VERSION 1
+/* The manifest's "format_version": 2 has "manifest_crc32"; 1 is read. */
+#define ZT_CKPT_MANIFEST_VERSION 2
+#define ZT_CKPT_MANIFEST_VERSION_UNCHECKED 1
 #define ZT_CKPT_MAGIC "ZTSHARD"
 #define ZT_CKPT_HEADER_FIXED_BYTES 64
 #define ZT_CKPT_UNIT_ENTRY_BYTES 32
@@ -194,8 +209,9 @@ typedef struct {
     char dir[4096];
     char tag[128];
     char path[4352]; /* the manifest's path, named in errors */
-    struct zt_ckpt_manifest *manifest; /* the parsed manifest (opaque: manifest.c) */
+    struct zt_ckpt_manifest *manifest; /* the parsed manifest (ckpt_impl.h) */
     /* Read and checked by zt_ckpt_open. */
+    bool unchecked; /* format version 1: no manifest checksum to verify */
     int partition_count, world_size, stage, n_units, n_sections;
     int64_t partition_numel, global_steps;
     zt_ckpt_unit *units;  /* n_units */
@@ -205,7 +221,10 @@ typedef struct {
 
 /* Reads DIR/<tag>/zt_manifest.json (tag NULL: the one DIR/latest names). With
  * a world, rank 0 reads and every rank gets the same bytes (collective);
- * with w NULL this process reads alone. */
+ * with w NULL this process reads alone. The manifest's checksum, every value
+ * in it, its model against its layout and the shard files' sizes are checked
+ * (a damaged checkpoint is ZT_ERR_DATA naming the file); a format-1 manifest
+ * prints a notice on stderr (rank 0). */
 zt_status zt_ckpt_open(zt_ckpt *c, const zt_world *w, const char *dir, const char *tag);
 void zt_ckpt_close(zt_ckpt *c);
 

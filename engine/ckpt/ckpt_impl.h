@@ -5,9 +5,11 @@
  *   files.c        file I/O: checksummed output files, whole-file writes,
  *                  pread, directory fsync, mkdir -p, rm -rf, paths (files are
  *                  opened for reading through engine/path, never blocking)
- *   manifest.c     the JSON manifest, built and read (jansson here, and in
- *                  safetensors.c for the safetensors header and the
- *                  consolidated index)
+ *   manifest.c     the JSON manifest, built and read (jansson here, in
+ *                  manifest_check.c, and in safetensors.c for the safetensors
+ *                  header and the consolidated index)
+ *   manifest_check.c  the manifest's checksum (its canonical form) and the
+ *                  checks of every value when a checkpoint is opened
  *   save.c         the collective save: shards, manifest, publish, latest,
  *                  keep_last
  *   lock.c         one job per save directory: flock on DIR/.zerotrain.lock
@@ -130,32 +132,63 @@ typedef struct {
 
 void zt_ckpt_state_free(zt_ckpt_state *s);
 
-/* ---- manifest.c ---- */
+/* ---- manifest.c and manifest_check.c ---- */
+
+/* The manifest's own checksum: 8 lower-case hex digits of the CRC-32 of the
+ * canonical form of every other top-level member (ckpt.h). */
+#define ZT_CKPT_MANIFEST_CRC_KEY "manifest_crc32"
+
+struct json_t;
+
+/* The parsed manifest and what zt_ckpt_open checked of it: once a
+ * checkpoint is open, every value below is in range and consistent. */
+struct zt_ckpt_manifest {
+    struct json_t *root;
+    zt_model_args args;          /* resolved; they build the layout's units */
+    int64_t n_params;
+    uint64_t seed;
+    int64_t train_batch, micro_batch, n_samples;
+    const char *optimizer;       /* optimizer.type */
+    const char *tok_kind;        /* "char", "byte", "bpe"; "" without a tokenizer */
+    const char *tok_dir;         /* tokenizer.dir, or NULL */
+    const char *vocab;           /* tokenizer.vocabulary (char), or NULL */
+    size_t vocab_len;
+    int64_t tok_vocab_size;      /* -1 without a tokenizer */
+    zt_ckpt_state state;         /* loss and loss_scale NULL: read by zt_ckpt_manifest_state */
+};
+
+/* The CRC-32 of root's canonical form, ZT_CKPT_MANIFEST_CRC_KEY left out. */
+zt_status zt_ckpt_manifest_crc(struct json_t *root, uint32_t *crc);
+/* The value at a dotted path ("loss_scaler.cur_scale") below base, or NULL. */
+struct json_t *zt_ckpt_json_at(struct json_t *base, const char *path);
+/* Checks c->manifest->root (checksum, every value; see ckpt.h) and fills c's
+ * layout fields and the rest of c->manifest. */
+zt_status zt_ckpt_manifest_check(zt_ckpt *c);
 
 /* The manifest of a save: rank 0's text of everything but the tensors, for
  * shards of bytes[r] bytes with CRC-32 crc[r]. *out is malloc'd. */
 zt_status zt_ckpt_manifest_text(const zt_ckpt_src *t, const zt_ckpt_meta *meta,
                                 const char *tag, const uint64_t *bytes, const uint32_t *crc,
                                 char **out);
-/* Parses text into c->manifest and fills c's layout fields, checking the
- * layout for consistency (so later offsets cannot leave the files). */
+/* Parses text into c->manifest and checks it (zt_ckpt_manifest_check). */
 zt_status zt_ckpt_manifest_parse(zt_ckpt *c, const char *text, size_t len);
 void zt_ckpt_manifest_free(zt_ckpt *c);
 
-/* The error for a manifest value that is missing or not `what`:
- * "\"<where><key>\" is missing or not <what>". */
+/* The error for a manifest value `v` (NULL: missing) at "<where><key>" that
+ * is not `what`: "checkpoint manifest P is damaged: \"KEY\" is V; expected
+ * WHAT". */
+zt_status zt_ckpt_bad_value(const zt_ckpt *c, const char *where, const char *key,
+                            struct json_t *v, const char *what);
+/* The same for a value that is missing. */
 zt_status zt_ckpt_missing(const zt_ckpt *c, const char *where, const char *key,
                           const char *what);
 
-/* Values the resume checks read; each as the function says when absent. */
-const char *zt_ckpt_manifest_model_name(const zt_ckpt *c);     /* NULL */
-int64_t zt_ckpt_manifest_n_params(const zt_ckpt *c);          /* 0 */
-const char *zt_ckpt_manifest_optimizer(const zt_ckpt *c);      /* NULL */
+/* Values the resume checks read (checked when the checkpoint was opened). */
+const char *zt_ckpt_manifest_optimizer(const zt_ckpt *c);
 /* Whether the saved state sections are exactly names[0, n). */
 bool zt_ckpt_manifest_sections_are(const zt_ckpt *c, const char *const *names, int n);
-zt_status zt_ckpt_manifest_train_batch(const zt_ckpt *c, int64_t *out); /* an error */
-zt_status zt_ckpt_manifest_n_samples(const zt_ckpt *c, int64_t *out);   /* an error */
-int64_t zt_ckpt_manifest_vocab_size(const zt_ckpt *c);        /* -1 */
+/* The tokenizer's vocab_size; -1 without a tokenizer. */
+int64_t zt_ckpt_manifest_vocab_size(const zt_ckpt *c);
 /* The char tokenizer's vocabulary text (c's memory); an error when absent. */
 zt_status zt_ckpt_manifest_vocabulary(const zt_ckpt *c, const char **text, size_t *len);
 /* Everything a resumed run takes over (free with zt_ckpt_state_free). */
@@ -176,6 +209,9 @@ zt_status zt_ckpt_write_weights(const zt_ckpt *c, const char *out_path, const vo
 /* Shards r with r % size == rank against the manifest: size, header, CRC-32
  * (a world checks each file once). */
 zt_status zt_ckpt_verify(const zt_ckpt *c, int rank, int size);
+/* Every shard file exists, is a regular file and has the manifest's size:
+ * what the shards hold bounds what the manifest's model may allocate. */
+zt_status zt_ckpt_check_sizes(const zt_ckpt *c);
 
 /* Reads ranges of sections out of the shard files, opening each once. */
 typedef struct {

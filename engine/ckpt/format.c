@@ -112,10 +112,10 @@ zt_status zt_ckpt_header_decode(const uint8_t *buf, size_t len, const char *path
         return zt_fail(ZT_ERR_DATA, zt_ckpt_hint_resave,
                        "%s is not a zerotrain checkpoint shard (bad magic)", path);
     h->version = ckpt_le32(buf + 8);
-    if (h->version != ZT_CKPT_FORMAT_VERSION)
+    if (h->version != ZT_CKPT_SHARD_VERSION)
         return zt_fail(ZT_ERR_DATA, "use the zerotrain version that wrote it",
                        "checkpoint shard %s has format version %u; this zerotrain reads %d", path,
-                       h->version, ZT_CKPT_FORMAT_VERSION);
+                       h->version, ZT_CKPT_SHARD_VERSION);
     h->header_bytes = ckpt_le32(buf + 12);
     h->rank = ckpt_le32(buf + 16);
     h->partition_count = ckpt_le32(buf + 20);

@@ -1,11 +1,10 @@
 /*
  * manifest: zt_manifest.json, built at a save and read at a resume (ckpt.h and
- * docs/checkpoints.md describe its content). The only file of engine/ckpt that
- * sees jansson: the rest asks the functions below, which know every key. A
- * zt_ckpt holds the parsed tree behind its opaque `manifest` until
- * zt_ckpt_close; values the open checks (layout, files) are copied into the
- * zt_ckpt's fields, the others are read when asked for, so a damaged value
- * fails only the use that needs it.
+ * docs/checkpoints.md describe its content). With manifest_check.c the only
+ * files of engine/ckpt that read it through jansson: the rest asks the
+ * functions below. A zt_ckpt holds the parsed tree and what the open checked
+ * of it (manifest_check.c: the checksum and every value) until zt_ckpt_close,
+ * so the readers here find every value present and in range.
  */
 #include "engine/ckpt/ckpt_impl.h"
 
@@ -16,10 +15,6 @@
 #include <string.h>
 
 #include "engine/dtype.h"
-
-struct zt_ckpt_manifest {
-    json_t *root;
-};
 
 /* ---- Writing. ---- */
 
@@ -236,7 +231,7 @@ zt_status zt_ckpt_manifest_text(const zt_ckpt_src *t, const zt_ckpt_meta *meta,
     int bad = 0;
     json_t *root = json_object();
     ckpt_put(root, "format", json_string("zerotrain-checkpoint"), &bad);
-    ckpt_put(root, "format_version", json_integer(ZT_CKPT_FORMAT_VERSION), &bad);
+    ckpt_put(root, "format_version", json_integer(ZT_CKPT_MANIFEST_VERSION), &bad);
     ckpt_put(root, "zerotrain_version", json_string(ZT_VERSION), &bad);
     ckpt_put(root, "tag", json_string(tag), &bad);
     ckpt_put(root, "model", ckpt_model_json(t->s.model, &meta->model, &bad), &bad);
@@ -294,6 +289,17 @@ zt_status zt_ckpt_manifest_text(const zt_ckpt_src *t, const zt_ckpt_meta *meta,
     }
     ckpt_put(root, "files", files, &bad);
     ckpt_put(root, "history", ckpt_history_json(t, &bad), &bad);
+    /* Last, over everything above: the reader recomputes it from the parsed
+     * values, which json_dumps writes back exactly (reals with 17 digits). */
+    uint32_t sum = 0;
+    zt_status st = bad ? ZT_OK : zt_ckpt_manifest_crc(root, &sum);
+    if (st != ZT_OK) {
+        json_decref(root);
+        return st;
+    }
+    char hex[16];
+    snprintf(hex, sizeof hex, "%08x", sum);
+    ckpt_put(root, ZT_CKPT_MANIFEST_CRC_KEY, json_string(hex), &bad);
     *out = bad ? NULL : json_dumps(root, JSON_INDENT(1));
     json_decref(root);
     if (!*out)
@@ -301,178 +307,27 @@ zt_status zt_ckpt_manifest_text(const zt_ckpt_src *t, const zt_ckpt_meta *meta,
     return ZT_OK;
 }
 
-/* ---- Reading: values at dotted paths. ---- */
+/* ---- Reading (the values were checked by zt_ckpt_manifest_check). ---- */
 
 static json_t *ckpt_root(const zt_ckpt *c) { return c->manifest ? c->manifest->root : NULL; }
-
-/* The value at a dotted path below `base`, or NULL. */
-static json_t *ckpt_at(json_t *base, const char *path)
-{
-    char key[128];
-    json_t *v = base;
-    for (const char *p = path; v && *p;) {
-        const char *dot = strchr(p, '.');
-        size_t n = dot ? (size_t)(dot - p) : strlen(p);
-        snprintf(key, sizeof key, "%.*s", (int)n, p);
-        v = json_is_object(v) ? json_object_get(v, key) : NULL;
-        p += n + (dot ? 1 : 0);
-    }
-    return v;
-}
-
-zt_status zt_ckpt_missing(const zt_ckpt *c, const char *where, const char *key,
-                          const char *what)
-{
-    return zt_fail(ZT_ERR_DATA, zt_ckpt_hint_resave,
-                   "checkpoint manifest %s: \"%s%s\" is missing or not %s", c->path, where, key,
-                   what);
-}
-
-static zt_status ckpt_int(const zt_ckpt *c, json_t *base, const char *where, const char *key,
-                          int64_t min, int64_t *out)
-{
-    json_t *v = ckpt_at(base, key);
-    if (!json_is_integer(v) || json_integer_value(v) < min) {
-        char what[64];
-        snprintf(what, sizeof what, "an integer >= %lld", (long long)min);
-        return zt_ckpt_missing(c, where, key, what);
-    }
-    *out = json_integer_value(v);
-    return ZT_OK;
-}
-
-static zt_status ckpt_real_at(const zt_ckpt *c, const char *key, double *out)
-{
-    json_t *v = ckpt_at(ckpt_root(c), key);
-    if (!json_is_number(v))
-        return zt_ckpt_missing(c, "", key, "a number");
-    *out = json_number_value(v);
-    return ZT_OK;
-}
-
-static const char *ckpt_str(const zt_ckpt *c, const char *key)
-{
-    json_t *v = ckpt_at(ckpt_root(c), key);
-    return json_is_string(v) ? json_string_value(v) : NULL;
-}
-
-/* ---- Opening: the layout and the files, checked once. ---- */
-
-/* The fields every use needs, with the layout checked for consistency (so
- * later offsets cannot leave the files). */
-static zt_status ckpt_parse(zt_ckpt *c)
-{
-    json_t *root = ckpt_root(c);
-    int64_t v;
-    const char *fmt = ckpt_str(c, "format");
-    if (!fmt || strcmp(fmt, "zerotrain-checkpoint") != 0)
-        return zt_fail(ZT_ERR_DATA, zt_ckpt_hint_resave,
-                       "%s is not a zerotrain checkpoint manifest (\"format\" is not "
-                       "\"zerotrain-checkpoint\")",
-                       c->path);
-    ZT_TRY(ckpt_int(c, root, "", "format_version", 1, &v));
-    if (v != ZT_CKPT_FORMAT_VERSION)
-        return zt_fail(ZT_ERR_DATA, "use the zerotrain version that wrote it",
-                       "checkpoint manifest %s has format version %lld; this zerotrain reads %d",
-                       c->path, (long long)v, ZT_CKPT_FORMAT_VERSION);
-    const char *tag = ckpt_str(c, "tag");
-    if (!tag || strcmp(tag, c->tag) != 0)
-        return zt_fail(ZT_ERR_DATA, zt_ckpt_hint_resave,
-                       "checkpoint manifest %s names tag \"%s\", not its directory's \"%s\"",
-                       c->path, tag ? tag : "(none)", c->tag);
-    ZT_TRY(ckpt_int(c, root, "", "world_size", 1, &v));
-    c->world_size = (int)v;
-    ZT_TRY(ckpt_int(c, root, "", "zero_stage", 0, &v));
-    c->stage = (int)v;
-    ZT_TRY(ckpt_int(c, root, "", "layout.partition_count", 1, &v));
-    if (v > (1 << 20))
-        return zt_ckpt_missing(c, "", "layout.partition_count", "at most 2^20");
-    c->partition_count = (int)v;
-    ZT_TRY(ckpt_int(c, root, "", "layout.partition_numel", 0, &c->partition_numel));
-    ZT_TRY(ckpt_int(c, root, "", "training.global_steps", 0, &c->global_steps));
-    json_t *sections = ckpt_at(root, "optimizer.state_sections");
-    if (!json_is_array(sections) || json_array_size(sections) > ZT_TRAINER_MAX_STATES)
-        return zt_ckpt_missing(c, "", "optimizer.state_sections", "an array of at most 2 names");
-    c->n_sections = 1 + (int)json_array_size(sections);
-
-    json_t *units = ckpt_at(root, "layout.units");
-    json_t *munits = ckpt_at(root, "model.units");
-    if (!json_is_array(units) || json_array_size(units) == 0 || json_array_size(units) > 1u << 20 ||
-        !json_is_array(munits) || json_array_size(munits) != json_array_size(units))
-        return zt_ckpt_missing(c, "", "layout.units", "an array as long as model.units");
-    c->n_units = (int)json_array_size(units);
-    c->units = calloc((size_t)c->n_units, sizeof *c->units);
-    c->file_bytes = calloc((size_t)c->partition_count, sizeof *c->file_bytes);
-    c->file_crc = calloc((size_t)c->partition_count, sizeof *c->file_crc);
-    if (!c->units || !c->file_bytes || !c->file_crc)
-        return zt_fail(ZT_ERR_OOM, "", "cannot allocate the checkpoint tables");
-    int64_t part = 0;
-    for (int u = 0; u < c->n_units; u++) {
-        char where[64];
-        snprintf(where, sizeof where, "layout.units[%d].", u);
-        json_t *ju = json_array_get(units, (size_t)u);
-        zt_ckpt_unit *cu = &c->units[u];
-        ZT_TRY(ckpt_int(c, ju, where, "numel", 0, &cu->numel));
-        ZT_TRY(ckpt_int(c, ju, where, "padded_numel", 1, &cu->padded_numel));
-        ZT_TRY(ckpt_int(c, ju, where, "shard_numel", 1, &cu->shard_numel));
-        ZT_TRY(ckpt_int(c, ju, where, "part_offset", 0, &cu->part_offset));
-        if (cu->shard_numel > INT64_MAX / c->partition_count ||
-            cu->padded_numel != cu->shard_numel * c->partition_count ||
-            cu->numel > cu->padded_numel || cu->part_offset != part ||
-            __builtin_add_overflow(part, cu->shard_numel, &part))
-            return zt_fail(ZT_ERR_DATA, zt_ckpt_hint_resave,
-                           "checkpoint manifest %s: layout.units[%d] is inconsistent (numel "
-                           "%lld, padded %lld, shard %lld at %lld for %d partitions)",
-                           c->path, u, (long long)cu->numel, (long long)cu->padded_numel,
-                           (long long)cu->shard_numel, (long long)cu->part_offset,
-                           c->partition_count);
-    }
-    if (part != c->partition_numel)
-        return zt_fail(ZT_ERR_DATA, zt_ckpt_hint_resave,
-                       "checkpoint manifest %s: the unit shards add up to %lld elements, "
-                       "layout.partition_numel says %lld",
-                       c->path, (long long)part, (long long)c->partition_numel);
-
-    json_t *files = ckpt_at(root, "files");
-    if (!json_is_array(files) || json_array_size(files) != (size_t)c->partition_count)
-        return zt_fail(ZT_ERR_DATA, zt_ckpt_hint_resave,
-                       "checkpoint manifest %s: \"files\" should list %d shards", c->path,
-                       c->partition_count);
-    for (int r = 0; r < c->partition_count; r++) {
-        char where[64], name[96];
-        snprintf(where, sizeof where, "files[%d].", r);
-        json_t *jf = json_array_get(files, (size_t)r);
-        zt_ckpt_shard_name(name, sizeof name, r);
-        json_t *jn = json_object_get(jf, "name"), *jc = json_object_get(jf, "crc32");
-        if (!json_is_string(jn) || strcmp(json_string_value(jn), name) != 0)
-            return zt_ckpt_missing(c, where, "name", name);
-        ZT_TRY(ckpt_int(c, jf, where, "bytes", 0, &v));
-        c->file_bytes[r] = (uint64_t)v;
-        char *end = NULL;
-        const char *hex = json_is_string(jc) ? json_string_value(jc) : "";
-        unsigned long crc = strtoul(hex, &end, 16);
-        if (strlen(hex) != 8 || *end != '\0')
-            return zt_ckpt_missing(c, where, "crc32", "8 hex digits");
-        c->file_crc[r] = (uint32_t)crc;
-    }
-    return ZT_OK;
-}
 
 zt_status zt_ckpt_manifest_parse(zt_ckpt *c, const char *text, size_t len)
 {
     json_error_t err;
-    json_t *root = json_loadb(text, len, 0, &err);
+    /* A key given twice would let a reader see a value the checksum's other
+     * readers do not. */
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
     if (!root)
         return zt_fail(ZT_ERR_DATA, zt_ckpt_hint_resave,
                        "checkpoint manifest %s is not valid JSON: line %d: %s", c->path,
                        err.line, err.text);
-    c->manifest = malloc(sizeof *c->manifest);
+    c->manifest = calloc(1, sizeof *c->manifest);
     if (!c->manifest) {
         json_decref(root);
         return zt_fail(ZT_ERR_OOM, "", "cannot allocate the checkpoint tables");
     }
     c->manifest->root = root;
-    return ckpt_parse(c);
+    return zt_ckpt_manifest_check(c);
 }
 
 void zt_ckpt_manifest_free(zt_ckpt *c)
@@ -483,80 +338,28 @@ void zt_ckpt_manifest_free(zt_ckpt *c)
     c->manifest = NULL;
 }
 
-/* ---- Values read when asked for. ---- */
-
-/* The registry sets arguments through a double: larger integers would not
- * come back (and converting them back to int64_t is undefined). */
-#define CKPT_ARG_INT_MAX ((int64_t)1 << 53)
-
-/* The inverse of ckpt_model_json, row by row. */
 zt_status zt_ckpt_model_args(const zt_ckpt *c, zt_model_args *out)
 {
-    zt_model_args_init(out);
-    const char *name = ckpt_str(c, "model.name");
-    if (!name || strlen(name) >= sizeof out->name)
-        return zt_ckpt_missing(c, "", "model.name", "a model name");
-    snprintf(out->name, sizeof out->name, "%s", name);
-    int i = 0;
-    for (const zt_model_arg *r; (r = zt_ckpt_arg_next(out->name, &i));) {
-        char key[64];
-        snprintf(key, sizeof key, "model.%s", r->key);
-        if (r->kind == ZT_MODEL_ARG_INT) {
-            int64_t v = 0;
-            ZT_TRY(ckpt_int(c, ckpt_root(c), "", key, 1, &v));
-            if (v > CKPT_ARG_INT_MAX)
-                return zt_ckpt_missing(c, "", key, "an integer <= 2^53");
-            zt_model_arg_set(r, out, (double)v);
-        } else if (r->kind == ZT_MODEL_ARG_REAL) {
-            double v = 0.0;
-            ZT_TRY(ckpt_real_at(c, key, &v));
-            zt_model_arg_set(r, out, v);
-        } else {
-            const char *v = ckpt_str(c, key);
-            if (!v || (strcmp(v, r->choices[0]) && strcmp(v, r->choices[1]))) {
-                char what[64];
-                snprintf(what, sizeof what, "\"%s\" or \"%s\"", r->choices[0], r->choices[1]);
-                return zt_ckpt_missing(c, "", key, what);
-            }
-            zt_model_arg_set(r, out, !strcmp(v, r->choices[1]));
-        }
-    }
+    *out = c->manifest->args;
     return ZT_OK;
 }
 
-uint64_t zt_ckpt_seed(const zt_ckpt *c)
-{
-    json_t *v = ckpt_at(ckpt_root(c), "training.seed");
-    return json_is_integer(v) ? (uint64_t)json_integer_value(v) : 0;
-}
+uint64_t zt_ckpt_seed(const zt_ckpt *c) { return c->manifest->seed; }
 
-int64_t zt_ckpt_micro_batch_size(const zt_ckpt *c)
-{
-    json_t *v = ckpt_at(ckpt_root(c), "training.train_micro_batch_size_per_gpu");
-    return json_is_integer(v) ? json_integer_value(v) : 0;
-}
+int64_t zt_ckpt_micro_batch_size(const zt_ckpt *c) { return c->manifest->micro_batch; }
 
 const char *zt_ckpt_tokenizer_kind(const zt_ckpt *c, const char **dir)
 {
-    const char *kind = ckpt_str(c, "tokenizer.kind");
     if (dir)
-        *dir = ckpt_str(c, "tokenizer.dir");
-    return kind ? kind : "";
+        *dir = c->manifest->tok_dir;
+    return c->manifest->tok_kind;
 }
 
-const char *zt_ckpt_manifest_model_name(const zt_ckpt *c) { return ckpt_str(c, "model.name"); }
-
-int64_t zt_ckpt_manifest_n_params(const zt_ckpt *c)
-{
-    json_t *v = ckpt_at(ckpt_root(c), "model.n_params");
-    return json_is_integer(v) ? json_integer_value(v) : 0;
-}
-
-const char *zt_ckpt_manifest_optimizer(const zt_ckpt *c) { return ckpt_str(c, "optimizer.type"); }
+const char *zt_ckpt_manifest_optimizer(const zt_ckpt *c) { return c->manifest->optimizer; }
 
 bool zt_ckpt_manifest_sections_are(const zt_ckpt *c, const char *const *names, int n)
 {
-    json_t *theirs = ckpt_at(ckpt_root(c), "optimizer.state_sections");
+    json_t *theirs = zt_ckpt_json_at(ckpt_root(c), "optimizer.state_sections");
     bool same = (int)json_array_size(theirs) == n;
     for (int k = 0; same && k < n; k++) {
         json_t *v = json_array_get(theirs, (size_t)k);
@@ -565,29 +368,14 @@ bool zt_ckpt_manifest_sections_are(const zt_ckpt *c, const char *const *names, i
     return same;
 }
 
-zt_status zt_ckpt_manifest_train_batch(const zt_ckpt *c, int64_t *out)
-{
-    return ckpt_int(c, ckpt_root(c), "", "training.train_batch_size", 1, out);
-}
-
-zt_status zt_ckpt_manifest_n_samples(const zt_ckpt *c, int64_t *out)
-{
-    return ckpt_int(c, ckpt_root(c), "", "sampler.n_samples", 1, out);
-}
-
-int64_t zt_ckpt_manifest_vocab_size(const zt_ckpt *c)
-{
-    json_t *v = ckpt_at(ckpt_root(c), "tokenizer.vocab_size");
-    return json_is_integer(v) ? json_integer_value(v) : -1;
-}
+int64_t zt_ckpt_manifest_vocab_size(const zt_ckpt *c) { return c->manifest->tok_vocab_size; }
 
 zt_status zt_ckpt_manifest_vocabulary(const zt_ckpt *c, const char **text, size_t *len)
 {
-    json_t *v = ckpt_at(ckpt_root(c), "tokenizer.vocabulary");
-    if (!json_is_string(v))
+    if (!c->manifest->vocab)
         return zt_ckpt_missing(c, "", "tokenizer.vocabulary", "a string");
-    *text = json_string_value(v);
-    *len = json_string_length(v);
+    *text = c->manifest->vocab;
+    *len = c->manifest->vocab_len;
     return ZT_OK;
 }
 
@@ -598,14 +386,11 @@ void zt_ckpt_state_free(zt_ckpt_state *s)
     s->loss = s->loss_scale = NULL;
 }
 
+/* A history of n entries (checked: numbers, or null for a loss that was not
+ * finite). */
 static zt_status ckpt_history(const zt_ckpt *c, const char *key, int64_t n, double **out)
 {
-    json_t *a = ckpt_at(ckpt_root(c), key);
-    if (!json_is_array(a) || json_array_size(a) != (size_t)n) {
-        char what[64];
-        snprintf(what, sizeof what, "an array of %lld numbers", (long long)n);
-        return zt_ckpt_missing(c, "", key, what);
-    }
+    json_t *a = zt_ckpt_json_at(ckpt_root(c), key);
     *out = malloc((size_t)(n > 0 ? n : 1) * sizeof **out);
     if (!*out)
         return zt_fail(ZT_ERR_OOM, "", "cannot allocate the loss history");
@@ -618,21 +403,8 @@ static zt_status ckpt_history(const zt_ckpt *c, const char *key, int64_t n, doub
 
 zt_status zt_ckpt_manifest_state(const zt_ckpt *c, zt_ckpt_state *s)
 {
-    json_t *root = ckpt_root(c);
-    memset(s, 0, sizeof *s);
-    s->global_steps = c->global_steps;
-    ZT_TRY(ckpt_int(c, root, "", "training.skipped_steps", 0, &s->skipped_steps));
-    ZT_TRY(ckpt_int(c, root, "", "training.global_samples", 0, &s->global_samples));
-    ZT_TRY(ckpt_int(c, root, "", "optimizer.step", 0, &s->optim_steps));
-    ZT_TRY(ckpt_int(c, root, "", "scheduler.last_batch_iteration", -1,
-                    &s->sched.last_batch_iteration));
-    s->scaler.dynamic = json_is_true(ckpt_at(root, "loss_scaler.dynamic"));
-    ZT_TRY(ckpt_real_at(c, "loss_scaler.cur_scale", &s->scaler.cur_scale));
-    ZT_TRY(ckpt_int(c, root, "", "loss_scaler.cur_iter", 0, &s->scaler.cur_iter));
-    ZT_TRY(ckpt_int(c, root, "", "loss_scaler.last_overflow_iter", -1,
-                    &s->scaler.last_overflow_iter));
-    ZT_TRY(ckpt_int(c, root, "", "loss_scaler.cur_hysteresis", 0,
-                    &s->scaler.cur_hysteresis));
+    *s = c->manifest->state;
+    s->loss = s->loss_scale = NULL;
     ZT_TRY(ckpt_history(c, "history.loss", s->global_steps, &s->loss));
     return ckpt_history(c, "history.loss_scale", s->global_steps, &s->loss_scale);
 }
@@ -658,7 +430,7 @@ static bool ckpt_shape_numel(json_t *shape, int64_t *numel)
 /* FILE.json: each tensor's name, shape and place in FILE. */
 zt_status zt_ckpt_manifest_tensor_index(const zt_ckpt *c, char **out)
 {
-    json_t *units = ckpt_at(ckpt_root(c), "model.units"), *index = json_array();
+    json_t *units = zt_ckpt_json_at(ckpt_root(c), "model.units"), *index = json_array();
     int bad = 0;
     int64_t offset = 0;
     for (int u = 0; !bad && u < c->n_units; u++) {

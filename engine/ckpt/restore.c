@@ -23,17 +23,57 @@ static const char *const ckpt_hint_dir = "give the --save-dir (or --load-dir) a 
 
 /* ---- Opening. ---- */
 
-/* A tag names a directory inside DIR: no separators, nothing hidden. */
-static bool ckpt_tag_ok(const char *tag)
+static bool ckpt_tag_char(char ch)
 {
-    size_t n = strlen(tag);
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+           ch == '_' || ch == '-' || ch == '.';
+}
+
+/* A tag names a directory inside DIR: no separators, nothing hidden. */
+static bool ckpt_tag_ok(const char *tag, size_t n)
+{
     if (n == 0 || n >= 128 || tag[0] == '.')
         return false;
-    for (const char *p = tag; *p; p++)
-        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-              *p == '_' || *p == '-' || *p == '.'))
+    for (size_t i = 0; i < n; i++)
+        if (!ckpt_tag_char(tag[i]))
             return false;
     return true;
+}
+
+/* DIR/latest holds what a save writes there, one tag, and at most a newline
+ * after it (an editor's): anything else (a NUL and more bytes, two lines) is
+ * not a pointer a save wrote, and is refused rather than cut short. */
+static zt_status ckpt_latest_tag(zt_ckpt *c, const char *path, const char *text, size_t n)
+{
+    size_t len = n > 0 && text[n - 1] == '\n' ? n - 1 : n;
+    if (ckpt_tag_ok(text, len)) {
+        snprintf(c->tag, sizeof c->tag, "%.*s", (int)len, text);
+        return ZT_OK;
+    }
+    size_t bad = 0;
+    while (bad < len && ckpt_tag_char(text[bad]))
+        bad++;
+    char what[112];
+    if (len == 0)
+        snprintf(what, sizeof what, "it is empty");
+    else if (bad < len && text[bad] == '\0')
+        snprintf(what, sizeof what, "it holds a NUL byte at offset %zu, after \"%.*s\"", bad,
+                 (int)(bad < 40 ? bad : 40), text);
+    else if (bad < len)
+        snprintf(what, sizeof what,
+                 "byte %zu is 0x%02x, not a letter, digit, '_', '-' or '.' of a tag", bad,
+                 (unsigned char)text[bad]);
+    else if (text[0] == '.')
+        snprintf(what, sizeof what, "its tag starts with '.'");
+    else
+        snprintf(what, sizeof what, "its %zu bytes are longer than a tag (127 at most)", len);
+    return zt_fail(ZT_ERR_DATA,
+                   "the checkpoint directory is damaged: write the tag of a checkpoint in it "
+                   "into that file (printf global_step<N> > DIR/latest), or name one with "
+                   "--resume TAG (--tag T)",
+                   "checkpoint pointer %s is damaged: %s; it should hold one tag such as "
+                   "global_step100 (a final newline aside)",
+                   path, what);
 }
 
 /* Rank 0's part of zt_ckpt_open: the tag and the manifest's bytes. */
@@ -64,16 +104,11 @@ static zt_status ckpt_read_manifest(zt_ckpt *c, const char *tag, char **text, si
                        : zt_path_fail(errno, path, "checkpoint pointer", zt_ckpt_hint_resave);
         ZT_TRY(zt_path_read(path, "checkpoint pointer", zt_ckpt_hint_resave, 4096, false, &latest,
                             &n));
-        while (n > 0 && (latest[n - 1] == '\n' || latest[n - 1] == '\r' || latest[n - 1] == ' '))
-            latest[--n] = '\0';
-        snprintf(c->tag, sizeof c->tag, "%s", latest);
-        bool ok = ckpt_tag_ok(latest);
+        zt_status st = ckpt_latest_tag(c, path, latest, n);
         free(latest);
-        if (!ok)
-            return zt_fail(ZT_ERR_DATA, zt_ckpt_hint_resave,
-                           "%s does not name a checkpoint tag (global_step<N>)", path);
+        ZT_TRY(st);
     } else {
-        if (!ckpt_tag_ok(tag))
+        if (!ckpt_tag_ok(tag, strlen(tag)))
             return zt_fail(ZT_ERR_USAGE, "a tag is a directory name such as global_step100",
                            "'%s' is not a checkpoint tag", tag);
         snprintf(c->tag, sizeof c->tag, "%s", tag);
@@ -138,6 +173,19 @@ zt_status zt_ckpt_open(zt_ckpt *c, const zt_world *w, const char *dir, const cha
     if (st == ZT_OK)
         st = zt_ckpt_manifest_parse(c, text, len);
     free(text);
+    /* Before anything sized by the manifest's model is allocated: the shards
+     * must hold what it says. */
+    if (st == ZT_OK && reader)
+        st = zt_ckpt_check_sizes(c);
+    st = zt_ckpt_agree(w, st);
+    if (st == ZT_OK && reader && c->unchecked) {
+        fprintf(stderr,
+                "zerotrain: note: checkpoint manifest %s has format version %d, written before "
+                "manifests carried a checksum: its values are range-checked but an edit cannot "
+                "be detected (saves from now on write version %d)\n",
+                c->path, ZT_CKPT_MANIFEST_VERSION_UNCHECKED, ZT_CKPT_MANIFEST_VERSION);
+        fflush(stderr);
+    }
     if (st != ZT_OK)
         zt_ckpt_close(c);
     return st;
@@ -186,9 +234,8 @@ static zt_status ckpt_tokenizer_build(const zt_ckpt *c, const char *bpe_dir, zt_
     if (strcmp(kind, "char") != 0) {
         char hint[256];
         ckpt_text_models_hint(hint, sizeof hint);
-        const char *model = zt_ckpt_manifest_model_name(c);
         return zt_fail(ZT_ERR_USAGE, hint, "checkpoint %s has no tokenizer (model %s)", c->path,
-                       model ? model : "?");
+                       c->manifest->args.name);
     }
     const char *vocab;
     size_t len;
@@ -294,7 +341,7 @@ static zt_status ckpt_check_model(const zt_ckpt *c, const zt_model_args *a, cons
                        saved.name, r->key, zt_model_arg_choice(r, &saved),
                        zt_model_arg_choice(r, a), r->flag);
     }
-    int64_t n_params = zt_ckpt_manifest_n_params(c);
+    int64_t n_params = c->manifest->n_params;
     if (n_params != m->n_params || c->n_units != m->n_units)
         return zt_fail(ZT_ERR_USAGE, ckpt_hint_model,
                        "checkpoint %s holds %lld parameters in %d units; this run's %s has %lld "
@@ -325,15 +372,13 @@ static zt_status ckpt_check_training(const zt_ckpt *c, const zt_ckpt_src *t,
                        "state section(s) of another kind",
                        c->path, type ? type : "?", zt_optim_type_name(t->s.cfg->optimizer.type), n);
     }
-    int64_t tb, samples;
-    ZT_TRY(zt_ckpt_manifest_train_batch(c, &tb));
+    int64_t tb = c->manifest->train_batch, samples = c->manifest->n_samples;
     if (tb != t->s.cfg->train_batch_size)
         return zt_fail(ZT_ERR_USAGE,
                        "keep train_batch_size when resuming (micro batch x gradient accumulation "
                        "x ranks): the data order depends on it",
                        "checkpoint %s was trained with train_batch_size %lld; this run's is %lld",
                        c->path, (long long)tb, (long long)t->s.cfg->train_batch_size);
-    ZT_TRY(zt_ckpt_manifest_n_samples(c, &samples));
     if (samples != t->sampler.n_samples)
         return zt_fail(ZT_ERR_USAGE,
                        "resume with the --data (and --num-samples) the checkpoint was trained on",

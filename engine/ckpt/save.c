@@ -63,7 +63,7 @@ static zt_status ckpt_write_shard(zt_trainer *t, const zt_ckpt_src *v, const zt_
         for (int u = 0; u < lay->n_units; u++)
             units[u] = (zt_ckpt_unit){lay->units[u].numel, lay->units[u].padded_numel,
                                       lay->units[u].shard_numel, lay->units[u].part_offset};
-        zt_ckpt_header h = {.version = ZT_CKPT_FORMAT_VERSION,
+        zt_ckpt_header h = {.version = ZT_CKPT_SHARD_VERSION,
                             .rank = (uint32_t)lay->rank,
                             .partition_count = (uint32_t)lay->world_size,
                             .stage = (uint32_t)v->s.cfg->zero.stage,

@@ -37,6 +37,36 @@ static zt_status ckpt_open_shard(const zt_ckpt *c, int r, int *fd)
     return st;
 }
 
+/* The open shard r (fd) has the manifest's size (which the open checked
+ * against the layout). */
+static zt_status ckpt_shard_size(const zt_ckpt *c, int r, int fd, const char *path)
+{
+    struct stat sb;
+    if (fstat(fd, &sb) != 0)
+        return zt_fail(ZT_ERR_IO, "", "cannot stat checkpoint shard %s: %s", path,
+                       strerror(errno));
+    if ((uint64_t)sb.st_size != c->file_bytes[r])
+        return zt_fail(ZT_ERR_DATA, zt_ckpt_hint_resave,
+                       "checkpoint shard %s is %lld bytes; the manifest says %llu: the file is "
+                       "truncated or was replaced",
+                       path, (long long)sb.st_size, (unsigned long long)c->file_bytes[r]);
+    return ZT_OK;
+}
+
+zt_status zt_ckpt_check_sizes(const zt_ckpt *c)
+{
+    for (int r = 0; r < c->partition_count; r++) {
+        char path[ZT_CKPT_PATH_MAX];
+        int fd;
+        ZT_TRY(ckpt_shard_path(c, r, path));
+        ZT_TRY(ckpt_open_shard(c, r, &fd));
+        zt_status st = ckpt_shard_size(c, r, fd, path);
+        close(fd);
+        ZT_TRY(st);
+    }
+    return ZT_OK;
+}
+
 /* Shard r against the manifest: size, header, CRC-32 of the whole file. */
 static zt_status ckpt_verify_shard(const zt_ckpt *c, int r)
 {
@@ -44,18 +74,9 @@ static zt_status ckpt_verify_shard(const zt_ckpt *c, int r)
     int fd;
     ZT_TRY(ckpt_shard_path(c, r, path));
     ZT_TRY(ckpt_open_shard(c, r, &fd));
-    zt_status st = ZT_OK;
-    struct stat sb;
     uint64_t hb = zt_ckpt_header_bytes((uint32_t)c->n_units);
-    uint64_t want = hb + (uint64_t)c->n_sections * (uint64_t)c->partition_numel * 4;
-    if (fstat(fd, &sb) != 0)
-        st = zt_fail(ZT_ERR_IO, "", "cannot stat checkpoint shard %s: %s", path, strerror(errno));
-    else if ((uint64_t)sb.st_size != c->file_bytes[r] || c->file_bytes[r] != want)
-        st = zt_fail(ZT_ERR_DATA, zt_ckpt_hint_resave,
-                     "checkpoint shard %s is %lld bytes; the manifest says %llu (the layout "
-                     "needs %llu): the file is truncated or was replaced",
-                     path, (long long)sb.st_size, (unsigned long long)c->file_bytes[r],
-                     (unsigned long long)want);
+    uint64_t want = c->file_bytes[r];
+    zt_status st = ckpt_shard_size(c, r, fd, path);
     uint8_t *buf = st == ZT_OK ? malloc(CKPT_READ_CHUNK > hb ? CKPT_READ_CHUNK : hb) : NULL;
     zt_ckpt_unit *units = st == ZT_OK ? calloc((size_t)c->n_units, sizeof *units) : NULL;
     if (st == ZT_OK && (!buf || !units))

@@ -9,7 +9,9 @@
  *
  * The shard's bytes go through zt_ckpt_header_decode on their own (a decoded
  * header must encode back to the same fields). The directory is opened the
- * way `zerotrain consolidate` opens it (zt_ckpt_open without a world), and
+ * way `zerotrain consolidate` opens it (zt_ckpt_open without a world: the
+ * `latest` file, the manifest's checksum and the checks of every value, the
+ * model its arguments build against the layout, the shard's size), and
  * every manifest reader runs: the model arguments, seed, micro batch, the
  * recorded char or byte tokenizer and its check, the carried-over training
  * state, and consolidation (tensor index, shard verification against size,
@@ -17,7 +19,9 @@
  * names of the model the arguments build. The shard part is parsed as a
  * safetensors file too (zt_st_parse: an accepted file's tensors, sorted by
  * offset, tile its data exactly, each its shape's bytes). BPE tokenizers are not loaded: the
- * manifest names their directory, which would read arbitrary paths.
+ * manifest names their directory, which would read arbitrary paths. A
+ * mutated manifest of format 2 rarely passes its checksum: the seeds of
+ * format 1 (`*-v1`, no checksum) are the ones that reach the value checks.
  */
 #include <stdio.h>
 #include <stdlib.h>

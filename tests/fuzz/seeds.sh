@@ -122,6 +122,16 @@ done
     >"$out/ckpt/header-only"
 { cat "$tmp/mlp-np1/global_step5/zt_manifest.json"; printf '%s%s../etc\n' "$sep" "$sep"; } \
     >"$out/ckpt/bad-latest"
+{ cat "$tmp/mlp-np1/global_step5/zt_manifest.json"; printf '%s%sglobal_step5\0junk' "$sep" "$sep"; } \
+    >"$out/ckpt/latest-nul"
+# The same saves in format 1 (no manifest checksum, as the previous version
+# wrote them): mutations of these reach the value checks behind the checksum.
+for name in mlp-np2-fp16 gpt-char cls-byte; do
+    d=$tmp/$name/global_step5
+    "$ZT_PYTHON" tests/tools/ztcheck.py reseal "$d/zt_manifest.json" --drop
+    { cat "$d/zt_manifest.json"; printf '%s' "$sep"; cat "$d/zero_pp_rank_0_mp_rank_00_optim_states.zt"; } \
+        >"$out/ckpt/$name-v1"
+done
 # A safetensors file in the shard's place (the harness parses that part as one too).
 ./zerotrain consolidate "$tmp/mlp-np1" --out "$tmp/mlp.safetensors" --format safetensors >/dev/null
 { printf '{}%s' "$sep"; cat "$tmp/mlp.safetensors"; } >"$out/ckpt/safetensors-mlp"

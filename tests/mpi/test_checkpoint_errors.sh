@@ -21,6 +21,16 @@
 #   A second job saving into a --save-dir in use is refused before it trains.
 #   eval --eval-iters says how many samples it read; a manifest with an edited
 #   vocabulary is named as the fault.
+#   The manifest's own checksum: a one-digit edit of optimizer.step or of the
+#   scaler's iteration is refused by it; behind a recomputed checksum
+#   (tests/tools/ztcheck.py reseal, Python's zlib over the documented canonical
+#   form) the range checks refuse a negative, zero or non-numeric fp16 loss
+#   scale, a non-numeric loss history and counters that disagree; a manifest
+#   claiming n_embd 2^24 over unchanged shards is a damaged checkpoint for
+#   generate, eval, consolidate and --resume (exit 2, not "not enough host
+#   memory"); DIR/latest holding a tag, a NUL and junk is refused; a manifest
+#   of format 1 (no checksum) resumes bit for bit with a notice, and its
+#   values are still range-checked.
 set -eu
 cd "$(dirname "$0")/../.."
 source tests/env.sh
@@ -43,6 +53,19 @@ cp -r "$tmp/ck" "$tmp/pristine"
 shard="zero_pp_rank_1_mp_rank_00_optim_states.zt"
 
 fresh() { rm -rf "$tmp/ck" && cp -r "$tmp/pristine" "$tmp/ck"; }
+man="$tmp/ck/global_step4/zt_manifest.json"
+damaged="global_step4/zt_manifest.json is damaged"
+# edit_json FILE STATEMENT: runs the Python statement on the manifest m.
+edit_json() {
+    $ZT_PYTHON - "$1" "$2" <<'PY' || fail "editing $1"
+import json, sys
+m = json.load(open(sys.argv[1]))
+exec(sys.argv[2])
+json.dump(m, open(sys.argv[1], "w"), indent=1)
+PY
+}
+# Recomputes the manifest's checksum with the test's own reader (zlib).
+reseal() { $ZT_PYTHON tests/tools/ztcheck.py reseal "$@" || fail "resealing $1"; }
 # The previous checkpoint still loads and continues to the same weights.
 previous_loads() {
     expect 0 "resumed from $tmp/ck/global_step2" -- "${z[@]}" --steps 4 --load-dir "$tmp/ck" \
@@ -74,20 +97,105 @@ rm "$tmp/ck/global_step4/$shard"
 expect 2 "global_step4/$shard is missing" -- "${z[@]}" --steps 4 --load-dir "$tmp/ck" --resume
 previous_loads
 
+# A shard's checksum edited in the manifest: the manifest's own checksum
+# finds the edit; recomputed, the shard's CRC-32 no longer matches.
 fresh
-sed -i '0,/"crc32": "[0-9a-f]*"/s//"crc32": "00000000"/' "$tmp/ck/global_step4/zt_manifest.json"
+sed -i '0,/"crc32": "[0-9a-f]*"/s//"crc32": "00000000"/' "$man"
+expect 2 "$damaged: the CRC-32 of its content is [0-9a-f]*, its \"manifest_crc32\" says" -- \
+    "${z[@]}" --steps 4 --load-dir "$tmp/ck" --resume
+reseal "$man"
 shard0="zero_pp_rank_0_mp_rank_00_optim_states.zt"
 expect 2 "global_step4/$shard0 is corrupted: CRC-32 .* the manifest says 00000000" -- "${z[@]}" \
     --steps 4 --load-dir "$tmp/ck" --resume
 previous_loads
 
-# A manifest from a model of other dimensions (width 32) in place of this one.
+# One digit of a counter edited by hand: optimizer.step (Adam's bias
+# correction: the run would go on with other weights) and the sample count.
+# The checksum refuses both; resealed, the counters' relations do.
+for edit in 's/"step": 4,/"step": 3,/' 's/"global_samples": 48,/"global_samples": 42,/'; do
+    fresh
+    sed -i "$edit" "$man"
+    cmp -s "$man" "$tmp/pristine/global_step4/zt_manifest.json" && fail "sed $edit changed nothing"
+    expect 2 "$damaged: the CRC-32 of its content" -- "${z[@]}" --steps 4 --load-dir "$tmp/ck" \
+        --resume
+    grep -q "hint: the checkpoint is damaged" "$tmp/out" || fail "no hint"
+done
+reseal "$man"
+expect 2 "$damaged: \"training.global_samples\" is 42; expected 48 (global_steps x train_batch_size)" -- \
+    "${z[@]}" --steps 4 --load-dir "$tmp/ck" --resume
+fresh
+sed -i 's/"step": 4,/"step": 3,/' "$man" && reseal "$man"
+expect 2 "$damaged: \"optimizer.step\" is 3; expected 4 (training.global_steps - training.skipped_steps)" -- \
+    "${z[@]}" --steps 4 --load-dir "$tmp/ck" --resume
+# A loss history entry that is not a number (it used to become null).
+fresh
+edit_json "$man" 'm["history"]["loss"][1] = "2.3"' && reseal "$man"
+expect 2 "$damaged: \"history.loss\[1\]\" is \"2.3\"; expected a number" -- "${z[@]}" --steps 4 \
+    --load-dir "$tmp/ck" --resume
+previous_loads
+
+# DIR/latest holding a tag, a NUL and junk (it used to be cut at the NUL).
+fresh
+printf 'global_step4\0junk' >"$tmp/ck/latest"
+expect 2 "checkpoint pointer $tmp/ck/latest is damaged: it holds a NUL byte at offset 12" -- \
+    "${z[@]}" --steps 4 --load-dir "$tmp/ck" --resume
+expect 2 "checkpoint pointer $tmp/ck/latest is damaged" -- \
+    timeout 30 ./zerotrain consolidate "$tmp/ck" --out "$tmp/latest-c.bin"
+printf 'global_step4\n' >"$tmp/ck/latest"
+expect 0 "resumed from $tmp/ck/global_step4" -- "${z[@]}" --steps 4 --load-dir "$tmp/ck" --resume
+
+# A manifest of format 1 (written before the checksum existed: the same
+# members without it) resumes with a notice, bit for bit; its values are
+# still range-checked.
+fresh
+reseal "$tmp/ck/global_step2/zt_manifest.json" --drop
+expect 0 "note: checkpoint manifest $tmp/ck/global_step2/zt_manifest.json has format version 1" -- \
+    "${z[@]}" --steps 4 --load-dir "$tmp/ck" --resume global_step2 --dump-params "$tmp/v1.bin"
+cmp "$tmp/full.bin" "$tmp/v1.bin" || fail "resume from a format-1 manifest differs"
+edit_json "$tmp/ck/global_step2/zt_manifest.json" 'm["optimizer"]["step"] = 1'
+expect 2 "global_step2/zt_manifest.json is damaged: \"optimizer.step\" is 1; expected 2" -- \
+    "${z[@]}" --steps 4 --load-dir "$tmp/ck" --resume global_step2
+
+# The fp16 loss scale behind a recomputed checksum: negative, zero and
+# non-numeric scales are refused (a negative one used to be trained with);
+# JSON has no infinity, so Python's Infinity and an overflowing 1e999 are not
+# JSON at all.
+cat >"$tmp/fp16.json" <<'JSON'
+{"train_batch_size": 4, "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}},
+ "fp16": {"enabled": true, "initial_scale_power": 8}, "zero_optimization": {"stage": 1}}
+JSON
+zh=(timeout 60 ./zerotrain --config "$tmp/fp16.json" "${mlp[@]}")
+expect 0 "saved checkpoint $tmp/h/global_step2" -- "${zh[@]}" --steps 2 --save-dir "$tmp/h"
+hman="$tmp/h/global_step2/zt_manifest.json"
+grep -q '"dynamic": true' "$hman" || fail "the fp16 run saved no dynamic loss scaler"
+cp "$hman" "$tmp/h.json"
+for scale in -256.0 0.0 '"inf"' '"256"' null; do
+    cp "$tmp/h.json" "$hman"
+    edit_json "$hman" "m['loss_scaler']['cur_scale'] = json.loads('$scale')" && reseal "$hman"
+    expect 2 "global_step2/zt_manifest.json is damaged: \"loss_scaler.cur_scale\" is $scale; expected a number > 0" -- \
+        "${zh[@]}" --steps 3 --load-dir "$tmp/h" --resume
+done
+cp "$tmp/h.json" "$hman"
+edit_json "$hman" "m['loss_scaler']['cur_scale'] = float('inf')"
+expect 2 "global_step2/zt_manifest.json is not valid JSON" -- "${zh[@]}" --steps 3 \
+    --load-dir "$tmp/h" --resume
+cp "$tmp/h.json" "$hman"
+sed -i 's/"cur_scale": 256.0/"cur_scale": 1e999/' "$hman"
+grep -q '"cur_scale": 1e999' "$hman" || fail "no 1e999 in $hman"
+expect 2 "global_step2/zt_manifest.json is not valid JSON" -- "${zh[@]}" --steps 3 \
+    --load-dir "$tmp/h" --resume
+cp "$tmp/h.json" "$hman"
+expect 0 "resumed from $tmp/h/global_step2" -- "${zh[@]}" --steps 3 --load-dir "$tmp/h" --resume
+
+# A manifest from a model of other dimensions (width 32) in place of this one,
+# with its checksum recomputed: the shards are not what it describes.
 fresh
 "${z[@]}" --width 32 --steps 1 --save-dir "$tmp/other" >/dev/null 2>&1 ||
     fail "saving the width-32 model"
 cp "$tmp/other/global_step1/zt_manifest.json" "$tmp/ck/global_step4/zt_manifest.json"
 sed -i 's/"global_step1"/"global_step4"/' "$tmp/ck/global_step4/zt_manifest.json"
-expect 2 "global_step4/zt_manifest.json holds mlp with width 32; this run has 48" -- \
+reseal "$man"
+expect 2 "global_step4/$shard0 is [0-9]* bytes; the manifest says [0-9]*: the file is truncated or was replaced" -- \
     "${z[@]}" --steps 4 --load-dir "$tmp/ck" --resume
 previous_loads
 
@@ -301,6 +409,7 @@ if sys.argv[2] != "keep":
     m["tokenizer"]["vocab_size"] = int(sys.argv[2])
 json.dump(m, open(sys.argv[1], "w"))
 PY
+    reseal "$1/global_step1/zt_manifest.json"
 }
 edit_vocab "$tmp/gpt-vocab" keep
 expect 2 "checkpoint manifest $tmp/gpt-vocab/global_step1/zt_manifest.json: \"tokenizer.vocab_size\" is 65, but the tokenizer (its \"tokenizer.vocabulary\") has 35 tokens" -- \
@@ -310,6 +419,25 @@ expect 2 "checkpoint manifest $tmp/gpt-vocab/global_step1/zt_manifest.json: \"to
 edit_vocab "$tmp/gpt-both" 35
 expect 0 "generating 50 tokens from $tmp/gpt-both/global_step1" -- \
     timeout 60 ./zerotrain generate --checkpoint "$tmp/gpt-both" --length 50 --seed 1 --device cpu
+
+# A manifest claiming n_embd 2^24 over the shards of n_embd 16, with a valid
+# checksum: every reader refuses it as damaged before allocating for it
+# (generate and eval said "not enough host memory", consolidate exited 0).
+cp -r "$tmp/gpt" "$tmp/gpt-huge"
+edit_json "$tmp/gpt-huge/global_step1/zt_manifest.json" 'm["model"]["n_embd"] = 2**24'
+reseal "$tmp/gpt-huge/global_step1/zt_manifest.json"
+huge="gpt-huge/global_step1/zt_manifest.json is damaged: its model arguments (gptlite: n_layer 1, n_embd 16777216, n_head 2, .*) build unit 0 (embed) of 1224736768 parameters; its layout and shards hold 1168"
+for cmd in "generate --checkpoint $tmp/gpt-huge --length 5 --device cpu" \
+    "eval --checkpoint $tmp/gpt-huge --data $txt --device cpu" \
+    "consolidate $tmp/gpt-huge --out $tmp/huge.bin"; do
+    # shellcheck disable=SC2086
+    expect 2 "$huge" -- timeout 60 ./zerotrain $cmd
+    grep -q "memory" "$tmp/out" && fail "$cmd: a damaged manifest reported as a memory shortage"
+done
+[ ! -e "$tmp/huge.bin" ] || fail "consolidate wrote the weights of a damaged manifest"
+expect 2 "$huge" -- timeout 60 ./zerotrain --config "$tmp/gpt.json" --model gptlite --data "$txt" \
+    --n-layer 1 --n-embd 16 --n-head 2 --block-size 8 --device cpu --steps 2 \
+    --load-dir "$tmp/gpt-huge" --resume
 
 # Usage errors.
 expect 2 "--resume reads --load-dir DIR or --save-dir DIR" -- ./zerotrain --config "$tmp/cfg.json" \

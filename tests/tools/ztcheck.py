@@ -20,7 +20,14 @@
                                          every shard's size, zlib CRC-32 and header
                                          against the manifest, zero padding; the fp32
                                          weights reassembled from the shards equal FILE
-                                         (a --dump-params of the same step) bit for bit
+                                         (a --dump-params of the same step) bit for bit;
+                                         and the manifest's "manifest_crc32"
+  ztcheck.py reseal MANIFEST [--drop]    rewrites MANIFEST's "manifest_crc32" for its
+                                         content as it is now (tests edit manifests and
+                                         reseal them to reach the checks behind the
+                                         checksum); --drop removes it and sets
+                                         format_version 1 (a manifest of the version
+                                         before checksums)
 """
 import argparse
 import json
@@ -127,6 +134,48 @@ def check_estimate(est_path, run_path, stage, tol, opt="none", param="none"):
     return ok
 
 
+def manifest_canonical(v):
+    """the canonical form of docs/checkpoints.md: keys sorted, no white space,
+    reals as %.17g (".0" added when that has neither '.' nor 'e'), strings
+    escaping only '"', backslash and characters below U+0020"""
+    if v is None:
+        return "null"
+    if v is True or v is False:
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        s = "%.17g" % v
+        return s if ("." in s or "e" in s) else s + ".0"
+    if isinstance(v, str):
+        return '"' + "".join('\\"' if ch == '"' else "\\\\" if ch == "\\" else
+                             "\\u%04x" % ord(ch) if ord(ch) < 0x20 else ch for ch in v) + '"'
+    if isinstance(v, list):
+        return "[" + ",".join(manifest_canonical(x) for x in v) + "]"
+    return "{" + ",".join(manifest_canonical(k) + ":" + manifest_canonical(v[k])
+                          for k in sorted(v)) + "}"
+
+
+def manifest_crc(man):
+    """8 hex digits: zlib's CRC-32 of the canonical UTF-8 form of every member
+    but "manifest_crc32" """
+    rest = {k: v for k, v in man.items() if k != "manifest_crc32"}
+    return "%08x" % zlib.crc32(manifest_canonical(rest).encode("utf-8"))
+
+
+def reseal(path, drop=False):
+    with open(path) as f:
+        man = json.load(f)
+    if drop:
+        man.pop("manifest_crc32", None)
+        man["format_version"] = 1
+    else:
+        man["manifest_crc32"] = manifest_crc(man)
+    with open(path, "w") as f:
+        json.dump(man, f, indent=1)
+    return True
+
+
 def check_ckpt(path, tag=None, dump=None):
     """True when the checkpoint DIR/<tag> is what docs/checkpoints.md says"""
     if tag is None:
@@ -140,6 +189,8 @@ def check_ckpt(path, tag=None, dump=None):
     sections = 1 + len(man["optimizer"]["state_sections"])
     head = 64 + 32 * len(units)
     assert man["tag"] == tag and len(man["files"]) == parts, (man["tag"], len(man["files"]))
+    assert man["format_version"] == 2 and man["manifest_crc32"] == manifest_crc(man), \
+        ("manifest checksum", man["format_version"], man.get("manifest_crc32"), manifest_crc(man))
     shards = []
     for r, entry in enumerate(man["files"]):
         assert entry["name"] == f"zero_pp_rank_{r}_mp_rank_00_optim_states.zt", entry
@@ -182,7 +233,8 @@ def rel_l2(a, b):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["dumps", "losses", "runs", "loss-falls", "estimate", "ckpt"])
+    ap.add_argument("what", choices=["dumps", "losses", "runs", "loss-falls", "estimate", "ckpt",
+                                     "reseal"])
     ap.add_argument("files", nargs="+")
     ap.add_argument("--tol", type=float, default=1e-6)
     ap.add_argument("--stage", type=int, default=0)
@@ -190,8 +242,11 @@ def main():
     ap.add_argument("--offload-param", default="none", choices=["none", "cpu", "nvme"])
     ap.add_argument("--tag")
     ap.add_argument("--dump")
+    ap.add_argument("--drop", action="store_true")
     args = ap.parse_args()
-    if args.what == "ckpt":
+    if args.what == "reseal":
+        ok = reseal(args.files[0], args.drop)
+    elif args.what == "ckpt":
         try:
             ok = check_ckpt(args.files[0], args.tag, args.dump)
         except (AssertionError, OSError, KeyError, ValueError) as e:

@@ -2,8 +2,12 @@
  * encode/decode round trip and bad ones are refused, and resharding a unit
  * from any old world size to any new one reassembles exactly the new slices.
  * A shard reader whose set-up ran out of memory frees without closing
- * descriptors it never opened. Manifests with values past int64_t arithmetic
- * are refused (no overflow). */
+ * descriptors it never opened. Manifests: the canonical form of the checksum
+ * against a hand-written one and Python's CRC; an edit of a checksummed
+ * manifest is refused; every value is range-checked on its own (a manifest
+ * without checksum), values past int64_t arithmetic included; the model
+ * the arguments build must be the layout's, and the layout the shards';
+ * DIR/latest holds one tag. */
 #include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,6 +21,8 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <jansson.h>
+#include <math.h>
 
 #include "engine/ckpt/ckpt.h"
 #include "engine/ckpt/ckpt_impl.h"
@@ -74,7 +80,7 @@ static void test_header_round_trip(void **state)
 {
     (void)state;
     zt_ckpt_unit units[3] = {{100, 128, 32, 0}, {1, 128, 32, 32}, {5000, 5120, 1280, 64}};
-    zt_ckpt_header h = {.version = ZT_CKPT_FORMAT_VERSION, .rank = 2, .partition_count = 4,
+    zt_ckpt_header h = {.version = ZT_CKPT_SHARD_VERSION, .rank = 2, .partition_count = 4,
                         .stage = 3, .n_units = 3, .n_sections = 3, .partition_numel = 1344,
                         .units = units};
     size_t hb = zt_ckpt_header_bytes(3);
@@ -85,7 +91,7 @@ static void test_header_round_trip(void **state)
     zt_ckpt_unit got_units[3];
     zt_ckpt_header got = {.units = got_units};
     assert_int_equal(zt_ckpt_header_decode(buf, hb, "x.zt", 3, &got), ZT_OK);
-    assert_int_equal(got.version, ZT_CKPT_FORMAT_VERSION);
+    assert_int_equal(got.version, ZT_CKPT_SHARD_VERSION);
     assert_int_equal(got.rank, 2);
     assert_int_equal(got.partition_count, 4);
     assert_int_equal(got.stage, 3);
@@ -108,7 +114,7 @@ static void test_header_round_trip(void **state)
     buf[8] = 9;
     assert_int_equal(zt_ckpt_header_decode(buf, hb, "x.zt", 3, &got), ZT_ERR_DATA);
     assert_non_null(strstr(zt_status_message(), "version"));
-    buf[8] = ZT_CKPT_FORMAT_VERSION;
+    buf[8] = ZT_CKPT_SHARD_VERSION;
     buf[0] = 'X';
     assert_int_equal(zt_ckpt_header_decode(buf, hb, "x.zt", 3, &got), ZT_ERR_DATA);
     assert_non_null(strstr(zt_status_message(), "magic"));
@@ -237,52 +243,138 @@ static void test_reader_free_after_failed_init(void **state)
     assert_true(fcntl(0, F_GETFD) >= 0);
 }
 
-/* DIR/latest and DIR/global_step1/zt_manifest.json of a two-unit MLP at one
- * partition: units of shard0 and shard1 elements (padded alike), the model
- * width and the first tensor's shape as JSON text. */
-static void write_manifest(const char *dir, const char *width, const char *shape0,
-                           long long shard0, long long shard1)
+/* ---- Manifests: the checksum and the checks of every value. ---- */
+
+/* A checkpoint of a two-unit MLP (width 8, in 4, out 2) saved at step 2 on
+ * one rank with AdamW and a dynamic fp16 scaler, as a save writes it. Its
+ * manifest_crc32 was computed by Python's zlib over the canonical form
+ * (tests/tools/ztcheck.py manifest_crc), not by the code under test. */
+static const char fixture_json[] =
+    "{\"format\": \"zerotrain-checkpoint\", \"format_version\": 2,"
+    " \"zerotrain_version\": \"0.1.0\","
+    " \"tag\": \"global_step2\", \"world_size\": 1, \"zero_stage\": 1,"
+    " \"model\": {\"name\": \"mlp\", \"width\": 8, \"layers\": 2, \"in_size\": 4, \"out_size\": 2,"
+    "  \"n_params\": 58, \"units\": ["
+    "  {\"name\": \"layers.0\", \"numel\": 40, \"tensors\": ["
+    "   {\"name\": \"weight\", \"shape\": [8, 4]},"
+    "   {\"name\": \"bias\", \"shape\": [8]}]},"
+    "  {\"name\": \"layers.1\", \"numel\": 18, \"tensors\": ["
+    "   {\"name\": \"weight\", \"shape\": [2, 8]},"
+    "   {\"name\": \"bias\", \"shape\": [2]}]}]},"
+    " \"pipeline\": {\"stages\": 1, \"data_parallel_size\": 1,"
+    "  \"partition_method\": \"parameters\","
+    "  \"schedule\": \"1f1b\", \"stage_first_units\": [0, 2]},"
+    " \"layout\": {\"partition_count\": 1, \"align\": 16, \"partition_numel\": 80, \"units\": ["
+    "  {\"numel\": 40, \"padded_numel\": 48, \"shard_numel\": 48, \"part_offset\": 0},"
+    "  {\"numel\": 18, \"padded_numel\": 32, \"shard_numel\": 32, \"part_offset\": 48}]},"
+    " \"dtype\": {\"params\": \"fp32\", \"master\": \"fp32\", \"optimizer_states\": \"fp32\","
+    "  \"gradients\": \"fp32\", \"communication\": \"fp32\", \"shards\": \"fp32\"},"
+    " \"offload\": {\"optimizer\": \"none\", \"param\": \"none\"},"
+    " \"optimizer\": {\"type\": \"AdamW\", \"state_sections\": [\"exp_avg\", \"exp_avg_sq\"],"
+    "  \"step\": 2, \"lr\": 0.001, \"betas\": [0.9, 0.999], \"eps\": 1e-08,"
+    "  \"weight_decay\": 0.01},"
+    " \"scheduler\": {\"type\": \"none\", \"last_batch_iteration\": 1, \"base_lr\": 0.001},"
+    " \"loss_scaler\": {\"dynamic\": true, \"cur_scale\": 256.0, \"cur_iter\": 2,"
+    "  \"last_overflow_iter\": -1, \"cur_hysteresis\": 2, \"hysteresis\": 2,"
+    "  \"loss_scale_window\": 1000, \"min_loss_scale\": 1.0, \"consecutive_hysteresis\": false},"
+    " \"training\": {\"global_steps\": 2, \"skipped_steps\": 0, \"global_samples\": 8,"
+    "  \"micro_steps\": 2, \"seed\": 5, \"train_batch_size\": 4,"
+    "  \"train_micro_batch_size_per_gpu\": 4, \"gradient_accumulation_steps\": 1,"
+    "  \"gradient_clipping\": 1.0},"
+    " \"sampler\": {\"n_samples\": 64, \"steps_per_epoch\": 16, \"epoch\": 0, \"position\": 8,"
+    "  \"shuffle\": false},"
+    " \"rng\": {\"seed\": 5, \"note\": \"counter-based\"},"
+    " \"files\": [{\"name\": \"zero_pp_rank_0_mp_rank_00_optim_states.zt\", \"rank\": 0,"
+    "  \"bytes\": 1088, \"crc32\": \"00000000\"}],"
+    " \"history\": {\"loss\": [0.5, 0.25], \"loss_scale\": [256.0, 256.0]},"
+    " \"manifest_crc32\": \"8a329632\"}";
+
+/* The shard size the fixture's layout gives: a 128-byte header, then 3
+ * sections of 80 floats. */
+#define FIXTURE_SHARD_BYTES 1088
+
+/* The member at a dotted path ("files.0.crc32": digits index arrays). */
+static json_t *json_parent_at(json_t *root, const char *path, char *last, size_t cap)
 {
-    char path[512];
-    snprintf(path, sizeof path, "%s/latest", dir);
-    FILE *f = fopen(path, "w");
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", path);
+    json_t *o = root;
+    char *save = NULL, *key = strtok_r(buf, ".", &save), *next;
+    while ((next = strtok_r(NULL, ".", &save))) {
+        o = json_is_array(o) ? json_array_get(o, strtoul(key, NULL, 10)) : json_object_get(o, key);
+        assert_non_null(o);
+        key = next;
+    }
+    snprintf(last, cap, "%s", key);
+    return o;
+}
+
+/* DIR/latest ("global_step2") and DIR/global_step2/ holding the fixture with
+ * `edits` (a JSON object of dotted path -> new value) applied, the members
+ * of the space-separated paths in `drop` removed, and a shard of
+ * shard_bytes zero bytes. */
+static void write_ckpt(const char *dir, const char *edits, const char *drop, long shard_bytes)
+{
+    json_error_t err;
+    json_t *root = json_loads(fixture_json, 0, &err), *ed = json_loads(edits, 0, &err);
+    assert_non_null(root);
+    assert_non_null(ed);
+    const char *path;
+    json_t *v;
+    char last[64];
+    json_object_foreach(ed, path, v) {
+        json_t *o = json_parent_at(root, path, last, sizeof last);
+        if (json_is_array(o))
+            assert_int_equal(json_array_set(o, strtoul(last, NULL, 10), v), 0);
+        else
+            assert_int_equal(json_object_set(o, last, v), 0);
+    }
+    char paths[256];
+    snprintf(paths, sizeof paths, "%s", drop);
+    char *save = NULL;
+    for (char *p = strtok_r(paths, " ", &save); p; p = strtok_r(NULL, " ", &save))
+        json_object_del(json_parent_at(root, p, last, sizeof last), last);
+    char file[512];
+    snprintf(file, sizeof file, "%s/global_step2", dir);
+    mkdir(file, 0700);
+    snprintf(file, sizeof file, "%s/global_step2/zt_manifest.json", dir);
+    assert_int_equal(json_dump_file(root, file, JSON_INDENT(1)), 0);
+    json_decref(root);
+    json_decref(ed);
+    snprintf(file, sizeof file, "%s/latest", dir);
+    FILE *f = fopen(file, "w");
     assert_non_null(f);
-    fputs("global_step1", f);
+    fputs("global_step2", f);
     fclose(f);
-    snprintf(path, sizeof path, "%s/global_step1", dir);
-    mkdir(path, 0700);
-    snprintf(path, sizeof path, "%s/global_step1/zt_manifest.json", dir);
-    f = fopen(path, "w");
+    snprintf(file, sizeof file, "%s/global_step2/zero_pp_rank_0_mp_rank_00_optim_states.zt", dir);
+    f = fopen(file, "w");
     assert_non_null(f);
-    fprintf(f,
-            "{\"format\": \"zerotrain-checkpoint\", \"format_version\": 1,"
-            " \"tag\": \"global_step1\", \"world_size\": 1, \"zero_stage\": 1,"
-            " \"training\": {\"global_steps\": 1}, \"optimizer\": {\"state_sections\": []},"
-            " \"model\": {\"name\": \"mlp\", \"width\": %s, \"layers\": 2, \"in_size\": 4,"
-            "  \"out_size\": 2, \"units\": ["
-            "  {\"name\": \"layers.0\", \"tensors\": [{\"name\": \"weight\", \"shape\": %s},"
-            "   {\"name\": \"bias\", \"shape\": [8]}]},"
-            "  {\"name\": \"layers.1\", \"tensors\": [{\"name\": \"weight\", \"shape\": [2, 8]},"
-            "   {\"name\": \"bias\", \"shape\": [2]}]}]},"
-            " \"layout\": {\"partition_count\": 1, \"partition_numel\": 80, \"units\": ["
-            "  {\"numel\": 40, \"padded_numel\": %lld, \"shard_numel\": %lld, \"part_offset\": 0},"
-            "  {\"numel\": 18, \"padded_numel\": %lld, \"shard_numel\": %lld,"
-            "   \"part_offset\": %lld}]},"
-            " \"files\": [{\"name\": \"zero_pp_rank_0_mp_rank_00_optim_states.zt\","
-            "  \"bytes\": 0, \"crc32\": \"00000000\"}]}",
-            width, shape0, shard0, shard0, shard1, shard1, shard0);
+    for (long i = 0; i < shard_bytes; i++)
+        fputc(0, f);
     fclose(f);
 }
 
-static void remove_manifest(const char *dir)
+/* The fixture as format 1 (the version before checksums) with edits. */
+static void write_v1(const char *dir, const char *edits)
+{
+    char all[4096];
+    size_t n = strlen(edits);
+    snprintf(all, sizeof all, "{\"format_version\": 1%s%.*s", n > 2 ? ", " : "",
+             (int)(n > 2 ? n - 1 : 1), n > 2 ? edits + 1 : "}");
+    write_ckpt(dir, all, "manifest_crc32", FIXTURE_SHARD_BYTES);
+}
+
+static void remove_ckpt(const char *dir)
 {
     char path[512];
-    snprintf(path, sizeof path, "%s/global_step1/zt_manifest.json", dir);
-    unlink(path);
-    snprintf(path, sizeof path, "%s/global_step1", dir);
-    rmdir(path);
-    snprintf(path, sizeof path, "%s/latest", dir);
-    unlink(path);
+    const char *files[] = {"global_step2/zt_manifest.json",
+                           "global_step2/zero_pp_rank_0_mp_rank_00_optim_states.zt",
+                           "global_step2/out.bin", "global_step2", "latest"};
+    for (int i = 0; i < 5; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        remove(path);
+    }
+    rmdir(dir);
 }
 
 static void assert_message_has(const char *needle)
@@ -291,46 +383,274 @@ static void assert_message_has(const char *needle)
         fail_msg("message \"%s\" lacks \"%s\"", zt_status_message(), needle);
 }
 
-/* Each of these overflowed int64_t arithmetic while reading a damaged
- * manifest: undefined behaviour, reported by UBSan through
- * tests/fuzz/fuzz_ckpt. */
-static void test_manifest_overflows(void **state)
+/* zt_ckpt_open refuses with ZT_ERR_DATA and a message holding `needle`. */
+static void assert_open_refused(const char *dir, const char *needle)
+{
+    zt_ckpt c;
+    zt_status st = zt_ckpt_open(&c, NULL, dir, NULL);
+    if (st == ZT_OK) {
+        zt_ckpt_close(&c);
+        fail_msg("opened; expected a refusal naming \"%s\"", needle);
+    }
+    assert_int_equal(st, ZT_ERR_DATA);
+    assert_message_has(needle);
+    assert_message_has("zt_manifest.json is damaged");
+}
+
+/* The canonical form against a hand-written one: keys sorted at every level,
+ * the top-level checksum left out (a nested key of that name kept), reals
+ * with 17 digits and ".0", the three escapes, UTF-8 as it is. */
+static void test_manifest_canonical_form(void **state)
+{
+    (void)state;
+    static const char text[] =
+        "{\"b\": [1, 2.0, -0.0, 1e300, 0.1, 1e16, true, false, null, -7],"
+        " \"a\": \"q\\\"\\\\\\n\\u0001\xc3\xa9\", \"manifest_crc32\": \"x\","
+        " \"c\": {\"manifest_crc32\": 1, \"B\": {}, \"A\": []}}";
+    static const char canonical[] =
+        "{\"a\":\"q\\\"\\\\\\u000a\\u0001\xc3\xa9\",\"b\":[1,2.0,-0.0,1.0000000000000001e+300,"
+        "0.10000000000000001,10000000000000000.0,true,false,null,-7],"
+        "\"c\":{\"A\":[],\"B\":{},\"manifest_crc32\":1}}";
+    json_error_t err;
+    json_t *root = json_loads(text, 0, &err);
+    assert_non_null(root);
+    uint32_t crc = 0;
+    assert_int_equal(zt_ckpt_manifest_crc(root, &crc), ZT_OK);
+    assert_int_equal(crc, crc_bitwise((const uint8_t *)canonical, strlen(canonical)));
+    /* Python: zlib.crc32 of ztcheck.manifest_canonical of the same object. */
+    assert_int_equal(crc, 0xd8f5774au);
+    json_decref(root);
+}
+
+/* Format 2 must carry its checksum and it must match; format 1 has none and
+ * opens as unchecked; a checksum present is verified whatever the version. */
+static void test_manifest_checksum(void **state)
 {
     (void)state;
     char dir[] = "/tmp/zt_test_ckpt_XXXXXX";
     assert_non_null(mkdtemp(dir));
     zt_ckpt c;
-    zt_model_args args;
-
-    write_manifest(dir, "8", "[8, 4]", 48, 32);
+    write_ckpt(dir, "{}", "", FIXTURE_SHARD_BYTES);
     assert_int_equal(zt_ckpt_open(&c, NULL, dir, NULL), ZT_OK);
-    assert_int_equal(zt_ckpt_model_args(&c, &args), ZT_OK);
-    assert_int_equal(args.width, 8);
+    assert_false(c.unchecked);
+    assert_int_equal(c.global_steps, 2);
+    assert_int_equal(zt_ckpt_seed(&c), 5);
     zt_ckpt_close(&c);
 
-    /* A width that the registry's double cannot carry back to int64_t. */
-    write_manifest(dir, "9223372036854775807", "[8, 4]", 48, 32);
+    /* A one-digit edit of a counter, of the seed, of the scale. */
+    write_ckpt(dir, "{\"optimizer.step\": 3}", "", FIXTURE_SHARD_BYTES);
+    assert_open_refused(dir, "the CRC-32 of its content is");
+    assert_message_has("\"manifest_crc32\" says 8a329632");
+    write_ckpt(dir, "{\"training.seed\": 6, \"rng.seed\": 6}", "", FIXTURE_SHARD_BYTES);
+    assert_open_refused(dir, "the CRC-32 of its content is");
+    write_ckpt(dir, "{\"loss_scaler.cur_scale\": 512.0}", "", FIXTURE_SHARD_BYTES);
+    assert_open_refused(dir, "the CRC-32 of its content is");
+    /* A reordered, re-indented file with the same values passes. */
+    write_ckpt(dir, "{\"history.loss\": [0.5, 0.25]}", "", FIXTURE_SHARD_BYTES);
     assert_int_equal(zt_ckpt_open(&c, NULL, dir, NULL), ZT_OK);
-    assert_int_equal(zt_ckpt_model_args(&c, &args), ZT_ERR_DATA);
-    assert_message_has("\"model.width\" is missing or not an integer <= 2^53");
     zt_ckpt_close(&c);
 
-    /* Unit shards of 2^62 elements each: their sum passes INT64_MAX. */
-    write_manifest(dir, "8", "[8, 4]", 1LL << 62, 1LL << 62);
+    write_ckpt(dir, "{}", "manifest_crc32", FIXTURE_SHARD_BYTES);
+    assert_open_refused(dir, "format version 2 needs \"manifest_crc32\"");
+    write_ckpt(dir, "{\"manifest_crc32\": \"8A329632\"}", "", FIXTURE_SHARD_BYTES);
+    assert_open_refused(dir, "8 lower-case hex digits");
+    /* Version 1 with the checksum kept: the edit of the version is found. */
+    write_ckpt(dir, "{\"format_version\": 1}", "", FIXTURE_SHARD_BYTES);
+    assert_open_refused(dir, "the CRC-32 of its content is");
+    write_v1(dir, "{}");
+    assert_int_equal(zt_ckpt_open(&c, NULL, dir, NULL), ZT_OK);
+    assert_true(c.unchecked);
+    zt_ckpt_close(&c);
+    /* Format 1 manifests of versions before pipelining have no "pipeline". */
+    write_ckpt(dir, "{\"format_version\": 1}", "manifest_crc32 pipeline", FIXTURE_SHARD_BYTES);
+    assert_int_equal(zt_ckpt_open(&c, NULL, dir, NULL), ZT_OK);
+    zt_ckpt_close(&c);
+
+    write_ckpt(dir, "{\"format_version\": 3}", "", FIXTURE_SHARD_BYTES);
     assert_int_equal(zt_ckpt_open(&c, NULL, dir, NULL), ZT_ERR_DATA);
-    assert_message_has("layout.units[1] is inconsistent");
+    assert_message_has("has format version 3; this zerotrain reads versions 1 and 2");
+    remove_ckpt(dir);
+}
 
-    /* A tensor of 2^62 x 4 elements. */
-    write_manifest(dir, "8", "[4611686018427387904, 4]", 48, 32);
+/* Every value is range-checked on its own (format 1: no checksum to stop an
+ * edit first), each refusal naming the key. */
+static void test_manifest_range_checks(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *edits, *key;
+    } cases[] = {
+        {"{\"loss_scaler.cur_scale\": -256.0}",
+         "\"loss_scaler.cur_scale\" is -256.0; expected a number > 0"},
+        {"{\"loss_scaler.cur_scale\": 0}", "\"loss_scaler.cur_scale\" is 0"},
+        {"{\"loss_scaler.cur_scale\": \"inf\"}", "\"loss_scaler.cur_scale\" is \"inf\""},
+        {"{\"loss_scaler.cur_scale\": null}", "\"loss_scaler.cur_scale\" is null"},
+        {"{\"loss_scaler.dynamic\": \"yes\"}", "\"loss_scaler.dynamic\""},
+        {"{\"loss_scaler.cur_hysteresis\": 3}", "\"loss_scaler.cur_hysteresis\" is 3"},
+        {"{\"loss_scaler.hysteresis\": 0, \"loss_scaler.cur_hysteresis\": 0}",
+         "\"loss_scaler.hysteresis\" is 0"},
+        {"{\"loss_scaler.last_overflow_iter\": 2}", "\"loss_scaler.last_overflow_iter\" is 2"},
+        {"{\"loss_scaler.cur_iter\": 3}", "\"loss_scaler.cur_iter\" is 3"},
+        {"{\"loss_scaler.loss_scale_window\": 0}", "\"loss_scaler.loss_scale_window\" is 0"},
+        {"{\"loss_scaler.min_loss_scale\": -1.0}", "\"loss_scaler.min_loss_scale\""},
+        {"{\"history.loss\": [\"x\", 0.25]}", "\"history.loss[0]\" is \"x\""},
+        {"{\"history.loss\": [0.5, true]}", "\"history.loss[1]\" is true"},
+        {"{\"history.loss\": [0.5]}", "\"history.loss\" is [0.5]"},
+        {"{\"history.loss_scale\": [256.0, null]}", "\"history.loss_scale[1]\" is null"},
+        {"{\"history.loss_scale\": [0.0, 256.0]}", "\"history.loss_scale[0]\" is 0.0"},
+        {"{\"optimizer.step\": 3}", "\"optimizer.step\" is 3; expected 2"},
+        {"{\"optimizer.step\": -1}", "\"optimizer.step\" is -1"},
+        {"{\"optimizer.state_sections\": [\"exp_avg_sq\", \"exp_avg\"]}",
+         "\"optimizer.state_sections\""},
+        {"{\"optimizer.betas\": [0.9, 1.5]}", "\"optimizer.betas\""},
+        {"{\"optimizer.lr\": -0.001}", "\"optimizer.lr\""},
+        {"{\"scheduler.last_batch_iteration\": 5}",
+         "\"scheduler.last_batch_iteration\" is 5; expected 1"},
+        {"{\"training.skipped_steps\": 3}", "\"training.skipped_steps\" is 3"},
+        {"{\"training.global_samples\": 9}", "\"training.global_samples\" is 9; expected 8"},
+        {"{\"training.seed\": 1.5}", "\"training.seed\" is 1.5"},
+        {"{\"rng.seed\": 6}", "\"rng.seed\" is 6"},
+        {"{\"training.train_micro_batch_size_per_gpu\": 0}",
+         "\"training.train_micro_batch_size_per_gpu\" is 0"},
+        {"{\"training.gradient_clipping\": -1.0}", "\"training.gradient_clipping\""},
+        {"{\"sampler.position\": 9}", "\"sampler.position\" is 9; expected 8"},
+        {"{\"sampler.steps_per_epoch\": 15}", "\"sampler.steps_per_epoch\" is 15; expected 16"},
+        {"{\"sampler.n_samples\": 3}", "\"sampler.n_samples\" is 3"},
+        {"{\"world_size\": 1099511627776}", "\"world_size\" is 1099511627776"},
+        {"{\"world_size\": \"1\"}", "\"world_size\" is \"1\""},
+        {"{\"zero_stage\": 4}", "\"zero_stage\" is 4; expected an integer from 0 to 3"},
+        {"{\"dtype.params\": \"fp8\"}", "\"dtype.params\" is \"fp8\""},
+        {"{\"dtype.shards\": \"fp16\"}", "\"dtype.shards\" is \"fp16\""},
+        {"{\"offload.param\": \"disk\"}", "\"offload.param\" is \"disk\""},
+        {"{\"pipeline.stages\": 2}", "\"pipeline.stages\" is 2"},
+        {"{\"files.0.crc32\": \"-0000001\"}", "\"files[0].crc32\" is \"-0000001\""},
+        {"{\"files.0.bytes\": 1089}", "\"files[0].bytes\" is 1089"},
+        {"{\"files.0.rank\": 1}", "\"files[0].rank\" is 1"},
+        {"{\"layout.align\": 8}", "\"layout.align\" is 8"},
+        {"{\"model.layers\": 70000}", "\"model.layers\" is 70000"},
+        {"{\"model.name\": \"resnet\"}", "\"model.name\" is \"resnet\""},
+        {"{\"model.n_params\": 59}", "\"model.n_params\" is 59; expected 58"},
+        {"{\"model.units.1.name\": \"head\"}", "\"model.units[1]\""},
+        {"{\"model.units.0.tensors.0.shape\": [4, 8]}", "\"model.units[0]\""},
+        {"{\"tokenizer\": {\"kind\": \"byte\", \"vocab_size\": 256}}", "\"tokenizer\""},
+    };
+    char dir[] = "/tmp/zt_test_ckpt_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        write_v1(dir, cases[i].edits);
+        assert_open_refused(dir, cases[i].key);
+    }
+    /* A loss that was not finite (--nonfinite continue) is saved as null and
+     * read back as nan; nothing else non-numeric is. */
+    zt_ckpt c;
+    zt_ckpt_state st;
+    write_v1(dir, "{\"history.loss\": [null, 0.25]}");
     assert_int_equal(zt_ckpt_open(&c, NULL, dir, NULL), ZT_OK);
-    char out[512];
-    snprintf(out, sizeof out, "%s/out.bin", dir);
-    assert_int_equal(zt_ckpt_consolidate(&c, out), ZT_ERR_DATA);
-    assert_message_has("model.units does not describe the layout's tensors");
+    assert_int_equal(zt_ckpt_manifest_state(&c, &st), ZT_OK);
+    assert_true(isnan(st.loss[0]));
+    assert_true(st.loss[1] == 0.25);
+    assert_true(st.scaler.dynamic && st.scaler.cur_scale == 256.0);
+    assert_int_equal(st.optim_steps, 2);
+    zt_ckpt_state_free(&st);
     zt_ckpt_close(&c);
+    remove_ckpt(dir);
+}
 
-    remove_manifest(dir);
-    rmdir(dir);
+/* The model the arguments build against the layout, and the layout against
+ * the shard files, before anything is sized by them (n_embd 2^24 over
+ * unchanged shards used to reach "not enough host memory"). Values past
+ * int64_t arithmetic are refused without overflowing (UBSan found these
+ * through tests/fuzz/fuzz_ckpt). */
+static void test_manifest_model_vs_shards(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/zt_test_ckpt_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    write_v1(dir, "{\"model.width\": 16}");
+    assert_open_refused(dir, "its model arguments (mlp: width 16, layers 2, in_size 4, "
+                             "out_size 2) build unit 0 (layers.0) of 80 parameters; its layout "
+                             "and shards hold 40");
+    write_v1(dir, "{\"model.width\": 16777216}");
+    assert_open_refused(dir, "build unit 0 (layers.0) of 83886080 parameters");
+    write_v1(dir, "{\"model.width\": 9223372036854775807}");
+    assert_open_refused(dir,
+                        "\"model.width\" is 9223372036854775807; expected an integer from 1 to");
+    /* Unit shards of 2^62 elements each: their sum passes INT64_MAX. */
+    write_v1(dir, "{\"layout.units\": [{\"numel\": 40, \"padded_numel\": 4611686018427387904,"
+                  " \"shard_numel\": 4611686018427387904, \"part_offset\": 0}, {\"numel\": 18,"
+                  " \"padded_numel\": 4611686018427387904, \"shard_numel\": 4611686018427387904,"
+                  " \"part_offset\": 4611686018427387904}]}");
+    assert_open_refused(dir, "layout.units[0] is inconsistent");
+    /* A tensor of 2^62 x 4 elements. */
+    write_v1(dir, "{\"model.units.0.tensors.0.shape\": [4611686018427387904, 4]}");
+    assert_open_refused(dir, "\"model.units[0]\"");
+
+    /* Arguments, layout and sizes that agree (width 16), over the shard of
+     * width 8: the file's size gives it away. */
+    write_v1(dir, "{\"model.width\": 16, \"model.n_params\": 114, \"model.units\": ["
+                  " {\"name\": \"layers.0\", \"numel\": 80, \"tensors\": [{\"name\": \"weight\","
+                  "  \"shape\": [16, 4]}, {\"name\": \"bias\", \"shape\": [16]}]},"
+                  " {\"name\": \"layers.1\", \"numel\": 34, \"tensors\": [{\"name\": \"weight\","
+                  "  \"shape\": [2, 16]}, {\"name\": \"bias\", \"shape\": [2]}]}],"
+                  " \"layout.partition_numel\": 128, \"layout.units\": ["
+                  " {\"numel\": 80, \"padded_numel\": 80, \"shard_numel\": 80, \"part_offset\": 0},"
+                  " {\"numel\": 34, \"padded_numel\": 48, \"shard_numel\": 48,"
+                  "  \"part_offset\": 80}],"
+                  " \"files.0.bytes\": 1664}");
+    zt_ckpt c;
+    assert_int_equal(zt_ckpt_open(&c, NULL, dir, NULL), ZT_ERR_DATA);
+    assert_message_has("zero_pp_rank_0_mp_rank_00_optim_states.zt is 1088 bytes; the manifest "
+                       "says 1664");
+    remove_ckpt(dir);
+}
+
+/* DIR/latest: one tag and at most a final newline. */
+static void test_latest_file(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text;
+        size_t len;
+        const char *why;
+    } bad[] = {
+        {"global_step2\0junk", 17, "it holds a NUL byte at offset 12, after \"global_step2\""},
+        {"global_step2\n\n", 14, "byte 12 is 0x0a"},
+        {"global_step2\r\n", 14, "byte 12 is 0x0d"},
+        {"global_step2 global_step1", 25, "byte 12 is 0x20"},
+        {"../etc", 6, "byte 2 is 0x2f"},
+        {".hidden", 7, "its tag starts with '.'"},
+        {"", 0, "it is empty"},
+    };
+    char dir[] = "/tmp/zt_test_ckpt_XXXXXX", path[512];
+    assert_non_null(mkdtemp(dir));
+    write_ckpt(dir, "{}", "", FIXTURE_SHARD_BYTES);
+    snprintf(path, sizeof path, "%s/latest", dir);
+    zt_ckpt c;
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        fwrite(bad[i].text, 1, bad[i].len, f);
+        fclose(f);
+        assert_int_equal(zt_ckpt_open(&c, NULL, dir, NULL), ZT_ERR_DATA);
+        assert_message_has("checkpoint pointer");
+        assert_message_has("is damaged");
+        assert_message_has(bad[i].why);
+    }
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    for (int i = 0; i < 200; i++)
+        fputc('a', f);
+    fclose(f);
+    assert_int_equal(zt_ckpt_open(&c, NULL, dir, NULL), ZT_ERR_DATA);
+    assert_message_has("its 200 bytes are longer than a tag (127 at most)");
+    /* What a save writes, and the same with an editor's newline. */
+    f = fopen(path, "w");
+    fputs("global_step2\n", f);
+    fclose(f);
+    assert_int_equal(zt_ckpt_open(&c, NULL, dir, NULL), ZT_OK);
+    assert_string_equal(c.tag, "global_step2");
+    zt_ckpt_close(&c);
+    remove_ckpt(dir);
 }
 
 int main(void)
@@ -342,7 +662,11 @@ int main(void)
         cmocka_unit_test(test_reshard_every_world_pair),
         cmocka_unit_test(test_reshard_empty_tail),
         cmocka_unit_test(test_reader_free_after_failed_init),
-        cmocka_unit_test(test_manifest_overflows),
+        cmocka_unit_test(test_manifest_canonical_form),
+        cmocka_unit_test(test_manifest_checksum),
+        cmocka_unit_test(test_manifest_range_checks),
+        cmocka_unit_test(test_manifest_model_vs_shards),
+        cmocka_unit_test(test_latest_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
