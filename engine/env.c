@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/cpu/cpu.h"
-#include "engine/cuda/launch.h"
+
+const char *const zt_env_cpu_isas[3] = {"baseline", "avx2", "avx512"};
 
 /* A user's value for a message: at most 40 characters, anything that is
  * not printable ASCII shown as '?', so the terminal gets no raw bytes. */
@@ -147,8 +147,10 @@ static zt_status env_cgroup_root(zt_env *env)
 static zt_status env_cpu_isa(zt_env *env)
 {
     const char *v = env_value("ZT_CPU_ISA");
-    zt_cpu_isa isa;
-    if (v && zt_cpu_isa_parse(v, &isa) != ZT_OK)
+    bool known = false;
+    for (size_t i = 0; v && i < sizeof zt_env_cpu_isas / sizeof *zt_env_cpu_isas; i++)
+        known = known || !strcmp(v, zt_env_cpu_isas[i]);
+    if (v && !known)
         return env_bad("ZT_CPU_ISA", v, "one of baseline, avx2, avx512",
                        "ZT_CPU_ISA picks the CPU optimizer kernels (every one gives the same "
                        "bits); unset it for the best this CPU runs");
@@ -159,8 +161,8 @@ static zt_status env_cpu_isa(zt_env *env)
 static zt_status env_gemm_workspace(zt_env *env)
 {
     const char *v = env_value("ZT_CUDA_GEMM_WORKSPACE_MB");
-    zt_launch_ws ws;
-    if (v && zt_launch_workspace(v, true, &ws) != ZT_OK)
+    int64_t mb = 0;
+    if (v && !env_integer(v, 1, ZT_ENV_GEMM_WORKSPACE_MB_MAX, &mb))
         return env_bad("ZT_CUDA_GEMM_WORKSPACE_MB", v, "a whole number of MiB from 1 to 1048576",
                        "set it to the MiB of the 16-bit GEMM operand buffers (default 128), "
                        "or unset it");

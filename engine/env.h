@@ -38,6 +38,12 @@
 #define ZT_ENV_STOP_GRACE_MAX 1e6
 #define ZT_ENV_RANKS_PER_NODE_MAX 65536
 #define ZT_ENV_THREADS_MAX 4096
+/* ZT_CUDA_GEMM_WORKSPACE_MB's bound (engine/cuda/launch.h applies it). */
+#define ZT_ENV_GEMM_WORKSPACE_MB_MAX (1 << 20)
+
+/* ZT_CPU_ISA's names, in engine/cpu's order (tests/unit/test_env.c checks
+ * that the CPU backend knows each). */
+extern const char *const zt_env_cpu_isas[3];
 
 typedef struct {
     double comm_timeout_s;  /* ZT_COMM_TIMEOUT: 600 unless set; 0 turns the watchdog off */
@@ -46,7 +52,7 @@ typedef struct {
     const char *cgroup_root; /* ZT_CGROUP_ROOT: "/sys/fs/cgroup" unless set */
     const char *cpu_isa;     /* ZT_CPU_ISA: NULL unless set; one of the kernels' ISAs */
     const char *cuda_gemm_workspace_mb; /* ZT_CUDA_GEMM_WORKSPACE_MB: NULL unless set;
-                                         * checked by zt_launch_workspace's rule */
+                                         * 1 to ZT_ENV_GEMM_WORKSPACE_MB_MAX */
     int64_t ckpt_fail_after_bytes; /* ZT_CKPT_FAIL_AFTER_BYTES (test hook): -1 unless set */
     int ckpt_stall_rank;           /* ZT_CKPT_STALL_RANK (test hook): -1 unless set */
     const char *fail_site;         /* ZT_FAIL_AT=SITE@RANK (test hook): NULL unless set */

@@ -24,6 +24,7 @@
 extern "C" {
 #endif
 
+#include "engine/env.h"
 #include "engine/status.h"
 
 /* Threads per block of the element-wise kernels: a multiple of the warp that
@@ -61,7 +62,7 @@ extern "C" {
  * otherwise. cuBLAS wants 256-byte aligned workspace and operands. */
 #define ZT_LAUNCH_BLAS_WORKSPACE ((size_t)32 << 20)
 #define ZT_LAUNCH_CAST_DEFAULT_MB 128
-#define ZT_LAUNCH_CAST_MAX_MB (1 << 20)
+#define ZT_LAUNCH_CAST_MAX_MB ZT_ENV_GEMM_WORKSPACE_MB_MAX /* engine/env.h checks it at start-up */
 #define ZT_LAUNCH_WS_ALIGN 256
 
 /* A 1-D launch. Invariants: 1 <= grid <= ZT_LAUNCH_MAX_GRID_X; block is a

@@ -18,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/cpu/cpu.h"
+#include "engine/cuda/launch.h"
 #include "engine/env.h"
 
 static const char *const VARS[] = {"ZT_COMM_TIMEOUT",     "ZT_RANKS_PER_NODE",
@@ -180,6 +182,25 @@ static void test_hooks(void **state)
     assert_refused("ZT_CKPT_STALL_RANK", "2147483648", "a rank number", stall, -1);
 }
 
+/* The names and bounds env checks are the ones their users apply: every
+ * ISA name the CPU backend's, in its order; the workspace bound launch.h's. */
+static void test_rules_match_their_users(void **state)
+{
+    (void)state;
+    assert_int_equal(ZT_CPU_ISA_COUNT, 3);
+    for (int i = 0; i < ZT_CPU_ISA_COUNT; i++) {
+        zt_cpu_isa isa;
+        assert_int_equal(zt_cpu_isa_parse(zt_env_cpu_isas[i], &isa), ZT_OK);
+        assert_int_equal((int)isa, i);
+    }
+    zt_launch_ws ws;
+    char top[32];
+    snprintf(top, sizeof top, "%d", ZT_ENV_GEMM_WORKSPACE_MB_MAX);
+    assert_int_equal(zt_launch_workspace(top, true, &ws), ZT_OK);
+    snprintf(top, sizeof top, "%d", ZT_ENV_GEMM_WORKSPACE_MB_MAX + 1);
+    assert_int_equal(zt_launch_workspace(top, true, &ws), ZT_ERR_USAGE);
+}
+
 /* Two bad variables: the first in the table's order is reported, and a
  * good one after them still takes its value. */
 static void test_first_failure(void **state)
@@ -248,6 +269,7 @@ int main(void)
         cmocka_unit_test(test_stop_grace),
         cmocka_unit_test(test_host_variables),
         cmocka_unit_test(test_hooks),
+        cmocka_unit_test(test_rules_match_their_users),
         cmocka_unit_test(test_first_failure),
         cmocka_unit_test(test_quoting),
         cmocka_unit_test(test_load_once),
