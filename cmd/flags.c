@@ -318,9 +318,9 @@ static const cmd_flag train_flags[] = {
         "write the first step's reduced gradient (same format;\n"
         "unscaled); a FILE with %d: every step's, %d = step"),
     {"--nonfinite", NULL, "stop|continue",
-     "without a loss scaler, a step whose loss or gradient norm\n"
-     "is nan or inf: stop the run (exit 1, default) or step on as\n"
-     "DeepSpeed does",
+     "fp32/bf16: a step whose loss or gradients hold nan or inf\n"
+     "stops the run (exit 1, default), or does what DeepSpeed\n"
+     "does (steps on; bf16 skips an overflow) until 18 in a row",
      FLAG_CHOICE, T(nonfinite), 0, 0, 0, "stop|continue", NULL, FOR_ALL, NULL},
     CUSTOM("--inject-overflow", "STEPS[:UNIT]", parse_inject,
            "testing aid: at these steps (1-based, comma list)\n"

@@ -156,6 +156,7 @@ struct zt_trainer {
     bool recomputing; /* recompute.c is re-running forwards (backward time) */
     bool stop_agreed;             /* a stop request reached some rank */
     int64_t stop_ranks[2];        /* ranks per reason (zt_trainer_stopped) */
+    int64_t nonfinite_steps;      /* zt_trainer_nonfinite_steps */
 };
 
 /* ---- trainer.c ---- */

@@ -12,8 +12,11 @@
 #    machine lets us make one, else the ZT_CGROUP_ROOT testing aid);
 #  - ranks started with different settings (mpirun's MPMD form) agree that
 #    they differ and name the first difference instead of hanging or crashing;
-#  - fp32 divergence stops the run (exit 1) before anything is saved, unless
-#    --nonfinite continue asks for DeepSpeed's behaviour;
+#  - fp32 and bf16 divergence (a non-finite loss, gradient norm, overflow
+#    check or validation loss) stops the run (exit 1) before anything is
+#    saved; --nonfinite continue (DeepSpeed's behaviour) and a static fp16
+#    loss scale stop at the 18th such step in a row, save nothing while they
+#    last and never end "done" on one; a run with no step applied fails;
 #  - a rank killed mid-run (the OOM killer, a lost node) ends the whole job
 #    within seconds, and the last checkpoint `latest` names resumes.
 set -eu
@@ -133,7 +136,62 @@ JSON
 expect 1 "the weights hold nan or inf" -- $ZT_MPIRUN -np 2 ./zerotrain --config "$tmp/inf.json" \
     --model mlp --width 32 --steps 20 --save-dir "$tmp/div2" --save-interval 1
 [ ! -e "$tmp/div2/latest" ] || fail "a checkpoint of non-finite weights became latest"
-expect 0 "zerotrain: done: 20 steps" -- "${div[@]}" --nonfinite continue
+# --nonfinite continue steps on as DeepSpeed does, but not for ever: the 18th
+# non-finite step in a row (steps 2-19) ends the run.
+expect 1 "step 19: 18 steps in a row with a non-finite loss or gradients (the loss is .*nan and the gradient norm .*nan; fp32 training with --nonfinite continue)" -- \
+    "${div[@]}" --nonfinite continue
+# A validation loss that is not finite stops the run too, before the step's
+# checkpoint: lr 1e30 makes step 1's weights huge but finite.
+expect 1 "step 1: the validation loss is .* in fp32 training" -- \
+    $ZT_MPIRUN -np 2 ./zerotrain --config "$tmp/div.json" --model gptlite --data "$shakespeare" \
+    --n-layer 1 --n-embd 16 --n-head 2 --block-size 8 --steps 5 --eval-interval 1 \
+    --eval-iters 1 --save-dir "$tmp/div-eval" --save-interval 1
+[ ! -e "$tmp/div-eval/latest" ] || fail "a diverged run's checkpoint became latest"
+
+# ---- bf16 checks for overflow (check_grad_overflow) and has no loss scaler:
+# an overflow is divergence, as in fp32, not a step to skip for ever.
+cat >"$tmp/bf16.json" <<JSON
+{"train_batch_size": 8, "optimizer": {"type": "AdamW", "params": {"lr": 1e30}},
+ "bf16": {"enabled": true}, "zero_optimization": {"stage": 1}}
+JSON
+bf=($ZT_MPIRUN -np 2 ./zerotrain --config "$tmp/bf16.json" --model mlp --width 16 --layers 2 --steps 20)
+expect 1 "step 2: the loss is .*nan and the gradients of layers.0 (unit 0) hold inf or nan in bf16 training" -- \
+    "${bf[@]}" --save-dir "$tmp/bf" --save-interval 1
+[ "$(cat "$tmp/bf/latest")" = global_step1 ] || fail "bf16 divergence: latest is not step 1's"
+grep -q "zerotrain: done" "$tmp/out" && fail "a diverged bf16 run said done"
+# Under --nonfinite continue the overflowing steps are skipped as DeepSpeed
+# skips them, no checkpoint is saved while they last, and the 18th in a row
+# ends the run: steps 3-20 overflow, `latest` stays step 2's.
+sed 's/1e30/1e-3/' "$tmp/bf16.json" >"$tmp/bf16ok.json"
+bfok=($ZT_MPIRUN -np 2 ./zerotrain --config "$tmp/bf16ok.json" --model mlp --width 16 --layers 2
+      --nonfinite continue)
+expect 1 "step 20: 18 steps in a row with a non-finite loss or gradients (the loss is .* and the gradients of layers.1 (unit 1) hold inf or nan; bf16 training with --nonfinite continue)" -- \
+    "${bfok[@]}" --steps 30 --inject-overflow "$(seq -s, 3 20)" --save-dir "$tmp/bfc" --save-interval 2
+grep -q "step 4: no checkpoint: the last 2 step(s) had a non-finite loss or gradients" "$tmp/out" ||
+    { cat "$tmp/out"; fail "no note on the checkpoint left out"; }
+[ "$(cat "$tmp/bfc/latest")" = global_step2 ] || fail "bf16 --nonfinite continue: latest moved past step 2"
+# A few overflowing steps are ridden out (and skipped, no checkpoint at step 4).
+expect 0 "zerotrain: done: 10 steps" -- "${bfok[@]}" --steps 10 --inject-overflow 3,4 \
+    --save-dir "$tmp/bfr" --save-interval 2
+[ "$(cat "$tmp/bfr/latest")" = global_step10 ] && [ ! -e "$tmp/bfr/global_step4" ] ||
+    fail "bf16 --nonfinite continue: wrong checkpoints $(ls "$tmp/bfr")"
+# ... but a run that ends on them is not done, and is not saved.
+expect 1 "step 10: the run ends on 1 step(s) in a row whose loss or gradients are not finite" -- \
+    "${bfok[@]}" --steps 10 --inject-overflow 10 --save-dir "$tmp/bfe" --save-interval 4
+[ "$(cat "$tmp/bfe/latest")" = global_step8 ] || fail "a run ending on an overflow saved it"
+# fp16 with a static loss scale skips overflows as DeepSpeed does: 18 in a row end it.
+cat >"$tmp/fp16s.json" <<JSON
+{"train_batch_size": 8, "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}},
+ "fp16": {"enabled": true, "loss_scale": 128}, "zero_optimization": {"stage": 1}}
+JSON
+expect 1 "step 18: 18 steps in a row .*; fp16 training with a static loss scale)" -- \
+    $ZT_MPIRUN -np 2 ./zerotrain --config "$tmp/fp16s.json" --model mlp --width 16 --layers 2 \
+    --steps 30 --inject-overflow "$(seq -s, 1 30)"
+# A run none of whose steps was applied did not train.
+sed 's/"loss_scale": 128/"initial_scale_power": 16/' "$tmp/fp16s.json" >"$tmp/fp16d.json"
+expect 1 "none of the 3 steps of this run was applied: every one overflowed and was skipped (the fp16 loss scale is now 16384)" -- \
+    $ZT_MPIRUN -np 2 ./zerotrain --config "$tmp/fp16d.json" --model mlp --width 16 --layers 2 \
+    --steps 3 --inject-overflow 1,2,3
 
 # ---- a rank killed with SIGKILL while the job trains and saves every 20 steps
 $ZT_MPIRUN -np 2 ./zerotrain --config "$tmp/c.json" --model mlp --width 256 --layers 4 \
