@@ -228,6 +228,7 @@ int cmd_check(int argc, char **argv)
     if (!rest)
         return cmd_usage_error("out of memory parsing %d arguments", argc);
     int n_rest = 0;
+    const char *max_given = NULL;
     rest[n_rest++] = argv[0];
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -237,6 +238,13 @@ int cmd_check(int argc, char **argv)
             return 0;
         }
         if (!strcmp(argv[i], "--max-bytes")) {
+            if (max_given) {
+                free(rest);
+                return cmd_usage_error("--max-bytes is given twice ('%s', then '%s'): give it "
+                                       "once",
+                                       max_given, i + 1 < argc ? argv[i + 1] : "");
+            }
+            max_given = i + 1 < argc ? argv[i + 1] : "";
             int64_t v = i + 1 < argc ? check_parse_bytes(argv[i + 1]) : -1;
             if (v < 0 || (v > 0 && v < CHECK_MIN_BYTES) || v > ((int64_t)1 << 34)) {
                 free(rest);

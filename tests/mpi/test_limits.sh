@@ -28,8 +28,8 @@ cat >"$tmp/c.json" <<JSON
 {"train_batch_size": 8, "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}}
 JSON
 shakespeare="$ZT_SHARED/data/tinyshakespeare/input.txt"
-gpt=(./zerotrain --config "$tmp/c.json" --model gptlite --data "$shakespeare" --n-layer 2
-     --n-embd 32 --n-head 2 --block-size 32)
+gpt_shape=(./zerotrain --config "$tmp/c.json" --model gptlite --n-layer 2 --n-embd 32 --n-head 2)
+gpt=("${gpt_shape[@]}" --data "$shakespeare" --block-size 32)
 
 # ---- a padded vocabulary (66 > the 65 characters of tiny shakespeare)
 expect 0 "zerotrain: done: 2 steps" -- "${gpt[@]}" --vocab-size 66 --steps 2 --sample 200
@@ -67,7 +67,8 @@ grep -q "hint: optimizer states are the largest part: ZeRO stage 1 or higher sha
 # Activations: the remedy is a smaller micro batch or checkpointing, never a ZeRO stage.
 # The unfused attention's (n, H, T, T) probabilities make ACTS the largest class
 # here (fused attention saves O(T) per row: tests/mpi/test_attention_fused.sh).
-expect 1 "ACTS 2.12" -- bash -c 'ulimit -v 3000000; exec "$@"' _ "${gpt[@]}" --block-size 4096 \
+expect 1 "ACTS 2.12" -- bash -c 'ulimit -v 3000000; exec "$@"' _ "${gpt_shape[@]}" \
+    --data "$shakespeare" --block-size 4096 \
     --attention unfused --steps 1
 grep -q "hint: activations are the largest part, which no ZeRO stage shards: a smaller train_micro_batch_size_per_gpu" "$tmp/out" ||
     { cat "$tmp/out"; fail "the activations remedy is not the micro batch"; }
@@ -92,9 +93,17 @@ expect 1 "ranks in the memory cgroup need" -- env ZT_CGROUP_ROOT="$tmp/cg" "${bi
 
 # ---- ranks that run different things (MPMD), each a different field
 mlp=(./zerotrain --config "$tmp/c.json" --model mlp --width 32 --steps 3)
-mpmd() { # pattern, rank 1's extra flags...
-    local pattern=$1; shift
-    expect 2 "$pattern" -- $ZT_MPIRUN -np 1 "${mlp[@]}" : -np 1 "${mlp[@]}" "$@"
+mpmd() { # pattern flag value: rank 1 runs the mlp with that flag's value changed (or added)
+    local pattern=$1 flag=$2 value=$3 other=() i=0 found=0
+    while [ $i -lt ${#mlp[@]} ]; do
+        if [ "${mlp[$i]}" = "$flag" ]; then
+            other+=("$flag" "$value") found=1 i=$((i + 2))
+        else
+            other+=("${mlp[$i]}") i=$((i + 1))
+        fi
+    done
+    [ $found = 1 ] || other+=("$flag" "$value")
+    expect 2 "$pattern" -- $ZT_MPIRUN -np 1 "${mlp[@]}" : -np 1 "${other[@]}"
 }
 cat >"$tmp/s2.json" <<JSON
 {"train_batch_size": 8, "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}},
@@ -107,8 +116,8 @@ mpmd "rank 1 runs something other than rank 0: --steps is '4' on rank 1 and '3' 
 mpmd "rank 1 runs something other than rank 0: --seed is '5' on rank 1" --seed 5
 mpmd "--dump-params is 'given' on rank 1 and '(none)' on rank 0" --dump-params "$tmp/d.bin"
 tac "$shakespeare" >"$tmp/other.txt"  # the same characters, another text
-expect 2 "the --data file is" -- $ZT_MPIRUN -np 1 "${gpt[@]}" --steps 1 : -np 1 "${gpt[@]}" \
-    --steps 1 --data "$tmp/other.txt"
+expect 2 "the --data file is" -- $ZT_MPIRUN -np 1 "${gpt[@]}" --steps 1 : -np 1 "${gpt_shape[@]}" \
+    --block-size 32 --steps 1 --data "$tmp/other.txt"
 
 # ---- fp32 divergence: lr 1e30 makes the first step's weights huge and the
 # second step's loss nan
