@@ -52,6 +52,12 @@ echo '{"train_batch_size": 8, "zero_optimization": {"stage": 0, "reduce_bucket_s
 expect 2 "did you mean" -- $ZT_MPIRUN -np 2 ./zerotrain --config "$tmp/typo.json" "${m[@]}"
 [ "$(grep -c 'error:' "$tmp/out")" = 1 ] || { cat "$tmp/out"; fail "config error printed more than once"; }
 expect 2 "train_batch_size is not equal to" -- $ZT_MPIRUN -np 2 ./zerotrain --config "$tmp/good.json" "${m[@]}" --micro-batch-size 3 --gradient-accumulation-steps 1
+# The batch triple is bounded by the config check, named with its value and
+# bound (it used to reach the pipeline schedule's "16777217 micro-batches").
+expect 2 "gradient_accumulation_steps: Gradient accumulation steps: 16777217 has to be at most 16777216 (2^24)" -- \
+    ./zerotrain --config <(echo '{"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 16777217}') "${m[@]}"
+expect 2 "bad value '16777217' for --gradient-accumulation-steps (an integer from 1 to 16777216)" -- \
+    ./zerotrain --config "$tmp/good.json" "${m[@]}" --gradient-accumulation-steps 16777217
 expect 2 "not implemented yet" -- ./zerotrain --config <(echo '{"train_batch_size": 8, "fp16": {"enabled": true, "fp16_master_weights_and_grads": true}, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}') "${m[@]}"
 expect 2 '"nvme_path" in DeepSpeed Config cannot be None if remote device is nvme' -- ./zerotrain --config <(echo '{"train_batch_size": 8, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "nvme"}}}') "${m[@]}"
 expect 2 "offload_optimizer" -- ./zerotrain --config <(echo '{"train_batch_size": 8, "zero_optimization": {"stage": 0, "offload_optimizer": {"device": "cpu"}}}') "${m[@]}"

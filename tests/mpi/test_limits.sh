@@ -49,6 +49,8 @@ expect 2 "bad value '100000000' for --width" -- \
 expect 2 "model mlp has more than 2^63 parameters" -- \
     ./zerotrain --estimate-memory --model mlp --width 16777216 --layers 65536
 expect 2 "need more than 2^63 elements or bytes" -- \
+    ./zerotrain --estimate-memory --model mlp --width 16777216 --layers 8192
+expect 2 "bad value '9223372036854775807' for --micro-batch-size (an integer from 1 to 16777216)" -- \
     ./zerotrain --estimate-memory --model mlp --width 16777216 --layers 4 --micro-batch-size 9223372036854775807
 expect 2 "steps per epoch is more than 2^63 steps" -- \
     ./zerotrain --config "$tmp/c.json" --model mlp --width 16 --epochs 9223372036854775807
