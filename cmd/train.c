@@ -451,16 +451,14 @@ static void cmd_print_done(const zt_trainer *t, const zt_trainer_counters *start
 }
 
 /* A run that ends on steps with a non-finite loss or gradients (fp32 and
- * bf16 under --nonfinite continue, a static fp16 scale), on non-finite
- * weights, or with none of its steps applied did not train: it fails (exit
- * 1) before its last checkpoint or "done". A save directory checks the
- * weights itself (cmd_save). Every value here is the same on every rank. */
-static zt_status cmd_check_trained(zt_trainer *t, const zt_trainer_counters *start,
-                                   bool stopped, bool saving)
+ * bf16 under --nonfinite continue, a static fp16 scale) or on non-finite
+ * weights did not train: it fails (exit 1) before its last checkpoint or
+ * "done". A save directory checks the weights itself (cmd_save). Every value
+ * here is the same on every rank. */
+static zt_status cmd_check_trained(zt_trainer *t, bool saving)
 {
     zt_trainer_counters now;
     zt_trainer_counters_get(t, &now);
-    int64_t run = now.global_steps - start->global_steps;
     int64_t bad = zt_trainer_nonfinite_steps(t);
     const char *hint = "training diverged: lower the learning rate or look for extreme values "
                        "in the data, and resume from the last checkpoint saved before it";
@@ -474,18 +472,24 @@ static zt_status cmd_check_trained(zt_trainer *t, const zt_trainer_counters *sta
     if (!isfinite(norm))
         return zt_fail(ZT_ERR_NUMERIC, hint, "step %lld: the weights hold nan or inf (norm %g)",
                        (long long)now.global_steps, norm);
-    if (stopped || run == 0 || now.skipped_steps - start->skipped_steps < run)
-        return ZT_OK;
-    zt_scaler *sc = zt_trainer_scaler(t);
-    char scale[96] = "";
-    if (sc->dynamic)
-        snprintf(scale, sizeof scale, " (the fp16 loss scale is now %g)", sc->scale);
-    return zt_fail(ZT_ERR_NUMERIC,
-                   "train longer, or start the fp16 loss scale lower "
-                   "(fp16.initial_scale_power) so that its search ends sooner",
-                   "none of the %lld steps of this run was applied: every one overflowed and "
-                   "was skipped%s",
-                   (long long)run, scale);
+    return ZT_OK;
+}
+
+/* Rank 0: fp16's dynamic scaler skips overflows while it searches for its
+ * scale (DeepSpeed's behaviour, bounded: it stops at its minimum), so a short
+ * run may end with none of its steps applied; "done" alone would hide that. */
+static void cmd_warn_untrained(zt_trainer *t, const zt_trainer_counters *start)
+{
+    zt_trainer_counters now;
+    zt_trainer_counters_get(t, &now);
+    int64_t run = now.global_steps - start->global_steps;
+    if (run == 0 || now.skipped_steps - start->skipped_steps < run)
+        return;
+    printf("zerotrain: warning: none of the %lld steps of this run was applied: every one "
+           "overflowed and was skipped (the fp16 loss scale is now %g); the weights are "
+           "those the run started from\n",
+           (long long)run, zt_trainer_scaler(t)->scale);
+    fflush(stdout);
 }
 
 int cmd_train(int argc, char **argv)
@@ -698,8 +702,7 @@ int cmd_train(int argc, char **argv)
     bool stopped = zt_trainer_stopped(trainer, stop_ranks);
     if (stopped && world.rank == 0)
         cmd_print_stop(&world, trainer, steps, stop_ranks, flags.save_dir);
-    if ((rc = cmd_agree(&world, cmd_check_trained(trainer, &start, stopped,
-                                                  flags.save_dir != NULL))) != 0)
+    if ((rc = cmd_agree(&world, cmd_check_trained(trainer, flags.save_dir != NULL))) != 0)
         goto end;
     if (flags.save_dir && saver.last_saved != cmd_steps_done(trainer) &&
         (rc = cmd_agree(&world, cmd_save(trainer, &saver))) != 0)
@@ -717,6 +720,7 @@ int cmd_train(int argc, char **argv)
         (rc = cmd_agree(&world, zt_report_write(flags.report_path, trainer, param_norm))) != 0)
         goto end;
     if (world.rank == 0) {
+        cmd_warn_untrained(trainer, &start);
         cmd_print_done(trainer, &start, stopped, param_norm);
         zt_progress_end(&progress, stopped ? "stopped" : "done");
     }

@@ -16,7 +16,8 @@
 #    check or validation loss) stops the run (exit 1) before anything is
 #    saved; --nonfinite continue (DeepSpeed's behaviour) and a static fp16
 #    loss scale stop at the 18th such step in a row, save nothing while they
-#    last and never end "done" on one; a run with no step applied fails;
+#    last and never end "done" on one; an fp16 run none of whose steps was
+#    applied says so;
 #  - a rank killed mid-run (the OOM killer, a lost node) ends the whole job
 #    within seconds, and the last checkpoint `latest` names resumes.
 set -eu
@@ -198,9 +199,10 @@ JSON
 expect 1 "step 18: 18 steps in a row .*; fp16 training with a static loss scale)" -- \
     $ZT_MPIRUN -np 2 ./zerotrain --config "$tmp/fp16s.json" --model mlp --width 16 --layers 2 \
     --steps 30 --inject-overflow "$(seq -s, 1 30)"
-# A run none of whose steps was applied did not train.
+# The dynamic scaler's own search skips steps as DeepSpeed does (and stops at
+# its minimum): a run that ends inside it says that nothing was applied.
 sed 's/"loss_scale": 128/"initial_scale_power": 16/' "$tmp/fp16s.json" >"$tmp/fp16d.json"
-expect 1 "none of the 3 steps of this run was applied: every one overflowed and was skipped (the fp16 loss scale is now 16384)" -- \
+expect 0 "warning: none of the 3 steps of this run was applied: every one overflowed and was skipped (the fp16 loss scale is now 16384)" -- \
     $ZT_MPIRUN -np 2 ./zerotrain --config "$tmp/fp16d.json" --model mlp --width 16 --layers 2 \
     --steps 3 --inject-overflow 1,2,3
 
