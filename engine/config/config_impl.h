@@ -306,6 +306,10 @@ zt_status zt_config_parse_monitors(const zt_ctx *c, json_t *root); /* parse_moni
 zt_status zt_config_parse_top_strings(const zt_ctx *c, json_t *root);
 zt_status zt_config_parse_optimizer(const zt_ctx *c, json_t *root);
 zt_status zt_config_parse_scheduler(const zt_ctx *c, json_t *root);
+/* DeepSpeed's WarmupDecayLR and WarmupCosineLR warning, once the schedule's
+ * lengths are known (read, or resolved from the run: HF's "auto"):
+ * "total_num_steps T is less than warmup_num_steps W" when T < max(2, W). */
+void zt_config_warn_warmup(zt_config *cfg);
 /* parse_pipeline.c: after the other sections (it reads the ZeRO stage and the
  * checkpoint interval), before the batch is resolved (which uses the
  * data-parallel size it sets). */

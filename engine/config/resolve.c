@@ -315,11 +315,8 @@ static void zt_resolve_steps(zt_config *cfg, int64_t total, double warmup)
                            (long long)s->warmup_num_steps, (long long)total, warmup);
         }
     }
-    bool has_total = s->type == ZT_SCHED_WARMUP_DECAY_LR || s->type == ZT_SCHED_WARMUP_COSINE_LR;
-    if (has_total && (cfg->auto_pending & (ZT_AUTO_TOTAL_STEPS | ZT_AUTO_WARMUP_STEPS)) &&
-        s->total_num_steps < s->warmup_num_steps)
-        zt_config_note(cfg, "total_num_steps %lld is less than warmup_num_steps %lld",
-                       (long long)s->total_num_steps, (long long)s->warmup_num_steps);
+    if (cfg->auto_pending & (ZT_AUTO_TOTAL_STEPS | ZT_AUTO_WARMUP_STEPS))
+        zt_config_warn_warmup(cfg);
     cfg->auto_pending &= ~(unsigned)(ZT_AUTO_TOTAL_STEPS | ZT_AUTO_WARMUP_STEPS);
 }
 
