@@ -229,6 +229,7 @@ int cmd_check(int argc, char **argv)
     if (!rest)
         return cmd_usage_error("out of memory parsing %d arguments", argc);
     int n_rest = 0;
+    const char *max_given = NULL;
     rest[n_rest++] = argv[0];
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -238,6 +239,13 @@ int cmd_check(int argc, char **argv)
             return 0;
         }
         if (!strcmp(argv[i], "--max-bytes")) {
+            if (max_given) {
+                free(rest);
+                return cmd_usage_error("--max-bytes is given twice ('%s', then '%s'): give it "
+                                       "once",
+                                       max_given, i + 1 < argc ? argv[i + 1] : "");
+            }
+            max_given = i + 1 < argc ? argv[i + 1] : "";
             int64_t v = i + 1 < argc ? check_parse_bytes(argv[i + 1]) : -1;
             if (v < 0 || (v > 0 && v < CHECK_MIN_BYTES) || v > ((int64_t)1 << 34)) {
                 free(rest);
@@ -268,27 +276,28 @@ int cmd_check(int argc, char **argv)
     if ((rc = cmd_agreed_failure(&world, st)) != 0)
         return rc;
 
+    /* Released on every way out (at `end`). */
     zt_backend be;
     zt_comm comm;
     zt_device_choice ch;
+    zt_topology_rank *topo = NULL;
     memset(&be, 0, sizeof be);
     memset(&comm, 0, sizeof comm);
     memset(&ch, 0, sizeof ch);
     st = zt_world_devices_chosen(&world, &flags.dev, zt_config_compute_dtype(&cfg), &be, &comm,
                                  stdout, &ch);
-    if ((rc = cmd_agreed_failure(&world, st)) != 0)
-        return rc;
-    zt_topology_rank *topo = NULL;
+    if ((rc = cmd_agree(&world, st)) != 0)
+        goto end;
     st = zt_topology_gather(&world, &be, ch.ordinal, &topo);
-    if ((rc = cmd_agreed_failure(&world, st)) != 0)
-        return rc;
+    if ((rc = cmd_agree(&world, st)) != 0)
+        goto end;
     if (world.rank == 0)
         check_print_topology(&world, topo, &ch);
     fflush(stdout);
-    if ((rc = cmd_agreed_failure(&world, check_files(&world, &flags))) != 0)
-        return rc;
-    if ((rc = cmd_agreed_failure(&world, cmd_same_run(&world, &flags, &cfg))) != 0)
-        return rc;
+    if ((rc = cmd_agree(&world, check_files(&world, &flags))) != 0)
+        goto end;
+    if ((rc = cmd_agree(&world, cmd_same_run(&world, &flags, &cfg))) != 0)
+        goto end;
     if (world.rank == 0)
         printf("settings: every rank runs the same flags and config\n");
     if (max_bytes > 0 && (st = check_bandwidth(&world, &comm, &be, topo, max_bytes)) != ZT_OK)
@@ -299,8 +308,9 @@ int cmd_check(int argc, char **argv)
                world.size, world.n_hosts);
         fflush(stdout);
     }
+end:
     free(topo);
     zt_comm_free(&comm);
     zt_backend_free(&be);
-    return cmd_finish(&world);
+    return cmd_end(&world, rc);
 }

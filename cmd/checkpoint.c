@@ -240,16 +240,22 @@ int cmd_from_checkpoint(int argc, char **argv)
     zt_world world;
     if ((rc = cmd_world_start(&world, &argc, &argv)) != 0)
         return rc;
+    /* Released on every way out (at `end`). */
     cmd_task k;
+    zt_model model;
+    zt_backend be;
+    zt_comm comm;
+    zt_trainer *trainer = NULL;
     memset(&k, 0, sizeof k);
+    memset(&model, 0, sizeof model);
+    memset(&be, 0, sizeof be);
+    memset(&comm, 0, sizeof comm);
     zt_status st = zt_ckpt_open(&k.ck, &world, f.dir, f.tag);
-    if ((rc = cmd_agreed_failure(&world, st)) != 0)
-        return rc;
+    if ((rc = cmd_agree(&world, st)) != 0)
+        goto end;
     st = zt_ckpt_model_args(&k.ck, &k.args);
     if (st == ZT_OK)
         st = cmd_task_data(&k, &f, generate);
-    zt_model model;
-    memset(&model, 0, sizeof model);
     if (st == ZT_OK)
         st = zt_model_build(&k.args, &model);
     int64_t micro = f.micro_batch, saved_micro = zt_ckpt_micro_batch_size(&k.ck);
@@ -258,16 +264,12 @@ int cmd_from_checkpoint(int argc, char **argv)
     zt_config cfg;
     if (st == ZT_OK)
         st = zt_config_load_inference(micro, world.size, &cfg);
-    if ((rc = cmd_agreed_failure(&world, st)) != 0)
-        return rc;
+    if ((rc = cmd_agree(&world, st)) != 0)
+        goto end;
 
-    zt_backend be;
-    zt_comm comm;
-    memset(&be, 0, sizeof be);
-    memset(&comm, 0, sizeof comm);
     st = zt_world_devices(&world, &f.dev, zt_config_compute_dtype(&cfg), &be, &comm, stderr);
-    if ((rc = cmd_agreed_failure(&world, st)) != 0)
-        return rc;
+    if ((rc = cmd_agree(&world, st)) != 0)
+        goto end;
     /* The trainer only needs the data's shape: nothing is trained. */
     zt_dataset shape = {.name = "checkpoint",
                         .n_samples = cfg.train_batch_size,
@@ -278,7 +280,6 @@ int cmd_from_checkpoint(int argc, char **argv)
                         .vocab_size = k.tokp ? k.tokp->vocab_size : model.vocab_size,
                         .get = cmd_shape_get};
     zt_ckpt_meta meta = {.model = k.args, .tok = k.tokp};
-    zt_trainer *trainer = NULL;
     zt_trainer_options topt = {.cfg = &cfg,
                                .model = &model,
                                .data = &shape,
@@ -288,11 +289,11 @@ int cmd_from_checkpoint(int argc, char **argv)
                                .seed = zt_ckpt_seed(&k.ck),
                                .inject_unit = -1};
     st = zt_trainer_init(&trainer, &topt);
-    if ((rc = cmd_agreed_failure(&world, st)) != 0)
-        return rc;
+    if ((rc = cmd_agree(&world, st)) != 0)
+        goto end;
     st = zt_ckpt_restore(&k.ck, trainer, &meta, true);
-    if ((rc = cmd_agreed_failure(&world, st)) != 0)
-        return rc;
+    if ((rc = cmd_agree(&world, st)) != 0)
+        goto end;
     if (generate) {
         st = cmd_generate(&world, trainer, &k, &f);
     } else {
@@ -317,12 +318,12 @@ int cmd_from_checkpoint(int argc, char **argv)
             fflush(stdout);
         }
     }
-    if ((rc = cmd_agreed_failure(&world, st)) != 0)
-        return rc;
+    rc = cmd_agree(&world, st);
+end:
     zt_trainer_free(trainer);
     zt_comm_free(&comm);
     zt_backend_free(&be);
     zt_model_free(&model);
     cmd_task_free(&k, generate);
-    return cmd_finish(&world);
+    return cmd_end(&world, rc);
 }

@@ -51,7 +51,7 @@ void cmd_print_error(const zt_world *w)
     fflush(stderr);
 }
 
-int cmd_agreed_failure(zt_world *w, zt_status local)
+int cmd_agree(zt_world *w, zt_status local)
 {
     /* A lost peer (this rank's failed transfer or watchdog, or the
      * agreement's own): the others cannot be waited for, in the agreement
@@ -72,9 +72,13 @@ int cmd_agreed_failure(zt_world *w, zt_status local)
     }
     if (w->rank == first)
         cmd_print_error(w);
-    zt_world_free(w);
-    MPI_Finalize();
     return cmd_exit_code(st);
+}
+
+int cmd_agreed_failure(zt_world *w, zt_status local)
+{
+    int rc = cmd_agree(w, local);
+    return rc != 0 ? cmd_end(w, rc) : 0;
 }
 
 void cmd_fatal(const zt_world *w, zt_comm *comm, zt_status st)
@@ -103,9 +107,11 @@ int cmd_local_failure(zt_status st)
     return cmd_exit_code(st);
 }
 
-int cmd_finish(zt_world *w)
+int cmd_end(zt_world *w, int rc)
 {
     zt_world_free(w);
     MPI_Finalize();
-    return 0;
+    return rc;
 }
+
+int cmd_finish(zt_world *w) { return cmd_end(w, 0); }

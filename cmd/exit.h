@@ -39,6 +39,15 @@ void cmd_print_error(const zt_world *w);
  * MPI_Abort instead, since the lost peer cannot be waited for. */
 int cmd_agreed_failure(zt_world *w, zt_status local);
 
+/* cmd_agreed_failure without its ending, for a command that holds what
+ * must be released while MPI is up (a trainer, whose swap folders and
+ * communicators go with it): the exit code, 0 when every rank is fine, the
+ * error printed once; the caller frees and ends with cmd_end. Collective. */
+int cmd_agree(zt_world *w, zt_status local);
+
+/* Frees the world, finalises MPI; returns rc. */
+int cmd_end(zt_world *w, int rc);
+
 /* An error on this rank alone mid-run: print and take the whole job down. */
 void cmd_fatal(const zt_world *w, zt_comm *comm, zt_status st);
 

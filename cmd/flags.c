@@ -235,12 +235,12 @@ static const cmd_flag train_flags[] = {
     INT("--epochs", "N", T(epochs), 1, "or: N passes over the data set (default 1)"),
     CUSTOM("--seed", "S", parse_train_seed, "seed of data, init and dropout (default 1234)"),
     CUSTOM("--lr", "X", parse_lr, "learning rate for \"auto\" or a missing optimizer lr"),
-    INT("--train-batch-size", "N", T(ov.train_batch_size), 1,
-        "fills \"auto\"/missing train_batch_size"),
-    INT("--micro-batch-size", "N", T(ov.micro_batch_size), 1,
-        "fills train_micro_batch_size_per_gpu"),
-    INT("--gradient-accumulation-steps", "N", T(ov.gradient_accumulation_steps), 1,
-        "fills gradient_accumulation_steps"),
+    {"--train-batch-size", NULL, "N", "fills \"auto\"/missing train_batch_size", FLAG_INT,
+     T(ov.train_batch_size), 0, 1, ZT_CONFIG_MAX_TRAIN_BATCH, NULL, NULL, FOR_ALL, NULL},
+    {"--micro-batch-size", NULL, "N", "fills train_micro_batch_size_per_gpu", FLAG_INT,
+     T(ov.micro_batch_size), 0, 1, ZT_CONFIG_MAX_MICRO_BATCH, NULL, NULL, FOR_ALL, NULL},
+    {"--gradient-accumulation-steps", NULL, "N", "fills gradient_accumulation_steps", FLAG_INT,
+     T(ov.gradient_accumulation_steps), 0, 1, ZT_CONFIG_MAX_GAS, NULL, NULL, FOR_ALL, NULL},
     {"--fp16", NULL, NULL, "HF's --fp16: fp16.enabled \"auto\" (or missing) is true",
      FLAG_SWITCH, T(ov.fp16), 0, 0, 0, NULL, NULL, FOR_ALL, NULL},
     {"--bf16", NULL, NULL, "HF's --bf16: bf16.enabled \"auto\" (or missing) is true",
@@ -318,9 +318,9 @@ static const cmd_flag train_flags[] = {
         "write the first step's reduced gradient (same format;\n"
         "unscaled); a FILE with %d: every step's, %d = step"),
     {"--nonfinite", NULL, "stop|continue",
-     "without a loss scaler, a step whose loss or gradient norm\n"
-     "is nan or inf: stop the run (exit 1, default) or step on as\n"
-     "DeepSpeed does",
+     "fp32/bf16: a step whose loss or gradients hold nan or inf\n"
+     "stops the run (exit 1, default), or does what DeepSpeed\n"
+     "does (steps on; bf16 skips an overflow) until 18 in a row",
      FLAG_CHOICE, T(nonfinite), 0, 0, 0, "stop|continue", NULL, FOR_ALL, NULL},
     CUSTOM("--inject-overflow", "STEPS[:UNIT]", parse_inject,
            "testing aid: at these steps (1-based, comma list)\n"
@@ -392,8 +392,8 @@ static const cmd_flag eval_flags[] = {
     SUB_TAG,
     STR("--data", "PATH", S(data), "text file, CSV or aclImdb directory: its validation split"),
     INT("--eval-iters", "K", S(eval_iters), 1, "micro-batches per rank (default: all)"),
-    INT("--micro-batch-size", "N", S(micro_batch), 1,
-        "samples per micro-batch (default: the checkpoint's)"),
+    {"--micro-batch-size", NULL, "N", "samples per micro-batch (default: the checkpoint's)",
+     FLAG_INT, S(micro_batch), 0, 1, ZT_CONFIG_MAX_MICRO_BATCH, NULL, NULL, FOR_ALL, NULL},
     STR("--dump-logits", "FILE", S(dump_logits),
         "also write the logits of the first --eval-iters\n"
         "micro-batches as raw float32 (n, [T,] classes); one rank"),
@@ -511,27 +511,69 @@ static int flags_store_model(const zt_model_arg *row, const char *name, const ch
                            row->min, row->max);
 }
 
+/* A flag's occurrence: `canon` is its table name (an alias counts as the
+ * flag), `given` how the user spelled it, `val` its value. */
+typedef struct {
+    const char *canon, *given, *val;
+} flags_given;
+
+/* A value flag holds one value, and a second one would silently win over
+ * the first (--config A --config B trains on B): given twice, it is an
+ * error. Switches say the same thing twice and may repeat. */
+static int flags_check_repeat(flags_given *done, int *n_done, const char *canon,
+                              const char *given, const char *val)
+{
+    for (int i = 0; i < *n_done; i++) {
+        if (strcmp(done[i].canon, canon) != 0)
+            continue;
+        char first[600], then[600];
+        if (done[i].val)
+            snprintf(first, sizeof first, "'%.500s'", done[i].val);
+        else
+            snprintf(first, sizeof first, "without a value");
+        if (strcmp(done[i].given, given) != 0) {
+            size_t n = strlen(first);
+            snprintf(first + n, sizeof first - n, " as %s", done[i].given);
+        }
+        if (val)
+            snprintf(then, sizeof then, "'%.500s'", val);
+        else
+            snprintf(then, sizeof then, "without a value");
+        return cmd_usage_error("%s is given twice (%s, then %s): give it once", given, first,
+                               then);
+    }
+    done[(*n_done)++] = (flags_given){canon, given, val};
+    return 0;
+}
+
 /* Parses argv[first..] with table t into dst (model arguments into *model);
  * `seen` collects the flags given, in order, for the model check. */
 static int flags_parse(const cmd_flag_table *t, int argc, char **argv, int first, void *dst,
                        zt_model_args *model, const char **positional, const char **seen,
                        int *n_seen)
 {
+    flags_given *done = calloc((size_t)argc, sizeof *done);
+    if (!done)
+        return cmd_usage_error("out of memory parsing %d arguments", argc);
+    int n_done = 0;
+    int rc = 0;
     bool model_args = flags_has_model_args(t);
     const char *suffix_fmt = t->command[0] ? " for zerotrain %s" : "%s";
     char suffix[64];
     snprintf(suffix, sizeof suffix, suffix_fmt, t->command);
-    for (int i = first; i < argc; i++) {
+    for (int i = first; i < argc && rc == 0; i++) {
         const char *arg = argv[i];
         if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
             if (cmd_is_first_process())
                 flags_help(t, stdout);
-            return -1;
+            rc = -1;
+            break;
         }
         if (strncmp(arg, "--", 2) != 0) {
             if (!t->positional || *positional)
-                return cmd_usage_error("unexpected argument '%s'%s", arg, suffix);
-            *positional = arg;
+                rc = cmd_usage_error("unexpected argument '%s'%s", arg, suffix);
+            else
+                *positional = arg;
             continue;
         }
         char name[64];
@@ -542,32 +584,44 @@ static int flags_parse(const cmd_flag_table *t, int argc, char **argv, int first
         if (!fl && !row) {
             char suggestion[96];
             flags_suggest(t, model_args, name, suggestion, sizeof suggestion);
-            return cmd_usage_error("unknown flag '%s'%s%s", name, suffix, suggestion);
+            rc = cmd_usage_error("unknown flag '%s'%s%s", name, suffix, suggestion);
+            break;
         }
+        const char *canon = fl ? fl->name : row->flag;
+        const char *spelled = fl && fl->alias && !strcmp(name, fl->alias) ? fl->alias : canon;
         if (n_seen)
-            seen[(*n_seen)++] = fl ? fl->name : row->flag;
+            seen[(*n_seen)++] = canon;
         if (fl && fl->kind == FLAG_SWITCH) {
             if (eq)
-                return cmd_usage_error("%s takes no value (got '%s')", name, eq + 1);
-            *(bool *)((char *)dst + fl->offset) = true;
+                rc = cmd_usage_error("%s takes no value (got '%s')", name, eq + 1);
+            else
+                *(bool *)((char *)dst + fl->offset) = true;
             continue;
         }
         if (fl && fl->kind == FLAG_OPTIONAL) {
-            *(bool *)((char *)dst + fl->offset) = true;
+            const char *val = NULL;
             if (eq)
-                *(const char **)((char *)dst + fl->offset2) = eq + 1;
+                val = eq + 1;
             else if (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0)
-                *(const char **)((char *)dst + fl->offset2) = argv[++i];
+                val = argv[++i];
+            if ((rc = flags_check_repeat(done, &n_done, canon, spelled, val)))
+                break;
+            *(bool *)((char *)dst + fl->offset) = true;
+            if (val)
+                *(const char **)((char *)dst + fl->offset2) = val;
             continue;
         }
         const char *val = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
-        if (!val)
-            return cmd_usage_error("flag '%s' needs a value", name);
-        int rc = fl ? flags_store(fl, name, val, dst) : flags_store_model(row, name, val, model);
-        if (rc != 0)
-            return rc;
+        if (!val) {
+            rc = cmd_usage_error("flag '%s' needs a value", name);
+            break;
+        }
+        if ((rc = flags_check_repeat(done, &n_done, canon, spelled, val)))
+            break;
+        rc = fl ? flags_store(fl, name, val, dst) : flags_store_model(row, name, val, model);
     }
-    return 0;
+    free(done);
+    return rc;
 }
 
 /* Whether a flag restricted to `models` shapes model `name`. */

@@ -262,6 +262,19 @@ static zt_status cmd_after_step(zt_trainer *t, void *ctx)
     cmd_saver *s = ctx;
     if (s->interval <= 0 || cmd_steps_done(t) % s->interval != 0)
         return ZT_OK;
+    /* Steps that --nonfinite continue (or a static fp16 scale) rides out are
+     * no point to resume from: should they go on to end the run, `latest`
+     * must still be a checkpoint from before them. */
+    int64_t bad = zt_trainer_nonfinite_steps(t);
+    if (bad > 0) {
+        if (s->world->rank == 0) {
+            printf("zerotrain: step %lld: no checkpoint: the last %lld step(s) had a non-finite "
+                   "loss or gradients; `latest` is left as it was\n",
+                   (long long)cmd_steps_done(t), (long long)bad);
+            fflush(stdout);
+        }
+        return ZT_OK;
+    }
     return cmd_save(t, s);
 }
 
@@ -439,6 +452,48 @@ static void cmd_print_done(const zt_trainer *t, const zt_trainer_counters *start
     fflush(stdout);
 }
 
+/* A run that ends on steps with a non-finite loss or gradients (fp32 and
+ * bf16 under --nonfinite continue, a static fp16 scale) or on non-finite
+ * weights did not train: it fails (exit 1) before its last checkpoint or
+ * "done". A save directory checks the weights itself (cmd_save). Every value
+ * here is the same on every rank. */
+static zt_status cmd_check_trained(zt_trainer *t, bool saving)
+{
+    zt_trainer_counters now;
+    zt_trainer_counters_get(t, &now);
+    int64_t bad = zt_trainer_nonfinite_steps(t);
+    const char *hint = "training diverged: lower the learning rate or look for extreme values "
+                       "in the data, and resume from the last checkpoint saved before it";
+    if (bad > 0)
+        return zt_fail(ZT_ERR_NUMERIC, hint,
+                       "step %lld: the run ends on %lld step(s) in a row whose loss or "
+                       "gradients are not finite: it is not saved and `latest` is left as it "
+                       "was",
+                       (long long)now.global_steps, (long long)bad);
+    double norm = saving ? 0.0 : zt_trainer_param_norm(t);
+    if (!isfinite(norm))
+        return zt_fail(ZT_ERR_NUMERIC, hint, "step %lld: the weights hold nan or inf (norm %g)",
+                       (long long)now.global_steps, norm);
+    return ZT_OK;
+}
+
+/* Rank 0: fp16's dynamic scaler skips overflows while it searches for its
+ * scale (DeepSpeed's behaviour, bounded: it stops at its minimum), so a short
+ * run may end with none of its steps applied; "done" alone would hide that. */
+static void cmd_warn_untrained(zt_trainer *t, const zt_trainer_counters *start)
+{
+    zt_trainer_counters now;
+    zt_trainer_counters_get(t, &now);
+    int64_t run = now.global_steps - start->global_steps;
+    if (run == 0 || now.skipped_steps - start->skipped_steps < run)
+        return;
+    printf("zerotrain: warning: none of the %lld steps of this run was applied: every one "
+           "overflowed and was skipped (the fp16 loss scale is now %g); the weights are "
+           "those the run started from\n",
+           (long long)run, zt_trainer_scaler(t)->scale);
+    fflush(stdout);
+}
+
 int cmd_train(int argc, char **argv)
 {
     cmd_train_flags flags;
@@ -459,30 +514,45 @@ int cmd_train(int argc, char **argv)
         fflush(stdout);
     }
 
+    /* What the run holds is released on every way out (at `end`), the
+     * trainer first: a failed run leaves no swap folder behind. */
+    zt_ckpt resume;
+    int save_lock = -1;
+    zt_data data;
+    zt_model model;
+    zt_backend be, prof_be;
+    zt_comm comm;
+    zt_monitor mon;
+    zt_progress progress;
+    zt_trainer *trainer = NULL;
+    memset(&resume, 0, sizeof resume);
+    memset(&data, 0, sizeof data);
+    memset(&model, 0, sizeof model);
+    memset(&be, 0, sizeof be);
+    memset(&prof_be, 0, sizeof prof_be);
+    memset(&comm, 0, sizeof comm);
+    memset(&mon, 0, sizeof mon);
+    memset(&progress, 0, sizeof progress);
     zt_config cfg;
     zt_status st = zt_config_load_file(flags.config_path, &flags.ov, world.size, &cfg);
-    if ((rc = cmd_agreed_failure(&world, st)) != 0)
-        return rc;
+    if ((rc = cmd_agree(&world, st)) != 0)
+        goto end;
     /* The checkpoint is read first: the data and dropout follow its seed. */
-    zt_ckpt resume;
-    memset(&resume, 0, sizeof resume);
     if (flags.resume) {
         st = zt_ckpt_open(&resume, &world, flags.load_dir ? flags.load_dir : flags.save_dir,
                           flags.resume_tag);
-        if ((rc = cmd_agreed_failure(&world, st)) != 0)
-            return rc;
+        if ((rc = cmd_agree(&world, st)) != 0)
+            goto end;
         if (!flags.seed_given)
             flags.seed = zt_ckpt_seed(&resume);
     }
     if (flags.save_dir &&
-        (rc = cmd_agreed_failure(&world, zt_ckpt_check_dir(&world, flags.save_dir))) != 0)
-        return rc;
+        (rc = cmd_agree(&world, zt_ckpt_check_dir(&world, flags.save_dir))) != 0)
+        goto end;
     /* Held until the job ends: a second job saving here is refused now. */
-    int save_lock = -1;
     if (flags.save_dir &&
-        (rc = cmd_agreed_failure(&world, zt_ckpt_lock_dir(&world, flags.save_dir, &save_lock))) !=
-            0)
-        return rc;
+        (rc = cmd_agree(&world, zt_ckpt_lock_dir(&world, flags.save_dir, &save_lock))) != 0)
+        goto end;
     char log_buf[4096];
     const char *log_path = flags.log_file;
     if (!log_path && flags.report_path) {
@@ -490,37 +560,30 @@ int cmd_train(int argc, char **argv)
         log_path = log_buf;
     }
     st = world.rank == 0 ? cmd_check_outputs(&flags, log_path) : ZT_OK;
-    if ((rc = cmd_agreed_failure(&world, st)) != 0)
-        return rc;
+    if ((rc = cmd_agree(&world, st)) != 0)
+        goto end;
 
-    zt_data data;
-    zt_model model;
-    zt_backend be;
-    zt_comm comm;
-    zt_trainer *trainer = NULL;
     st = cmd_data_load(&data, &flags);
     if (st == ZT_OK)
         st = zt_model_build(&flags.model, &model);
     if (st == ZT_OK && !data.train)
         zt_data_synthetic(&data, flags.num_samples, model.in_numel, model.n_classes, flags.seed);
-    memset(&be, 0, sizeof be);
-    memset(&comm, 0, sizeof comm);
-    if ((rc = cmd_agreed_failure(&world, st)) != 0)
-        return rc;
+    if ((rc = cmd_agree(&world, st)) != 0)
+        goto end;
     int64_t steps = -1;
-    if ((rc = cmd_agreed_failure(&world, cmd_resolve_run(&flags, &cfg, &model, &data, &steps))) !=
-        0)
-        return rc;
-    if ((rc = cmd_agreed_failure(&world, cmd_same_run(&world, &flags, &cfg))) != 0)
-        return rc;
+    if ((rc = cmd_agree(&world, cmd_resolve_run(&flags, &cfg, &model, &data, &steps))) != 0)
+        goto end;
+    if ((rc = cmd_agree(&world, cmd_same_run(&world, &flags, &cfg))) != 0)
+        goto end;
     st = zt_world_devices(&world, &flags.dev, zt_config_compute_dtype(&cfg), &be, &comm, stdout);
-    if ((rc = cmd_agreed_failure(&world, st)) != 0)
-        return rc;
+    if ((rc = cmd_agree(&world, st)) != 0)
+        goto end;
     if (flags.inject_unit >= model.n_units)
-        cmd_fatal(&world, &comm,
-                  zt_fail(ZT_ERR_USAGE, "units are numbered from 0 in model order",
-                          "--inject-overflow: unit %d does not exist (model %s has %d units)",
-                          flags.inject_unit, model.name, model.n_units));
+        st = zt_fail(ZT_ERR_USAGE, "units are numbered from 0 in model order",
+                     "--inject-overflow: unit %d does not exist (model %s has %d units)",
+                     flags.inject_unit, model.name, model.n_units);
+    if ((rc = cmd_agree(&world, st)) != 0)
+        goto end;
     cmd_saver saver = {.world = &world,
                        .dir = flags.save_dir,
                        .interval = flags.save_interval,
@@ -532,14 +595,10 @@ int cmd_train(int argc, char **argv)
                                 .data_path = flags.data_path}};
     /* --profile: the trainer runs on a counting wrapper of be; the
      * communicators keep be itself. */
-    zt_backend prof_be;
-    memset(&prof_be, 0, sizeof prof_be);
-    if (flags.profile && (rc = cmd_agreed_failure(
-                              &world, cmd_profile_wrap(&prof_be, &be, &flags, &cfg, &model,
-                                                       &world))) != 0)
-        return rc;
-    zt_monitor mon;
-    memset(&mon, 0, sizeof mon);
+    if (flags.profile &&
+        (rc = cmd_agree(&world, cmd_profile_wrap(&prof_be, &be, &flags, &cfg, &model,
+                                                 &world))) != 0)
+        goto end;
     zt_trainer_options topt = {.cfg = &cfg,
                                .model = &model,
                                .data = data.train,
@@ -560,19 +619,19 @@ int cmd_train(int argc, char **argv)
                                .after_step_ctx = &saver,
                                .stop_request = cmd_preempt_flag()};
     st = zt_trainer_init(&trainer, &topt);
-    if ((rc = cmd_agreed_failure(&world, st)) != 0)
-        return rc;
+    if ((rc = cmd_agree(&world, st)) != 0)
+        goto end;
     if (flags.resume) {
         st = zt_ckpt_restore(&resume, trainer, &saver.meta, false);
-        if ((rc = cmd_agreed_failure(&world, st)) != 0)
-            return rc;
+        if ((rc = cmd_agree(&world, st)) != 0)
+            goto end;
         if (flags.save_dir && cmd_same_dir(flags.save_dir, resume.dir))
             saver.last_saved = cmd_steps_done(trainer);
     }
     if (flags.init_from) {
         st = zt_ckpt_init_from(trainer, &model, flags.init_from);
-        if ((rc = cmd_agreed_failure(&world, st)) != 0)
-            return rc;
+        if ((rc = cmd_agree(&world, st)) != 0)
+            goto end;
     }
 
     if (world.rank == 0)
@@ -592,8 +651,6 @@ int cmd_train(int argc, char **argv)
 
     zt_trainer_counters start;
     zt_trainer_counters_get(trainer, &start);
-    zt_progress progress;
-    memset(&progress, 0, sizeof progress);
     /* The CSV monitor files and the log are rank 0's alone: a failure is one
      * rank's. */
     st = zt_monitor_init(&mon, &cfg, world.rank);
@@ -633,43 +690,53 @@ int cmd_train(int argc, char **argv)
         zt_progress_flush(&progress);
     /* A failed save and a diverged step (the loss and norm are global) are
      * known to every rank; anything else may be one rank's. */
-    if (st != ZT_OK && (saver.failed || st == ZT_ERR_NUMERIC))
-        return cmd_agreed_failure(&world, st);
+    if (st != ZT_OK && (saver.failed || st == ZT_ERR_NUMERIC)) {
+        rc = cmd_agree(&world, st);
+        goto end;
+    }
     if (st != ZT_OK)
         cmd_fatal(&world, &comm, st);
     int64_t stop_ranks[2];
     bool stopped = zt_trainer_stopped(trainer, stop_ranks);
     if (stopped && world.rank == 0)
         cmd_print_stop(&world, trainer, steps, stop_ranks, flags.save_dir);
+    if ((rc = cmd_agree(&world, cmd_check_trained(trainer, flags.save_dir != NULL))) != 0)
+        goto end;
     if (flags.save_dir && saver.last_saved != cmd_steps_done(trainer) &&
-        (rc = cmd_agreed_failure(&world, cmd_save(trainer, &saver))) != 0)
-        return rc;
+        (rc = cmd_agree(&world, cmd_save(trainer, &saver))) != 0)
+        goto end;
 
     /* A stopped run has little time left: no sample. */
     if (!stopped && flags.sample > 0 &&
         (st = cmd_sample(&world, trainer, &data, flags.sample, flags.seed)) != ZT_OK)
         cmd_fatal(&world, &comm, st);
-    if (flags.dump_path && (rc = cmd_agreed_failure(
-                                &world, zt_trainer_dump_params(trainer, flags.dump_path))) != 0)
-        return rc;
+    if (flags.dump_path &&
+        (rc = cmd_agree(&world, zt_trainer_dump_params(trainer, flags.dump_path))) != 0)
+        goto end;
     double param_norm = zt_trainer_param_norm(trainer);
     if (flags.report_path &&
-        (rc = cmd_agreed_failure(&world, zt_report_write(flags.report_path, trainer,
-                                                         param_norm))) != 0)
-        return rc;
+        (rc = cmd_agree(&world, zt_report_write(flags.report_path, trainer, param_norm))) != 0)
+        goto end;
     if (world.rank == 0) {
+        cmd_warn_untrained(trainer, &start);
         cmd_print_done(trainer, &start, stopped, param_norm);
         zt_progress_end(&progress, stopped ? "stopped" : "done");
     }
+    /* Stopped with a checkpoint saved is a clean exit: --resume continues.
+     * Without one the run's work is lost, which a scheduler must see. */
+    if (stopped && !flags.save_dir)
+        rc = cmd_preempt_exit_code(stop_ranks);
+end:
+    /* The monitor reads the trainer, the trainer the backends and the comm. */
+    zt_monitor_free(&mon);
+    zt_progress_free(&progress);
     zt_trainer_free(trainer);
     zt_comm_free(&comm);
     zt_backend_free(&prof_be);
     zt_backend_free(&be);
     zt_data_free(&data);
     zt_model_free(&model);
+    zt_ckpt_close(&resume);
     zt_ckpt_unlock_dir(&save_lock);
-    rc = cmd_finish(&world);
-    /* Stopped with a checkpoint saved is a clean exit: --resume continues.
-     * Without one the run's work is lost, which a scheduler must see. */
-    return stopped && !flags.save_dir ? cmd_preempt_exit_code(stop_ranks) : rc;
+    return cmd_end(&world, rc);
 }

@@ -545,7 +545,7 @@ zt_status zt_comm_mpi_init(zt_comm *c, MPI_Comm parent)
     c->timeout_s = zt_env_get()->comm_timeout_s;
     c->uses_worker = zt_comm_worker_acquire();
     if (!c->uses_worker) {
-        mpi_free(c);
+        zt_comm_free(c); /* ops cleared too: a caller's later zt_comm_free is a no-op */
         return zt_fail(ZT_ERR_INTERNAL, "", "cannot start the comm thread");
     }
     return ZT_OK;

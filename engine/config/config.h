@@ -214,6 +214,15 @@ typedef struct {
     int64_t activation_checkpoint_interval;
 } zt_pipeline_config;
 
+/* The batch triple's bounds, checked where the config (or a command-line
+ * value) gives or derives them. A micro-batch's sample count sizes every
+ * activation buffer; each accumulation step is a forward and a backward in
+ * the step's schedule (engine/pipe/schedule.h builds at most 2^24); the
+ * global batch is counted in every step's sample counters. */
+#define ZT_CONFIG_MAX_MICRO_BATCH ((int64_t)1 << 24)
+#define ZT_CONFIG_MAX_GAS ((int64_t)1 << 24)
+#define ZT_CONFIG_MAX_TRAIN_BATCH ((int64_t)1 << 40)
+
 typedef struct {
     /* resolved batch triple (after DeepSpeed's derivation with the data-parallel
      * size: the world size, divided by the pipeline stages when pipelining) */

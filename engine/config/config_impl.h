@@ -161,6 +161,12 @@ typedef struct {
     int world_size;
     zt_key_line *lines; /* JSON path -> line of its key, from the text as written */
     size_t n_lines, cap_lines;
+    /* The lines' paths hashed (open addressing, n_slots a power of two): a
+     * slot holds 1 + the index of a path's first line, or 0; counts[i] is
+     * how often the path of first line i occurs. Lookups by path are O(1),
+     * so a config of N keys, however many are wrong, is checked in O(N). */
+    size_t *slots, n_slots;
+    int *counts;
 } zt_ctx;
 
 /* ------------------------------------------------------------------ keys.c */
@@ -266,7 +272,8 @@ zt_status zt_config_errors_report(const zt_config_errors *e, const char *name);
 /* Duplicate keys found in the key line index, each an error. */
 void zt_config_duplicate_keys(const zt_ctx *c);
 zt_status zt_config_strip_hjson(const zt_ctx *c, char *s);
-void zt_config_index_keys(zt_ctx *c, const char *s);
+/* ZT_ERR_OOM when the index cannot be kept (duplicate keys rely on it). */
+zt_status zt_config_index_keys(zt_ctx *c, const char *s);
 /* The comment-free text as a JSON object (*root; the caller decrefs).
  * Duplicate keys are left to zt_config_duplicate_keys (jansson keeps the
  * last). */
@@ -306,6 +313,10 @@ zt_status zt_config_parse_monitors(const zt_ctx *c, json_t *root); /* parse_moni
 zt_status zt_config_parse_top_strings(const zt_ctx *c, json_t *root);
 zt_status zt_config_parse_optimizer(const zt_ctx *c, json_t *root);
 zt_status zt_config_parse_scheduler(const zt_ctx *c, json_t *root);
+/* DeepSpeed's WarmupDecayLR and WarmupCosineLR warning, once the schedule's
+ * lengths are known (read, or resolved from the run: HF's "auto"):
+ * "total_num_steps T is less than warmup_num_steps W" when T < max(2, W). */
+void zt_config_warn_warmup(zt_config *cfg);
 /* parse_pipeline.c: after the other sections (it reads the ZeRO stage and the
  * checkpoint interval), before the batch is resolved (which uses the
  * data-parallel size it sets). */

@@ -24,14 +24,46 @@ void zt_config_ctx_free(zt_ctx *c)
     for (size_t i = 0; i < c->n_lines; i++)
         free(c->lines[i].path);
     free(c->lines);
+    free(c->slots);
+    free(c->counts);
+}
+
+/* FNV-1a. */
+static uint64_t zt_path_hash(const char *s, size_t n)
+{
+    uint64_t h = 14695981039346656037ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+    return h;
+}
+
+/* The slot of path[0, len): its own, or the empty one it would take. */
+static size_t *zt_index_slot(const zt_ctx *c, const char *path, size_t len)
+{
+    size_t mask = c->n_slots - 1;
+    for (size_t h = (size_t)zt_path_hash(path, len) & mask;; h = (h + 1) & mask) {
+        size_t *slot = &c->slots[h];
+        if (*slot == 0)
+            return slot;
+        const char *q = c->lines[*slot - 1].path;
+        if (strncmp(q, path, len) == 0 && q[len] == '\0')
+            return slot;
+    }
+}
+
+/* The index of the first line of path[0, len), or -1. */
+static ptrdiff_t zt_index_first(const zt_ctx *c, const char *path, size_t len)
+{
+    if (!c->slots)
+        return -1;
+    size_t *slot = zt_index_slot(c, path, len);
+    return *slot ? (ptrdiff_t)*slot - 1 : -1;
 }
 
 static int zt_line_of(const zt_ctx *c, const char *path)
 {
-    for (size_t i = 0; i < c->n_lines; i++)
-        if (strcmp(c->lines[i].path, path) == 0)
-            return c->lines[i].line;
-    return 0;
+    ptrdiff_t i = zt_index_first(c, path, strlen(path));
+    return i >= 0 ? c->lines[i].line : 0;
 }
 
 /* strlcpy: a truncated path is still a usable label. */
@@ -231,27 +263,51 @@ zt_status zt_config_strip_hjson(const zt_ctx *c, char *s)
     return ZT_OK;
 }
 
-static void zt_index_add(zt_ctx *c, const char *path, int line)
+static const char *const zt_index_oom = "no memory for the config's key index";
+
+static zt_status zt_index_add(zt_ctx *c, const char *path, int line)
 {
     if (c->n_lines == c->cap_lines) {
         size_t cap = c->cap_lines ? 2 * c->cap_lines : 64;
         zt_key_line *v = realloc(c->lines, cap * sizeof *v);
         if (!v)
-            return; /* line numbers are a courtesy: messages then go without them */
+            return zt_fail(ZT_ERR_OOM, NULL, "%s: %s", c->name, zt_index_oom);
         c->lines = v;
         c->cap_lines = cap;
     }
     char *p = strdup(path);
     if (!p)
-        return;
+        return zt_fail(ZT_ERR_OOM, NULL, "%s: %s", c->name, zt_index_oom);
     c->lines[c->n_lines].path = p;
     c->lines[c->n_lines].line = line;
     c->n_lines++;
+    return ZT_OK;
+}
+
+/* The hash of the finished index: at most half full. */
+static zt_status zt_index_hash(zt_ctx *c)
+{
+    size_t n = 16;
+    while (n < 2 * c->n_lines)
+        n *= 2;
+    c->slots = calloc(n, sizeof *c->slots);
+    c->counts = calloc(c->n_lines ? c->n_lines : 1, sizeof *c->counts);
+    if (!c->slots || !c->counts)
+        return zt_fail(ZT_ERR_OOM, NULL, "%s: %s", c->name, zt_index_oom);
+    c->n_slots = n;
+    for (size_t i = 0; i < c->n_lines; i++) {
+        size_t *slot = zt_index_slot(c, c->lines[i].path, strlen(c->lines[i].path));
+        if (*slot == 0)
+            *slot = i + 1;
+        c->counts[*slot - 1]++;
+    }
+    return ZT_OK;
 }
 
 /* Records "json.path -> line" for every key by following the nesting of the
- * comment-free text. Malformed text only ends the scan early: jansson reports it. */
-void zt_config_index_keys(zt_ctx *c, const char *s)
+ * comment-free text, then hashes the paths. Malformed text only ends the scan
+ * early: jansson reports it. */
+static zt_status zt_index_scan(zt_ctx *c, const char *s)
 {
     enum { MAX_DEPTH = 64 };
     struct {
@@ -280,11 +336,11 @@ void zt_config_index_keys(zt_ctx *c, const char *s)
                     key[n++] = *p;
             }
             if (!*p)
-                return;
+                return ZT_OK;
             key[n] = '\0';
             if (depth > 0 && stack[depth - 1].object && expect_key) {
                 zt_config_join(key_path, path, key);
-                zt_index_add(c, key_path, line);
+                ZT_TRY(zt_index_add(c, key_path, line));
                 expect_key = false;
                 have_key = true;
             }
@@ -293,7 +349,7 @@ void zt_config_index_keys(zt_ctx *c, const char *s)
         case '{':
         case '[':
             if (depth == MAX_DEPTH)
-                return;
+                return ZT_OK;
             stack[depth].object = *p == '{';
             stack[depth].path_len = strlen(path);
             if (depth > 0 && stack[depth - 1].object && have_key)
@@ -307,7 +363,7 @@ void zt_config_index_keys(zt_ctx *c, const char *s)
         case '}':
         case ']':
             if (depth == 0)
-                return;
+                return ZT_OK;
             depth--;
             path[stack[depth].path_len] = '\0';
             expect_key = have_key = false;
@@ -320,16 +376,21 @@ void zt_config_index_keys(zt_ctx *c, const char *s)
             break;
         }
     }
+    return ZT_OK;
+}
+
+zt_status zt_config_index_keys(zt_ctx *c, const char *s)
+{
+    ZT_TRY(zt_index_scan(c, s));
+    return zt_index_hash(c);
 }
 
 /* How many times the index holds the first `len` characters of a path as a
  * path of its own. */
 static int zt_index_count(const zt_ctx *c, const char *path, size_t len)
 {
-    int n = 0;
-    for (size_t i = 0; i < c->n_lines; i++)
-        n += strlen(c->lines[i].path) == len && strncmp(c->lines[i].path, path, len) == 0;
-    return n;
+    ptrdiff_t i = zt_index_first(c, path, len);
+    return i >= 0 ? c->counts[i] : 0;
 }
 
 /* A path the index recorded twice is a duplicate key. Keys inside arrays
@@ -346,11 +407,8 @@ void zt_config_duplicate_keys(const zt_ctx *c)
             inside_dup = zt_index_count(c, p, (size_t)(d - p)) > 1;
         if (inside_dup)
             continue;
-        size_t first = i;
-        for (size_t k = 0; k < i && first == i; k++)
-            if (strcmp(c->lines[k].path, p) == 0)
-                first = k;
-        if (first == i)
+        ptrdiff_t first = zt_index_first(c, p, strlen(p));
+        if (first < 0 || (size_t)first == i)
             continue;
         const char *dot = strrchr(p, '.');
         char what[ZT_PATH_MAX + 128];

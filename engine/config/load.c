@@ -59,10 +59,10 @@ static zt_status zt_parse_text(const char *text, const char *name, const zt_conf
         return zt_fail(ZT_ERR_OOM, NULL, "%s: no memory for the config text", c.name);
     json_t *root = NULL;
     zt_status st = zt_config_strip_hjson(&c, clean);
-    if (st == ZT_OK) {
-        zt_config_index_keys(&c, clean);
+    if (st == ZT_OK)
+        st = zt_config_index_keys(&c, clean);
+    if (st == ZT_OK)
         st = zt_config_load_json(&c, clean, &root);
-    }
     if (st == ZT_OK) {
         zt_config_duplicate_keys(&c);
         zt_parse_root(&c, root);

@@ -214,6 +214,18 @@ zt_status zt_config_parse_optimizer(const zt_ctx *c, json_t *root)
 
 /* ------------------------------------------------------------------ scheduler */
 
+void zt_config_warn_warmup(zt_config *cfg)
+{
+    const zt_sched_config *s = &cfg->scheduler;
+    bool has_total = s->type == ZT_SCHED_WARMUP_DECAY_LR || s->type == ZT_SCHED_WARMUP_COSINE_LR;
+    /* DeepSpeed compares with the warmup it runs, max(2, warmup_num_steps),
+     * and prints the one it was given. */
+    int64_t warmup = s->warmup_num_steps > 2 ? s->warmup_num_steps : 2;
+    if (has_total && s->total_num_steps < warmup)
+        zt_config_warn(cfg, "total_num_steps %lld is less than warmup_num_steps %lld",
+                       (long long)s->total_num_steps, (long long)s->warmup_num_steps);
+}
+
 static zt_status zt_required_param(const zt_ctx *c, json_t *params, const char *key,
                                    const char *sched, json_t **out)
 {
@@ -278,10 +290,8 @@ static zt_status zt_parse_sched_params(const zt_ctx *c, json_t *params, const zt
             ZT_TRY(zt_required_param(c, params, "total_num_steps", e->name, &v));
             ZT_TRY(zt_config_read_int(c, "scheduler.params.total_num_steps", v, 0, INFINITY,
                                       &s->total_num_steps));
-            if (!(cfg->auto_pending & ZT_AUTO_WARMUP_STEPS) &&
-                s->total_num_steps < s->warmup_num_steps)
-                zt_config_note(cfg, "total_num_steps %lld is less than warmup_num_steps %lld",
-                               (long long)s->total_num_steps, (long long)s->warmup_num_steps);
+            if (!(cfg->auto_pending & ZT_AUTO_WARMUP_STEPS))
+                zt_config_warn_warmup(cfg);
         }
     }
     if (e->type == ZT_SCHED_ONE_CYCLE) {

@@ -50,6 +50,38 @@ static zt_status zt_batch_fail(const zt_ctx *c, const char *hint, const char *fm
     return zt_config_err(c, ZT_ERR_CONFIG, NULL, hint, fmt, a);
 }
 
+/* DeepSpeed's "<what>: N has to be greater than 0", from above. `how` says
+ * how a derived value came about ("" for a given one). */
+static zt_status zt_batch_check_max(const zt_ctx *c, const zt_batch_field *f, const char *what,
+                                    int64_t max, int log2_max, const char *why,
+                                    const char *how)
+{
+    if (f->v <= max)
+        return ZT_OK;
+    char hint[512];
+    snprintf(hint, sizeof hint, "%s%s%s", why, how[0] ? "; " : "", how);
+    return zt_config_err(c, ZT_ERR_CONFIG, f->key, hint,
+                         "%s: %lld has to be at most %lld (2^%d)", what, (long long)f->v,
+                         (long long)max, log2_max);
+}
+
+/* Each of the triple within its bound (config.h). */
+static zt_status zt_batch_check_bounds(const zt_ctx *c, const zt_batch_field *tb,
+                                       const zt_batch_field *mb, const zt_batch_field *gas,
+                                       const char *how)
+{
+    ZT_TRY(zt_batch_check_max(c, mb, "Micro batch size per gpu", ZT_CONFIG_MAX_MICRO_BATCH, 24,
+                              "each rank's micro-batch sizes its activation buffers: use "
+                              "gradient_accumulation_steps for a larger batch",
+                              how));
+    ZT_TRY(zt_batch_check_max(c, gas, "Gradient accumulation steps", ZT_CONFIG_MAX_GAS, 24,
+                              "every accumulation step is a forward and a backward in the "
+                              "step's schedule: use a larger train_micro_batch_size_per_gpu",
+                              how));
+    return zt_batch_check_max(c, tb, "Train batch size", ZT_CONFIG_MAX_TRAIN_BATCH, 40,
+                              "train_batch_size is the samples of one optimizer step", how);
+}
+
 /* ov.rescale_batch: a triple that does not work out for the data-parallel size keeps
  * the micro batch (the given one, else train_batch_size spread over the
  * ranks and accumulation steps, at least 1) and the accumulation steps (the
@@ -104,6 +136,10 @@ zt_status zt_config_resolve_batch(const zt_ctx *c, json_t *root)
     if (gas.given && gas.v <= 0)
         return zt_batch_fail(c, "gradient_accumulation_steps must be positive", gas_msg,
                              (long long)gas.v);
+    /* Given values first: a derivation from them would only hide which one. */
+    zt_batch_field none = {.key = ""};
+    ZT_TRY(zt_batch_check_bounds(c, tb.given ? &tb : &none, mb.given ? &mb : &none,
+                                 gas.given ? &gas : &none, ""));
 
     if (!tb.given && !mb.given) {
         if (!tb.is_auto && !mb.is_auto && !gas.is_auto)
@@ -141,6 +177,8 @@ zt_status zt_config_resolve_batch(const zt_ctx *c, json_t *root)
     } else if (mb.given && gas.given) {
         overflow = __builtin_mul_overflow(mb.v, gas.v, &tb.v) ||
                    __builtin_mul_overflow(tb.v, ws, &tb.v);
+        snprintf(how, sizeof how, "train_batch_size = %lld * %lld * %lld = %lld",
+                 (long long)mb.v, (long long)gas.v, (long long)ws, (long long)tb.v);
     } else if (tb.given) {
         gas.v = 1;
         mb.v = tb.v / ws;
@@ -149,6 +187,8 @@ zt_status zt_config_resolve_batch(const zt_ctx *c, json_t *root)
     } else {
         overflow = __builtin_mul_overflow(mb.v, ws, &tb.v);
         gas.v = 1;
+        snprintf(how, sizeof how, "train_batch_size = %lld * %lld = %lld", (long long)mb.v,
+                 (long long)ws, (long long)tb.v);
     }
     if (overflow)
         return zt_config_err(c, ZT_ERR_CONFIG, NULL, "use smaller batch values",
@@ -170,6 +210,7 @@ zt_status zt_config_resolve_batch(const zt_ctx *c, json_t *root)
         return zt_batch_fail(c, hint, mb_msg, (long long)mb.v);
     if (gas.v <= 0)
         return zt_batch_fail(c, hint, gas_msg, (long long)gas.v);
+    ZT_TRY(zt_batch_check_bounds(c, &tb, &mb, &gas, how));
     if (__builtin_mul_overflow(mb.v, gas.v, &product) ||
         __builtin_mul_overflow(product, ws, &product) || product != tb.v)
         return zt_config_err(c, ZT_ERR_CONFIG, NULL, hint,
@@ -274,11 +315,8 @@ static void zt_resolve_steps(zt_config *cfg, int64_t total, double warmup)
                            (long long)s->warmup_num_steps, (long long)total, warmup);
         }
     }
-    bool has_total = s->type == ZT_SCHED_WARMUP_DECAY_LR || s->type == ZT_SCHED_WARMUP_COSINE_LR;
-    if (has_total && (cfg->auto_pending & (ZT_AUTO_TOTAL_STEPS | ZT_AUTO_WARMUP_STEPS)) &&
-        s->total_num_steps < s->warmup_num_steps)
-        zt_config_note(cfg, "total_num_steps %lld is less than warmup_num_steps %lld",
-                       (long long)s->total_num_steps, (long long)s->warmup_num_steps);
+    if (cfg->auto_pending & (ZT_AUTO_TOTAL_STEPS | ZT_AUTO_WARMUP_STEPS))
+        zt_config_warn_warmup(cfg);
     cfg->auto_pending &= ~(unsigned)(ZT_AUTO_TOTAL_STEPS | ZT_AUTO_WARMUP_STEPS);
 }
 

@@ -267,7 +267,8 @@ void zt_flops_print(const zt_flops_prof *fp, const zt_step_info *s, FILE *out)
 
 void zt_flops_step(zt_flops_prof *fp, const zt_step_info *s)
 {
-    if (!fp->on || fp->done || s->global_steps != fp->cfg->flops_profiler.profile_step + 1)
+    /* global_steps >= 1, and profile_step may be 2^63 - 1. */
+    if (!fp->on || fp->done || s->global_steps - 1 != fp->cfg->flops_profiler.profile_step)
         return;
     fp->done = true;
     const char *path = fp->cfg->flops_profiler.output_file;

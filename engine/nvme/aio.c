@@ -288,12 +288,18 @@ zt_status zt_aio_file_open(zt_aio_file *f, const char *path, int64_t bytes, bool
     f->fd = fd;
     struct stat sb;
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        zt_aio_file_close(f, false);
+        zt_aio_file_close(f);
         return zt_fail(ZT_ERR_IO, "remove it: zerotrain creates its swap files itself",
                        "swap file %s is not a regular file", path);
     }
-    f->dev = sb.st_dev;
-    f->ino = sb.st_ino;
+    /* Nameless before it holds a block: no way the process ends can leave
+     * its space behind. */
+    if (unlink(path) != 0) {
+        int e = errno;
+        zt_aio_file_close(f);
+        return zt_fail(ZT_ERR_IO, "set nvme_path to a directory this user can write to",
+                       "cannot remove the name of swap file %s: %s", path, strerror(e));
+    }
     f->bytes = bytes;
     /* Preallocated, a full disk shows now and not in the middle of a step;
      * where the file system cannot, the size is set and blocks come later. */
@@ -302,7 +308,7 @@ zt_status zt_aio_file_open(zt_aio_file *f, const char *path, int64_t bytes, bool
         rc = ftruncate(fd, bytes);
     if (rc != 0) {
         int e = errno;
-        zt_aio_file_close(f, true);
+        zt_aio_file_close(f);
         if (e == ENOSPC || e == EDQUOT || e == EFBIG)
             return zt_fail(ZT_ERR_IO, aio_space_hint,
                            "no space for swap file %s: it needs %lld bytes (%.2f GiB): %s", path,
@@ -314,29 +320,11 @@ zt_status zt_aio_file_open(zt_aio_file *f, const char *path, int64_t bytes, bool
     return ZT_OK;
 }
 
-void zt_aio_file_close(zt_aio_file *f, bool unlink_it)
+void zt_aio_file_close(zt_aio_file *f)
 {
     if (f->fd >= 0)
         close(f->fd);
     f->fd = -1;
-    if (unlink_it && f->path[0])
-        unlink(f->path);
-}
-
-zt_status zt_aio_file_check(const zt_aio_file *f)
-{
-    static const char *const hint =
-        "nothing else may touch nvme_path while training: resume from the last checkpoint "
-        "(the swap files are rebuilt from it)";
-    struct stat open_sb, path_sb;
-    if (fstat(f->fd, &open_sb) != 0)
-        return zt_fail(ZT_ERR_IO, hint, "swap file %s: %s", f->path, strerror(errno));
-    bool named = stat(f->path, &path_sb) == 0;
-    if (named && (path_sb.st_dev != f->dev || path_sb.st_ino != f->ino))
-        return zt_fail(ZT_ERR_IO, hint, "swap file %s was replaced while training", f->path);
-    if (!named || open_sb.st_nlink == 0)
-        return zt_fail(ZT_ERR_IO, hint, "swap file %s was deleted while training", f->path);
-    return ZT_OK;
 }
 
 /* ------------------------------------------------------------------ operations */

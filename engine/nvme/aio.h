@@ -20,15 +20,18 @@
  * that refuses O_DIRECT (tmpfs before Linux 6.6, some network file systems)
  * gets buffered I/O instead and the file says so (direct false). Files are
  * preallocated to their full size when opened, so a disk too small fails
- * then, naming the file, rather than in the middle of a step. With O_DIRECT
+ * then, naming the file, rather than in the middle of a step. A file's name
+ * is removed as soon as it is open (before its blocks are allocated): its
+ * space lives exactly as long as the descriptor, so it comes back however the
+ * process ends, a kill -9 and an MPI_Abort of another rank included, and
+ * nothing else can delete, replace or truncate it by name. The path stays as
+ * its label in messages (and in /proc/PID/fd, marked "(deleted)"). With O_DIRECT
  * the buffer, the offset and the length of every operation must be multiples
  * of ZT_AIO_ALIGN.
  *
  * Errors name the file: a failed request (ENOSPC, EIO, ...) fails the
  * operation at zt_aio_wait with the file, the offset and the system's
- * message; zt_aio_file_check says when a swap file was deleted or replaced
- * while it was open (its data would live on in the open descriptor, but the
- * user has lost it).
+ * message.
  *
  * Memory: zt_aio_init allocates the engine (threads, rings), zt_aio_free
  * joins and frees it. Buffers are the caller's and must stay valid and
@@ -56,10 +59,8 @@ typedef struct zt_aio zt_aio;
 typedef struct {
     int fd;        /* -1 when closed */
     bool direct;   /* opened with O_DIRECT */
-    dev_t dev;     /* identity at open, for zt_aio_file_check */
-    ino_t ino;
     int64_t bytes; /* preallocated size */
-    char path[ZT_AIO_PATH_MAX];
+    char path[ZT_AIO_PATH_MAX]; /* where it was created: a label, no longer its name */
 } zt_aio_file;
 
 /* One byte range of one operation handed to one I/O thread. */
@@ -92,15 +93,13 @@ void zt_aio_free(zt_aio *a);
 /* "io_uring" or "pread/pwrite threads". */
 const char *zt_aio_engine_name(const zt_aio *a);
 
-/* Creates (or truncates) path with mode 0600 and preallocates `bytes`
- * (a multiple of ZT_AIO_ALIGN). try_direct: O_DIRECT, buffered when the file
- * system refuses it. ENOSPC: a clear "no space" error naming the file. */
+/* Creates (or truncates) path with mode 0600, removes its name, and
+ * preallocates `bytes` (a multiple of ZT_AIO_ALIGN). try_direct: O_DIRECT,
+ * buffered when the file system refuses it. ENOSPC: a clear "no space" error
+ * naming the file. */
 zt_status zt_aio_file_open(zt_aio_file *f, const char *path, int64_t bytes, bool try_direct);
-/* Closes (fd -1 afterwards); unlink also removes the file. */
-void zt_aio_file_close(zt_aio_file *f, bool unlink_it);
-/* ZT_ERR_IO naming the file when it was deleted or replaced since it was
- * opened. */
-zt_status zt_aio_file_check(const zt_aio_file *f);
+/* Closes (fd -1 afterwards): the file's space is freed. */
+void zt_aio_file_close(zt_aio_file *f);
 
 /* Starts reading (write false) or writing `bytes` at `offset` of f from/into
  * buf. op must not be in flight. ZT_ERR_INTERNAL for a misaligned request on

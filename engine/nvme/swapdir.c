@@ -106,7 +106,7 @@ zt_status zt_swap_dir_open(zt_swap_dir *d, const char *nvme_path, const char *su
 void zt_swap_dir_close(zt_swap_dir *d)
 {
     for (int i = 0; i < d->n_files; i++)
-        zt_aio_file_close(&d->files[i], true);
+        zt_aio_file_close(&d->files[i]);
     free(d->files);
     d->files = NULL;
     d->n_files = 0;

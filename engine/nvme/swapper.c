@@ -238,10 +238,3 @@ zt_status zt_swap_sync(zt_swapper *s)
     }
     return st;
 }
-
-zt_status zt_swap_check(const zt_swapper *s)
-{
-    for (int f = 0; f < s->n_files; f++)
-        ZT_TRY(zt_aio_file_check(&s->files[f]));
-    return ZT_OK;
-}

@@ -103,7 +103,5 @@ zt_status zt_swap_drop(zt_swapper *s, int item);
 zt_status zt_swap_flush(zt_swapper *s, int item);
 /* Waits for every read and write in flight. */
 zt_status zt_swap_sync(zt_swapper *s);
-/* Every file still the one opened (zt_aio_file_check). */
-zt_status zt_swap_check(const zt_swapper *s);
 
 #endif

@@ -362,14 +362,7 @@ zt_status zt_train_nvme_begin_step(zt_trainer *t)
     zt_train_nvme *n = t->nvme;
     if (!n)
         return ZT_OK;
-    ZT_TRY(zt_train_nvme_flush(t));
-    if (n->opt_on)
-        ZT_TRY(zt_swap_check(&n->opt));
-    if (n->grad_on)
-        ZT_TRY(zt_swap_check(&n->grad));
-    if (n->param_on)
-        ZT_TRY(zt_swap_check(&n->param));
-    return ZT_OK;
+    return zt_train_nvme_flush(t);
 }
 
 zt_status zt_train_nvme_end_step(zt_trainer *t)

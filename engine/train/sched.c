@@ -71,9 +71,13 @@ static double warmup_cosine_lr(const zt_sched_config *c, double base_lr, int64_t
     return base_lr * ratio;
 }
 
+/* The config takes either half up to 2^63 - 1: their sum saturates. */
 static int64_t one_cycle_total(const zt_sched_config *c)
 {
-    return c->cycle_first_step_size + c->cycle_second_step_size;
+    int64_t total;
+    if (__builtin_add_overflow(c->cycle_first_step_size, c->cycle_second_step_size, &total))
+        return INT64_MAX;
+    return total;
 }
 
 /* Position in the cycle, 0 at min_lr and 1 at max_lr, for it < T. */

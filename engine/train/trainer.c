@@ -373,6 +373,51 @@ zt_status zt_trainer_set_history(zt_trainer *t, const double *loss, const double
     return ZT_OK;
 }
 
+/* A step whose loss, gradient norm or overflow check (first_bad < n_units)
+ * is not finite. fp16's dynamic scaler rules on those steps itself (it stops
+ * at its minimum scale). Everywhere else: fp32 and bf16 stop at once unless
+ * --nonfinite continue, which steps on (or skips, where bf16 checks for
+ * overflow) as DeepSpeed does; that, and a static fp16 scale, which skips as
+ * DeepSpeed does, stop at the ZT_TRAIN_MAX_NONFINITE_STEPS-th such step in a
+ * row, where the default dynamic scaler would have stopped. The loss, the
+ * norm and the overflow test are global: every rank decides alike. */
+static zt_status trainer_check_finite(zt_trainer *t, double loss, double norm, int first_bad)
+{
+    const zt_model *m = t->whole;
+    bool overflow = first_bad < m->n_units;
+    bool bad = overflow || !isfinite(loss) || !isfinite(norm);
+    if (t->scaler.dynamic)
+        return ZT_OK;
+    t->nonfinite_steps = bad ? t->nonfinite_steps + 1 : 0;
+    if (!bad)
+        return ZT_OK;
+    char what[256];
+    if (overflow)
+        snprintf(what, sizeof what, "the loss is %g and the gradients of %s (unit %d) hold inf "
+                 "or nan", loss, m->units[first_bad].name, first_bad);
+    else
+        snprintf(what, sizeof what, "the loss is %g and the gradient norm %g", loss, norm);
+    const char *dtype = zt_dtype_name(t->cdt);
+    long long step = (long long)(t->global_steps + 1);
+    if (!t->cfg->fp16.enabled && !t->opt.nonfinite_continue)
+        return zt_fail(ZT_ERR_NUMERIC,
+                       "training diverged: lower the learning rate or look for extreme "
+                       "values in the data; the weights before this step are kept "
+                       "(--nonfinite continue steps on, as DeepSpeed does)",
+                       "step %lld: %s in %s training", step, what, dtype);
+    if (t->nonfinite_steps < ZT_TRAIN_MAX_NONFINITE_STEPS)
+        return ZT_OK;
+    return zt_fail(ZT_ERR_NUMERIC,
+                   "training diverged: lower the learning rate or look for extreme values in "
+                   "the data, and resume from the last checkpoint saved before it",
+                   "step %lld: %lld steps in a row with a non-finite loss or gradients (%s; "
+                   "%s training with %s): the run stops at %d, where fp16's default loss "
+                   "scaler gives up",
+                   step, (long long)t->nonfinite_steps, what, dtype,
+                   t->cfg->fp16.enabled ? "a static loss scale" : "--nonfinite continue",
+                   ZT_TRAIN_MAX_NONFINITE_STEPS);
+}
+
 static zt_status trainer_step(zt_trainer *t)
 {
     const zt_config *cfg = t->cfg;
@@ -422,6 +467,14 @@ static zt_status trainer_step(zt_trainer *t)
     if (t->check_overflow)
         ZT_TRY(zt_train_first_overflow(t, &first_bad));
     bool overflow = first_bad < t->whole->n_units;
+    /* An overflowing step is skipped unread: its norm would be inf anyway. */
+    double norm = NAN;
+    if (!overflow) {
+        norm = 0.0;
+        ZT_TRY(zt_train_slices_sumsq(t, t->own_g, t->ogdt, &norm));
+        norm = sqrt(norm);
+    }
+    ZT_TRY(trainer_check_finite(t, loss, norm, first_bad));
     zt_scaler_event ev = zt_scaler_update(&t->scaler, overflow);
     if (ev.at_min)
         return zt_fail(ZT_ERR_NUMERIC,
@@ -444,20 +497,6 @@ static zt_status trainer_step(zt_trainer *t)
         if (t->opt.observer.overflow)
             t->opt.observer.overflow(t->opt.observer.ctx, &ev, cfg->fp16.enabled);
     } else {
-        double norm = 0.0;
-        ZT_TRY(zt_train_slices_sumsq(t, t->own_g, t->ogdt, &norm));
-        norm = sqrt(norm);
-        /* Without a loss scaler nothing skips a diverged step: stepping would
-         * write nan into the weights (and the next checkpoint). */
-        if (!t->check_overflow && !t->opt.nonfinite_continue &&
-            (!isfinite(loss) || !isfinite(norm)))
-            return zt_fail(ZT_ERR_NUMERIC,
-                           "training diverged: lower the learning rate or look for extreme "
-                           "values in the data; the weights before this step are kept "
-                           "(--nonfinite continue steps on, as DeepSpeed does)",
-                           "step %lld: the loss is %g and the gradient norm %g in %s training",
-                           (long long)(t->global_steps + 1), loss, norm,
-                           zt_dtype_name(t->cdt));
         /* DeepSpeed unscales and clips in one multiply on the scaled norm. */
         double clip = 1.0;
         if (cfg->gradient_clipping > 0.0 && isfinite(norm)) {
@@ -530,6 +569,15 @@ static zt_status trainer_eval_point(zt_trainer *t)
     t->evals[t->n_evals++] = e;
     if (t->opt.observer.eval)
         t->opt.observer.eval(t->opt.observer.ctx, &e);
+    /* The weights that give it are what a checkpoint would keep next. The
+     * loss is summed over the ranks: every rank decides alike. */
+    bool stops = !t->cfg->fp16.enabled && !t->opt.nonfinite_continue;
+    if (stops && !isfinite(e.loss) && t->opt.eval_data->n_samples > 0)
+        return zt_fail(ZT_ERR_NUMERIC,
+                       "training diverged: lower the learning rate or look for extreme values "
+                       "in the data (--nonfinite continue trains on, as DeepSpeed does)",
+                       "step %lld: the validation loss is %g in %s training", (long long)e.step,
+                       e.loss, zt_dtype_name(t->cdt));
     return ZT_OK;
 }
 
@@ -549,6 +597,8 @@ zt_status zt_trainer_train(zt_trainer *t, int64_t until_step)
     }
     return st;
 }
+
+int64_t zt_trainer_nonfinite_steps(const zt_trainer *t) { return t->nonfinite_steps; }
 
 bool zt_trainer_stopped(const zt_trainer *t, int64_t ranks_per_reason[2])
 {

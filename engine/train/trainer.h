@@ -180,9 +180,11 @@ typedef struct {
      * (inject_unit < 0: the middle unit). */
     const int64_t *inject_steps;
     int n_inject_steps, inject_unit;
-    /* Without a loss scaler (fp32, bf16 without check_grad_overflow) a step
-     * whose loss or gradient norm is not finite fails with ZT_ERR_NUMERIC on
-     * every rank before anything is stepped; true steps on (DeepSpeed). */
+    /* Without a loss scaler (fp32, bf16) a step whose loss, gradient norm or
+     * overflow check (bf16's check_grad_overflow) is not finite fails with
+     * ZT_ERR_NUMERIC on every rank before anything is stepped; true does what
+     * DeepSpeed does (steps on, or skips where bf16 checks for overflow)
+     * until ZT_TRAIN_MAX_NONFINITE_STEPS such steps in a row. */
     bool nonfinite_continue;
     zt_trainer_observer observer;
     /* Called after every optimizer step (and the evaluation due at it) on
@@ -221,6 +223,20 @@ void zt_trainer_free(zt_trainer *t);
 /* Trains until the step counter reaches until_step, or until the ranks agree
  * to stop (zt_trainer_stopped). */
 zt_status zt_trainer_train(zt_trainer *t, int64_t until_step);
+
+/* The run ends (ZT_ERR_NUMERIC) at this many steps in a row whose loss or
+ * gradients are not finite, wherever no dynamic fp16 loss scaler rules on
+ * them (fp32 and bf16 under --nonfinite continue, fp16 with a static
+ * scale): the number at which fp16's dynamic scaler with DeepSpeed's
+ * defaults gives up (one overflow absorbed by hysteresis 2, sixteen halvings
+ * from 2^16 to min_loss_scale 1, then the one at the minimum). */
+#define ZT_TRAIN_MAX_NONFINITE_STEPS 18
+
+/* How many steps in a row, up to the last one, had a non-finite loss or
+ * gradients (skipped, or stepped on under --nonfinite continue); 0 after a
+ * finite step, and always 0 under fp16's dynamic loss scaler, which decides
+ * on its overflows itself. The same on every rank. */
+int64_t zt_trainer_nonfinite_steps(const zt_trainer *t);
 
 /* Whether the last zt_trainer_train stopped on a stop request, and on how
  * many ranks each of its two reasons arrived (the same on every rank). */

@@ -156,6 +156,7 @@ struct zt_trainer {
     bool recomputing; /* recompute.c is re-running forwards (backward time) */
     bool stop_agreed;             /* a stop request reached some rank */
     int64_t stop_ranks[2];        /* ranks per reason (zt_trainer_stopped) */
+    int64_t nonfinite_steps;      /* zt_trainer_nonfinite_steps */
 };
 
 /* ---- trainer.c ---- */
@@ -268,9 +269,9 @@ zt_status zt_train_nvme_plan(zt_trainer *t);
 /* After the buffers are carved: the swap folders, files and swappers. */
 zt_status zt_train_nvme_init(zt_trainer *t);
 void zt_train_nvme_free(zt_trainer *t);
-/* Around every optimizer step: the swap files are checked before it; its
- * writes are finished after it (and, with pipeline_read, the first
- * sub-group of the next step is read ahead). */
+/* Around every optimizer step: a piece still held (zt_train_nvme_piece) is
+ * written back before it; its writes are finished after it (and, with
+ * pipeline_read, the first sub-group of the next step is read ahead). */
 zt_status zt_train_nvme_begin_step(zt_trainer *t);
 zt_status zt_train_nvme_end_step(zt_trainer *t);
 /* The optimizer step over the swapped sub-groups (nvme_opt). */

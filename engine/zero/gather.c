@@ -26,9 +26,10 @@ int64_t zt_zero_gather_pool_numel(const zt_config *cfg, const zt_layout *layout)
     /* Live elements stay within max_live, except that a demanded unit is
      * gathered even when prefetches fill the limit: at most one unit over. One
      * more unit of room absorbs first-fit fragmentation. */
-    int64_t live = cfg->zero.stage3_max_live_parameters + max_unit;
-    if (live > gathered)
-        live = gathered;
+    /* max_live may be anything up to 2^63 - 1 (DeepSpeed's sys.maxsize). */
+    int64_t live = cfg->zero.stage3_max_live_parameters < gathered - max_unit
+                       ? cfg->zero.stage3_max_live_parameters + max_unit
+                       : gathered;
     return live + max_unit;
 }
 

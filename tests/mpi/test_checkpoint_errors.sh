@@ -37,7 +37,8 @@ source tests/env.sh
 zt_scratch
 t0=$SECONDS
 
-mlp=(--model mlp --width 48 --layers 4 --in-size 24 --out-size 10 --seed 5 --device cpu)
+mlp_io=(--model mlp --in-size 24 --out-size 10 --seed 5 --device cpu)
+mlp=("${mlp_io[@]}" --width 48 --layers 4)
 cat >"$tmp/cfg.json" <<'JSON'
 {"train_batch_size": 12, "train_micro_batch_size_per_gpu": 2,
  "optimizer": {"type": "AdamW", "params": {"lr": 3e-3, "eps": 1e-5}},
@@ -45,6 +46,7 @@ cat >"$tmp/cfg.json" <<'JSON'
 JSON
 sed 's/"train_batch_size": 12/"train_batch_size": 24/' "$tmp/cfg.json" >"$tmp/cfg24.json"
 z=(timeout 60 $ZT_MPIRUN -np 2 ./zerotrain --config "$tmp/cfg.json" "${mlp[@]}")
+z_io=(timeout 60 $ZT_MPIRUN -np 2 ./zerotrain --config "$tmp/cfg.json" "${mlp_io[@]}")
 
 # The reference: 4 steps, saved at 2 and 4.
 expect 0 "saved checkpoint $tmp/ck/global_step4" -- "${z[@]}" --steps 4 --save-dir "$tmp/ck" \
@@ -190,7 +192,7 @@ expect 0 "resumed from $tmp/h/global_step2" -- "${zh[@]}" --steps 3 --load-dir "
 # A manifest from a model of other dimensions (width 32) in place of this one,
 # with its checksum recomputed: the shards are not what it describes.
 fresh
-"${z[@]}" --width 32 --steps 1 --save-dir "$tmp/other" >/dev/null 2>&1 ||
+"${z_io[@]}" --width 32 --layers 4 --steps 1 --save-dir "$tmp/other" >/dev/null 2>&1 ||
     fail "saving the width-32 model"
 cp "$tmp/other/global_step1/zt_manifest.json" "$tmp/ck/global_step4/zt_manifest.json"
 sed -i 's/"global_step1"/"global_step4"/' "$tmp/ck/global_step4/zt_manifest.json"
@@ -202,8 +204,8 @@ previous_loads
 # Flags that do not match the checkpoint: another model, other dimensions,
 # another global batch.
 fresh
-expect 2 "zt_manifest.json holds mlp with layers 4; this run has 3" -- "${z[@]}" --layers 3 \
-    --steps 4 --load-dir "$tmp/ck" --resume
+expect 2 "zt_manifest.json holds mlp with layers 4; this run has 3" -- "${z_io[@]}" --width 48 \
+    --layers 3 --steps 4 --load-dir "$tmp/ck" --resume
 expect 2 "zt_manifest.json holds a mlp model; this run builds --model gptlite" -- \
     timeout 60 $ZT_MPIRUN -np 2 ./zerotrain --config "$tmp/cfg.json" --model gptlite \
     --data "$ZT_SHARED/data/tinyshakespeare/input.txt" --n-layer 1 --n-embd 16 --n-head 2 \

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Bad input never crashes or hangs: unknown flags and bad values exit 2 with a
-# message and a hint; config errors under mpirun are printed once and every
+# Bad input never crashes or hangs: unknown flags, bad values and a value
+# flag given twice exit 2 with a message and a hint; config errors under mpirun are printed once and every
 # rank exits; --help/--version work; --steps 0 dumps the initial weights; a
 # run with the quick-start config trains.
 set -eu
@@ -11,7 +11,8 @@ zt_scratch
 
 good='{"train_batch_size": 8, "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}}'
 echo "$good" >"$tmp/good.json"
-m=(--model mlp --width 16 --layers 2 --steps 2)
+mlp=(--model mlp --width 16 --layers 2)
+m=("${mlp[@]}" --steps 2)
 
 expect 0 "usage: zerotrain" -- ./zerotrain --help
 expect 0 "zerotrain 0" -- ./zerotrain --version
@@ -26,11 +27,37 @@ expect 2 "not both" -- ./zerotrain --config "$tmp/good.json" "${m[@]}" --epochs 
 expect 2 "unknown model 'resnet'" -- ./zerotrain --config "$tmp/good.json" --model resnet
 expect 2 "no-such.json" -- ./zerotrain --config "$tmp/no-such.json" "${m[@]}"
 
+# A flag that takes a value is given once: a second one silently won before
+# (--config A --config B trained on B). Said once at np 2; switches may repeat.
+echo '{"train_batch_size": 4}' >"$tmp/other.json"
+expect 2 "error: --config is given twice ('$tmp/good.json', then '$tmp/other.json'): give it once" -- \
+    $ZT_MPIRUN -np 2 ./zerotrain --config "$tmp/good.json" --config "$tmp/other.json" "${m[@]}"
+[ "$(grep -c 'error:' "$tmp/out")" = 1 ] || { cat "$tmp/out"; fail "repeated flag reported more than once"; }
+expect 2 "error: --deepspeed_config is given twice ('$tmp/good.json' as --config, then '$tmp/good.json')" -- \
+    ./zerotrain --config "$tmp/good.json" --deepspeed_config="$tmp/good.json" "${m[@]}"
+expect 2 "error: --width is given twice ('16', then '32')" -- \
+    ./zerotrain --config "$tmp/good.json" "${m[@]}" --width 32
+expect 2 "error: --resume is given twice (without a value, then 'global_step2')" -- \
+    ./zerotrain --config "$tmp/good.json" "${m[@]}" --save-dir "$tmp/ck" --resume --resume global_step2
+expect 2 "error: --inject-overflow is given twice ('1', then '2')" -- \
+    ./zerotrain --config "$tmp/good.json" "${m[@]}" --inject-overflow 1 --inject-overflow 2
+expect 2 "error: --length is given twice ('5', then '6')" -- \
+    ./zerotrain generate --checkpoint "$tmp" --length 5 --length 6
+expect 2 "error: --max-bytes is given twice ('1M', then '2M')" -- \
+    ./zerotrain check --max-bytes 1M --max-bytes 2M --config "$tmp/good.json" "${m[@]}"
+expect 0 "zerotrain: done: 2 steps" -- ./zerotrain --config "$tmp/good.json" "${m[@]}" --strict --strict
+
 # A config error at np 2: one message (not one per rank), both ranks exit.
 echo '{"train_batch_size": 8, "zero_optimization": {"stage": 0, "reduce_bucket_sise": 5}}' >"$tmp/typo.json"
 expect 2 "did you mean" -- $ZT_MPIRUN -np 2 ./zerotrain --config "$tmp/typo.json" "${m[@]}"
 [ "$(grep -c 'error:' "$tmp/out")" = 1 ] || { cat "$tmp/out"; fail "config error printed more than once"; }
 expect 2 "train_batch_size is not equal to" -- $ZT_MPIRUN -np 2 ./zerotrain --config "$tmp/good.json" "${m[@]}" --micro-batch-size 3 --gradient-accumulation-steps 1
+# The batch triple is bounded by the config check, named with its value and
+# bound (it used to reach the pipeline schedule's "16777217 micro-batches").
+expect 2 "gradient_accumulation_steps: Gradient accumulation steps: 16777217 has to be at most 16777216 (2^24)" -- \
+    ./zerotrain --config <(echo '{"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 16777217}') "${m[@]}"
+expect 2 "bad value '16777217' for --gradient-accumulation-steps (an integer from 1 to 16777216)" -- \
+    ./zerotrain --config "$tmp/good.json" "${m[@]}" --gradient-accumulation-steps 16777217
 expect 2 "not implemented yet" -- ./zerotrain --config <(echo '{"train_batch_size": 8, "fp16": {"enabled": true, "fp16_master_weights_and_grads": true}, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}') "${m[@]}"
 expect 2 '"nvme_path" in DeepSpeed Config cannot be None if remote device is nvme' -- ./zerotrain --config <(echo '{"train_batch_size": 8, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "nvme"}}}') "${m[@]}"
 expect 2 "offload_optimizer" -- ./zerotrain --config <(echo '{"train_batch_size": 8, "zero_optimization": {"stage": 0, "offload_optimizer": {"device": "cpu"}}}') "${m[@]}"
@@ -87,13 +114,13 @@ before_step1 "cannot write report /nonexistent/dir/r.json" $ZT_MPIRUN -np 2 ./ze
 [ "$(grep -c 'error:' "$tmp/out")" = 1 ] || { cat "$tmp/out"; fail "printed more than once"; }
 touch "$tmp/plain"
 before_step1 "cannot write dump $tmp/plain/p.bin: $tmp/plain (or a directory above it) is not a directory" \
-    ./zerotrain --config "$tmp/good.json" "${m[@]}" --steps 3000 --dump-params "$tmp/plain/p.bin"
+    ./zerotrain --config "$tmp/good.json" "${mlp[@]}" --steps 3000 --dump-params "$tmp/plain/p.bin"
 before_step1 "cannot write gradient dump $tmp/nodir/g%d.bin: directory $tmp/nodir does not exist" \
-    ./zerotrain --config "$tmp/good.json" "${m[@]}" --steps 3000 --dump-grads "$tmp/nodir/g%d.bin"
+    ./zerotrain --config "$tmp/good.json" "${mlp[@]}" --steps 3000 --dump-grads "$tmp/nodir/g%d.bin"
 before_step1 "cannot write gradient dump $tmp: it is a directory" \
-    ./zerotrain --config "$tmp/good.json" "${m[@]}" --steps 3000 --dump-grads "$tmp"
+    ./zerotrain --config "$tmp/good.json" "${mlp[@]}" --steps 3000 --dump-grads "$tmp"
 before_step1 "cannot write report $tmp/fifo.json: it is a FIFO (named pipe), not a regular file" \
-    ./zerotrain --config "$tmp/good.json" "${m[@]}" --steps 3000 --report "$tmp/fifo.json"
+    ./zerotrain --config "$tmp/good.json" "${mlp[@]}" --steps 3000 --report "$tmp/fifo.json"
 # A run that fails after the check leaves no empty report behind.
 expect 2 "does not exist" -- ./zerotrain --config "$tmp/good.json" "${m[@]}" \
     --inject-overflow 2:99 --report "$tmp/left.json"
@@ -101,7 +128,7 @@ expect 2 "does not exist" -- ./zerotrain --config "$tmp/good.json" "${m[@]}" \
 if zt_unprivileged "an output directory without write permission"; then
     mkdir -m 555 "$tmp/ro"
     before_step1 "permission denied: cannot write report $tmp/ro/r.json" "${unpriv[@]}" \
-        ./zerotrain --config "$tmp/good.json" "${m[@]}" --steps 3000 --report "$tmp/ro/r.json"
+        ./zerotrain --config "$tmp/good.json" "${mlp[@]}" --steps 3000 --report "$tmp/ro/r.json"
     grep -q "hint: .*chmod u+w" "$tmp/out" || { cat "$tmp/out"; fail "no chmod hint"; }
 fi
 

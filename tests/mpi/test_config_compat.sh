@@ -5,7 +5,8 @@
 # config reported in one run (once at np 2); HF's "auto" template and a
 # DeepSpeed-docs style config train as shipped in scripts/configs; --strict;
 # the stage-3 warning when nothing is partitioned; Megatron-style
-# contiguous_memory_optimization checkpointing every unit.
+# contiguous_memory_optimization checkpointing every unit; DeepSpeed's warning
+# for a schedule shorter than its warmup, once.
 set -eu
 cd "$(dirname "$0")/../.."
 source tests/env.sh
@@ -127,3 +128,13 @@ expect 0 "zerotrain: done" -- $ZT_MPIRUN -np 2 ./zerotrain --config "$tmp/good.j
     --dump-params "$tmp/plain.bin"
 cmp "$tmp/cmo.bin" "$tmp/plain.bin" || fail "checkpointing every unit changed the weights"
 echo "ok: contiguous_memory_optimization without number_checkpoints"
+
+# ---- DeepSpeed's WarmupDecayLR/WarmupCosineLR warning when the schedule is
+# shorter than its warmup: with HF's "auto" total (the run's steps) that is a
+# warmup longer than the run. Its text, as a warning, once at np 2.
+echo '{"train_batch_size": 8, "scheduler": {"type": "WarmupDecayLR",
+ "params": {"total_num_steps": "auto", "warmup_num_steps": 100}}}' >"$tmp/warm.json"
+expect 0 "  warning: total_num_steps 2 is less than warmup_num_steps 100" -- \
+    $ZT_MPIRUN -np 2 ./zerotrain --config "$tmp/warm.json" "${m[@]}"
+[ "$(grep -c 'is less than warmup_num_steps' "$tmp/out")" = 1 ] ||
+    { cat "$tmp/out"; fail "the warmup warning is not printed exactly once"; }

@@ -10,7 +10,8 @@ zt_scratch
 
 cfg="$tmp/cfg.json"
 echo '{"train_batch_size": 4, "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}}' >"$cfg"
-gpt=(./zerotrain --config "$cfg" --model gptlite --n-layer 1 --n-embd 16 --n-head 2 --steps 1)
+gpt_heads=(./zerotrain --config "$cfg" --model gptlite --n-layer 1 --n-embd 16 --steps 1)
+gpt=("${gpt_heads[@]}" --n-head 2)
 cls=(./zerotrain --config "$cfg" --model classifier --n-layer 1 --embed-dim 16 --n-head 2
      --hidden-dim 16 --max-len 16 --steps 1)
 
@@ -45,7 +46,7 @@ expect 2 "--max-len is a flag of --model classifier" -- "${gpt[@]}" --max-len 8 
     --data "$ZT_SHARED/data/tinyshakespeare/input.txt"
 expect 2 "--width is a flag of --model mlp" -- "${cls[@]}" --width 8 --data "$tmp/labels.csv"
 expect 2 "--sample is a flag of --model gptlite" -- "${cls[@]}" --sample 10 --data "$tmp/labels.csv"
-expect 2 "not divisible" -- "${gpt[@]}" --n-head 3 --data "$ZT_SHARED/data/tinyshakespeare/input.txt"
+expect 2 "not divisible" -- "${gpt_heads[@]}" --n-head 3 --data "$ZT_SHARED/data/tinyshakespeare/input.txt"
 expect 2 "bad value" -- "${gpt[@]}" --dropout 1 --data "$ZT_SHARED/data/tinyshakespeare/input.txt"
 expect 2 "smaller than the tokenizer's 65 tokens" -- "${gpt[@]}" --vocab-size 10 \
     --data "$ZT_SHARED/data/tinyshakespeare/input.txt"

@@ -12,8 +12,12 @@
 #    machine lets us make one, else the ZT_CGROUP_ROOT testing aid);
 #  - ranks started with different settings (mpirun's MPMD form) agree that
 #    they differ and name the first difference instead of hanging or crashing;
-#  - fp32 divergence stops the run (exit 1) before anything is saved, unless
-#    --nonfinite continue asks for DeepSpeed's behaviour;
+#  - fp32 and bf16 divergence (a non-finite loss, gradient norm, overflow
+#    check or validation loss) stops the run (exit 1) before anything is
+#    saved; --nonfinite continue (DeepSpeed's behaviour) and a static fp16
+#    loss scale stop at the 18th such step in a row, save nothing while they
+#    last and never end "done" on one; an fp16 run none of whose steps was
+#    applied says so;
 #  - a rank killed mid-run (the OOM killer, a lost node) ends the whole job
 #    within seconds, and the last checkpoint `latest` names resumes.
 set -eu
@@ -25,8 +29,8 @@ cat >"$tmp/c.json" <<JSON
 {"train_batch_size": 8, "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}}
 JSON
 shakespeare="$ZT_SHARED/data/tinyshakespeare/input.txt"
-gpt=(./zerotrain --config "$tmp/c.json" --model gptlite --data "$shakespeare" --n-layer 2
-     --n-embd 32 --n-head 2 --block-size 32)
+gpt_shape=(./zerotrain --config "$tmp/c.json" --model gptlite --n-layer 2 --n-embd 32 --n-head 2)
+gpt=("${gpt_shape[@]}" --data "$shakespeare" --block-size 32)
 
 # ---- a padded vocabulary (66 > the 65 characters of tiny shakespeare)
 expect 0 "zerotrain: done: 2 steps" -- "${gpt[@]}" --vocab-size 66 --steps 2 --sample 200
@@ -46,6 +50,8 @@ expect 2 "bad value '100000000' for --width" -- \
 expect 2 "model mlp has more than 2^63 parameters" -- \
     ./zerotrain --estimate-memory --model mlp --width 16777216 --layers 65536
 expect 2 "need more than 2^63 elements or bytes" -- \
+    ./zerotrain --estimate-memory --model mlp --width 16777216 --layers 8192
+expect 2 "bad value '9223372036854775807' for --micro-batch-size (an integer from 1 to 16777216)" -- \
     ./zerotrain --estimate-memory --model mlp --width 16777216 --layers 4 --micro-batch-size 9223372036854775807
 expect 2 "steps per epoch is more than 2^63 steps" -- \
     ./zerotrain --config "$tmp/c.json" --model mlp --width 16 --epochs 9223372036854775807
@@ -64,7 +70,8 @@ grep -q "hint: optimizer states are the largest part: ZeRO stage 1 or higher sha
 # Activations: the remedy is a smaller micro batch or checkpointing, never a ZeRO stage.
 # The unfused attention's (n, H, T, T) probabilities make ACTS the largest class
 # here (fused attention saves O(T) per row: tests/mpi/test_attention_fused.sh).
-expect 1 "ACTS 2.12" -- bash -c 'ulimit -v 3000000; exec "$@"' _ "${gpt[@]}" --block-size 4096 \
+expect 1 "ACTS 2.12" -- bash -c 'ulimit -v 3000000; exec "$@"' _ "${gpt_shape[@]}" \
+    --data "$shakespeare" --block-size 4096 \
     --attention unfused --steps 1
 grep -q "hint: activations are the largest part, which no ZeRO stage shards: a smaller train_micro_batch_size_per_gpu" "$tmp/out" ||
     { cat "$tmp/out"; fail "the activations remedy is not the micro batch"; }
@@ -89,9 +96,17 @@ expect 1 "ranks in the memory cgroup need" -- env ZT_CGROUP_ROOT="$tmp/cg" "${bi
 
 # ---- ranks that run different things (MPMD), each a different field
 mlp=(./zerotrain --config "$tmp/c.json" --model mlp --width 32 --steps 3)
-mpmd() { # pattern, rank 1's extra flags...
-    local pattern=$1; shift
-    expect 2 "$pattern" -- $ZT_MPIRUN -np 1 "${mlp[@]}" : -np 1 "${mlp[@]}" "$@"
+mpmd() { # pattern flag value: rank 1 runs the mlp with that flag's value changed (or added)
+    local pattern=$1 flag=$2 value=$3 other=() i=0 found=0
+    while [ $i -lt ${#mlp[@]} ]; do
+        if [ "${mlp[$i]}" = "$flag" ]; then
+            other+=("$flag" "$value") found=1 i=$((i + 2))
+        else
+            other+=("${mlp[$i]}") i=$((i + 1))
+        fi
+    done
+    [ $found = 1 ] || other+=("$flag" "$value")
+    expect 2 "$pattern" -- $ZT_MPIRUN -np 1 "${mlp[@]}" : -np 1 "${other[@]}"
 }
 cat >"$tmp/s2.json" <<JSON
 {"train_batch_size": 8, "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}},
@@ -104,8 +119,8 @@ mpmd "rank 1 runs something other than rank 0: --steps is '4' on rank 1 and '3' 
 mpmd "rank 1 runs something other than rank 0: --seed is '5' on rank 1" --seed 5
 mpmd "--dump-params is 'given' on rank 1 and '(none)' on rank 0" --dump-params "$tmp/d.bin"
 tac "$shakespeare" >"$tmp/other.txt"  # the same characters, another text
-expect 2 "the --data file is" -- $ZT_MPIRUN -np 1 "${gpt[@]}" --steps 1 : -np 1 "${gpt[@]}" \
-    --steps 1 --data "$tmp/other.txt"
+expect 2 "the --data file is" -- $ZT_MPIRUN -np 1 "${gpt[@]}" --steps 1 : -np 1 "${gpt_shape[@]}" \
+    --block-size 32 --steps 1 --data "$tmp/other.txt"
 
 # ---- fp32 divergence: lr 1e30 makes the first step's weights huge and the
 # second step's loss nan
@@ -133,7 +148,63 @@ JSON
 expect 1 "the weights hold nan or inf" -- $ZT_MPIRUN -np 2 ./zerotrain --config "$tmp/inf.json" \
     --model mlp --width 32 --steps 20 --save-dir "$tmp/div2" --save-interval 1
 [ ! -e "$tmp/div2/latest" ] || fail "a checkpoint of non-finite weights became latest"
-expect 0 "zerotrain: done: 20 steps" -- "${div[@]}" --nonfinite continue
+# --nonfinite continue steps on as DeepSpeed does, but not for ever: the 18th
+# non-finite step in a row (steps 2-19) ends the run.
+expect 1 "step 19: 18 steps in a row with a non-finite loss or gradients (the loss is .*nan and the gradient norm .*nan; fp32 training with --nonfinite continue)" -- \
+    "${div[@]}" --nonfinite continue
+# A validation loss that is not finite stops the run too, before the step's
+# checkpoint: lr 1e30 makes step 1's weights huge but finite.
+expect 1 "step 1: the validation loss is .* in fp32 training" -- \
+    $ZT_MPIRUN -np 2 ./zerotrain --config "$tmp/div.json" --model gptlite --data "$shakespeare" \
+    --n-layer 1 --n-embd 16 --n-head 2 --block-size 8 --steps 5 --eval-interval 1 \
+    --eval-iters 1 --save-dir "$tmp/div-eval" --save-interval 1
+[ ! -e "$tmp/div-eval/latest" ] || fail "a diverged run's checkpoint became latest"
+
+# ---- bf16 checks for overflow (check_grad_overflow) and has no loss scaler:
+# an overflow is divergence, as in fp32, not a step to skip for ever.
+cat >"$tmp/bf16.json" <<JSON
+{"train_batch_size": 8, "optimizer": {"type": "AdamW", "params": {"lr": 1e30}},
+ "bf16": {"enabled": true}, "zero_optimization": {"stage": 1}}
+JSON
+bf=($ZT_MPIRUN -np 2 ./zerotrain --config "$tmp/bf16.json" --model mlp --width 16 --layers 2 --steps 20)
+expect 1 "step 2: the loss is .*nan and the gradients of layers.0 (unit 0) hold inf or nan in bf16 training" -- \
+    "${bf[@]}" --save-dir "$tmp/bf" --save-interval 1
+[ "$(cat "$tmp/bf/latest")" = global_step1 ] || fail "bf16 divergence: latest is not step 1's"
+grep -q "zerotrain: done" "$tmp/out" && fail "a diverged bf16 run said done"
+# Under --nonfinite continue the overflowing steps are skipped as DeepSpeed
+# skips them, no checkpoint is saved while they last, and the 18th in a row
+# ends the run: steps 3-20 overflow, `latest` stays step 2's.
+sed 's/1e30/1e-3/' "$tmp/bf16.json" >"$tmp/bf16ok.json"
+bfok=($ZT_MPIRUN -np 2 ./zerotrain --config "$tmp/bf16ok.json" --model mlp --width 16 --layers 2
+      --nonfinite continue)
+expect 1 "step 20: 18 steps in a row with a non-finite loss or gradients (the loss is .* and the gradients of layers.1 (unit 1) hold inf or nan; bf16 training with --nonfinite continue)" -- \
+    "${bfok[@]}" --steps 30 --inject-overflow "$(seq -s, 3 20)" --save-dir "$tmp/bfc" --save-interval 2
+grep -q "step 4: no checkpoint: the last 2 step(s) had a non-finite loss or gradients" "$tmp/out" ||
+    { cat "$tmp/out"; fail "no note on the checkpoint left out"; }
+[ "$(cat "$tmp/bfc/latest")" = global_step2 ] || fail "bf16 --nonfinite continue: latest moved past step 2"
+# A few overflowing steps are ridden out (and skipped, no checkpoint at step 4).
+expect 0 "zerotrain: done: 10 steps" -- "${bfok[@]}" --steps 10 --inject-overflow 3,4 \
+    --save-dir "$tmp/bfr" --save-interval 2
+[ "$(cat "$tmp/bfr/latest")" = global_step10 ] && [ ! -e "$tmp/bfr/global_step4" ] ||
+    fail "bf16 --nonfinite continue: wrong checkpoints $(ls "$tmp/bfr")"
+# ... but a run that ends on them is not done, and is not saved.
+expect 1 "step 10: the run ends on 1 step(s) in a row whose loss or gradients are not finite" -- \
+    "${bfok[@]}" --steps 10 --inject-overflow 10 --save-dir "$tmp/bfe" --save-interval 4
+[ "$(cat "$tmp/bfe/latest")" = global_step8 ] || fail "a run ending on an overflow saved it"
+# fp16 with a static loss scale skips overflows as DeepSpeed does: 18 in a row end it.
+cat >"$tmp/fp16s.json" <<JSON
+{"train_batch_size": 8, "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}},
+ "fp16": {"enabled": true, "loss_scale": 128}, "zero_optimization": {"stage": 1}}
+JSON
+expect 1 "step 18: 18 steps in a row .*; fp16 training with a static loss scale)" -- \
+    $ZT_MPIRUN -np 2 ./zerotrain --config "$tmp/fp16s.json" --model mlp --width 16 --layers 2 \
+    --steps 30 --inject-overflow "$(seq -s, 1 30)"
+# The dynamic scaler's own search skips steps as DeepSpeed does (and stops at
+# its minimum): a run that ends inside it says that nothing was applied.
+sed 's/"loss_scale": 128/"initial_scale_power": 16/' "$tmp/fp16s.json" >"$tmp/fp16d.json"
+expect 0 "warning: none of the 3 steps of this run was applied: every one overflowed and was skipped (the fp16 loss scale is now 16384)" -- \
+    $ZT_MPIRUN -np 2 ./zerotrain --config "$tmp/fp16d.json" --model mlp --width 16 --layers 2 \
+    --steps 3 --inject-overflow 1,2,3
 
 # ---- a rank killed with SIGKILL while the job trains and saves every 20 steps
 $ZT_MPIRUN -np 2 ./zerotrain --config "$tmp/c.json" --model mlp --width 256 --layers 4 \

@@ -17,10 +17,12 @@
 #     The memory report puts the bytes the cpu offload holds in host memory
 #     in the swap files instead (memory_bytes.nvme).
 #  3. Errors name the file and lose nothing: an unwritable nvme_path, a full
-#     disk (a small tmpfs, where mount is allowed), a swap file deleted
-#     mid-run; after each, the last checkpoint still resumes. While that run
-#     runs, the swap files on disk are DeepSpeed's layout with the sizes the
-#     report states, allocated.
+#     disk (a small tmpfs, where mount is allowed); after each, the last
+#     checkpoint still resumes. A diverged run (exit 1) and a failed save
+#     (exit 2) leave nvme_path empty. While a run runs, its swap files have
+#     no names (only the locks do): /proc/PID/fd shows them with DeepSpeed's
+#     names and the sizes the report states, allocated; killed with -9 it
+#     leaves only the folders and locks, which the next run removes.
 #     A bad aio block_size and a buffer_size under a shard fail naming the key.
 #  4. --estimate-memory's nvme rows are the reservation of the nvme run.
 set -eu
@@ -215,29 +217,61 @@ else
     echo "skipped: full disk (cannot mount a small tmpfs here: not root, or no mount rights)"
 fi
 
-# A swap file deleted while training: the run stops at the next step naming
-# it; the checkpoints written before are intact.
+# A run that fails leaves nothing in nvme_path: divergence (exit 1: an inf
+# in step 2's gradients) and a failed save (exit 2: a disk that fills).
+nvme_empty() { # what: no file and no folder left under $tmp/swap
+    [ -z "$(ls -A "$tmp/swap")" ] || { ls -laR "$tmp/swap"; fail "$1: left in nvme_path"; }
+}
+write_cfg div 3 fp32 nvme nvme
+expect 1 "step 2: the loss is .* and the gradient norm inf in fp32 training" -- \
+    $ZT_MPIRUN -np 2 ./zerotrain --config "$tmp/div.json" "${gpt[@]}" --steps 4 \
+    --inject-overflow 2
+nvme_empty "a diverged run (exit 1)"
+expect 2 "cannot write checkpoint file $tmp/ck-full/global_step2.partial/.*: No space left on device" -- \
+    env ZT_CKPT_FAIL_AFTER_BYTES=1000 $ZT_MPIRUN -np 2 -x ZT_CKPT_FAIL_AFTER_BYTES ./zerotrain --config "$tmp/gpt16-nvme.json" \
+    "${gpt[@]}" --steps 4 --save-dir "$tmp/ck-full" --save-interval 2
+nvme_empty "a failed save (exit 2)"
+echo "ok: a diverged run and a failed save leave nvme_path empty"
+
+# While a job runs its swap files have no name: the rank folders hold their
+# locks only, and the files show in /proc/PID/fd as "(deleted)", DeepSpeed's
+# names, the sizes the report states, allocated. So a job killed with -9
+# leaves none of their space behind, only the folders and locks, which the
+# next job on nvme_path takes over and removes.
 write_cfg gpt16-long 3 fp16 nvme nvme
 set +e
-timeout 90 $ZT_MPIRUN -np 2 ./zerotrain --config "$tmp/gpt16-long.json" "${gpt[@]}" --steps 100000 \
-    --save-dir "$tmp/ck2" --save-interval 5 >"$tmp/del.log" 2>&1 &
-pid=$!
-victim="$tmp/swap/zero_stage_3/optimizer/rank1/exp_avg.tensor.swp"
+$ZT_MPIRUN -np 2 ./zerotrain --config "$tmp/gpt16-long.json" "${gpt[@]}" --steps 100000 \
+    --save-dir "$tmp/ck2" --save-interval 5 >"$tmp/kill.log" 2>&1 &
+job=$!
 for _ in $(seq 600); do
     [ -e "$tmp/ck2/global_step5" ] && break
     sleep 0.1
 done
-# The swap folders while it runs: DeepSpeed's layout, one lock per rank
-# folder, sizes and allocated blocks as the report of the same run (full) says.
-(cd "$tmp/swap" && find . -type f -printf '%P %s %b\n') >"$tmp/files.txt"
-rm -f "$victim"
-wait $pid
+ranks=$(pgrep -P $job -f zerotrain)
+[ -e "$tmp/ck2/global_step5" ] && [ "$(echo $ranks | wc -w)" = 2 ] ||
+    { kill -9 $job; cat "$tmp/kill.log"; fail "no checkpoint in 60 s, or not 2 ranks under mpirun"; }
+named=$(cd "$tmp/swap" && find . -type f -printf '%P\n' | sort)
+for pid in $ranks; do
+    for fd in /proc/$pid/fd/*; do
+        target=$(readlink "$fd" 2>/dev/null) || continue
+        case $target in
+        "$tmp/swap/"*".tensor.swp (deleted)")
+            name=${target#"$tmp/swap/"}
+            echo "${name% (deleted)} $(stat -L -c '%s %b' "$fd")" ;;
+        esac
+    done
+done >"$tmp/files.txt"
+kill -9 "${ranks%%$'\n'*}"
+for _ in $(seq 300); do kill -0 $job 2>/dev/null || break; sleep 0.1; done
+kill -0 $job 2>/dev/null && { kill -9 $job; fail "the job still runs 30 s after a rank was killed"; }
+wait $job
 got=$?
 set -e
-[ "$got" = 2 ] || { cat "$tmp/del.log"; fail "deleted swap file: exit $got, expected 2"; }
-grep -q "error: swap file $victim was deleted while training" "$tmp/del.log" ||
-    { cat "$tmp/del.log"; fail "deleted swap file: no error naming it"; }
-echo "ok: a swap file deleted mid-run stops the run naming it (at step $(cat "$tmp/ck2/latest"))"
+[ "$got" != 0 ] || fail "a job with a killed rank exited 0"
+want=$(printf '%s\n' zero_stage_3/{float16params,optimizer}/rank{0,1}/.zerotrain.lock | sort)
+[ "$named" = "$want" ] || { echo "$named"; fail "named files in nvme_path while training"; }
+[ -z "$(find "$tmp/swap" -type f ! -name .zerotrain.lock)" ] || fail "kill -9 left swap files"
+echo "ok: while training only the locks have names; kill -9 leaves no swap file behind"
 $ZT_PYTHON - "$tmp/files.txt" "$tmp/full.json" <<'PY' || { cat "$tmp/files.txt"; fail "swap files on disk"; }
 import json, re, sys
 files = {}
@@ -252,7 +286,7 @@ for rk in r["ranks"]:
     mine = {k: v for k, v in files.items() if k.startswith((opt, par))}
     stems = {opt + s + ".tensor.swp" for s in ("fp32_master", "exp_avg", "exp_avg_sq", "gradient")}
     params = [k for k in mine if re.fullmatch(re.escape(par) + r"\d+_param\.tensor\.swp", k)]
-    assert set(mine) == stems | set(params) | {opt + ".zerotrain.lock", par + ".zerotrain.lock"}, mine
+    assert set(mine) == stems | set(params), mine
     assert len(params) == r["nvme"]["swapped_param_units"], params
     for k in stems | set(params):
         size, alloc = mine[k]
@@ -260,13 +294,14 @@ for rk in r["ranks"]:
     assert all(mine[k][0] == mem["MASTER"] for k in stems), (mine, mem)
     assert sum(mine[k][0] for k in params) == mem["PARAMS"], (params, mem)
     assert 2 * mem["MASTER"] == mem["OPTIM"]
-    print(f"ok: rank {R}: {len(stems) + len(params)} swap files on disk, {sum(mine[k][0] for k in stems | set(params))} B allocated, as the report says")
+    print(f"ok: rank {R}: {len(stems) + len(params)} nameless swap files open, {sum(mine[k][0] for k in stems | set(params))} B allocated, as the report says")
 PY
 at=$(cat "$tmp/ck2/latest")
-run 2 gpt16-nvme after-delete "${gpt[@]}" --steps $((${at#global_step} + 2)) --load-dir "$tmp/ck2" \
+run 2 gpt16-nvme after-kill "${gpt[@]}" --steps $((${at#global_step} + 2)) --load-dir "$tmp/ck2" \
     --resume
-grep -q "resumed from $tmp/ck2/global_step" "$tmp/after-delete.log" || fail "no resume after the deletion"
-echo "ok: after the deletion the latest checkpoint resumes"
+grep -q "resumed from $tmp/ck2/global_step" "$tmp/after-kill.log" || fail "no resume after the kill"
+nvme_empty "the run after a killed one"
+echo "ok: after the kill the latest checkpoint resumes, and the next run removes the folders"
 
 # 4. The estimate's nvme rows are the nvme run's reservation, class by class.
 ./zerotrain --estimate-memory --num-gpus 2 --config "$tmp/mlp-s3-nvme.json" "${mlp[@]}" \

@@ -32,9 +32,11 @@ t0=$SECONDS
 # 80 short reviews: mixed lengths pad micro-batches differently per rank.
 zt_short_reviews 80 "$tmp/reviews.csv" 78
 
-mlp=(--model mlp --width 64 --layers 4 --in-size 32 --out-size 10 --steps 8 --seed 7)
-gpt=(--model gptlite --data "$ZT_SHARED/data/tinyshakespeare/input.txt" --n-layer 2 --n-embd 32
-     --n-head 4 --block-size 16 --dropout 0.1 --steps 8 --seed 5)
+mlp_shape=(--model mlp --width 64 --layers 4 --in-size 32 --out-size 10 --seed 7)
+gpt_shape=(--model gptlite --data "$ZT_SHARED/data/tinyshakespeare/input.txt" --n-layer 2 --n-embd 32
+     --n-head 4 --block-size 16 --dropout 0.1 --seed 5)
+mlp=("${mlp_shape[@]}" --steps 8)
+gpt=("${gpt_shape[@]}" --steps 8)
 cls=(--model classifier --data "$tmp/reviews.csv" --n-layer 2 --embed-dim 32 --n-head 4
      --hidden-dim 64 --max-len 48 --steps 6 --seed 11)
 write_cfg() { # name stage extra
@@ -111,8 +113,8 @@ PY
 echo "ok: fp16 overflow injected on one of 4 stages skips steps 3 and 6 everywhere (cmp)"
 # bf16 with the optimizer offloaded: bf16 activations cross the stages, and
 # P 2 x D 2 rounds its gradient reductions as np 2 data parallelism does.
-run bf16-dp2 2 bf16-off "${gpt[@]}" --steps 4 --gradient-accumulation-steps 2 --typed-tensors off
-run bf16-p2d2 4 bf16-off "${gpt[@]}" --steps 4 --gradient-accumulation-steps 2 --pipeline-stages 2
+run bf16-dp2 2 bf16-off "${gpt_shape[@]}" --steps 4 --gradient-accumulation-steps 2 --typed-tensors off
+run bf16-p2d2 4 bf16-off "${gpt_shape[@]}" --steps 4 --gradient-accumulation-steps 2 --pipeline-stages 2
 cmp "$tmp/bf16-dp2.bin" "$tmp/bf16-p2d2.bin" || fail "bf16 offload P 2 x D 2 differs from np 2"
 echo "ok: bf16 with CPU-offloaded optimizer: P 2 x D 2 = np 2 data parallel (cmp)"
 
@@ -159,8 +161,8 @@ grep -q "^stage=0 layers=2 params=6272$" "$tmp/mlp-p2d1-g8-s0.log" &&
     grep -q "^     3: layers.3 (LinearReLU)$" "$tmp/mlp-p2d1-g8-s0.log" &&
     grep -q "^  loss: cross_entropy$" "$tmp/mlp-p2d1-g8-s0.log" ||
     { cat "$tmp/mlp-p2d1-g8-s0.log"; fail "partition printout"; }
-run mlp-uniform 2 s0 "${mlp[@]}" --steps 2 --pipeline-stages 2 --partition-method uniform
-run gpt-type 2 s0 "${gpt[@]}" --steps 2 --pipeline-stages 2 --partition-method 'type:block'
+run mlp-uniform 2 s0 "${mlp_shape[@]}" --steps 2 --pipeline-stages 2 --partition-method uniform
+run gpt-type 2 s0 "${gpt_shape[@]}" --steps 2 --pipeline-stages 2 --partition-method 'type:block'
 grep -q "^stage=1 layers=2 params=14913$" "$tmp/gpt-type.log" ||
     { cat "$tmp/gpt-type.log"; fail "type:block (matched case-insensitively) should put one Block on each stage"; }
 

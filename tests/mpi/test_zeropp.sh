@@ -76,8 +76,9 @@ run mlp-off 3 1 "$tmp/cfg-mlp-off.json" "${mlp[@]}" &&
     { $zp bytes "$tmp/mlp-off.json" --mlp 64,4,32,10 --label "MLP fp32 np 3 (3x1) offload" || failed=1; }
 
 # ---- 2. loss tracking and bytes saved, GPT-lite
-gpt=(--model gptlite --data "$ZT_SHARED/data/tinyshakespeare/input.txt" --n-layer 2 --n-embd 32
-     --n-head 4 --block-size 32 --steps 40 --seed 11)
+gpt_shape=(--model gptlite --data "$ZT_SHARED/data/tinyshakespeare/input.txt" --n-layer 2
+     --n-embd 32 --n-head 4 --block-size 32 --seed 11)
+gpt=("${gpt_shape[@]}" --steps 40)
 cfg plain-2 16 '"bf16": {"enabled": true},' ''
 cfg quant-2 16 '"bf16": {"enabled": true}, "comms_logger": {"enabled": true},' "$q"
 cfg plain-4 16 '"bf16": {"enabled": true},' ', "zero_hpz_partition_size": 2'
@@ -116,7 +117,7 @@ PY
 done
 
 # ---- 3. one node: no qgZ, as DeepSpeed; qwZ still on
-run one-node 2 2 "$tmp/cfg-quant-2.json" "${gpt[@]}" --steps 4 && {
+run one-node 2 2 "$tmp/cfg-quant-2.json" "${gpt_shape[@]}" --steps 4 && {
     grep -q "qgZ: one node" "$tmp/one-node.log" ||
         { echo "FAIL: one node: no line saying qgZ does not run"; failed=1; }
     $ZT_PYTHON - "$tmp/one-node.json" <<'PY' || failed=1
@@ -139,7 +140,7 @@ cfg hpz-np3 12 '' "$q"', "zero_hpz_partition_size": 2'
 expect 2 "(DeepSpeed: \"3 is not divisible by 2\")" \
     -- $ZT_MPIRUN -np 3 ./zerotrain --config "$tmp/cfg-hpz-np3.json" "${gpt[@]}"
 sed 's/"stage": 3/"stage": 2/' "$tmp/cfg-quant-4.json" >"$tmp/cfg-stage2.json"
-run stage2 2 1 "$tmp/cfg-stage2.json" "${gpt[@]}" --steps 3 && {
+run stage2 2 1 "$tmp/cfg-stage2.json" "${gpt_shape[@]}" --steps 3 && {
     for k in zero_hpz_partition_size zero_quantized_weights zero_quantized_gradients; do
         grep -q "warning: zero_optimization.$k: ignored at stage 2, as DeepSpeed does" "$tmp/stage2.log" ||
             { echo "FAIL: stage 2: no warning that $k is ignored"; failed=1; }
@@ -162,7 +163,7 @@ for v in plain quant; do
     z=''
     [ $v = quant ] && z="$q"
     cfg "fp16-$v" 16 '"fp16": {"enabled": true, "initial_scale_power": 32},' "$z"
-    run "fp16-$v" 2 1 "$tmp/cfg-fp16-$v.json" "${gpt[@]}" --steps 24 || continue
+    run "fp16-$v" 2 1 "$tmp/cfg-fp16-$v.json" "${gpt_shape[@]}" --steps 24 || continue
 done
 $ZT_PYTHON - "$tmp/fp16-quant.json" "$tmp/fp16-plain.json" <<'PY' || failed=1
 import json, sys

@@ -11,6 +11,77 @@
 
 /* ------------------------------------------------------------ batch triple */
 
+/* Each of the triple has an upper bound (config.h), given or derived: the
+ * message names the key, its value and the bound; the largest value passes. */
+static void test_batch_bounds(void **state)
+{
+    (void)state;
+    /* 2^24 accumulation steps at the limit, one more refused, with its line. */
+    assert_int_equal(parse("{\"train_micro_batch_size_per_gpu\": 1,\n"
+                           " \"gradient_accumulation_steps\": 16777216}"),
+                     ZT_OK);
+    assert_int_equal(cfg.gradient_accumulation_steps, ZT_CONFIG_MAX_GAS);
+    assert_fails("{\"train_micro_batch_size_per_gpu\": 1,\n"
+                 " \"gradient_accumulation_steps\": 16777217}",
+                 ZT_ERR_CONFIG,
+                 "t.json:2: gradient_accumulation_steps: Gradient accumulation steps: 16777217 "
+                 "has to be at most 16777216 (2^24)");
+    assert_contains(zt_status_hint(), "a larger train_micro_batch_size_per_gpu");
+    /* Derived (train_batch_size // micro // world): the derivation in the hint,
+     * not the pipeline schedule's internal error. */
+    assert_fails_ws("{\"train_batch_size\": 67108864, \"train_micro_batch_size_per_gpu\": 1}", 2,
+                    ZT_ERR_CONFIG,
+                    "gradient_accumulation_steps: Gradient accumulation steps: 33554432 has to be "
+                    "at most 16777216 (2^24)");
+    assert_contains(zt_status_hint(),
+                    "gradient_accumulation_steps = 67108864 // 1 // 2 = 33554432");
+    /* The micro batch, given or derived from train_batch_size alone. */
+    assert_int_equal(parse("{\"train_micro_batch_size_per_gpu\": 16777216}"), ZT_OK);
+    assert_fails("{\"train_micro_batch_size_per_gpu\": 16777217}", ZT_ERR_CONFIG,
+                 "train_micro_batch_size_per_gpu: Micro batch size per gpu: 16777217 has to be at "
+                 "most 16777216 (2^24)");
+    assert_fails_ws("{\"train_batch_size\": 100000000}", 4, ZT_ERR_CONFIG,
+                    "Micro batch size per gpu: 25000000 has to be at most 16777216 (2^24)");
+    /* The global batch: given, or the product of two values within theirs. */
+    assert_fails("{\"train_batch_size\": 1099511627777, \"train_micro_batch_size_per_gpu\": 1}",
+                 ZT_ERR_CONFIG,
+                 "train_batch_size: Train batch size: 1099511627777 has to be at most "
+                 "1099511627776 (2^40)");
+    assert_fails("{\"train_micro_batch_size_per_gpu\": 16777216,"
+                 " \"gradient_accumulation_steps\": 16777216}",
+                 ZT_ERR_CONFIG, "Train batch size: 281474976710656 has to be at most");
+    assert_contains(zt_status_hint(),
+                    "train_batch_size = 16777216 * 16777216 * 1 = 281474976710656");
+    /* A command-line value is held to the same bound (the flags' own range
+     * says so first; the config check is the one a caller cannot skip). */
+    zt_config_overrides ov;
+    zt_config_overrides_init(&ov);
+    ov.gradient_accumulation_steps = ZT_CONFIG_MAX_GAS + 1;
+    assert_int_equal(parse_full("{\"train_micro_batch_size_per_gpu\": 1}", 1, &ov),
+                     ZT_ERR_CONFIG);
+    assert_msg("Gradient accumulation steps: 16777217 has to be at most 16777216");
+}
+
+/* Group sizes above any world size (2^20 ranks) are refused as values: they
+ * could never divide a world, and the memory plan takes them as int. */
+static void test_group_size_bounds(void **state)
+{
+    (void)state;
+    assert_fails("{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 3,"
+                 " \"mics_shard_size\": 4294967297}}",
+                 ZT_ERR_CONFIG,
+                 "zero_optimization.mics_shard_size: got 4294967297, expected an integer in "
+                 "-1..1048576");
+    assert_fails("{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 3,"
+                 " \"zero_hpz_partition_size\": 1048577}}",
+                 ZT_ERR_CONFIG,
+                 "zero_optimization.zero_hpz_partition_size: got 1048577, expected an integer in "
+                 "0..1048576");
+    assert_int_equal(parse("{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 3,"
+                           " \"mics_shard_size\": 1048576, \"zero_hpz_partition_size\": 1}}"),
+                     ZT_OK);
+}
+
 static void test_batch_all_three(void **state)
 {
     (void)state;
@@ -241,6 +312,8 @@ static void test_auto_in_sections(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_batch_bounds),
+        cmocka_unit_test(test_group_size_bounds),
         cmocka_unit_test(test_batch_all_three),
         cmocka_unit_test(test_batch_tb_mb),
         cmocka_unit_test(test_batch_tb_gas),

@@ -1,10 +1,15 @@
 /* Every error of a config in one report (engine/config/json.c's collector):
  * each key's error with its line, sorted by line, alone as it always was;
  * duplicate keys among them; refusals of whole sections beside parse errors;
- * checks between values only on values that read cleanly. */
+ * checks between values only on values that read cleanly; the same report
+ * for 50,000 unknown keys; "did you mean" against its definition. */
 #include "tests/unit/config_test_helpers.h"
 
+#include <ctype.h>
 #include <stdio.h>
+#include <stdlib.h>
+
+#include "engine/spell.h"
 
 /* How many lines of the combined message start with "  t.json:" (one per
  * error that has a line). */
@@ -154,6 +159,99 @@ static void test_many_errors_capped(void **state)
     assert_true(strlen(zt_status_message()) < 8000);
 }
 
+/* 50,000 unknown keys, a typo and a duplicate: the report is the same as for
+ * a handful (the key index is hashed, so each key's line, duplicate check and
+ * suggestion cost the same however many keys there are). Lines 1..:
+ *   {  "train_batch_sise"  "k0"  "k0" (again)  "k1" ... "k49999"  "train_batch_size" } */
+static void test_many_unknown_keys(void **state)
+{
+    (void)state;
+    enum { N = 50000 };
+    size_t cap = (size_t)N * 24 + 256, n = 0;
+    char *json = malloc(cap);
+    assert_non_null(json);
+    n += (size_t)snprintf(json + n, cap - n, "{\n\"train_batch_sise\": 8,\n\"k0\": 0,\n\"k0\": 1,\n");
+    for (int i = 1; i < N; i++)
+        n += (size_t)snprintf(json + n, cap - n, "\"k%d\": %d,\n", i, i);
+    snprintf(json + n, cap - n, "\"train_batch_size\": 8}\n");
+    /* The typo, k0..k49999 (jansson keeps one k0) and the duplicate. */
+    assert_fails(json, ZT_ERR_CONFIG, "t.json: 50002 errors:");
+    const char *want[] = {
+        "\n  t.json:2: train_batch_sise: unknown key; did you mean `train_batch_size`?",
+        "\n  t.json:3: k0: unknown key",
+        "\n  t.json:4: Duplicate keys in DeepSpeed config: ['k0'] (k0 is given twice, first at "
+        "line 3)",
+        "\n  t.json:5: k1: unknown key",
+    };
+    const char *at = zt_status_message();
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const char *p = strstr(at, want[i]);
+        if (!p) {
+            print_error("missing or out of order: %s\nin: %.2000s\n", want[i],
+                        zt_status_message());
+            fail();
+        }
+        at = p + 1;
+    }
+    assert_msg("more");
+    free(json);
+}
+
+/* The did-you-mean search against its definition, computed here the plain
+ * way (the full edit-distance table, case-insensitive): the first candidate
+ * at the smallest distance, if that is within max(2, length / 3). */
+static size_t naive_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    static size_t d[80][80];
+    for (size_t i = 0; i <= la; i++)
+        d[i][0] = i;
+    for (size_t j = 0; j <= lb; j++)
+        d[0][j] = j;
+    for (size_t i = 1; i <= la; i++)
+        for (size_t j = 1; j <= lb; j++) {
+            size_t sub = d[i - 1][j - 1] +
+                         (tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]));
+            size_t del = d[i - 1][j] + 1, ins = d[i][j - 1] + 1;
+            d[i][j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+        }
+    return d[la][lb];
+}
+
+static void test_spell_closest_is_the_closest(void **state)
+{
+    (void)state;
+    uint64_t x = 88172645463325252ull;
+    const char alphabet[] = "abcAB_";
+    static char words[64][24];
+    const char *cands[64];
+    for (int round = 0; round < 400; round++) {
+        for (int k = 0; k < 64; k++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            size_t len = 1 + x % 20;
+            for (size_t i = 0; i < len; i++) {
+                x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+                words[k][i] = alphabet[x % (sizeof alphabet - 1)];
+            }
+            words[k][len] = '\0';
+            cands[k] = words[k];
+        }
+        const char *word = words[round % 64];
+        const char *const *cs = cands + 1; /* the word may or may not be among them */
+        size_t limit = strlen(word) / 3 > 2 ? strlen(word) / 3 : 2, best_d = limit + 1;
+        const char *want = NULL;
+        for (int k = 0; k < 63; k++) {
+            size_t d = naive_distance(word, cs[k]);
+            assert_int_equal(zt_spell_distance(word, cs[k]), d);
+            if (d < best_d) {
+                best_d = d;
+                want = cs[k];
+            }
+        }
+        assert_ptr_equal(zt_spell_closest(word, cs, 63), want);
+    }
+}
+
 static void test_syntax_error_alone(void **state)
 {
     (void)state;
@@ -172,6 +270,8 @@ int main(void)
         cmocka_unit_test(test_refusals_beside_errors),
         cmocka_unit_test(test_cross_checks_wait_for_clean_values),
         cmocka_unit_test(test_many_errors_capped),
+        cmocka_unit_test(test_many_unknown_keys),
+        cmocka_unit_test(test_spell_closest_is_the_closest),
         cmocka_unit_test(test_syntax_error_alone),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -224,6 +224,61 @@ static void test_scheduler_decay_and_cosine(void **state)
     assert_int_equal(s->warmup_num_steps, 1000);
 }
 
+/* How many notes are exactly `text`. */
+static int notes_equal(const char *text)
+{
+    int n = 0;
+    for (int i = 0; i < cfg.n_notes; i++)
+        n += strcmp(cfg.notes[i], text) == 0;
+    return n;
+}
+
+/* DeepSpeed's WarmupDecayLR and WarmupCosineLR warn (logger.warning, at
+ * construction) when total_num_steps < max(2, warmup_num_steps), printing
+ * the warmup as given; WarmupLR has no total and never does. One warning
+ * (rank 0 prints the config's notes once), whether the lengths are written
+ * or resolved from the run ("auto": HF sets total_num_steps to the run's
+ * steps, so a warmup longer than the run is said). */
+static void test_scheduler_warmup_longer_than_total(void **state)
+{
+    (void)state;
+    const char *w1000 = "warning: total_num_steps 5 is less than warmup_num_steps 1000";
+    assert_int_equal(parse("{" MB1 ", \"scheduler\": {\"type\": \"WarmupDecayLR\", \"params\": "
+                           "{\"total_num_steps\": 5}}}"),
+                     ZT_OK);
+    assert_int_equal(notes_equal(w1000), 1);
+    assert_int_equal(parse("{" MB1 ", \"scheduler\": {\"type\": \"WarmupCosineLR\", \"params\": "
+                           "{\"total_num_steps\": 5}}}"),
+                     ZT_OK);
+    assert_int_equal(notes_equal(w1000), 1);
+    /* max(2, warmup): 1 < 2 although warmup is 0; 2 is not; equal is not. */
+    assert_int_equal(parse("{" MB1 ", \"scheduler\": {\"type\": \"WarmupDecayLR\", \"params\": "
+                           "{\"total_num_steps\": 1, \"warmup_num_steps\": 0}}}"),
+                     ZT_OK);
+    assert_int_equal(notes_equal("warning: total_num_steps 1 is less than warmup_num_steps 0"),
+                     1);
+    const char *none[] = {
+        "{" MB1 ", \"scheduler\": {\"type\": \"WarmupDecayLR\", \"params\": "
+        "{\"total_num_steps\": 2, \"warmup_num_steps\": 0}}}",
+        "{" MB1 ", \"scheduler\": {\"type\": \"WarmupDecayLR\", \"params\": "
+        "{\"total_num_steps\": 10, \"warmup_num_steps\": 10}}}",
+        "{" MB1 ", \"scheduler\": {\"type\": \"WarmupLR\", \"params\": "
+        "{\"warmup_num_steps\": 1000}}}",
+    };
+    for (size_t i = 0; i < sizeof none / sizeof *none; i++) {
+        assert_int_equal(parse(none[i]), ZT_OK);
+        assert_false(has_note("is less than warmup_num_steps"));
+    }
+    /* Resolved from the run: 5 steps against the default warmup of 1000. */
+    assert_int_equal(parse("{" MB1 ", \"scheduler\": {\"type\": \"WarmupDecayLR\", \"params\": "
+                           "{\"total_num_steps\": \"auto\"}}}"),
+                     ZT_OK);
+    assert_false(has_note("is less than warmup_num_steps"));
+    zt_config_run run = {.total_steps = 5, .warmup_steps = -1};
+    assert_int_equal(zt_config_resolve_run(&cfg, &run, "t.json"), ZT_OK);
+    assert_int_equal(notes_equal(w1000), 1);
+}
+
 static void test_scheduler_one_cycle(void **state)
 {
     (void)state;
@@ -295,6 +350,7 @@ int main(void)
         cmocka_unit_test(test_optimizer_others),
         cmocka_unit_test(test_scheduler_warmup_lr),
         cmocka_unit_test(test_scheduler_decay_and_cosine),
+        cmocka_unit_test(test_scheduler_warmup_longer_than_total),
         cmocka_unit_test(test_scheduler_one_cycle),
         cmocka_unit_test(test_scheduler_lr_range_and_names),
     };

@@ -180,6 +180,10 @@ static void test_zero_buffer_sizes(void **state)
     assert_int_equal(count, 1);
     assert_int_equal(recv, 0);
     assert_int_equal(zt_zero_gather_pool_numel(&cfg, &l), l.padded_numel + l.max_unit_numel);
+    /* The largest limit the config takes (DeepSpeed's sys.maxsize) is "no
+     * limit" too, not an overflow. */
+    cfg.zero.stage3_max_live_parameters = INT64_MAX;
+    assert_int_equal(zt_zero_gather_pool_numel(&cfg, &l), l.padded_numel + l.max_unit_numel);
     zt_layout_free(&l);
     zt_model_free(&m);
 }

@@ -222,6 +222,21 @@ static void test_one_cycle(void **state)
     check_one_cycle(&c, 13, 0.005, 1.14);                              /* d = 2 */
 }
 
+/* Halves as long as the config takes (each up to 2^63 - 1): the cycle's
+ * length no longer fits in 64 bits, and the run stays on its first rise
+ * (DeepSpeed's Python integers: x = b / 2^63, s = 2x), never in the decay. */
+static void test_one_cycle_huge_halves(void **state)
+{
+    (void)state;
+    zt_sched_config c = one_cycle_config();
+    c.cycle_first_step_size = c.cycle_second_step_size = (int64_t)1 << 62;
+    check_one_cycle(&c, 0, 0.01 + 0.09 * 0x1p-62, 0.95 - 0.1 * 0x1p-62);
+    check_one_cycle(&c, 1000000, 0.01 + 0.09 * 1000001 * 0x1p-62,
+                    0.95 - 0.1 * 1000001 * 0x1p-62);
+    c.cycle_first_step_size = c.cycle_second_step_size = INT64_MAX;
+    check_one_cycle(&c, 7, 0.01 + 0.09 * 8.0 / 0x1p63, 0.95 - 0.1 * 8.0 / 0x1p63);
+}
+
 /* decay_step_size 0 stops both decays; a zero rate stops only its own. */
 static void test_one_cycle_no_decay(void **state)
 {
@@ -372,6 +387,7 @@ int main(void)
         cmocka_unit_test(test_warmup_decay_lr),
         cmocka_unit_test(test_warmup_cosine_lr),
         cmocka_unit_test(test_one_cycle),
+        cmocka_unit_test(test_one_cycle_huge_halves),
         cmocka_unit_test(test_one_cycle_no_decay),
         cmocka_unit_test(test_one_cycle_stairs),
         cmocka_unit_test(test_one_cycle_momentum_off),
