@@ -243,6 +243,8 @@ static zt_status csv_record(zt_csv *c, long long *start)
     if (!*start)
         return ZT_OK;
     size_t used = 0;
+    /* Fields point into the text even when they are all empty. */
+    ZT_TRY(csv_text_grow(c, used));
     for (;;) {
         ZT_TRY(csv_fields_grow(c));
         size_t f0 = used;

@@ -374,6 +374,10 @@ static void test_csv_errors(void **state)
          "e.csv:5: invalid UTF-8 byte 0xFE at offset 37", ZT_ERR_DATA},
         {"", "e.csv: empty file", ZT_ERR_DATA},
         {"review,sentiment\n", "e.csv: no training reviews", ZT_ERR_DATA},
+        /* A header of empty fields only (found by fuzz_data: UBSan saw the
+         * record's text still unallocated). */
+        {",\nhello,positive\n",
+         "e.csv:1: the header has no \"review\" column (its columns: \"\", \"\")", ZT_ERR_DATA},
         /* What the messages quote from the file is escaped, never raw: a
          * terminal's escape sequence, a bidi override, a long header. */
         {"\x1b]0;owned\x07review2,sentiment\nhello,positive\n",
