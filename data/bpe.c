@@ -442,8 +442,8 @@ static zt_status bpe_scratch_reserve(zt_bpe_vocab *v, size_t n, const zt_id_vec 
                  "the merge scratch of a %zu-byte piece (a run of text without whitespace "
                  "takes %zu bytes per byte)",
                  n, BPE_SCRATCH_PER_BYTE);
-        return zt_datamem_oom(out->what ? out->what : "a text", (uint64_t)cap * BPE_SCRATCH_PER_BYTE,
-                              purpose, out->text_bytes);
+        return zt_datamem_oom(out->what ? out->what : "a text",
+                              (uint64_t)cap * BPE_SCRATCH_PER_BYTE, purpose, out->text_bytes);
     }
     v->scratch_cap = cap;
     return ZT_OK;

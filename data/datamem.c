@@ -93,8 +93,8 @@ zt_status zt_datamem_fit(const zt_data_memory *m, const zt_data_budget *b, const
                  zt_datamem_size(m->index_bytes, s[3], sizeof s[3]));
     return zt_fail(ZT_ERR_OOM, DATAMEM_HINT,
                    "not enough host memory to load %s (%s on disk): this rank would hold %s "
-                   "(token ids %s for %lld tokens of %d byte(s)%s, tokenizer %s, read buffers %s)%s, "
-                   "but %s",
+                   "(token ids %s for %lld tokens of %d byte(s)%s, tokenizer %s, read buffers "
+                   "%s)%s, but %s",
                    path, zt_datamem_size(m->file_bytes, s[0], sizeof s[0]),
                    zt_datamem_size(need, s[1], sizeof s[1]),
                    zt_datamem_size(m->ids_bytes, s[2], sizeof s[2]), (long long)m->tokens,

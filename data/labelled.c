@@ -48,6 +48,10 @@ typedef struct {
     int64_t n, cap;
 } zt_reviews;
 
+/* The budget's message while reviews are read: their count is known at the
+ * end only. */
+#define REVIEWS_COUNTED " (reviews are counted as they are read)"
+
 /* Bytes of one review's index entry: its offset, length and label. */
 #define REVIEW_INDEX_BYTES (sizeof(int64_t) + 2 * sizeof(int32_t))
 
@@ -112,7 +116,7 @@ static zt_status reviews_grow(zt_labelled_impl *li, zt_reviews *r, int64_t keep,
         int64_t cap = zt_datamem_grow(m, li->budget, (uint64_t)r->cap * REVIEW_INDEX_BYTES, r->cap,
                                       r->n + 1, 1024, REVIEW_INDEX_BYTES);
         m->index_bytes += (uint64_t)(r->n + 1 - r->cap) * REVIEW_INDEX_BYTES;
-        zt_status st = zt_datamem_fit(m, li->budget, li->path, " (reviews are counted as they are read)");
+        zt_status st = zt_datamem_fit(m, li->budget, li->path, REVIEWS_COUNTED);
         m->index_bytes -= (uint64_t)(r->n + 1 - r->cap) * REVIEW_INDEX_BYTES;
         ZT_TRY(st);
         int64_t *off = realloc(r->off, (size_t)cap * sizeof *off);
@@ -139,7 +143,7 @@ static zt_status reviews_grow(zt_labelled_impl *li, zt_reviews *r, int64_t keep,
                                       need, 1 << 20, w);
         m->ids_bytes += (uint64_t)(need - r->tokens_cap) * w;
         m->tokens += keep;
-        zt_status st = zt_datamem_fit(m, li->budget, li->path, " (reviews are counted as they are read)");
+        zt_status st = zt_datamem_fit(m, li->budget, li->path, REVIEWS_COUNTED);
         m->ids_bytes -= (uint64_t)(need - r->tokens_cap) * w;
         m->tokens -= keep;
         ZT_TRY(st);

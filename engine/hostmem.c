@@ -151,7 +151,8 @@ uint64_t zt_hostmem_share(const zt_hostmem *h, int node_ranks, int cgroup_ranks,
         best = h->as_limit > h->as_used ? h->as_limit - h->as_used : 0;
         snprintf(why, n, "the address-space limit (ulimit -v) leaves %s (limit %s, %s mapped "
                          "already)",
-                 hostmem_size(best, s[0], sizeof s[0]), hostmem_size(h->as_limit, s[1], sizeof s[1]),
+                 hostmem_size(best, s[0], sizeof s[0]),
+                 hostmem_size(h->as_limit, s[1], sizeof s[1]),
                  hostmem_size(h->as_used, s[2], sizeof s[2]));
     }
     if (h->cgroup_limit != ZT_HOSTMEM_NONE) {

@@ -12,7 +12,10 @@
 static size_t quote_utf8(const unsigned char *s, size_t len, uint32_t *cp)
 {
     unsigned b = s[0];
-    size_t n = b >= 0xC2 && b < 0xE0 ? 2 : b >= 0xE0 && b < 0xF0 ? 3 : b >= 0xF0 && b < 0xF5 ? 4 : 0;
+    size_t n = b >= 0xC2 && b < 0xE0   ? 2
+               : b >= 0xE0 && b < 0xF0 ? 3
+               : b >= 0xF0 && b < 0xF5 ? 4
+                                       : 0;
     if (n == 0 || n > len)
         return 0;
     uint32_t c = b & (0x7Fu >> n);

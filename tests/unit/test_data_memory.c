@@ -95,7 +95,11 @@ static void assert_message_has(const char *needle)
         fail_msg("message \"%s\" lacks \"%s\"", zt_status_message(), needle);
 }
 
-static void shakespeare(char *path, size_t n) { snprintf(path, n, "%s/data/tinyshakespeare/input.txt", shared_dir()); }
+static void shakespeare(char *path, size_t n)
+{
+    snprintf(path, n, "%s/data/tinyshakespeare/input.txt", shared_dir());
+}
+
 static void bpe_dir(char *dir, size_t n) { snprintf(dir, n, "%s/data/gpt2-bpe", shared_dir()); }
 
 /* n bytes of ASCII from 9 symbols. */
@@ -254,7 +258,8 @@ static void test_text_pieces(void **state)
      * 48 puts the cuts everywhere. */
     const char *tricky =
         "it's they're we've I'm you'll he'd 'tis O'Neil\n\n  two  spaces\t\ttabs \n"
-        "\xE3\x80\x80ideographic\xE3\x80\x80space \xC2\xA0nbsp caf\xC3\xA9 \xE4\xB8\xAD\xE6\x96\x87 "
+        "\xE3\x80\x80ideographic\xE3\x80\x80space \xC2\xA0nbsp caf\xC3\xA9 "
+        "\xE4\xB8\xAD\xE6\x96\x87 "
         "\xD9\xA3\xD9\xA4 123 4567 \x1C\x1D\x1E\x1F sep  \r\n"
         "averyveryveryverylongwordwithoutanywhitespaceatallthatspansmanypieces!!! ??? ...\n"
         "   trailing   \n";

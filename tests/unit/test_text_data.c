@@ -208,7 +208,8 @@ static void test_text_errors(void **state)
     snprintf(dir, sizeof dir, "%s/data/gpt2-bpe", shared_dir());
     assert_int_equal(zt_text_load(&txt, tmp_path("bad.txt"), dir, 2, 1, NULL), ZT_ERR_DATA);
     assert_message_has("bad.txt:3: invalid UTF-8");
-    assert_int_equal(zt_text_load(&txt, tmp_path("bad.txt"), "/nonexistent", 2, 1, NULL), ZT_ERR_IO);
+    assert_int_equal(zt_text_load(&txt, tmp_path("bad.txt"), "/nonexistent", 2, 1, NULL),
+                     ZT_ERR_IO);
     assert_message_has("/nonexistent/encoder.json");
 }
 
@@ -381,8 +382,8 @@ static void test_csv_errors(void **state)
         /* What the messages quote from the file is escaped, never raw: a
          * terminal's escape sequence, a bidi override, a long header. */
         {"\x1b]0;owned\x07review2,sentiment\nhello,positive\n",
-         "e.csv:1: the header has no \"review\" column (its columns: \"\\x1B]0;owned\\x07review2\", "
-         "\"sentiment\")",
+         "e.csv:1: the header has no \"review\" column (its columns: "
+         "\"\\x1B]0;owned\\x07review2\", \"sentiment\")",
          ZT_ERR_DATA},
         {"review,sentiment\nhello,\xE2\x80\xAE" "evitagen\n",
          "e.csv:2: unknown label \"\\u{202E}evitagen\"", ZT_ERR_DATA},

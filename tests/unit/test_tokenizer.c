@@ -377,7 +377,11 @@ static void assert_printable(const char *msg)
         unsigned b = *p;
         if (b < 0x20 || b == 0x7F)
             fail_msg("message \"%s\" has control byte 0x%02X", msg, b);
-        int n = b < 0x80 ? 1 : (b & 0xE0) == 0xC0 ? 2 : (b & 0xF0) == 0xE0 ? 3 : (b & 0xF8) == 0xF0 ? 4 : 0;
+        int n = b < 0x80                ? 1
+                : (b & 0xE0) == 0xC0 ? 2
+                : (b & 0xF0) == 0xE0 ? 3
+                : (b & 0xF8) == 0xF0 ? 4
+                                     : 0;
         for (int k = 1; k < n; k++)
             if ((p[k] & 0xC0) != 0x80)
                 n = 0;
