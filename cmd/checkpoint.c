@@ -91,7 +91,8 @@ typedef struct {
 
 /* The checkpoint's tokenizer (generate) or the --data validation split read
  * with it (eval). */
-static zt_status cmd_task_data(cmd_task *k, const cmd_sub_flags *f, bool generate)
+static zt_status cmd_task_data(cmd_task *k, const cmd_sub_flags *f, bool generate,
+                               const zt_data_budget *budget)
 {
     const char *dir = NULL, *kind = zt_ckpt_tokenizer_kind(&k->ck, &dir);
     const zt_model_entry *e = zt_model_find(k->args.name);
@@ -109,7 +110,7 @@ static zt_status cmd_task_data(cmd_task *k, const cmd_sub_flags *f, bool generat
     }
     const char *bpe = f->tokenizer ? f->tokenizer : (!strcmp(kind, "bpe") ? dir : NULL);
     ZT_TRY(zt_data_load(&k->data, data, f->data, bpe, zt_model_args_seq_len(&k->args),
-                        zt_ckpt_seed(&k->ck)));
+                        zt_ckpt_seed(&k->ck), budget));
     k->tokp = k->data.tok;
     k->val = k->data.val;
     return zt_ckpt_check_tokenizer(&k->ck, k->tokp);
@@ -253,9 +254,11 @@ int cmd_from_checkpoint(int argc, char **argv)
     zt_status st = zt_ckpt_open(&k.ck, &world, f.dir, f.tag);
     if ((rc = cmd_agree(&world, st)) != 0)
         goto end;
+    zt_data_budget budget;
+    cmd_data_budget(&world, &budget);
     st = zt_ckpt_model_args(&k.ck, &k.args);
     if (st == ZT_OK)
-        st = cmd_task_data(&k, &f, generate);
+        st = cmd_task_data(&k, &f, generate, &budget);
     if (st == ZT_OK)
         st = zt_model_build(&k.args, &model);
     int64_t micro = f.micro_batch, saved_micro = zt_ckpt_micro_batch_size(&k.ck);

@@ -45,7 +45,12 @@ int cmd_from_checkpoint(int argc, char **argv);
 /* The data a model reads (nothing for the mlp, whose synthetic data follows
  * its built model) with the model's vocabulary set from the tokenizer (the
  * flags' model arguments must be resolved). */
-zt_status cmd_data_load(zt_data *d, cmd_train_flags *f);
+zt_status cmd_data_load(zt_data *d, cmd_train_flags *f, const zt_data_budget *budget);
+
+/* What each rank may hold while loading data (engine/hostmem.h's share of
+ * the limits, every rank of the node loading its own copy). Collective over
+ * the node: every rank calls it, whatever its flags. */
+void cmd_data_budget(const zt_world *w, zt_data_budget *b);
 
 /* A config's notes for the summary, "  note: ..." or "  warning: ...". */
 void cmd_print_notes(const zt_config *cfg);

@@ -49,7 +49,13 @@ int cmd_estimate(zt_world *w, const cmd_train_flags *f)
      * characters for gptlite, GPT-2's 50257 BPE tokens for the classifier). */
     cmd_train_flags data_flags = *f;
     zt_data data;
-    st = f->data_path ? cmd_data_load(&data, &data_flags) : ZT_OK;
+    zt_data_budget budget;
+    cmd_data_budget(w, &budget);
+    st = f->data_path ? cmd_data_load(&data, &data_flags, &budget) : ZT_OK;
+    /* What the data holds is a line of the estimate: a run holds it too. */
+    zt_data_memory data_mem = {0};
+    if (st == ZT_OK && f->data_path && data.train && data.train->memory)
+        data_mem = *data.train->memory;
     if (f->data_path)
         zt_data_free(&data);
     if ((rc = cmd_agreed_failure(w, st)) != 0)
@@ -74,6 +80,7 @@ int cmd_estimate(zt_world *w, const cmd_train_flags *f)
         st = zt_estimate_run(&est, &cfg, &model, num_gpus, num_nodes);
         if (st != ZT_OK)
             zt_model_free(&model);
+        est.data = data_mem;
     }
     if ((rc = cmd_agreed_failure(w, st)) != 0)
         return rc;

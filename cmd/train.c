@@ -12,11 +12,13 @@
 #include "cmd/cmd.h"
 #include "cmd/exit.h"
 #include "cmd/preempt.h"
+#include "data/datamem.h"
 #include "engine/checked.h"
 #include "engine/ckpt/ckpt.h"
 #include "engine/ckpt/safetensors.h"
 #include "engine/config/config.h"
 #include "engine/env.h"
+#include "engine/hostmem.h"
 #include "engine/monitor/monitor.h"
 #include "engine/monitor/progress.h"
 #include "engine/monitor/profile.h"
@@ -27,7 +29,23 @@
 #include "engine/zero/quant.h"
 #include "models/registry.h"
 
-zt_status cmd_data_load(zt_data *d, cmd_train_flags *f)
+void cmd_data_budget(const zt_world *w, zt_data_budget *b)
+{
+    zt_hostmem h;
+    zt_hostmem_read(&h);
+    /* The node's ranks in this rank's cgroup: those of the same colour. */
+    MPI_Comm same;
+    int in_cgroup = w->local_size;
+    if (MPI_Comm_split(w->node_comm, (int)(zt_hostmem_cgroup_id(&h) & 0x7FFFFFFF), w->local_rank,
+                       &same) == MPI_SUCCESS) {
+        MPI_Comm_size(same, &in_cgroup);
+        MPI_Comm_free(&same);
+    }
+    uint64_t share = zt_hostmem_share(&h, w->local_size, in_cgroup, b->why, sizeof b->why);
+    b->bytes = share == ZT_HOSTMEM_NONE ? ZT_DATA_NO_LIMIT : share;
+}
+
+zt_status cmd_data_load(zt_data *d, cmd_train_flags *f, const zt_data_budget *budget)
 {
     memset(d, 0, sizeof *d);
     zt_model_args *a = &f->model;
@@ -37,7 +55,7 @@ zt_status cmd_data_load(zt_data *d, cmd_train_flags *f)
     if (!f->data_path)
         return zt_fail(ZT_ERR_USAGE, e->data_hint, "--model %s needs --data PATH", a->name);
     ZT_TRY(zt_data_load(d, e->data, f->data_path, f->tokenizer_dir, zt_model_args_seq_len(a),
-                        f->seed));
+                        f->seed, budget));
     if (a->vocab_size > 0 && a->vocab_size < d->tok->vocab_size)
         return zt_fail(ZT_ERR_USAGE, "leave --vocab-size out to use the tokenizer's",
                        "--vocab-size %lld is smaller than the tokenizer's %lld tokens",
@@ -89,11 +107,15 @@ static void cmd_print_summary(const zt_world *w, const zt_config *cfg, const zt_
     printf("  model %s: %lld parameters in %d units (%sflat %lld, padded for %d ranks)\n",
            m->name, (long long)m->n_params, m->n_units, pipe->stages > 1 ? "stage 0: " : "",
            (long long)lay->padded_numel, lay->world_size);
-    if (d->tok)
+    const zt_data_memory *dm = d->train ? d->train->memory : NULL;
+    char held[32];
+    if (d->tok && dm)
         printf("  data: %lld training samples, %lld validation samples of up to %lld tokens; "
-               "vocabulary %lld (%s)\n",
+               "vocabulary %lld (%s); %s on the host (%lld tokens x %d byte(s))\n",
                (long long)d->train->n_samples, (long long)d->val->n_samples,
-               (long long)m->seq_len, (long long)d->tok->vocab_size, tok_names[d->tok->kind]);
+               (long long)m->seq_len, (long long)d->tok->vocab_size, tok_names[d->tok->kind],
+               zt_datamem_size(dm->held_bytes, held, sizeof held), (long long)dm->tokens,
+               dm->token_bytes);
     printf("  batch: train_batch_size %lld = micro %lld x gas %lld x %s %d; %lld steps "
            "(%lld per epoch)\n",
            (long long)cfg->train_batch_size, (long long)cfg->micro_batch_size,
@@ -563,7 +585,9 @@ int cmd_train(int argc, char **argv)
     if ((rc = cmd_agree(&world, st)) != 0)
         goto end;
 
-    st = cmd_data_load(&data, &flags);
+    zt_data_budget budget;
+    cmd_data_budget(&world, &budget);
+    st = cmd_data_load(&data, &flags, &budget);
     if (st == ZT_OK)
         st = zt_model_build(&flags.model, &model);
     if (st == ZT_OK && !data.train)

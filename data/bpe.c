@@ -20,16 +20,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "data/datamem.h"
 #include "data/tokenizer.h"
 #include "data/tokenizer_impl.h"
 #include "data/unicode_tables.h"
 #include "engine/path.h"
+#include "engine/quote.h"
 #include "engine/rng.h"
 
 #define ZT_BPE_HINT                                                                                \
     "the tokenizer directory needs GPT-2's encoder.json and vocab.bpe, e.g. from "                 \
     "https://openaipublic.blob.core.windows.net/gpt-2/models/124M/ (the copies in "                \
     "../shared/data/gpt2-bpe are the reference)"
+
+/* The piece cache's first size (it doubles as it fills). */
+#define BPE_CACHE_SLOTS ((size_t)1 << 12)
 
 typedef struct {
     int32_t a, b; /* the pair */
@@ -49,8 +54,10 @@ typedef struct {
 
 struct zt_bpe_vocab {
     int32_t byte_id[256];
+    size_t n_tokens;
     size_t *tok_off, *tok_len; /* (vocab): token i is tok_bytes[tok_off[i], + tok_len[i]) */
     char *tok_bytes;
+    size_t tok_bytes_len;
     zt_bpe_merge *merges;
     size_t merge_mask;
     zt_bpe_cache_slot *cache;
@@ -125,9 +132,18 @@ static zt_status bpe_load_encoder(zt_bpe_vocab *v, const char *path, json_t **ro
     json_error_t err;
     *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &err);
     free(buf);
+    /* Out of memory, jansson returns no value and, where an allocation
+     * inside the parser failed, no error text either: that is not a
+     * malformed file. */
+    if (!*root && (json_error_code(&err) == json_error_out_of_memory || !err.text[0]))
+        return zt_fail(ZT_ERR_OOM,
+                       "parsed, encoder.json takes several times its size on the host: give the "
+                       "job more memory (ulimit -v, the memory cgroup)",
+                       "out of memory parsing %s (%zu bytes of JSON)", path, len);
+    char q[ZT_QUOTE_CAP];
     if (!*root)
         return zt_fail(ZT_ERR_DATA, ZT_BPE_HINT, "%s:%d:%d: malformed JSON: %s", path, err.line,
-                       err.column, err.text);
+                       err.column, zt_quote(q, sizeof q, err.text, strlen(err.text)));
     size_t n = json_object_size(*root);
     if (!json_is_object(*root) || n == 0)
         return zt_fail(ZT_ERR_DATA, ZT_BPE_HINT,
@@ -149,8 +165,11 @@ static zt_status bpe_load_encoder(zt_bpe_vocab *v, const char *path, json_t **ro
     v->tok_off = malloc(n * sizeof *v->tok_off);
     v->tok_len = calloc(n, sizeof *v->tok_len);
     v->tok_bytes = malloc(total + 1);
+    v->n_tokens = n;
+    v->tok_bytes_len = total + 1;
     if (!v->tok_off || !v->tok_len || !v->tok_bytes)
-        return zt_fail(ZT_ERR_OOM, "", "out of memory loading %s", path);
+        return zt_datamem_oom(path, 2 * n * sizeof *v->tok_off + total + 1,
+                              "the token table of encoder.json", 0);
     size_t used = 0;
     json_object_foreach(*root, key, val)
     {
@@ -162,7 +181,7 @@ static zt_status bpe_load_encoder(zt_bpe_vocab *v, const char *path, json_t **ro
         if (id < 0 || (size_t)id >= n || v->tok_len[id])
             return zt_fail(ZT_ERR_DATA, ZT_BPE_HINT,
                            "%s: token \"%s\": %s; the ids must be the integers 0..%zu, each once",
-                           path, key,
+                           path, zt_quote(q, sizeof q, key, klen),
                            !json_is_integer(val)       ? "the id is not an integer"
                            : id < 0 || (size_t)id >= n ? "the id is out of range"
                                                        : "the id repeats another token's",
@@ -177,7 +196,7 @@ static zt_status bpe_load_encoder(zt_bpe_vocab *v, const char *path, json_t **ro
             if (!k || cp >= sizeof char_byte / sizeof *char_byte || char_byte[cp] < 0)
                 return zt_fail(ZT_ERR_DATA, ZT_BPE_HINT,
                                "%s: token \"%s\" has a character outside GPT-2's byte alphabet",
-                               path, key);
+                               path, zt_quote(q, sizeof q, key, klen));
             v->tok_bytes[used++] = (char)char_byte[cp];
             i += k;
         }
@@ -205,11 +224,12 @@ static zt_status bpe_token_id(json_t *root, const char *path, long long line, co
                               int32_t *id)
 {
     json_t *v = json_object_get(root, tok);
+    char q[ZT_QUOTE_CAP];
     if (!v)
         return zt_fail(ZT_ERR_DATA, ZT_BPE_HINT,
                        "%s:%lld: token \"%s\" is not in encoder.json (a vocab.bpe from another "
-                       "model?)",
-                       path, line, tok);
+                       "model, or one cut short?)",
+                       path, line, zt_quote(q, sizeof q, tok, strlen(tok)));
     *id = (int32_t)json_integer_value(v);
     return ZT_OK;
 }
@@ -231,7 +251,8 @@ static zt_status bpe_load_merges(zt_bpe_vocab *v, const char *path, json_t *root
     char *tok = malloc(len + 2);
     zt_status st = ZT_OK;
     if (!v->merges || !tok) {
-        st = zt_fail(ZT_ERR_OOM, "", "out of memory loading %s", path);
+        st = zt_datamem_oom(path, cap * sizeof *v->merges + len + 2, "the merge table of vocab.bpe",
+                            0);
         goto done;
     }
     v->merge_mask = cap - 1;
@@ -265,10 +286,11 @@ static zt_status bpe_load_merges(zt_bpe_vocab *v, const char *path, json_t *root
         char *sp = memchr(tok, ' ', n);
         if (!sp || sp == tok || sp == tok + n - 1 ||
             memchr(sp + 1, ' ', n - (size_t)(sp + 1 - tok))) {
+            char q[ZT_QUOTE_CAP];
             st = zt_fail(ZT_ERR_DATA, ZT_BPE_HINT,
                          "%s:%lld: expected a merge \"LEFT RIGHT\" (two tokens, one space), got "
-                         "\"%.60s\"",
-                         path, line, tok);
+                         "\"%s\"",
+                         path, line, zt_quote(q, sizeof q, tok, n));
             goto done;
         }
         *sp = '\0';
@@ -303,7 +325,7 @@ zt_status zt_tokenizer_bpe_init(zt_tokenizer *t, const char *dir)
     *t = (zt_tokenizer){0};
     zt_bpe_vocab *v = calloc(1, sizeof *v);
     if (!v)
-        return zt_fail(ZT_ERR_OOM, "", "out of memory for the BPE tokenizer");
+        return zt_datamem_oom(dir, sizeof *v, "the BPE tokenizer", 0);
     size_t plen = strlen(dir) + sizeof "/encoder.json";
     char *path = malloc(plen);
     json_t *root = NULL;
@@ -311,17 +333,17 @@ zt_status zt_tokenizer_bpe_init(zt_tokenizer *t, const char *dir)
     int32_t eot = -1;
     zt_status st = ZT_OK;
     if (!path) {
-        st = zt_fail(ZT_ERR_OOM, "", "out of memory for the BPE tokenizer");
+        st = zt_datamem_oom(dir, plen, "the BPE tokenizer", 0);
         goto fail;
     }
     snprintf(path, plen, "%s/encoder.json", dir);
     ZT_TRY_GOTO(st, bpe_load_encoder(v, path, &root, &n, &eot), fail);
     snprintf(path, plen, "%s/vocab.bpe", dir);
     ZT_TRY_GOTO(st, bpe_load_merges(v, path, root), fail);
-    v->cache_mask = (1u << 12) - 1;
-    v->cache = calloc(v->cache_mask + 1, sizeof *v->cache);
+    v->cache_mask = BPE_CACHE_SLOTS - 1;
+    v->cache = calloc(BPE_CACHE_SLOTS, sizeof *v->cache);
     if (!v->cache) {
-        st = zt_fail(ZT_ERR_OOM, "", "out of memory for the BPE tokenizer");
+        st = zt_datamem_oom(dir, BPE_CACHE_SLOTS * sizeof *v->cache, "the BPE piece cache", 0);
         goto fail;
     }
     json_decref(root);
@@ -388,7 +410,10 @@ static size_t pretok_end(const unsigned char *s, size_t len, size_t i)
     return j;
 }
 
-static zt_status bpe_scratch_reserve(zt_bpe_vocab *v, size_t n)
+/* sym, next, prev (4 bytes each), the heap (3 pairs) and pending (2 pairs). */
+#define BPE_SCRATCH_PER_BYTE (3 * sizeof(int32_t) + 5 * sizeof(zt_bpe_pair))
+
+static zt_status bpe_scratch_reserve(zt_bpe_vocab *v, size_t n, const zt_id_vec *out)
 {
     if (n <= v->scratch_cap)
         return ZT_OK;
@@ -411,8 +436,15 @@ static zt_status bpe_scratch_reserve(zt_bpe_vocab *v, size_t n)
     zt_bpe_pair *pending = realloc(v->pending, 2 * cap * sizeof *pending);
     if (pending)
         v->pending = pending;
-    if (!sym || !next || !prev || !heap || !pending)
-        return zt_fail(ZT_ERR_OOM, "", "out of memory encoding a %zu-byte piece", n);
+    if (!sym || !next || !prev || !heap || !pending) {
+        char purpose[160];
+        snprintf(purpose, sizeof purpose,
+                 "the merge scratch of a %zu-byte piece (a run of text without whitespace "
+                 "takes %zu bytes per byte)",
+                 n, BPE_SCRATCH_PER_BYTE);
+        return zt_datamem_oom(out->what ? out->what : "a text",
+                              (uint64_t)cap * BPE_SCRATCH_PER_BYTE, purpose, out->text_bytes);
+    }
     v->scratch_cap = cap;
     return ZT_OK;
 }
@@ -473,7 +505,7 @@ static void pair_note(const zt_bpe_vocab *v, int32_t pos, zt_bpe_pair *out, size
  * earlier ones still gives encoder.py's answer. */
 static zt_status bpe_merge_piece(zt_bpe_vocab *v, const unsigned char *w, size_t n, zt_id_vec *out)
 {
-    ZT_TRY(bpe_scratch_reserve(v, n));
+    ZT_TRY(bpe_scratch_reserve(v, n, out));
     int32_t *sym = v->sym, *next = v->next, *prev = v->prev;
     for (size_t i = 0; i < n; i++) {
         sym[i] = v->byte_id[w[i]];
@@ -522,12 +554,18 @@ static uint64_t bytes_hash(const unsigned char *s, size_t n)
     return h;
 }
 
-static zt_status bpe_cache_grow(zt_bpe_vocab *v)
+static zt_status bpe_cache_oom(const zt_id_vec *out, uint64_t bytes)
+{
+    return zt_datamem_oom(out->what ? out->what : "a text", bytes, "the BPE piece cache",
+                          out->text_bytes);
+}
+
+static zt_status bpe_cache_grow(zt_bpe_vocab *v, const zt_id_vec *out)
 {
     size_t cap = 2 * (v->cache_mask + 1);
     zt_bpe_cache_slot *slots = calloc(cap, sizeof *slots);
     if (!slots)
-        return zt_fail(ZT_ERR_OOM, "", "out of memory for the BPE piece cache");
+        return bpe_cache_oom(out, cap * sizeof *slots);
     for (size_t i = 0; i <= v->cache_mask; i++) {
         zt_bpe_cache_slot s = v->cache[i];
         if (!s.key_len)
@@ -565,7 +603,7 @@ static zt_status bpe_encode_piece(zt_bpe_vocab *v, const unsigned char *w, size_
             cap *= 2;
         char *k = realloc(v->keys, cap);
         if (!k)
-            return zt_fail(ZT_ERR_OOM, "", "out of memory for the BPE piece cache");
+            return bpe_cache_oom(out, cap);
         v->keys = k;
         v->keys_cap = cap;
     }
@@ -575,7 +613,7 @@ static zt_status bpe_encode_piece(zt_bpe_vocab *v, const unsigned char *w, size_
             cap *= 2;
         int32_t *vals = realloc(v->vals, cap * sizeof *vals);
         if (!vals)
-            return zt_fail(ZT_ERR_OOM, "", "out of memory for the BPE piece cache");
+            return bpe_cache_oom(out, cap * sizeof *vals);
         v->vals = vals;
         v->vals_cap = cap;
     }
@@ -586,7 +624,7 @@ static zt_status bpe_encode_piece(zt_bpe_vocab *v, const unsigned char *w, size_
     v->keys_len += n;
     v->vals_len += nv;
     if (++v->cache_count * 2 > v->cache_mask + 1)
-        ZT_TRY(bpe_cache_grow(v));
+        ZT_TRY(bpe_cache_grow(v, out));
     return ZT_OK;
 }
 
@@ -606,4 +644,57 @@ size_t zt_bpe_token_bytes(const zt_bpe_vocab *v, int32_t id, const char **p)
 {
     *p = v->tok_bytes + v->tok_off[id];
     return v->tok_len[id];
+}
+
+size_t zt_bpe_cut(const char *text, size_t len)
+{
+    const unsigned char *s = (const unsigned char *)text;
+    bool after_space = false;
+    for (size_t end = len; end > 0;) {
+        size_t start = end - 1;
+        while (start > 0 && (s[start] & 0xC0) == 0x80)
+            start--;
+        uint32_t cp;
+        zt_utf8_next(s + start, &cp);
+        bool space = zt_unicode_classify(cp) == ZT_UC_SPACE;
+        if (after_space && !space)
+            return end;
+        after_space = space;
+        end = start;
+    }
+    return 0;
+}
+
+uint64_t zt_bpe_host_bytes(const zt_bpe_vocab *v)
+{
+    size_t n = (size_t)(v->merge_mask + 1);
+    return sizeof *v + (v->tok_off ? v->n_tokens * (sizeof *v->tok_off + sizeof *v->tok_len) : 0) +
+           v->tok_bytes_len + (v->merges ? n * sizeof *v->merges : 0) +
+           (v->cache_mask + 1) * sizeof *v->cache + v->keys_cap + v->vals_cap * sizeof *v->vals +
+           v->scratch_cap * BPE_SCRATCH_PER_BYTE;
+}
+
+void zt_bpe_trim(zt_bpe_vocab *v)
+{
+    zt_bpe_cache_slot *small = calloc(BPE_CACHE_SLOTS, sizeof *small);
+    /* Without room for a smaller cache the one there stays. */
+    if (small) {
+        free(v->cache);
+        v->cache = small;
+        v->cache_mask = BPE_CACHE_SLOTS - 1;
+        v->cache_count = 0;
+        free(v->keys);
+        free(v->vals);
+        v->keys = NULL;
+        v->vals = NULL;
+        v->keys_len = v->keys_cap = v->vals_len = v->vals_cap = 0;
+    }
+    free(v->sym);
+    free(v->next);
+    free(v->prev);
+    free(v->heap);
+    free(v->pending);
+    v->sym = v->next = v->prev = NULL;
+    v->heap = v->pending = NULL;
+    v->scratch_cap = 0;
 }

@@ -10,6 +10,11 @@
  * tokens and leave the rest of `tokens` to the caller, which pads with pad_id
  * and masks the padding out.
  *
+ * What a data set read from disk holds on the host is its `memory`
+ * (zt_data_memory, shared by the two splits of one load); a loader is given
+ * a zt_data_budget, what this rank may hold, and refuses a data set that does
+ * not fit it before making the large allocations (data/datamem.h).
+ *
  * Memory: a dataset owns whatever its impl holds (freed by `free`); callers own
  * the sample buffers they pass. Collective: none.
  */
@@ -35,6 +40,28 @@ typedef struct {
     int64_t length;   /* out: valid tokens (tokens_numel unless variable_length) */
 } zt_sample;
 
+/* What one load of a data set holds on the host. Every rank loads its own
+ * copy, so these are one rank's bytes. */
+typedef struct {
+    uint64_t file_bytes;      /* the data file, or a directory's review files together */
+    int64_t tokens;           /* token ids held */
+    int token_bytes;          /* each id as held: 1, 2 or 4 bytes (the vocabulary's size) */
+    uint64_t ids_bytes;       /* tokens x token_bytes */
+    uint64_t index_bytes;     /* labelled data: each review's offset, length and label */
+    uint64_t tokenizer_bytes; /* the vocabulary, merge tables and piece cache */
+    uint64_t held_bytes;      /* ids + index + tokenizer: held while training */
+    uint64_t buffer_bytes;    /* read buffers and scratch, while loading only */
+    uint64_t peak_bytes;      /* the most held at once while loading */
+} zt_data_memory;
+
+/* What a rank may hold while loading: bytes (ZT_DATA_NO_LIMIT: no limit) and,
+ * for the message of a data set that does not fit, which limit it is. */
+#define ZT_DATA_NO_LIMIT UINT64_MAX
+typedef struct {
+    uint64_t bytes;
+    char why[768];
+} zt_data_budget;
+
 typedef struct zt_dataset zt_dataset;
 
 struct zt_dataset {
@@ -52,6 +79,7 @@ struct zt_dataset {
     void *impl;
     uint64_t seed;
     bool shuffle; /* the sampler permutes positions each epoch */
+    const zt_data_memory *memory; /* NULL: generated, nothing read (synthetic) */
 };
 
 #endif

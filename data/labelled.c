@@ -23,7 +23,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "data/datamem.h"
+#include "data/tokenizer_impl.h"
 #include "engine/path.h"
+#include "engine/quote.h"
 
 #define ZT_CSV_HINT                                                                                \
     "expected a CSV file with a header naming the columns review and sentiment (labels "           \
@@ -35,23 +38,34 @@
     "expected the aclImdb layout: train/pos/*.txt and train/neg/*.txt, optionally test/pos "       \
     "and test/neg"
 
-/* One split's reviews, their tokens back to back. */
+/* One split's reviews, their tokens back to back at id_bytes each. */
 typedef struct {
-    int32_t *tokens;
+    void *tokens;
+    int id_bytes;
     int64_t n_tokens, tokens_cap;
     int64_t *off;
     int32_t *len, *label;
     int64_t n, cap;
 } zt_reviews;
 
+/* The budget's message while reviews are read: their count is known at the
+ * end only. */
+#define REVIEWS_COUNTED " (reviews are counted as they are read)"
+
+/* Bytes of one review's index entry: its offset, length and label. */
+#define REVIEW_INDEX_BYTES (sizeof(int64_t) + 2 * sizeof(int32_t))
+
 typedef struct {
     zt_reviews split[2]; /* train, val */
+    zt_data_memory memory;
+    const zt_data_budget *budget;
+    const char *path; /* the --data path, for the budget's message */
 } zt_labelled_impl;
 
 static void labelled_get(const zt_dataset *ds, int64_t index, zt_sample *out)
 {
     const zt_reviews *r = ds->impl;
-    memcpy(out->tokens, r->tokens + r->off[index], (size_t)r->len[index] * sizeof *out->tokens);
+    zt_ids_load(out->tokens, r->tokens, r->id_bytes, r->off[index], r->len[index]);
     out->labels[0] = r->label[index];
     out->length = r->len[index];
 }
@@ -93,21 +107,18 @@ static void strip_br(char *s, size_t *n)
     *n = k;
 }
 
-/* Tokenises text (already UTF-8 checked: `where` names it, "FILE:LINE" or
- * "FILE") and appends it, truncated to max_len tokens, to r. */
-static zt_status reviews_add(zt_reviews *r, const zt_tokenizer *tok, int64_t max_len, char *text,
-                             size_t n, int32_t label, const char *where)
+/* Room for one more review and `keep` more tokens in r, checked against the
+ * budget. */
+static zt_status reviews_grow(zt_labelled_impl *li, zt_reviews *r, int64_t keep, const char *where)
 {
-    strip_br(text, &n);
-    if (is_blank(text, n))
-        return zt_fail(ZT_ERR_DATA, "remove empty reviews from the data",
-                       "%s: the review is empty (after replacing <br /> with spaces)", where);
-    int32_t *ids;
-    int64_t n_ids;
-    ZT_TRY(zt_tokenizer_encode(tok, text, n, where, &ids, &n_ids));
-    int64_t keep = n_ids < max_len ? n_ids : max_len;
+    zt_data_memory *m = &li->memory;
     if (r->n == r->cap) {
-        int64_t cap = r->cap ? 2 * r->cap : 1024;
+        int64_t cap = zt_datamem_grow(m, li->budget, (uint64_t)r->cap * REVIEW_INDEX_BYTES, r->cap,
+                                      r->n + 1, 1024, REVIEW_INDEX_BYTES);
+        m->index_bytes += (uint64_t)(r->n + 1 - r->cap) * REVIEW_INDEX_BYTES;
+        zt_status st = zt_datamem_fit(m, li->budget, li->path, REVIEWS_COUNTED);
+        m->index_bytes -= (uint64_t)(r->n + 1 - r->cap) * REVIEW_INDEX_BYTES;
+        ZT_TRY(st);
         int64_t *off = realloc(r->off, (size_t)cap * sizeof *off);
         if (off)
             r->off = off;
@@ -117,38 +128,69 @@ static zt_status reviews_add(zt_reviews *r, const zt_tokenizer *tok, int64_t max
         int32_t *lab = realloc(r->label, (size_t)cap * sizeof *lab);
         if (lab)
             r->label = lab;
-        if (!off || !len || !lab) {
-            free(ids);
-            return zt_fail(ZT_ERR_OOM, "", "out of memory for %lld reviews", (long long)cap);
-        }
+        if (!off || !len || !lab)
+            return zt_datamem_oom(where, (uint64_t)cap * REVIEW_INDEX_BYTES,
+                                  "the review index (an offset, a length and a label a review)",
+                                  m->file_bytes);
+        m->index_bytes += (uint64_t)(cap - r->cap) * REVIEW_INDEX_BYTES;
         r->cap = cap;
+        zt_datamem_update(m);
     }
     if (r->n_tokens + keep > r->tokens_cap) {
-        int64_t cap = r->tokens_cap ? r->tokens_cap : 1 << 20;
-        while (cap < r->n_tokens + keep)
-            cap *= 2;
-        int32_t *t = realloc(r->tokens, (size_t)cap * sizeof *t);
-        if (!t) {
-            free(ids);
-            return zt_fail(ZT_ERR_OOM, "", "out of memory for %lld review tokens", (long long)cap);
-        }
+        uint64_t w = (uint64_t)r->id_bytes;
+        int64_t need = r->n_tokens + keep;
+        int64_t cap = zt_datamem_grow(m, li->budget, (uint64_t)r->tokens_cap * w, r->tokens_cap,
+                                      need, 1 << 20, w);
+        m->ids_bytes += (uint64_t)(need - r->tokens_cap) * w;
+        m->tokens += keep;
+        zt_status st = zt_datamem_fit(m, li->budget, li->path, REVIEWS_COUNTED);
+        m->ids_bytes -= (uint64_t)(need - r->tokens_cap) * w;
+        m->tokens -= keep;
+        ZT_TRY(st);
+        void *t = realloc(r->tokens, (size_t)cap * w);
+        if (!t)
+            return zt_datamem_oom(where, (uint64_t)cap * w, "the review tokens", m->file_bytes);
+        m->ids_bytes += (uint64_t)(cap - r->tokens_cap) * w;
         r->tokens = t;
         r->tokens_cap = cap;
+        zt_datamem_update(m);
     }
-    memcpy(r->tokens + r->n_tokens, ids, (size_t)keep * sizeof *ids);
-    free(ids);
-    r->off[r->n] = r->n_tokens;
-    r->len[r->n] = (int32_t)keep;
-    r->label[r->n] = label;
-    r->n++;
-    r->n_tokens += keep;
     return ZT_OK;
+}
+
+/* Tokenises text (already UTF-8 checked: `where` names it, "FILE:LINE" or
+ * "FILE") and appends it, truncated to max_len tokens, to r. */
+static zt_status reviews_add(zt_labelled_impl *li, zt_reviews *r, const zt_tokenizer *tok,
+                             int64_t max_len, char *text, size_t n, int32_t label,
+                             const char *where)
+{
+    strip_br(text, &n);
+    if (is_blank(text, n))
+        return zt_fail(ZT_ERR_DATA, "remove empty reviews from the data",
+                       "%s: the review is empty (after replacing <br /> with spaces)", where);
+    zt_id_vec ids = {.what = where, .text_bytes = li->memory.file_bytes};
+    zt_status st = zt_tokenizer_encode_into(tok, text, n, where, &ids);
+    int64_t keep = ids.n < max_len ? ids.n : max_len;
+    if (st == ZT_OK)
+        st = reviews_grow(li, r, keep, where);
+    if (st == ZT_OK) {
+        zt_ids_store(r->tokens, r->id_bytes, r->n_tokens, ids.v, keep);
+        r->off[r->n] = r->n_tokens;
+        r->len[r->n] = (int32_t)keep;
+        r->label[r->n] = label;
+        r->n++;
+        r->n_tokens += keep;
+        li->memory.tokens += keep;
+    }
+    free(ids.v);
+    return st;
 }
 
 /* ------------------------------------------------------------------- CSV */
 
 typedef struct {
     const char *path;
+    uint64_t file_bytes;
     const char *p, *end;
     long long line; /* of p */
     char *text;     /* the current record's unescaped fields, back to back */
@@ -157,32 +199,44 @@ typedef struct {
     size_t n_fields, fields_cap;
 } zt_csv;
 
-static zt_status csv_grow(zt_csv *c, size_t text_need)
+/* Room for one more byte of the record's text: it grows with the longest
+ * record, never to the file's size. */
+static zt_status csv_text_grow(zt_csv *c, size_t used)
 {
-    if (text_need > c->text_cap) {
-        size_t cap = c->text_cap ? c->text_cap : 1 << 16;
-        while (cap < text_need)
-            cap *= 2;
-        char *t = realloc(c->text, cap);
-        if (!t)
-            return zt_fail(ZT_ERR_OOM, "", "out of memory reading %s", c->path);
-        c->text = t;
-        c->text_cap = cap;
-    }
-    if (c->n_fields == c->fields_cap) {
-        size_t cap = c->fields_cap ? 2 * c->fields_cap : 16;
-        size_t *off = realloc(c->field_off, cap * sizeof *off);
-        if (off)
-            c->field_off = off;
-        size_t *len = realloc(c->field_len, cap * sizeof *len);
-        if (len)
-            c->field_len = len;
-        if (!off || !len)
-            return zt_fail(ZT_ERR_OOM, "", "out of memory reading %s", c->path);
-        c->fields_cap = cap;
-    }
+    if (used < c->text_cap)
+        return ZT_OK;
+    size_t cap = c->text_cap ? 2 * c->text_cap : 1 << 16;
+    char *t = realloc(c->text, cap);
+    if (!t)
+        return zt_datamem_oom(c->path, cap, "the text of one CSV record", c->file_bytes);
+    c->text = t;
+    c->text_cap = cap;
     return ZT_OK;
 }
+
+static zt_status csv_fields_grow(zt_csv *c)
+{
+    if (c->n_fields < c->fields_cap)
+        return ZT_OK;
+    size_t cap = c->fields_cap ? 2 * c->fields_cap : 16;
+    size_t *off = realloc(c->field_off, cap * sizeof *off);
+    if (off)
+        c->field_off = off;
+    size_t *len = realloc(c->field_len, cap * sizeof *len);
+    if (len)
+        c->field_len = len;
+    if (!off || !len)
+        return zt_datamem_oom(c->path, 2 * cap * sizeof *off, "the fields of one CSV record",
+                              c->file_bytes);
+    c->fields_cap = cap;
+    return ZT_OK;
+}
+
+#define CSV_PUT(c, used, ch)                          \
+    do {                                              \
+        ZT_TRY(csv_text_grow((c), (used)));           \
+        (c)->text[(used)++] = (ch);                   \
+    } while (0)
 
 /* Reads the next RFC 4180 record: *start is its first line, 0 at the end of
  * the file. Fields are c->text[field_off[i], + field_len[i]). */
@@ -192,10 +246,11 @@ static zt_status csv_record(zt_csv *c, long long *start)
     *start = c->p < c->end ? c->line : 0;
     if (!*start)
         return ZT_OK;
-    /* A field's text is never longer than what is left of the file. */
-    size_t used = 0, left = (size_t)(c->end - c->p);
+    size_t used = 0;
+    /* Fields point into the text even when they are all empty. */
+    ZT_TRY(csv_text_grow(c, used));
     for (;;) {
-        ZT_TRY(csv_grow(c, used + left));
+        ZT_TRY(csv_fields_grow(c));
         size_t f0 = used;
         if (c->p < c->end && *c->p == '"') {
             long long opened = c->line;
@@ -208,7 +263,7 @@ static zt_status csv_record(zt_csv *c, long long *start)
                                    c->path, *start, opened);
                 if (*c->p == '"') {
                     if (c->p + 1 < c->end && c->p[1] == '"') {
-                        c->text[used++] = '"';
+                        CSV_PUT(c, used, '"');
                         c->p += 2;
                         continue;
                     }
@@ -217,7 +272,7 @@ static zt_status csv_record(zt_csv *c, long long *start)
                 }
                 if (*c->p == '\n')
                     c->line++;
-                c->text[used++] = *c->p++;
+                CSV_PUT(c, used, *c->p++);
             }
             bool at_end = c->p == c->end || *c->p == ',' || *c->p == '\n' ||
                           (*c->p == '\r' && c->p + 1 < c->end && c->p[1] == '\n');
@@ -238,12 +293,11 @@ static zt_status csv_record(zt_csv *c, long long *start)
         } else {
             while (c->p < c->end && *c->p != ',' && *c->p != '\n' &&
                    !(*c->p == '\r' && c->p + 1 < c->end && c->p[1] == '\n'))
-                c->text[used++] = *c->p++;
+                CSV_PUT(c, used, *c->p++);
         }
         c->field_off[c->n_fields] = f0;
         c->field_len[c->n_fields] = used - f0;
         c->n_fields++;
-        left = (size_t)(c->end - c->p);
         if (c->p < c->end && *c->p == ',') {
             c->p++;
             continue;
@@ -291,11 +345,13 @@ static zt_status csv_header(zt_csv *c, size_t *col_review, size_t *col_label)
         bool has_cr = false;
         for (size_t i = 0; i < c->n_fields && !has_cr; i++)
             has_cr = memchr(c->text + c->field_off[i], '\r', c->field_len[i]) != NULL;
-        char cols[256] = "";
-        for (size_t i = 0, k = 0; i < c->n_fields && k + 1 < sizeof cols; i++)
-            k += (size_t)snprintf(cols + k, sizeof cols - k, "%s\"%.*s\"", i ? ", " : "",
-                                  (int)(c->field_len[i] < 40 ? c->field_len[i] : 40),
-                                  c->text + c->field_off[i]);
+        char cols[2 * ZT_QUOTE_CAP] = "";
+        for (size_t i = 0, k = 0; i < c->n_fields && i < 8 && k + 1 < sizeof cols; i++) {
+            char q[ZT_QUOTE_CAP];
+            k += (size_t)snprintf(cols + k, sizeof cols - k, "%s\"%s\"", i ? ", " : "",
+                                  zt_quote(q, sizeof q, c->text + c->field_off[i],
+                                           c->field_len[i]));
+        }
         return zt_fail(ZT_ERR_DATA, has_cr ? ZT_CSV_HINT_CR : ZT_CSV_HINT,
                        "%s:%lld: the header has no \"%s\" column (its columns: %s)", c->path, start,
                        *col_review == SIZE_MAX ? "review" : "sentiment", cols);
@@ -312,7 +368,7 @@ static zt_status csv_load(zt_labelled_impl *li, const zt_tokenizer *tok, int64_t
         return zt_fail(ZT_ERR_DATA, ZT_CSV_HINT_CR,
                        "%s: its lines end in a carriage return alone, so it reads as one line",
                        path);
-    zt_csv c = {.path = path, .p = buf, .end = buf + len, .line = 1};
+    zt_csv c = {.path = path, .file_bytes = len, .p = buf, .end = buf + len, .line = 1};
     if (len >= 3 && memcmp(buf, "\xEF\xBB\xBF", 3) == 0)
         c.p += 3;
     zt_status st;
@@ -351,13 +407,14 @@ static zt_status csv_load(zt_labelled_impl *li, const zt_tokenizer *tok, int64_t
         } else if (lab_n == 8 && memcmp(lab, "negative", 8) == 0) {
             label = 0;
         } else {
+            char q[ZT_QUOTE_CAP];
             st = zt_fail(ZT_ERR_DATA, "labels are positive or negative",
-                         "%s: unknown label \"%.*s\"", where, (int)(lab_n < 40 ? lab_n : 40), lab);
+                         "%s: unknown label \"%s\"", where, zt_quote(q, sizeof q, lab, lab_n));
             goto done;
         }
         zt_reviews *r = &li->split[row % 10 == 9];
         ZT_TRY_GOTO(st,
-                    reviews_add(r, tok, max_len, c.text + c.field_off[col_review],
+                    reviews_add(li, r, tok, max_len, c.text + c.field_off[col_review],
                                 c.field_len[col_review], label, where),
                     done);
         row++;
@@ -405,13 +462,13 @@ static zt_status list_txt(const char *dir, char ***names, size_t *n)
             cap = cap ? 2 * cap : 256;
             char **nn = realloc(*names, cap * sizeof *nn);
             if (!nn) {
-                st = zt_fail(ZT_ERR_OOM, "", "out of memory listing %s", dir);
+                st = zt_datamem_oom(dir, cap * sizeof *nn, "the list of its review files", 0);
                 break;
             }
             *names = nn;
         }
         if (!((*names)[*n] = strdup(e->d_name))) {
-            st = zt_fail(ZT_ERR_OOM, "", "out of memory listing %s", dir);
+            st = zt_datamem_oom(dir, len + 1, "the list of its review files", 0);
             break;
         }
         (*n)++;
@@ -450,11 +507,13 @@ static zt_status dir_load_split(zt_labelled_impl *li, zt_reviews *r, bool tenth,
             char *buf = NULL;
             size_t len;
             st = zt_path_read(file, "review file", ZT_ACLIMDB_HINT, -1, false, &buf, &len);
-            if (st == ZT_OK)
+            if (st == ZT_OK) {
+                li->memory.file_bytes += len;
                 st = zt_utf8_check(buf, len, file);
+            }
             if (st == ZT_OK)
-                st = reviews_add(tenth && j % 10 == 9 ? &li->split[1] : r, tok, max_len, buf, len,
-                                 s == 0 ? 1 : 0, file);
+                st = reviews_add(li, tenth && j % 10 == 9 ? &li->split[1] : r, tok, max_len, buf,
+                                 len, s == 0 ? 1 : 0, file);
             free(buf);
         }
         names_free(names, n);
@@ -478,8 +537,44 @@ static zt_status dir_load(zt_labelled_impl *li, const zt_tokenizer *tok, int64_t
 
 /* ------------------------------------------------------------------ load */
 
+/* What loading is done with: the arrays cut to what they hold, the
+ * tokenizer's cache given back. */
+static void labelled_trim(zt_labelled *ld, zt_labelled_impl *li)
+{
+    zt_data_memory *m = &li->memory;
+    m->ids_bytes = m->index_bytes = 0;
+    for (int s = 0; s < 2; s++) {
+        zt_reviews *r = &li->split[s];
+        if (r->n_tokens > 0 && r->n_tokens < r->tokens_cap) {
+            void *t = realloc(r->tokens, (size_t)r->n_tokens * (size_t)r->id_bytes);
+            if (t) {
+                r->tokens = t;
+                r->tokens_cap = r->n_tokens;
+            }
+        }
+        if (r->n > 0 && r->n < r->cap) {
+            int64_t *off = realloc(r->off, (size_t)r->n * sizeof *off);
+            int32_t *len = realloc(r->len, (size_t)r->n * sizeof *len);
+            int32_t *lab = realloc(r->label, (size_t)r->n * sizeof *lab);
+            /* A failed shrink leaves that array as it was: only ones that
+             * all shrank count as cut. */
+            r->off = off ? off : r->off;
+            r->len = len ? len : r->len;
+            r->label = lab ? lab : r->label;
+            if (off && len && lab)
+                r->cap = r->n;
+        }
+        m->ids_bytes += (uint64_t)r->tokens_cap * (uint64_t)r->id_bytes;
+        m->index_bytes += (uint64_t)r->cap * REVIEW_INDEX_BYTES;
+    }
+    m->buffer_bytes = 0;
+    zt_tokenizer_trim(&ld->tok);
+    m->tokenizer_bytes = zt_tokenizer_host_bytes(&ld->tok);
+    zt_datamem_update(m);
+}
+
 zt_status zt_labelled_load(zt_labelled *ld, const char *path, const char *tokenizer_dir,
-                           int64_t max_len)
+                           int64_t max_len, const zt_data_budget *budget)
 {
     *ld = (zt_labelled){0};
     if (max_len < 1)
@@ -490,29 +585,41 @@ zt_status zt_labelled_load(zt_labelled *ld, const char *path, const char *tokeni
         return zt_path_fail(errno, path, "data path", "check the --data path");
     zt_labelled_impl *li = calloc(1, sizeof *li);
     if (!li)
-        return zt_fail(ZT_ERR_OOM, "", "out of memory loading %s", path);
+        return zt_datamem_oom(path, sizeof *li, "the data set", 0);
     ld->impl = li;
     ld->max_len = max_len;
+    li->budget = budget;
+    li->path = path;
+    zt_data_memory *m = &li->memory;
     zt_status st;
     if (tokenizer_dir)
         ZT_TRY_GOTO(st, zt_tokenizer_bpe_init(&ld->tok, tokenizer_dir), fail);
     else
         ZT_TRY_GOTO(st, zt_tokenizer_byte_init(&ld->tok), fail);
+    m->token_bytes = zt_ids_width(ld->tok.vocab_size);
+    li->split[0].id_bytes = li->split[1].id_bytes = m->token_bytes;
+    m->tokenizer_bytes = zt_tokenizer_host_bytes(&ld->tok);
     if (S_ISDIR(sb.st_mode)) {
         ZT_TRY_GOTO(st, dir_load(li, &ld->tok, max_len, path), fail);
     } else {
+        /* The CSV is parsed in memory: the file itself must fit first. */
+        m->file_bytes = (uint64_t)sb.st_size;
+        m->buffer_bytes = (uint64_t)sb.st_size + 1;
+        ZT_TRY_GOTO(st, zt_datamem_fit(m, budget, path, " (the CSV file is read whole)"), fail);
         char *buf;
         size_t len;
         ZT_TRY_GOTO(st,
                     zt_path_read(path, "data file", "check the --data path", -1, false, &buf,
                                  &len),
                     fail);
+        zt_datamem_update(m);
         st = len ? csv_load(li, &ld->tok, max_len, path, buf, len)
                  : zt_fail(ZT_ERR_DATA, ZT_CSV_HINT, "%s: empty file", path);
         free(buf);
         if (st != ZT_OK)
             goto fail;
     }
+    labelled_trim(ld, li);
     for (int s = 0; s < 2; s++)
         if (li->split[s].n == 0) {
             st = zt_fail(ZT_ERR_DATA,
@@ -530,7 +637,8 @@ zt_status zt_labelled_load(zt_labelled *ld, const char *path, const char *tokeni
                          .pad_id = ld->tok.pad_id,
                          .variable_length = true,
                          .get = labelled_get,
-                         .free = labelled_dataset_free};
+                         .free = labelled_dataset_free,
+                         .memory = m};
     ld->train = common;
     ld->train.name = "labelled-train";
     ld->train.n_samples = li->split[0].n;

@@ -22,8 +22,13 @@
  * stripping, bad UTF-8, a split left without reviews; a max_len below 1 is
  * ZT_ERR_USAGE. labelled.c's header lists the CSV dialect's finer points.
  *
+ * Tokens are held at 2 bytes each (4 for a vocabulary over 65,536 ids), with
+ * 16 bytes of index (offset, length, label) a review; a CSV file is read
+ * whole and parsed in place, an aclImdb directory one review file at a time.
+ *
  * Memory: zt_labelled owns the tokenizer, the token arrays and both data sets
- * (free only through zt_labelled_free). Collective: none.
+ * (free only through zt_labelled_free); the data sets' `memory` says what it
+ * holds. Collective: none.
  */
 #ifndef ZT_LABELLED_H
 #define ZT_LABELLED_H
@@ -41,8 +46,11 @@ typedef struct {
     void *impl;
 } zt_labelled;
 
+/* budget NULL: no limit; otherwise data that does not fit it is ZT_ERR_OOM
+ * with the breakdown (data/datamem.h): a CSV file before it is read, the
+ * reviews' tokens and index as they grow. */
 zt_status zt_labelled_load(zt_labelled *ld, const char *path, const char *tokenizer_dir,
-                           int64_t max_len);
+                           int64_t max_len, const zt_data_budget *budget);
 void zt_labelled_free(zt_labelled *ld);
 
 #endif

@@ -8,17 +8,18 @@
 #include "data/synthetic.h"
 
 zt_status zt_data_load(zt_data *d, zt_data_kind kind, const char *path,
-                       const char *tokenizer_dir, int64_t seq_len, uint64_t seed)
+                       const char *tokenizer_dir, int64_t seq_len, uint64_t seed,
+                       const zt_data_budget *budget)
 {
     memset(d, 0, sizeof *d);
     d->kind = kind;
     if (kind == ZT_DATA_TEXT) {
-        ZT_TRY(zt_text_load(&d->text, path, tokenizer_dir, seq_len, seed));
+        ZT_TRY(zt_text_load(&d->text, path, tokenizer_dir, seq_len, seed, budget));
         d->train = &d->text.train;
         d->val = &d->text.val;
         d->tok = &d->text.tok;
     } else if (kind == ZT_DATA_LABELLED) {
-        ZT_TRY(zt_labelled_load(&d->labelled, path, tokenizer_dir, seq_len));
+        ZT_TRY(zt_labelled_load(&d->labelled, path, tokenizer_dir, seq_len, budget));
         d->train = &d->labelled.train;
         d->val = &d->labelled.val;
         d->tok = &d->labelled.tok;

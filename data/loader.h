@@ -29,9 +29,11 @@ typedef struct {
 
 /* Text or labelled data from `path`, tokenized with the GPT-2 BPE files in
  * tokenizer_dir (NULL: the kind's own character or byte tokenizer), cut to
- * seq_len tokens per sample; seed orders text windows. */
+ * seq_len tokens per sample; seed orders text windows. What this rank may
+ * hold: budget (NULL: no limit; data/dataset.h). */
 zt_status zt_data_load(zt_data *d, zt_data_kind kind, const char *path,
-                       const char *tokenizer_dir, int64_t seq_len, uint64_t seed);
+                       const char *tokenizer_dir, int64_t seq_len, uint64_t seed,
+                       const zt_data_budget *budget);
 
 /* The keyed synthetic data set of n_samples (data/synthetic.h). */
 void zt_data_synthetic(zt_data *d, int64_t n_samples, int64_t in_size, int64_t n_classes,

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "data/datamem.h"
 #include "data/tokenizer_impl.h"
 
 #define ZT_BYTE_EOT 256
@@ -124,7 +125,8 @@ static long long line_of(const char *buf, size_t off)
     return line;
 }
 
-zt_status zt_utf8_check(const char *buf, size_t len, const char *what)
+zt_status zt_utf8_check_from(const char *buf, size_t len, const char *what, long long line,
+                             uint64_t offset)
 {
     const unsigned char *s = (const unsigned char *)buf;
     size_t i = 0;
@@ -138,11 +140,17 @@ zt_status zt_utf8_check(const char *buf, size_t len, const char *what)
         size_t k = zt_utf8_decode(s + i, len - i, &cp, &why);
         if (!k)
             return zt_fail(ZT_ERR_DATA, ZT_UTF8_HINT,
-                           "%s:%lld: invalid UTF-8 byte 0x%02X at offset %zu (%s)", what,
-                           line_of(buf, i), s[i], i, why);
+                           "%s:%lld: invalid UTF-8 byte 0x%02X at offset %llu (%s)", what,
+                           line - 1 + line_of(buf, i), s[i],
+                           (unsigned long long)(offset + i), why);
         i += k;
     }
     return ZT_OK;
+}
+
+zt_status zt_utf8_check(const char *buf, size_t len, const char *what)
+{
+    return zt_utf8_check_from(buf, len, what, 1, 0);
 }
 
 /* ------------------------------------------------------------ id vectors */
@@ -156,7 +164,8 @@ zt_status zt_id_vec_reserve(zt_id_vec *a, int64_t extra)
         cap *= 2;
     int32_t *v = realloc(a->v, (size_t)cap * sizeof *v);
     if (!v)
-        return zt_fail(ZT_ERR_OOM, "", "out of memory for %lld token ids", (long long)cap);
+        return zt_datamem_oom(a->what ? a->what : "a text", (uint64_t)cap * sizeof *v,
+                              "token ids being encoded", a->text_bytes);
     a->v = v;
     a->cap = cap;
     return ZT_OK;
@@ -184,43 +193,43 @@ static int32_t char_id(const zt_char_vocab *cv, int64_t n, uint32_t cp)
     return lo < n && cv->cps[lo] == cp ? (int32_t)lo : -1;
 }
 
-zt_status zt_tokenizer_char_init(zt_tokenizer *t, const char *text, size_t len, const char *what)
+void zt_char_seen_add(uint8_t *seen, const char *text, size_t len, int64_t *count)
 {
-    *t = (zt_tokenizer){0};
-    ZT_TRY(zt_utf8_check(text, len, what));
-    if (len == 0)
-        return zt_fail(ZT_ERR_DATA, "give a non-empty text file",
-                       "%s: empty text: no characters to build a vocabulary from", what);
-    /* A bitmap over all code points: one pass, sorted for free. */
-    enum { N_CP = 0x110000 };
-    uint8_t *seen = calloc(N_CP / 8, 1);
-    zt_char_vocab *cv = calloc(1, sizeof *cv);
-    if (!seen || !cv) {
-        free(seen);
-        free(cv);
-        return zt_fail(ZT_ERR_OOM, "", "out of memory for the char vocabulary of %s", what);
-    }
     const unsigned char *s = (const unsigned char *)text;
     int64_t n = 0;
     for (size_t i = 0; i < len;) {
         uint32_t cp;
         i += zt_utf8_next(s + i, &cp);
-        if (!(seen[cp >> 3] & (1u << (cp & 7)))) {
-            seen[cp >> 3] |= (uint8_t)(1u << (cp & 7));
-            n++;
-        }
+        seen[cp >> 3] |= (uint8_t)(1u << (cp & 7));
+        n++;
     }
+    *count += n;
+}
+
+zt_status zt_tokenizer_char_from_seen(zt_tokenizer *t, const uint8_t *seen, const char *what,
+                                      uint64_t text_bytes)
+{
+    *t = (zt_tokenizer){0};
+    enum { N_CP = 0x110000 };
+    int64_t n = 0;
+    for (uint32_t cp = 0; cp < N_CP; cp++)
+        n += (seen[cp >> 3] >> (cp & 7)) & 1;
+    if (n == 0)
+        return zt_fail(ZT_ERR_DATA, "give a non-empty text file",
+                       "%s: empty text: no characters to build a vocabulary from", what);
+    zt_char_vocab *cv = calloc(1, sizeof *cv);
+    if (!cv)
+        return zt_datamem_oom(what, sizeof *cv, "the char vocabulary", text_bytes);
     cv->cps = malloc((size_t)n * sizeof *cv->cps);
     if (!cv->cps) {
-        free(seen);
         free(cv);
-        return zt_fail(ZT_ERR_OOM, "", "out of memory for the char vocabulary of %s", what);
+        return zt_datamem_oom(what, (uint64_t)n * sizeof *cv->cps, "the char vocabulary",
+                              text_bytes);
     }
     int64_t k = 0;
     for (uint32_t cp = 0; cp < N_CP; cp++)
         if (seen[cp >> 3] & (1u << (cp & 7)))
             cv->cps[k++] = cp;
-    free(seen);
     for (int c = 0; c < 128; c++)
         cv->ascii[c] = -1;
     for (int64_t i = 0; i < n && cv->cps[i] < 128; i++)
@@ -232,6 +241,21 @@ zt_status zt_tokenizer_char_init(zt_tokenizer *t, const char *text, size_t len, 
                         .start_id = cv->ascii['\n'] >= 0 ? cv->ascii['\n'] : 0,
                         .impl = cv};
     return ZT_OK;
+}
+
+zt_status zt_tokenizer_char_init(zt_tokenizer *t, const char *text, size_t len, const char *what)
+{
+    *t = (zt_tokenizer){0};
+    ZT_TRY(zt_utf8_check(text, len, what));
+    /* A bitmap over all code points: one pass, sorted for free. */
+    uint8_t *seen = calloc(ZT_CHAR_SEEN_BYTES, 1);
+    if (!seen)
+        return zt_datamem_oom(what, ZT_CHAR_SEEN_BYTES, "the char vocabulary's bitmap", len);
+    int64_t count = 0;
+    zt_char_seen_add(seen, text, len, &count);
+    zt_status st = zt_tokenizer_char_from_seen(t, seen, what, len);
+    free(seen);
+    return st;
 }
 
 static zt_status char_encode(const zt_tokenizer *t, const char *text, size_t len, const char *what,
@@ -284,30 +308,34 @@ void zt_tokenizer_free(zt_tokenizer *t)
     *t = (zt_tokenizer){0};
 }
 
+zt_status zt_tokenizer_encode_into(const zt_tokenizer *t, const char *text, size_t len,
+                                   const char *what, zt_id_vec *out)
+{
+    switch (t->kind) {
+    case ZT_TOK_CHAR:
+        return char_encode(t, text, len, what, out);
+    case ZT_TOK_BYTE:
+        ZT_TRY(zt_id_vec_reserve(out, (int64_t)len));
+        for (size_t i = 0; i < len; i++)
+            out->v[out->n++] = (unsigned char)text[i];
+        return ZT_OK;
+    case ZT_TOK_BPE:
+        return zt_bpe_encode(t, text, len, out);
+    }
+    return ZT_OK;
+}
+
 zt_status zt_tokenizer_encode(const zt_tokenizer *t, const char *text, size_t len, const char *what,
                               int32_t **ids, int64_t *n)
 {
     *ids = NULL;
     *n = 0;
     ZT_TRY(zt_utf8_check(text, len, what));
-    zt_id_vec out = {0};
+    zt_id_vec out = {.what = what, .text_bytes = len};
     /* A first block even for empty text: callers get a pointer they can free. */
     zt_status st = zt_id_vec_reserve(&out, 1);
-    if (st == ZT_OK) {
-        switch (t->kind) {
-        case ZT_TOK_CHAR:
-            st = char_encode(t, text, len, what, &out);
-            break;
-        case ZT_TOK_BYTE:
-            st = zt_id_vec_reserve(&out, (int64_t)len);
-            for (size_t i = 0; st == ZT_OK && i < len; i++)
-                out.v[out.n++] = (unsigned char)text[i];
-            break;
-        case ZT_TOK_BPE:
-            st = zt_bpe_encode(t, text, len, &out);
-            break;
-        }
-    }
+    if (st == ZT_OK)
+        st = zt_tokenizer_encode_into(t, text, len, what, &out);
     if (st != ZT_OK) {
         free(out.v);
         return st;
@@ -315,6 +343,21 @@ zt_status zt_tokenizer_encode(const zt_tokenizer *t, const char *text, size_t le
     *ids = out.v;
     *n = out.n;
     return ZT_OK;
+}
+
+uint64_t zt_tokenizer_host_bytes(const zt_tokenizer *t)
+{
+    if (t->kind == ZT_TOK_CHAR && t->impl)
+        return sizeof(zt_char_vocab) + (uint64_t)t->vocab_size * sizeof(uint32_t);
+    if (t->kind == ZT_TOK_BPE)
+        return zt_bpe_host_bytes(t->impl);
+    return 0;
+}
+
+void zt_tokenizer_trim(zt_tokenizer *t)
+{
+    if (t->kind == ZT_TOK_BPE)
+        zt_bpe_trim(t->impl);
 }
 
 /* The bytes one id decodes to: a pointer into the tables or into tmp. */
@@ -356,7 +399,9 @@ zt_status zt_tokenizer_decode(const zt_tokenizer *t, const int32_t *ids, int64_t
     }
     char *out = malloc(total + 1);
     if (!out)
-        return zt_fail(ZT_ERR_OOM, "", "out of memory decoding %lld tokens", (long long)n);
+        return zt_fail(ZT_ERR_OOM, "decode fewer tokens, or give the job more memory",
+                       "out of memory decoding %lld tokens: cannot allocate %zu bytes",
+                       (long long)n, total + 1);
     size_t k = 0;
     for (int64_t i = 0; i < n; i++) {
         size_t m = token_bytes(t, ids[i], tmp, &p);

@@ -56,6 +56,12 @@ zt_status zt_tokenizer_byte_init(zt_tokenizer *t);
 zt_status zt_tokenizer_bpe_init(zt_tokenizer *t, const char *dir);
 void zt_tokenizer_free(zt_tokenizer *t);
 
+/* The host bytes the tokenizer holds (tables, BPE's piece cache). */
+uint64_t zt_tokenizer_host_bytes(const zt_tokenizer *t);
+/* Gives back what only encoding a large text needed (BPE's piece cache and
+ * merge scratch, refilled on the next encode). */
+void zt_tokenizer_trim(zt_tokenizer *t);
+
 /* Encodes UTF-8 text (checked; `what` names it in errors) into *ids (malloc'd,
  * *n ids). A char tokenizer fails on a code point outside its vocabulary.
  * Not thread-safe: BPE fills a per-tokenizer cache of encoded pieces. */

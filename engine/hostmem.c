@@ -128,3 +128,52 @@ uint64_t zt_hostmem_cgroup_id(const zt_hostmem *h)
         return 0;
     return zt_hash64(ZT_HASH_START, h->cgroup_file, strlen(h->cgroup_file));
 }
+
+/* "1.50 GiB" or, under one, "300.0 MiB". */
+static const char *hostmem_size(uint64_t b, char *buf, size_t n)
+{
+    double g = (double)b / (1024.0 * 1024.0 * 1024.0);
+    if (g >= 1.0)
+        snprintf(buf, n, "%.2f GiB", g);
+    else
+        snprintf(buf, n, "%.1f MiB", (double)b / (1024.0 * 1024.0));
+    return buf;
+}
+
+uint64_t zt_hostmem_share(const zt_hostmem *h, int node_ranks, int cgroup_ranks, char *why,
+                          size_t n)
+{
+    uint64_t best = ZT_HOSTMEM_NONE;
+    char s[3][32];
+    snprintf(why, n, "no limit");
+    if (h->as_limit != ZT_HOSTMEM_NONE) {
+        best = h->as_limit > h->as_used ? h->as_limit - h->as_used : 0;
+        snprintf(why, n, "the address-space limit (ulimit -v) leaves %s (limit %s, %s mapped "
+                         "already)",
+                 hostmem_size(best, s[0], sizeof s[0]),
+                 hostmem_size(h->as_limit, s[1], sizeof s[1]),
+                 hostmem_size(h->as_used, s[2], sizeof s[2]));
+    }
+    if (h->cgroup_limit != ZT_HOSTMEM_NONE) {
+        uint64_t room = h->cgroup_limit > h->cgroup_used ? h->cgroup_limit - h->cgroup_used : 0;
+        uint64_t each = room / (uint64_t)(cgroup_ranks > 0 ? cgroup_ranks : 1);
+        if (each < best) {
+            best = each;
+            snprintf(why, n, "the memory cgroup leaves %s for this node's %d rank(s) in it (%s: "
+                             "limit %s, %s in use)",
+                     hostmem_size(room, s[0], sizeof s[0]), cgroup_ranks, h->cgroup_file,
+                     hostmem_size(h->cgroup_limit, s[1], sizeof s[1]),
+                     hostmem_size(h->cgroup_used, s[2], sizeof s[2]));
+        }
+    }
+    if (h->available != ZT_HOSTMEM_NONE) {
+        uint64_t each = h->available / (uint64_t)(node_ranks > 0 ? node_ranks : 1);
+        if (each < best) {
+            best = each;
+            snprintf(why, n, "the machine has %s available (MemAvailable) for this node's %d "
+                             "rank(s)",
+                     hostmem_size(h->available, s[0], sizeof s[0]), node_ranks);
+        }
+    }
+    return best;
+}

@@ -15,6 +15,7 @@
 #ifndef ZT_HOSTMEM_H
 #define ZT_HOSTMEM_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "engine/status.h"
@@ -37,5 +38,15 @@ void zt_hostmem_read(zt_hostmem *h);
 /* The cgroup (its limit file) as a hash, so ranks can tell whether they share
  * one limit. 0 when there is none. */
 uint64_t zt_hostmem_cgroup_id(const zt_hostmem *h);
+
+/* What this process may still take when the node's ranks each take as much
+ * at once (every rank loads its own copy of the data): the address space
+ * left below RLIMIT_AS, the cgroup's room shared by the cgroup_ranks of this
+ * node in it, MemAvailable shared by the node's node_ranks; the tightest, or
+ * ZT_HOSTMEM_NONE when there is no limit. Which one, with its numbers, goes
+ * into why (n bytes), e.g. "the memory cgroup leaves 1.00 GiB for this
+ * node's 2 rank(s) in it (FILE: limit 2.00 GiB, 1.00 GiB in use)". */
+uint64_t zt_hostmem_share(const zt_hostmem *h, int node_ranks, int cgroup_ranks, char *why,
+                          size_t n);
 
 #endif

@@ -22,6 +22,9 @@
     "the user running zerotrain may not write there: `chmod u+w` the file or its directory, or "   \
     "choose a path you can write to"
 #define PATH_HINT_LONG "use a shorter path (or shorter names on it)"
+#define PATH_HINT_OOM                                                                              \
+    "the whole file is read into memory: use a smaller file, or give the job more memory "         \
+    "(ulimit -v, the memory cgroup; every rank reads its own copy)"
 #define PATH_HINT_PIPE                                                                             \
     "give a regular file, or start the program that writes the pipe first (`--config <(...)` "     \
     "does both)"
@@ -131,13 +134,16 @@ zt_status zt_path_read(const char *path, const char *what, const char *hint, int
     size_t cap = is_pipe || sb.st_size < 4096 ? 4096 : (size_t)sb.st_size + 1, n = 0;
     char *b = st == ZT_OK ? malloc(cap + 1) : NULL;
     if (st == ZT_OK && !b)
-        st = zt_fail(ZT_ERR_OOM, "", "cannot allocate %zu bytes to read %s", cap + 1, path);
+        st = zt_fail(ZT_ERR_OOM, PATH_HINT_OOM, "out of memory reading %s %s (%lld bytes): "
+                     "cannot allocate %zu bytes to hold it", what, path, (long long)sb.st_size,
+                     cap + 1);
     while (st == ZT_OK) {
         if (n == cap) {
             char *nb = realloc(b, 2 * cap + 1);
             if (!nb) {
-                st = zt_fail(ZT_ERR_OOM, "", "cannot allocate %zu bytes to read %s", 2 * cap + 1,
-                             path);
+                st = zt_fail(ZT_ERR_OOM, PATH_HINT_OOM, "out of memory reading %s %s (%zu bytes "
+                             "so far): cannot allocate %zu bytes to hold it", what, path, n,
+                             2 * cap + 1);
                 break;
             }
             b = nb;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "data/datamem.h"
 #include "engine/monitor/profile.h"
 
 static const char *const report_group_names[ZT_STAGE_GROUP_N] = {
@@ -412,6 +413,8 @@ zt_status zt_report_write(const char *path, const zt_trainer *t, double param_no
                                                    report_real(s->evals[i].accuracy)));
         if (doc && extra) {
             json_object_set_new(doc, "nvme", report_nvme_json(t));
+            const zt_data_memory *dm = zt_trainer_data_memory(t);
+            json_object_set_new(doc, "data", dm ? zt_datamem_json(dm) : json_null());
             json_object_set_new(doc, "zero", zero);
             json_object_set_new(doc, "eval", evals);
             json_object_set_new(doc, "pipeline", report_pipe_json(s, all));

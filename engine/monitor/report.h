@@ -13,6 +13,9 @@
  *   the units compute on: fp32 copies, or 16-bit tensors themselves)},
  *   offload {optimizer, param}
  *   ("none" | "cpu" | "nvme"),
+ *   data {file_bytes, tokens, token_bytes, ids_bytes, index_bytes, tokenizer_bytes,
+ *         held_bytes, load_peak_bytes}  (what --data holds on each rank's host, the
+ *         same on every rank: each loads its own copy; null for synthetic data),
  *   nvme {engine, direct, sub_groups, sub_groups_in_memory, swapped_param_units,
  *         param_buffers, param_in_cpu_params, swap_buffer_bytes, swap_file_bytes}
  *   (null without an nvme offload; docs/nvme.md),

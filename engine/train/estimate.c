@@ -4,6 +4,7 @@
 #include <jansson.h>
 #include <string.h>
 
+#include "data/datamem.h"
 #include "engine/train/trainer.h"
 #include "engine/zero/layout.h"
 
@@ -147,24 +148,39 @@ static void estimate_label(const zt_estimate_variant *v, char *buf, size_t n)
     snprintf(buf, n, "s%d%s%s", v->stage, op, oo);
 }
 
-/* The class rows, the total, and (host table) the nvme swap files. */
-enum { ESTIMATE_ROWS = 11, ESTIMATE_TOTAL = 9, ESTIMATE_NVME = 10 };
+/* The class rows, (host table, with --data) the data set, the total, and
+ * (host table) the nvme swap files. */
+enum { ESTIMATE_ROWS = 12, ESTIMATE_DATA = 9, ESTIMATE_TOTAL = 10, ESTIMATE_NVME = 11 };
 
 static const char *const estimate_row_names[ESTIMATE_ROWS] = {
     "PARAMS", "GRADS", "MASTER", "OPTIM", "model states", "ACTS",
-    "COMM",   "WORK",  "SWAP",   "total", "nvme files"};
+    "COMM",   "WORK",  "SWAP",   "data",  "total",        "nvme files"};
 
-static size_t estimate_row_value(const zt_estimate_variant *v, zt_mem_loc loc, int row)
+/* Whether table `loc` has row `row`. */
+static bool estimate_has_row(const zt_estimate *e, zt_mem_loc loc, int row)
+{
+    if (row == ESTIMATE_NVME)
+        return loc == ZT_MEM_HOST;
+    if (row == ESTIMATE_DATA)
+        return loc == ZT_MEM_HOST && e->data.held_bytes > 0;
+    return true;
+}
+
+static size_t estimate_row_value(const zt_estimate *e, const zt_estimate_variant *v,
+                                 zt_mem_loc loc, int row)
 {
     static const zt_mem_class classes[ESTIMATE_ROWS] = {
         ZT_MEM_PARAMS, ZT_MEM_GRADS, ZT_MEM_MASTER, ZT_MEM_OPTIM,  ZT_MEM_NCLASS, ZT_MEM_ACTS,
-        ZT_MEM_COMM,   ZT_MEM_WORK,  ZT_MEM_SWAP,   ZT_MEM_NCLASS, ZT_MEM_NCLASS};
+        ZT_MEM_COMM,   ZT_MEM_WORK,  ZT_MEM_SWAP,   ZT_MEM_NCLASS, ZT_MEM_NCLASS, ZT_MEM_NCLASS};
+    size_t data = loc == ZT_MEM_HOST ? (size_t)e->data.held_bytes : 0;
     if (row == 4)
         return zt_estimate_model_state_bytes(v, loc);
     if (row == ESTIMATE_NVME)
         return (size_t)v->nvme_bytes;
+    if (row == ESTIMATE_DATA)
+        return data;
     if (row == ESTIMATE_TOTAL) {
-        size_t t = 0;
+        size_t t = data;
         for (int c = 0; c < ZT_MEM_NCLASS; c++)
             t += v->bytes[loc][c];
         return t;
@@ -181,7 +197,7 @@ static void estimate_class_table(const zt_estimate *e, zt_mem_loc loc, FILE *out
     size_t largest = 0;
     for (int i = 0; i < e->n_variants; i++)
         for (int r = 0; r < ESTIMATE_ROWS; r++) {
-            size_t v = estimate_row_value(&e->variants[i], loc, r);
+            size_t v = estimate_row_value(e, &e->variants[i], loc, r);
             largest = v > largest ? v : largest;
         }
     bool gib = (double)largest >= 0.1 * 1024.0 * 1024.0 * 1024.0;
@@ -195,7 +211,7 @@ static void estimate_class_table(const zt_estimate *e, zt_mem_loc loc, FILE *out
         for (int r = 0; r < ESTIMATE_ROWS; r++) {
             char num[64];
             int len = snprintf(num, sizeof num, fmt, 0,
-                               (double)estimate_row_value(&e->variants[i], loc, r) / unit);
+                               (double)estimate_row_value(e, &e->variants[i], loc, r) / unit);
             if (len > w)
                 w = len;
         }
@@ -204,7 +220,6 @@ static void estimate_class_table(const zt_estimate *e, zt_mem_loc loc, FILE *out
     char title[32];
     snprintf(title, sizeof title, "%s %s", loc == ZT_MEM_DEVICE ? "device" : "host",
              gib ? "GiB" : "MiB");
-    const int rows = loc == ZT_MEM_HOST ? ESTIMATE_ROWS : ESTIMATE_NVME;
     for (int start = 0; start < e->n_variants;) {
         int end = start, line = label_w;
         while (end < e->n_variants && (end == start || line + width[end] <= ZT_ESTIMATE_LINE_MAX))
@@ -213,11 +228,13 @@ static void estimate_class_table(const zt_estimate *e, zt_mem_loc loc, FILE *out
         for (int i = start; i < end; i++)
             fprintf(out, "%*s", width[i], labels[i]);
         fputc('\n', out);
-        for (int r = 0; r < rows; r++) {
+        for (int r = 0; r < ESTIMATE_ROWS; r++) {
+            if (!estimate_has_row(e, loc, r))
+                continue;
             fprintf(out, "  %-*s", label_w - 2, estimate_row_names[r]);
             for (int i = start; i < end; i++)
                 fprintf(out, fmt, width[i],
-                        (double)estimate_row_value(&e->variants[i], loc, r) / unit);
+                        (double)estimate_row_value(e, &e->variants[i], loc, r) / unit);
             fputc('\n', out);
         }
         start = end;
@@ -280,6 +297,21 @@ void zt_estimate_print(const zt_estimate *e, FILE *out)
         fprintf(out, "nvme rows: zero_optimization.offload_param.buffer_size raised to %lld, the "
                      "largest shard (a run with less fails)\n",
                 (long long)e->nvme_buffer_size);
+    const zt_data_memory *d = &e->data;
+    if (d->held_bytes > 0) {
+        char s[5][32];
+        fprintf(out, "data row: what --data holds on each rank's host at every stage (each rank "
+                     "loads its own copy):\n"
+                     "  %lld tokens x %d byte(s) = %s of ids, %s of review index, %s of "
+                     "tokenizer;\n"
+                     "  the file is %s, loading it took %s at its peak\n",
+                (long long)d->tokens, d->token_bytes,
+                zt_datamem_size(d->ids_bytes, s[0], sizeof s[0]),
+                zt_datamem_size(d->index_bytes, s[1], sizeof s[1]),
+                zt_datamem_size(d->tokenizer_bytes, s[2], sizeof s[2]),
+                zt_datamem_size(d->file_bytes, s[3], sizeof s[3]),
+                zt_datamem_size(d->peak_bytes, s[4], sizeof s[4]));
+    }
     fflush(out);
 }
 
@@ -312,12 +344,13 @@ zt_status zt_estimate_write_json(const zt_estimate *e, const char *path)
                       (json_int_t)v->nvme_bytes));
     }
     json_t *doc = json_pack(
-        "{s:s, s:s, s:I, s:I, s:I, s:i, s:i, s:i, s:I, s:o}", "model", e->model_name,
+        "{s:s, s:s, s:I, s:I, s:I, s:i, s:i, s:i, s:I, s:o, s:o}", "model", e->model_name,
         "precision", zt_dtype_name(e->precision), "params",
         (json_int_t)e->params, "padded_params", (json_int_t)e->padded_params,
         "largest_layer_params", (json_int_t)e->largest_unit_params, "world_size", e->world_size,
         "num_gpus", e->num_gpus, "num_nodes", e->num_nodes, "micro_batch_size",
-        (json_int_t)e->micro_batch_size, "variants", variants);
+        (json_int_t)e->micro_batch_size, "variants", variants, "data",
+        e->data.held_bytes > 0 ? zt_datamem_json(&e->data) : json_null());
     zt_status st = ZT_OK;
     errno = 0;
     if (!doc || json_dump_file(doc, path, JSON_INDENT(1)) != 0)

@@ -35,6 +35,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "data/dataset.h"
 #include "engine/arena.h"
 #include "engine/config/config.h"
 #include "models/model.h"
@@ -66,6 +67,10 @@ typedef struct {
     int64_t nvme_buffer_size;       /* > 0: offload_param.buffer_size raised to it for nvme */
     int n_variants;
     zt_estimate_variant variants[ZT_ESTIMATE_NVARIANTS];
+    /* What --data holds on each rank's host (zeros without it): the caller
+     * fills it after zt_estimate_run; a "data" row of the host table, in its
+     * total, and the JSON's "data". */
+    zt_data_memory data;
 } zt_estimate;
 
 /* Plans every variant for num_gpus * num_nodes ranks. cfg must have been
@@ -86,8 +91,9 @@ void zt_estimate_print(const zt_estimate *e, FILE *out);
 /* JSON: {params, padded_params, largest_layer_params, model, world_size,
  * num_gpus, num_nodes, micro_batch_size, variants: [{stage, offload_optimizer,
  * offload_param, device_bytes {CLASS}, host_bytes {CLASS},
- * model_state_device_bytes, model_state_host_bytes, nvme_bytes}]}. ZT_ERR_IO when the
- * file cannot be written. */
+ * model_state_device_bytes, model_state_host_bytes, nvme_bytes}], data (null
+ * without --data; zt_datamem_json)}. ZT_ERR_IO when the file cannot be
+ * written. */
 zt_status zt_estimate_write_json(const zt_estimate *e, const char *path);
 
 #endif

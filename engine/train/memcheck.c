@@ -19,12 +19,17 @@
  * breakdown and the remedies that shrink the largest class at this run's
  * stage and settings (memcheck_remedy); an arena the backend then fails to
  * reserve anyway gets the same for its own class (zt_train_reserve_failed).
+ * The data set was loaded before (its own check: data/datamem.h), so its
+ * bytes are in what the process has mapped, the cgroup's usage and what
+ * MemAvailable no longer counts: the message names them beside the classes,
+ * and a data set larger than every class gets the data's remedy.
  */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "data/datamem.h"
 #include "engine/hostmem.h"
 #include "engine/train/trainer_impl.h"
 
@@ -222,6 +227,11 @@ static void memcheck_device(const memcheck_rank *all, int local, const memcheck_
                  memcheck_gib(dm->free_bytes), memcheck_gib(dm->total_bytes));
 }
 
+const zt_data_memory *zt_trainer_data_memory(const zt_trainer *t)
+{
+    return t->data ? t->data->memory : NULL;
+}
+
 zt_status zt_train_check_memory(zt_trainer *t)
 {
     const zt_memory *mem = &t->mem;
@@ -264,11 +274,25 @@ zt_status zt_train_check_memory(zt_trainer *t)
     memcheck_host(&h, all, local, &mine, where, sizeof where);
     char remedy[512];
     if (where[0]) {
-        memcheck_remedy(t, host_largest, ZT_MEM_HOST, device_is_host, remedy, sizeof remedy);
+        const zt_data_memory *dm = zt_trainer_data_memory(t);
+        uint64_t data = dm ? dm->held_bytes : 0;
+        char data_text[128] = "", size[32];
+        if (data > 0)
+            snprintf(data_text, sizeof data_text,
+                     ", and holds %s of data loaded already (counted as in use below)",
+                     zt_datamem_size(data, size, sizeof size));
+        if (data > host_class[host_largest])
+            snprintf(remedy, sizeof remedy,
+                     "the data set is the largest part (every rank holds its own copy): a "
+                     "smaller --data file, or fewer ranks per node");
+        else
+            memcheck_remedy(t, host_largest, ZT_MEM_HOST, device_is_host, remedy,
+                            sizeof remedy);
         st = zt_fail(ZT_ERR_OOM, remedy,
                      "not enough host memory: this rank plans %.2f GiB (%s GiB) + %.2f GiB "
-                     "outside the arenas, but %s",
-                     memcheck_gib(host_plan), host_text, memcheck_gib(host_margin), where);
+                     "outside the arenas%s, but %s",
+                     memcheck_gib(host_plan), host_text, memcheck_gib(host_margin), data_text,
+                     where);
     }
     if (st == ZT_OK && t->be->mem_info) {
         memcheck_device(all, local, &mine, &dm, where, sizeof where);

@@ -319,6 +319,11 @@ typedef struct {
 
 void zt_trainer_stats_get(const zt_trainer *t, zt_trainer_stats *s);
 
+/* What the training data holds on this rank's host (both splits and the
+ * tokenizer), or NULL for generated data. (engine/train/memcheck.c: the host
+ * check counts it.) */
+const zt_data_memory *zt_trainer_data_memory(const zt_trainer *t);
+
 /* The nvme offload of a run (docs/nvme.md): what is swapped, the plan's
  * sizes and each swapper's I/O so far. Pointers are the trainer's. */
 typedef struct {

@@ -100,4 +100,61 @@ if zt_unprivileged "permission denied on a data file"; then
         timeout 20 "${unpriv[@]}" "${gpt[@]}" --data "$tmp/secret.txt"
     grep -q "hint: .*chmod a+r" "$tmp/out" || { cat "$tmp/out"; fail "no chmod hint"; }
 fi
+# What a message quotes from a user's file is escaped: a vocab.bpe cut inside
+# a 2-byte character (its line 12212, "Ġ Ã") used to put the raw half
+# character on the terminal. The whole output must be UTF-8 with no control
+# bytes but newlines.
+printable() { # file: valid UTF-8, no control bytes but \n
+    $ZT_PYTHON - "$1" <<'PY' || { cat "$1"; fail "raw bytes in the output"; }
+import sys
+data = open(sys.argv[1], "rb").read()
+data.decode("utf-8")
+bad = [b for b in data if (b < 0x20 and b != 0x0A) or b == 0x7F]
+assert not bad, f"control bytes {bad[:5]}"
+PY
+}
+mkdir "$tmp/cut"
+cp "$ZT_SHARED/data/gpt2-bpe/encoder.json" "$tmp/cut/"
+$ZT_PYTHON - "$ZT_SHARED/data/gpt2-bpe/vocab.bpe" "$tmp/cut/vocab.bpe" <<'PY'
+import sys
+data = open(sys.argv[1], "rb").read()
+at = data.index(b"\n\xc4\xa0 \xc3\x90\n") + 5  # just after the 0xC3 of "Ã"
+open(sys.argv[2], "wb").write(data[:at])
+PY
+expect 2 'vocab.bpe:12212: token "\\xC3" is not in encoder.json' -- "${gpt[@]}" \
+    --data "$ZT_SHARED/data/tinyshakespeare/input.txt" --tokenizer "$tmp/cut"
+printable "$tmp/out"
+printf 'review,sentiment\nfine,positive\nbad,\033[2J\033]0;x\007\n' >"$tmp/esc.csv"
+expect 2 'esc.csv:3: unknown label "\\x1B\[2J\\x1B\]0;x\\x07"' -- "${cls[@]}" --data "$tmp/esc.csv"
+printable "$tmp/out"
+
+# Out of memory while reading gives the file, the bytes and a hint. An
+# address-space limit (ulimit -v, in a subshell) and GPT-2 BPE on a 40 MiB
+# run without whitespace, one piece whose merge scratch takes 112 bytes a
+# byte: more than the limit whatever the binary maps at start.
+$ZT_PYTHON -c 'import sys; open(sys.argv[1], "w").write("some words\n" * 100 + "a" * (40 << 20) + "\n")' \
+    "$tmp/run.txt"
+expect 1 "out of memory loading $tmp/run.txt: cannot allocate .* for the merge scratch of a 41943040-byte piece" \
+    -- bash -c 'ulimit -v 3000000; exec "$@"' _ "${gpt[@]}" --data "$tmp/run.txt" \
+    --tokenizer "$ZT_SHARED/data/gpt2-bpe"
+grep -q "^hint: the text is 40.0 MiB; .* use a smaller data file" "$tmp/out" ||
+    { cat "$tmp/out"; fail "no hint with the file's size"; }
+
+# Data that does not fit the memory cgroup (the ZT_CGROUP_ROOT testing aid) is
+# refused before its ids are allocated, with the breakdown; every rank of the
+# node loads its own copy, so two ranks share the room. A CSV is refused
+# before it is read.
+mkdir -p "$tmp/cg"
+echo $((2 * 1024 * 1024)) >"$tmp/cg/memory.max"
+echo 0 >"$tmp/cg/memory.current"
+$ZT_PYTHON -c 'import sys; open(sys.argv[1], "w").write(("to be or not to be\n" * 220753)[:4 << 20])' "$tmp/4m.txt"
+expect 1 "not enough host memory to load $tmp/4m.txt (4.0 MiB on disk): this rank would hold .* (token ids 4.0 MiB for 4194304 tokens of 1 byte(s), tokenizer .*, read buffers .*), but the memory cgroup leaves 2.0 MiB for this node's 1 rank(s) in it ($tmp/cg/memory.max: limit 2.0 MiB, 0.0 MiB in use)" \
+    -- env ZT_CGROUP_ROOT="$tmp/cg" "${gpt[@]}" --data "$tmp/4m.txt"
+grep -q "^hint: use a smaller data file, fewer ranks per node" "$tmp/out" || { cat "$tmp/out"; fail "no hint"; }
+expect 1 "leaves 2.0 MiB for this node's 2 rank(s) in it" -- \
+    env ZT_CGROUP_ROOT="$tmp/cg" $ZT_MPIRUN -np 2 -x ZT_CGROUP_ROOT "${gpt[@]}" --data "$tmp/4m.txt"
+{ echo 'review,sentiment'; for i in $(seq 1 150000); do echo "review $i,positive"; done; } >"$tmp/big.csv"
+expect 1 "load $tmp/big.csv (.* on disk): .* (the CSV file is read whole), but the memory cgroup" \
+    -- env ZT_CGROUP_ROOT="$tmp/cg" "${cls[@]}" --data "$tmp/big.csv"
+
 echo "ok: bad data and transformer flags are refused with clear messages"

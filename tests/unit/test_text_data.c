@@ -97,7 +97,7 @@ static void test_text_windows(void **state)
     char *s = alphabet_text(N);
     write_file(tmp_path("a.txt"), s);
     zt_text txt;
-    assert_int_equal(zt_text_load(&txt, tmp_path("a.txt"), NULL, BLOCK, 42), ZT_OK);
+    assert_int_equal(zt_text_load(&txt, tmp_path("a.txt"), NULL, BLOCK, 42, NULL), ZT_OK);
     assert_int_equal(txt.tok.vocab_size, 9);
     assert_int_equal(txt.n_ids, N);
     assert_int_equal(txt.n_train, 900);
@@ -137,7 +137,7 @@ static void test_text_windows(void **state)
     }
     /* Another seed, other windows. */
     zt_text other;
-    assert_int_equal(zt_text_load(&other, tmp_path("a.txt"), NULL, BLOCK, 43), ZT_OK);
+    assert_int_equal(zt_text_load(&other, tmp_path("a.txt"), NULL, BLOCK, 43, NULL), ZT_OK);
     int32_t t2[BLOCK], l2[BLOCK];
     zt_sample smp2 = {.tokens = t2, .labels = l2};
     int differ = 0;
@@ -159,7 +159,7 @@ static void test_text_split_edges(void **state)
     char *s = alphabet_text(1005);
     write_file(tmp_path("b.txt"), s);
     zt_text txt;
-    assert_int_equal(zt_text_load(&txt, tmp_path("b.txt"), NULL, 4, 1), ZT_OK);
+    assert_int_equal(zt_text_load(&txt, tmp_path("b.txt"), NULL, 4, 1, NULL), ZT_OK);
     assert_int_equal(txt.n_train, 905);
     assert_int_equal(txt.train.n_samples, 904 / 4);
     assert_int_equal(txt.val.n_samples, 99 / 4);
@@ -169,7 +169,7 @@ static void test_text_split_edges(void **state)
     /* 90 ids, block 8: 81 train and 9 validation ids, one window each. */
     s = alphabet_text(90);
     write_file(tmp_path("c.txt"), s);
-    assert_int_equal(zt_text_load(&txt, tmp_path("c.txt"), NULL, 8, 1), ZT_OK);
+    assert_int_equal(zt_text_load(&txt, tmp_path("c.txt"), NULL, 8, 1, NULL), ZT_OK);
     assert_int_equal(txt.train.n_samples, 10);
     assert_int_equal(txt.val.n_samples, 1);
     int32_t tokens[8], labels[8];
@@ -183,32 +183,33 @@ static void test_text_split_edges(void **state)
     /* 89 ids: only 8 for validation, too few for block 8. */
     s = alphabet_text(89);
     write_file(tmp_path("d.txt"), s);
-    assert_int_equal(zt_text_load(&txt, tmp_path("d.txt"), NULL, 8, 1), ZT_ERR_DATA);
+    assert_int_equal(zt_text_load(&txt, tmp_path("d.txt"), NULL, 8, 1, NULL), ZT_ERR_DATA);
     assert_message_has(tmp_path("d.txt"));
     assert_message_has("89 tokens (81 train, 8 validation)");
     assert_message_has("block 8");
     assert_true(strstr(zt_status_hint(), "--block-size") != NULL);
     free(s);
-    assert_int_equal(zt_text_load(&txt, tmp_path("c.txt"), NULL, 0, 1), ZT_ERR_USAGE);
+    assert_int_equal(zt_text_load(&txt, tmp_path("c.txt"), NULL, 0, 1, NULL), ZT_ERR_USAGE);
 }
 
 static void test_text_errors(void **state)
 {
     (void)state;
     zt_text txt;
-    assert_int_equal(zt_text_load(&txt, tmp_path("missing.txt"), NULL, 8, 1), ZT_ERR_IO);
+    assert_int_equal(zt_text_load(&txt, tmp_path("missing.txt"), NULL, 8, 1, NULL), ZT_ERR_IO);
     assert_message_has("missing.txt: No such file or directory");
     write_file(tmp_path("empty.txt"), "");
-    assert_int_equal(zt_text_load(&txt, tmp_path("empty.txt"), NULL, 8, 1), ZT_ERR_DATA);
+    assert_int_equal(zt_text_load(&txt, tmp_path("empty.txt"), NULL, 8, 1, NULL), ZT_ERR_DATA);
     assert_message_has("empty.txt: empty file");
     write_file(tmp_path("bad.txt"), "line one\nline two\nline \xC3(three)\n");
-    assert_int_equal(zt_text_load(&txt, tmp_path("bad.txt"), NULL, 2, 1), ZT_ERR_DATA);
+    assert_int_equal(zt_text_load(&txt, tmp_path("bad.txt"), NULL, 2, 1, NULL), ZT_ERR_DATA);
     assert_message_has("bad.txt:3: invalid UTF-8 byte 0xC3 at offset 23");
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/data/gpt2-bpe", shared_dir());
-    assert_int_equal(zt_text_load(&txt, tmp_path("bad.txt"), dir, 2, 1), ZT_ERR_DATA);
+    assert_int_equal(zt_text_load(&txt, tmp_path("bad.txt"), dir, 2, 1, NULL), ZT_ERR_DATA);
     assert_message_has("bad.txt:3: invalid UTF-8");
-    assert_int_equal(zt_text_load(&txt, tmp_path("bad.txt"), "/nonexistent", 2, 1), ZT_ERR_IO);
+    assert_int_equal(zt_text_load(&txt, tmp_path("bad.txt"), "/nonexistent", 2, 1, NULL),
+                     ZT_ERR_IO);
     assert_message_has("/nonexistent/encoder.json");
 }
 
@@ -219,14 +220,14 @@ static void test_text_shakespeare(void **state)
     snprintf(path, sizeof path, "%s/data/tinyshakespeare/input.txt", shared_dir());
     snprintf(dir, sizeof dir, "%s/data/gpt2-bpe", shared_dir());
     zt_text txt;
-    assert_int_equal(zt_text_load(&txt, path, NULL, 2048, 1337), ZT_OK);
+    assert_int_equal(zt_text_load(&txt, path, NULL, 2048, 1337, NULL), ZT_OK);
     assert_int_equal(txt.tok.vocab_size, 65);
     assert_int_equal(txt.n_ids, 1115394);
     assert_int_equal(txt.train.n_samples, (1115394 - 111539 - 1) / 2048);
     assert_int_equal(txt.val.n_samples, (111539 - 1) / 2048);
     zt_text_free(&txt);
     /* GPT-2 BPE: 338025 tokens (as tiktoken's gpt2 encoding gives). */
-    assert_int_equal(zt_text_load(&txt, path, dir, 1024, 1337), ZT_OK);
+    assert_int_equal(zt_text_load(&txt, path, dir, 1024, 1337, NULL), ZT_OK);
     assert_int_equal(txt.tok.vocab_size, 50257);
     assert_int_equal(txt.n_ids, 338025);
     assert_int_equal(txt.train.vocab_size, 50257);
@@ -281,7 +282,7 @@ static void test_csv_quoting(void **state)
                                   "4,negative,a<br /><br />b<br />\n"
                                   "5,positive,\"ends with a quote\"\"\"");
     zt_labelled ld;
-    assert_int_equal(zt_labelled_load(&ld, tmp_path("q.csv"), NULL, 64), ZT_ERR_DATA);
+    assert_int_equal(zt_labelled_load(&ld, tmp_path("q.csv"), NULL, 64, NULL), ZT_ERR_DATA);
     assert_message_has("no validation reviews (5 training, 0 validation)");
     /* Ten rows: the tenth is held out. */
     write_file(tmp_path("q.csv"),
@@ -294,7 +295,7 @@ static void test_csv_quoting(void **state)
                "5,positive,\"ends with a quote\"\"\"\n"
                "6,positive,six\n7,positive,seven\n8,negative,eight\n9,negative,nine\n"
                "10,negative,ten\n");
-    assert_int_equal(zt_labelled_load(&ld, tmp_path("q.csv"), NULL, 64), ZT_OK);
+    assert_int_equal(zt_labelled_load(&ld, tmp_path("q.csv"), NULL, 64, NULL), ZT_OK);
     assert_int_equal(ld.train.n_samples, 9);
     assert_int_equal(ld.val.n_samples, 1);
     assert_sample(&ld.train, 0, "plain review", 1);
@@ -331,7 +332,7 @@ static void test_csv_split_and_truncation(void **state)
     }
     write_file(tmp_path("s.csv"), csv);
     zt_labelled ld;
-    assert_int_equal(zt_labelled_load(&ld, tmp_path("s.csv"), NULL, 16), ZT_OK);
+    assert_int_equal(zt_labelled_load(&ld, tmp_path("s.csv"), NULL, 16, NULL), ZT_OK);
     assert_int_equal(ld.train.n_samples, 23);
     assert_int_equal(ld.val.n_samples, 2);
     assert_int_equal(ld.train.tokens_numel, 16);
@@ -343,10 +344,10 @@ static void test_csv_split_and_truncation(void **state)
     zt_labelled_free(&ld);
 
     /* A review shorter than max_len keeps its length. */
-    assert_int_equal(zt_labelled_load(&ld, tmp_path("s.csv"), NULL, 40), ZT_OK);
+    assert_int_equal(zt_labelled_load(&ld, tmp_path("s.csv"), NULL, 40, NULL), ZT_OK);
     assert_sample(&ld.train, 0, "review number 00, quite long", 0);
     zt_labelled_free(&ld);
-    assert_int_equal(zt_labelled_load(&ld, tmp_path("s.csv"), NULL, 0), ZT_ERR_USAGE);
+    assert_int_equal(zt_labelled_load(&ld, tmp_path("s.csv"), NULL, 0, NULL), ZT_ERR_USAGE);
 }
 
 static void test_csv_errors(void **state)
@@ -374,15 +375,32 @@ static void test_csv_errors(void **state)
          "e.csv:5: invalid UTF-8 byte 0xFE at offset 37", ZT_ERR_DATA},
         {"", "e.csv: empty file", ZT_ERR_DATA},
         {"review,sentiment\n", "e.csv: no training reviews", ZT_ERR_DATA},
+        /* A header of empty fields only (found by fuzz_data: UBSan saw the
+         * record's text still unallocated). */
+        {",\nhello,positive\n",
+         "e.csv:1: the header has no \"review\" column (its columns: \"\", \"\")", ZT_ERR_DATA},
+        /* What the messages quote from the file is escaped, never raw: a
+         * terminal's escape sequence, a bidi override, a long header. */
+        {"\x1b]0;owned\x07review2,sentiment\nhello,positive\n",
+         "e.csv:1: the header has no \"review\" column (its columns: "
+         "\"\\x1B]0;owned\\x07review2\", \"sentiment\")",
+         ZT_ERR_DATA},
+        {"review,sentiment\nhello,\xE2\x80\xAE" "evitagen\n",
+         "e.csv:2: unknown label \"\\u{202E}evitagen\"", ZT_ERR_DATA},
+        {"review,sentiment\nhello,positive positive positive positive positive positive "
+         "positive positive\n",
+         "e.csv:2: unknown label \"positive positive positive positive positive positive "
+         "positi... (71 bytes)\"",
+         ZT_ERR_DATA},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         write_file(tmp_path("e.csv"), cases[i].csv);
         zt_labelled ld;
-        assert_int_equal(zt_labelled_load(&ld, tmp_path("e.csv"), NULL, 32), cases[i].st);
+        assert_int_equal(zt_labelled_load(&ld, tmp_path("e.csv"), NULL, 32, NULL), cases[i].st);
         assert_message_has(cases[i].message);
     }
     zt_labelled ld;
-    assert_int_equal(zt_labelled_load(&ld, tmp_path("nope.csv"), NULL, 32), ZT_ERR_IO);
+    assert_int_equal(zt_labelled_load(&ld, tmp_path("nope.csv"), NULL, 32, NULL), ZT_ERR_IO);
     assert_message_has("nope.csv: No such file or directory");
 }
 
@@ -408,7 +426,7 @@ static void test_csv_layout_errors(void **state)
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         write_file(tmp_path("e.csv"), cases[i].csv);
         zt_labelled ld;
-        assert_int_equal(zt_labelled_load(&ld, tmp_path("e.csv"), NULL, 32), ZT_ERR_DATA);
+        assert_int_equal(zt_labelled_load(&ld, tmp_path("e.csv"), NULL, 32, NULL), ZT_ERR_DATA);
         assert_message_has(cases[i].message);
         if (!strstr(zt_status_hint(), cases[i].hint))
             fail_msg("hint \"%s\" lacks \"%s\"", zt_status_hint(), cases[i].hint);
@@ -434,17 +452,17 @@ static void test_aclimdb_dir(void **state)
     /* Without test/: every tenth training review is held out, and this tree
      * has too few. */
     zt_labelled ld;
-    assert_int_equal(zt_labelled_load(&ld, tmp_path("acl"), NULL, 8), ZT_ERR_DATA);
+    assert_int_equal(zt_labelled_load(&ld, tmp_path("acl"), NULL, 8, NULL), ZT_ERR_DATA);
     assert_message_has("no validation reviews (3 training, 0 validation)");
 
     make_dir("acl/test");
     make_dir("acl/test/pos");
     make_dir("acl/test/neg");
     review_file("acl/test/pos/1_10.txt", "loved it");
-    assert_int_equal(zt_labelled_load(&ld, tmp_path("acl"), NULL, 8), ZT_ERR_DATA);
+    assert_int_equal(zt_labelled_load(&ld, tmp_path("acl"), NULL, 8, NULL), ZT_ERR_DATA);
     assert_message_has("acl/test/neg: empty directory");
     review_file("acl/test/neg/3_2.txt", "hated it, a waste of time");
-    assert_int_equal(zt_labelled_load(&ld, tmp_path("acl"), NULL, 8), ZT_OK);
+    assert_int_equal(zt_labelled_load(&ld, tmp_path("acl"), NULL, 8, NULL), ZT_OK);
     assert_int_equal(ld.train.n_samples, 3);
     assert_int_equal(ld.val.n_samples, 2);
     /* Name order (strcmp), pos before neg. */
@@ -459,10 +477,10 @@ static void test_aclimdb_dir(void **state)
 
     /* Errors name the file. */
     review_file("acl/train/neg/1_3.txt", "bad \xC3\x28 byte");
-    assert_int_equal(zt_labelled_load(&ld, tmp_path("acl"), NULL, 8), ZT_ERR_DATA);
+    assert_int_equal(zt_labelled_load(&ld, tmp_path("acl"), NULL, 8, NULL), ZT_ERR_DATA);
     assert_message_has("acl/train/neg/1_3.txt:1: invalid UTF-8 byte 0xC3 at offset 4");
     review_file("acl/train/neg/1_3.txt", " <br />\n");
-    assert_int_equal(zt_labelled_load(&ld, tmp_path("acl"), NULL, 8), ZT_ERR_DATA);
+    assert_int_equal(zt_labelled_load(&ld, tmp_path("acl"), NULL, 8, NULL), ZT_ERR_DATA);
     assert_message_has("acl/train/neg/1_3.txt: the review is empty");
     unlink(tmp_path("acl/train/neg/1_3.txt"));
 
@@ -477,7 +495,7 @@ static void test_aclimdb_dir(void **state)
         snprintf(text, sizeof text, "review %02d", j);
         review_file(rel, text);
     }
-    assert_int_equal(zt_labelled_load(&ld, tmp_path("acl2"), NULL, 32), ZT_OK);
+    assert_int_equal(zt_labelled_load(&ld, tmp_path("acl2"), NULL, 32, NULL), ZT_OK);
     assert_int_equal(ld.train.n_samples, 11);
     assert_int_equal(ld.val.n_samples, 1);
     assert_sample(&ld.val, 0, "review 09", 0);
@@ -486,7 +504,7 @@ static void test_aclimdb_dir(void **state)
     zt_labelled_free(&ld);
 
     make_dir("acl3");
-    assert_int_equal(zt_labelled_load(&ld, tmp_path("acl3"), NULL, 8), ZT_ERR_DATA);
+    assert_int_equal(zt_labelled_load(&ld, tmp_path("acl3"), NULL, 8, NULL), ZT_ERR_DATA);
     assert_message_has("acl3/train/pos: No such file or directory");
 }
 
@@ -500,7 +518,7 @@ static void test_imdb_2500(void **state)
      * has 134 positive and 116 negative. */
     for (int bpe = 0; bpe < 2; bpe++) {
         zt_labelled ld;
-        assert_int_equal(zt_labelled_load(&ld, path, bpe ? dir : NULL, 1024), ZT_OK);
+        assert_int_equal(zt_labelled_load(&ld, path, bpe ? dir : NULL, 1024, NULL), ZT_OK);
         assert_int_equal(ld.train.n_samples, 2250);
         assert_int_equal(ld.val.n_samples, 250);
         assert_int_equal(ld.train.vocab_size, bpe ? 50257 : 258);

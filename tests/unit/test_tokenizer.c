@@ -368,6 +368,94 @@ static void test_bpe_errors(void **state)
     rmdir(tmp);
 }
 
+/* Valid UTF-8 with no control character: what a message may put on a
+ * terminal (decoded here, independently of the tokenizer's decoder). */
+static void assert_printable(const char *msg)
+{
+    const unsigned char *p = (const unsigned char *)msg;
+    while (*p) {
+        unsigned b = *p;
+        if (b < 0x20 || b == 0x7F)
+            fail_msg("message \"%s\" has control byte 0x%02X", msg, b);
+        int n = b < 0x80                ? 1
+                : (b & 0xE0) == 0xC0 ? 2
+                : (b & 0xF0) == 0xE0 ? 3
+                : (b & 0xF8) == 0xF0 ? 4
+                                     : 0;
+        for (int k = 1; k < n; k++)
+            if ((p[k] & 0xC0) != 0x80)
+                n = 0;
+        if (!n || (n == 2 && b < 0xC2))
+            fail_msg("message has a raw non-UTF-8 byte 0x%02X", b);
+        p += n;
+    }
+}
+
+/* Bytes of a user's tokenizer files in a message are escaped and capped:
+ * a vocab.bpe cut inside a character used to put the raw half character on
+ * the terminal, and encoder.json's parse errors a raw ESC. */
+static void test_bpe_error_quoting(void **state)
+{
+    (void)state;
+    char tmp[] = "/tmp/zt_test_tokq_XXXXXX";
+    assert_non_null(mkdtemp(tmp));
+    char enc[4096], voc[4096], real[4200], dir[4096];
+    snprintf(enc, sizeof enc, "%s/encoder.json", tmp);
+    snprintf(voc, sizeof voc, "%s/vocab.bpe", tmp);
+    bpe_dir(dir, sizeof dir);
+    snprintf(real, sizeof real, "%s/encoder.json", dir);
+    assert_int_equal(symlink(real, enc), 0);
+    zt_tokenizer t;
+
+    /* The real vocab.bpe cut inside the 2-byte U+00C3 of its line 12212. */
+    size_t len;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/vocab.bpe", dir);
+    char *full = read_all(path, &len);
+    const char *cut = strstr(full, "\n\xC4\xA0 \xC3\x90\n");
+    assert_non_null(cut);
+    write_bytes(voc, full, (size_t)(cut - full) + 5);
+    assert_int_equal(zt_tokenizer_bpe_init(&t, tmp), ZT_ERR_DATA);
+    assert_message_has("vocab.bpe:12212: token \"\\xC3\" is not in encoder.json");
+    assert_printable(zt_status_message());
+    free(full);
+
+    /* A line cut before its space: the half character is the whole line. */
+    write_file(voc, "#version: 0.2\n\xC4\xA0 t\n\xE4\xB8");
+    assert_int_equal(zt_tokenizer_bpe_init(&t, tmp), ZT_ERR_DATA);
+    assert_message_has("vocab.bpe:3: expected a merge \"LEFT RIGHT\" (two tokens, one space), "
+                       "got \"\\xE4\\xB8\"");
+    assert_printable(zt_status_message());
+
+    /* Terminal escapes and a long line: escaped, and cut with its length. */
+    char line[600] = "#version: 0.2\n\x1b]0;x\x07";
+    size_t n = strlen(line);
+    memset(line + n, 'q', 500);
+    line[n + 500] = '\0';
+    write_file(voc, line);
+    assert_int_equal(zt_tokenizer_bpe_init(&t, tmp), ZT_ERR_DATA);
+    assert_message_has("got \"\\x1B]0;x\\x07qqq");
+    assert_message_has("... (506 bytes)\"");
+    assert_true(strlen(zt_status_message()) < 400);
+    assert_printable(zt_status_message());
+
+    /* encoder.json: jansson quotes the bad token of a parse error raw. */
+    unlink(enc);
+    write_file(enc, "{\"a\": \x1b[31m}");
+    assert_int_equal(zt_tokenizer_bpe_init(&t, tmp), ZT_ERR_DATA);
+    assert_message_has("malformed JSON: invalid token near '\\x1B'");
+    assert_printable(zt_status_message());
+    /* A token with a control character: outside GPT-2's byte alphabet. */
+    write_file(enc, "{\"\\u001b[2J\": 0}");
+    assert_int_equal(zt_tokenizer_bpe_init(&t, tmp), ZT_ERR_DATA);
+    assert_message_has("token \"\\x1B[2J\" has a character outside");
+    assert_printable(zt_status_message());
+
+    unlink(voc);
+    unlink(enc);
+    rmdir(tmp);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -379,6 +467,7 @@ int main(void)
         cmocka_unit_test(test_bpe_known_ids),
         cmocka_unit_test(test_bpe_round_trip),
         cmocka_unit_test(test_bpe_errors),
+        cmocka_unit_test(test_bpe_error_quoting),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
