@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "engine/comm/peers.h"
+#include "engine/quote.h"
 
 bool cmd_is_first_process(void)
 {
@@ -16,15 +17,27 @@ bool cmd_is_first_process(void)
     return !r || strcmp(r, "0") == 0;
 }
 
+/* "PREFIX error: MSG" and "hint: HINT" on stderr, through zt_quote_message:
+ * a message may quote a flag's value, a config key or a file's bytes that
+ * no module escaped, and none of it reaches the terminal raw. */
+static void cmd_put_error(const char *prefix, const char *msg, const char *hint)
+{
+    static char quoted[4 * 8192 + 1]; /* the status module's message slot, quoted */
+    fprintf(stderr, "%serror: %s\n", prefix, zt_quote_message(quoted, sizeof quoted, msg));
+    if (hint && hint[0])
+        fprintf(stderr, "hint: %s\n", zt_quote_message(quoted, sizeof quoted, hint));
+    fflush(stderr);
+}
+
 int cmd_usage_error(const char *fmt, ...)
 {
     if (cmd_is_first_process()) {
+        char msg[8192];
         va_list ap;
         va_start(ap, fmt);
-        fprintf(stderr, "zerotrain: error: ");
-        vfprintf(stderr, fmt, ap);
-        fprintf(stderr, "\nhint: run `zerotrain --help` for the list of flags\n");
+        vsnprintf(msg, sizeof msg, fmt, ap);
         va_end(ap);
+        cmd_put_error("zerotrain: ", msg, "run `zerotrain --help` for the list of flags");
     }
     return 2;
 }
@@ -42,13 +55,9 @@ void cmd_print_error(const zt_world *w)
     /* A failure an agreement brought from another rank names that rank. */
     int origin = zt_status_origin();
     const char *host = origin >= 0 && origin != w->rank ? zt_comm_peers_host(origin) : NULL;
-    if (host)
-        fprintf(stderr, "[rank %d %s] error: %s\n", origin, host, zt_status_message());
-    else
-        fprintf(stderr, "[rank %d %s] error: %s\n", w->rank, w->host, zt_status_message());
-    if (zt_status_hint()[0])
-        fprintf(stderr, "hint: %s\n", zt_status_hint());
-    fflush(stderr);
+    char prefix[128];
+    snprintf(prefix, sizeof prefix, "[rank %d %s] ", host ? origin : w->rank, host ? host : w->host);
+    cmd_put_error(prefix, zt_status_message(), zt_status_hint());
 }
 
 int cmd_agree(zt_world *w, zt_status local)
@@ -91,9 +100,7 @@ int cmd_world_start(zt_world *w, int *argc, char ***argv)
 {
     zt_status st = zt_world_init(w, argc, argv);
     if (st != ZT_OK) {
-        fprintf(stderr, "zerotrain: error: %s\n", zt_status_message());
-        if (zt_status_hint()[0])
-            fprintf(stderr, "hint: %s\n", zt_status_hint());
+        cmd_put_error("zerotrain: ", zt_status_message(), zt_status_hint());
         return 1;
     }
     return cmd_agreed_failure(w, w->env_status);
@@ -101,9 +108,7 @@ int cmd_world_start(zt_world *w, int *argc, char ***argv)
 
 int cmd_local_failure(zt_status st)
 {
-    fprintf(stderr, "zerotrain: error: %s\n", zt_status_message());
-    if (zt_status_hint()[0])
-        fprintf(stderr, "hint: %s\n", zt_status_hint());
+    cmd_put_error("zerotrain: ", zt_status_message(), zt_status_hint());
     return cmd_exit_code(st);
 }
 

@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 /* The length of the valid UTF-8 sequence at s[0, len) and its code point; 0
  * when it is not one (a stray continuation, an overlong or truncated
@@ -39,7 +40,10 @@ static int quote_hidden(uint32_t c)
            c == 0xFEFF;
 }
 
-char *zt_quote(char *out, size_t cap, const void *s, size_t len)
+/* zt_quote's rules over at most max_in bytes; a message (zt_quote_message)
+ * keeps its newlines, tabs, backslashes and quotes, which are its own. */
+static char *quote_core(char *out, size_t cap, const void *s, size_t len, size_t max_in,
+                        int message)
 {
     const unsigned char *p = s;
     size_t k = 0, i = 0;
@@ -60,9 +64,11 @@ char *zt_quote(char *out, size_t cap, const void *s, size_t len)
         unsigned b = p[i];
         uint32_t cp = 0;
         size_t n = b < 0x80 ? 1 : quote_utf8(p + i, len - i, &cp);
-        if (i + (n ? n : 1) > ZT_QUOTE_MAX)
+        if (i + (n ? n : 1) > max_in)
             break;
-        if (b == '\\' || b == '"')
+        if (message && (b == '\n' || b == '\t' || b == '\\' || b == '"'))
+            QUOTE_PUT("%c", (char)b);
+        else if (b == '\\' || b == '"')
             QUOTE_PUT("\\%c", (char)b);
         else if (b == '\n')
             QUOTE_PUT("\\n");
@@ -82,4 +88,14 @@ char *zt_quote(char *out, size_t cap, const void *s, size_t len)
         QUOTE_PUT("... (%zu bytes)", len);
 #undef QUOTE_PUT
     return out;
+}
+
+char *zt_quote(char *out, size_t cap, const void *s, size_t len)
+{
+    return quote_core(out, cap, s, len, ZT_QUOTE_MAX, 0);
+}
+
+char *zt_quote_message(char *out, size_t cap, const char *msg)
+{
+    return quote_core(out, cap, msg, strlen(msg), (size_t)-1, 1);
 }

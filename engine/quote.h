@@ -31,4 +31,11 @@
  * all of it; less is cut short, still NUL-terminated) and returns out. */
 char *zt_quote(char *out, size_t cap, const void *s, size_t len);
 
+/* A whole message made safe for the terminal, whatever its parts quoted
+ * from files, flags, keys or names without zt_quote: the same rules, but
+ * newlines, tabs, backslashes and quotes stay (they are the message's own)
+ * and nothing is cut but what does not fit cap (4 x strlen(msg) + 1 is
+ * always enough). cmd/ prints every error through it. */
+char *zt_quote_message(char *out, size_t cap, const char *msg);
+
 #endif

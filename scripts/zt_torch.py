@@ -335,6 +335,15 @@ def save(model, path, step=None, dtype=np.float32, bf16=False):
     zt_safetensors.write(path, state, meta, bf16=set(state) if bf16 else ())
 
 
+def _printable(text):
+    """text with every character a terminal would act on (controls, bidi
+    overrides) written as an escape, as zerotrain's own messages do: tensor
+    names and metadata come from the file."""
+    return "".join(c if c == "\n" or (c.isprintable() and c not in "\u2028\u2029")
+                   else f"\\x{ord(c):02X}" if ord(c) < 0x100 else f"\\u{{{ord(c):04X}}}"
+                   for c in str(text))
+
+
 def main(argv):
     if len(argv) != 2 or argv[1] in ("-h", "--help"):
         print(__doc__)
@@ -342,11 +351,12 @@ def main(argv):
     try:
         model, meta = load(argv[1])
     except (FormatError, OSError) as e:
-        print(f"zt_torch.py: error: {e}", file=sys.stderr)
+        print(f"zt_torch.py: error: {_printable(e)}", file=sys.stderr)
         return 2
     n = sum(p.numel() for p in model.parameters())
-    print(f"{argv[1]}: zerotrain {meta.get('zerotrain.model')} at step "
-          f"{meta.get('zerotrain.step', '?')}, {n} parameters, args {meta.get('zerotrain.model_args')}")
+    print(_printable(f"{argv[1]}: zerotrain {meta.get('zerotrain.model')} at step "
+                     f"{meta.get('zerotrain.step', '?')}, {n} parameters, "
+                     f"args {meta.get('zerotrain.model_args')}"))
     print(model)
     return 0
 

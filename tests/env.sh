@@ -96,3 +96,15 @@ zt_blas_coretypes() {
     has avx && echo Sandybridge
     unset -f has
 }
+
+# zt_printable FILE: the file is valid UTF-8 with no control bytes but
+# newlines, as every message zerotrain prints must be (engine/quote.h).
+zt_printable() {
+    $ZT_PYTHON - "$1" <<'PY' || { cat "$1"; fail "raw bytes in the output"; }
+import sys
+data = open(sys.argv[1], "rb").read()
+data.decode("utf-8")
+bad = [b for b in data if (b < 0x20 and b != 0x0A) or b == 0x7F]
+assert not bad, f"control bytes {bad[:5]}"
+PY
+}

@@ -168,3 +168,16 @@ PY
 # One rank communicates nothing, and its report says so.
 ./zerotrain --config "$tmp/good.json" "${m[@]}" --report "$tmp/r1.json" >/dev/null
 $ZT_PYTHON -c "import json,sys; c=json.load(open(sys.argv[1]))['ranks'][0]['comm_bytes']; assert sum(c.values()) == 0, c; print('ok: np 1 comm bytes', c)" "$tmp/r1.json"
+
+# What a message quotes from the user (a config key, a flag's value) reaches
+# the terminal escaped: an ESC sequence in a key once cleared the screen, an
+# invalid UTF-8 byte came out raw. cmd/ prints every error through
+# zt_quote_message.
+printf '{"train_batch_size": 8, "\\u001b[2Jbad\\u0085": 1}' >"$tmp/esc.json"
+expect 2 'error: .*esc.json: \\x1B\[2Jbad\\u{0085}: unknown key' -- ./zerotrain --config "$tmp/esc.json" "${m[@]}"
+zt_printable "$tmp/out"
+expect 2 "unknown model 'ml\\\\x1B\[2Jp'" -- ./zerotrain --config "$tmp/good.json" --model "$(printf 'ml\033[2Jp')"
+zt_printable "$tmp/out"
+expect 2 "error: .*\\\\xFF" -- ./zerotrain --config "$tmp/good.json" "${m[@]}" --report "$(printf '/nonexistent/\377/r.json')"
+zt_printable "$tmp/out"
+echo "ok: quoted user bytes are escaped in messages"

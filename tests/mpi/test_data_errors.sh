@@ -103,16 +103,7 @@ fi
 # What a message quotes from a user's file is escaped: a vocab.bpe cut inside
 # a 2-byte character (its line 12212, "Ġ Ã") used to put the raw half
 # character on the terminal. The whole output must be UTF-8 with no control
-# bytes but newlines.
-printable() { # file: valid UTF-8, no control bytes but \n
-    $ZT_PYTHON - "$1" <<'PY' || { cat "$1"; fail "raw bytes in the output"; }
-import sys
-data = open(sys.argv[1], "rb").read()
-data.decode("utf-8")
-bad = [b for b in data if (b < 0x20 and b != 0x0A) or b == 0x7F]
-assert not bad, f"control bytes {bad[:5]}"
-PY
-}
+# bytes but newlines (zt_printable).
 mkdir "$tmp/cut"
 cp "$ZT_SHARED/data/gpt2-bpe/encoder.json" "$tmp/cut/"
 $ZT_PYTHON - "$ZT_SHARED/data/gpt2-bpe/vocab.bpe" "$tmp/cut/vocab.bpe" <<'PY'
@@ -123,10 +114,10 @@ open(sys.argv[2], "wb").write(data[:at])
 PY
 expect 2 'vocab.bpe:12212: token "\\xC3" is not in encoder.json' -- "${gpt[@]}" \
     --data "$ZT_SHARED/data/tinyshakespeare/input.txt" --tokenizer "$tmp/cut"
-printable "$tmp/out"
+zt_printable "$tmp/out"
 printf 'review,sentiment\nfine,positive\nbad,\033[2J\033]0;x\007\n' >"$tmp/esc.csv"
 expect 2 'esc.csv:3: unknown label "\\x1B\[2J\\x1B\]0;x\\x07"' -- "${cls[@]}" --data "$tmp/esc.csv"
-printable "$tmp/out"
+zt_printable "$tmp/out"
 
 # Out of memory while reading gives the file, the bytes and a hint. An
 # address-space limit (ulimit -v, in a subshell) and GPT-2 BPE on a 40 MiB

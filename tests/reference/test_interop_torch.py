@@ -436,6 +436,15 @@ def check_damaged(tmp):
     report(cli.returncode == 2 and cli.stderr.startswith("zt_torch.py: error: ") and
            "overlap" in cli.stderr and "Traceback" not in cli.stderr,
            "damaged files: zt_torch.py FILE", f"exit {cli.returncode}, {cli.stderr.strip()!r}")
+    # A name from the file reaches the terminal escaped: ESC and a bidi override.
+    header, data = _split(raw)
+    header["layers.0.bias\x1b[2J\u202e"] = header.pop("layers.0.bias")
+    (d / "esc.safetensors").write_bytes(_file(header, data))
+    cli = subprocess.run([sys.executable, str(REPO / "scripts" / "zt_torch.py"),
+                          str(d / "esc.safetensors")], capture_output=True, text=True)
+    report(cli.returncode == 2 and "\\x1B[2J\\u{202E}" in cli.stderr and
+           not any(c in cli.stderr for c in "\x1b\u202e"),
+           "damaged files: names escaped", f"exit {cli.returncode}, {cli.stderr.strip()!r}")
     gpt = d / "gpt.safetensors"
     zt_torch.save(zt_torch.build("gptlite", {"n_layer": 1, "n_embd": 8, "n_head": 2,
                                              "block_size": 4, "vocab_size": 5,

@@ -126,6 +126,34 @@ static void test_quote_caps(void **state)
     assert_string_equal(small, "\\x01\\x02");
 }
 
+/* A whole message: its own newlines, tabs, quotes and backslashes stay,
+ * what it quoted raw is escaped, and nothing is cut short that fits. */
+static void test_quote_message(void **state)
+{
+    (void)state;
+    char out[4 * 300 + 1];
+    zt_quote_message(out, sizeof out, "cfg.json: 2 errors:\n  \"a\\b\": unknown key\n\thint");
+    assert_string_equal(out, "cfg.json: 2 errors:\n  \"a\\b\": unknown key\n\thint");
+    zt_quote_message(out, sizeof out, "key \x1b[2J\xc3 and \xe2\x80\xae: unknown");
+    assert_string_equal(out, "key \\x1B[2J\\xC3 and \\u{202E}: unknown");
+    char longmsg[300];
+    memset(longmsg, 'x', sizeof longmsg - 1);
+    longmsg[sizeof longmsg - 1] = '\0';
+    zt_quote_message(out, sizeof out, longmsg);
+    assert_int_equal(strlen(out), sizeof longmsg - 1);
+    /* Every byte at its worst (\xNN) still fits 4 x strlen + 1. */
+    char worst[64];
+    memset(worst, 0x01, sizeof worst - 1);
+    worst[sizeof worst - 1] = '\0';
+    char wout[4 * 63 + 1];
+    zt_quote_message(wout, sizeof wout, worst);
+    assert_int_equal(strlen(wout), 4 * 63);
+    for (size_t i = 0; i < strlen(out); i++)
+        assert_true(out[i] == 'x');
+    zt_quote_message(out, sizeof out, "a\x7f\r\x01");
+    assert_string_equal(out, "a\\x7F\\r\\x01");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -133,6 +161,7 @@ int main(void)
         cmocka_unit_test(test_quote_bytes),
         cmocka_unit_test(test_quote_hidden),
         cmocka_unit_test(test_quote_caps),
+        cmocka_unit_test(test_quote_message),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
