@@ -65,9 +65,9 @@ void zt_train_resolve(zt_trainer *t)
 }
 
 /* A communicator of the main comm's backend over the ranks sharing `color`,
- * owned by the trainer. */
-/* The allocation is this rank's, the split collective: a failed one is
- * agreed on first, so no rank is left in the split alone. */
+ * owned by the trainer. The allocation is this rank's, the split collective:
+ * a failed allocation is agreed on first, so no rank is left in the split
+ * alone. */
 static zt_status trainer_split(zt_trainer *t, int color, zt_comm **out)
 {
     *out = calloc(1, sizeof **out);
