@@ -58,6 +58,10 @@ expect 2 "OMP_NUM_THREADS='abc' is not a thread count from 1 to 4096" -- \
     "${on_rank[@]}" "${mlp[@]}" --config "$tmp/c.json"
 once "error: OMP_NUM_THREADS"
 
+expect 2 "ZT_CPU_ISA='sse9' is not one of baseline, avx2, avx512" -- \
+    env ZT_CPU_ISA=sse9 "${mlp[@]}" --config "$tmp/c.json"
+once "error: ZT_CPU_ISA"
+
 # ---- the simulated nodes
 for v in 0 abc; do
     expect 2 "ZT_RANKS_PER_NODE='$v' is not a whole number of ranks from 1 to 65536" -- \
