@@ -263,6 +263,9 @@ cublasStatus_t gemm(const char *call, cublasHandle_t h, cublasOperation_t ta, cu
     uint32_t si = 0;
     if (zs_stream_index(h->stream, &si) != cudaSuccess)
         return CUBLAS_STATUS_INVALID_VALUE;
+    /* bf16/fp16 operands and TF32 go to the tensor cores; plain fp32 to SGEMM's FFMA. */
+    zs_log_launch(at != CUDA_R_32F || op->round_tf32 ? "cublas-tensor" : "cublas-fma", dim3(1, 1, 1),
+                  0, call, __FILE__, __LINE__);
     op->what = zs_format("%s (m %lld, n %lld, k %lld, batch %lld)", call, (long long)m,
                          (long long)n, (long long)k, (long long)batch);
     zs_enqueue(si, std::move(op));

@@ -91,6 +91,8 @@ zs_config load_config()
     c.kernel_delay_us = env_uint("ZT_SIM_KERNEL_DELAY_US", 0, 0, 10000000,
                                  "microseconds each kernel sleeps first, 0 to 10000000");
     c.stats = env_uint("ZT_SIM_STATS", 0, 0, 1, "1 (print stats at exit) or 0") != 0;
+    const char *log = getenv("ZT_SIM_LAUNCH_LOG");
+    c.launch_log = log && *log ? log : NULL;
     c.stall_rank = -1;
     c.stall_n = 0;
     if (const char *st = getenv("ZT_SIM_NCCL_STALL"); st && *st) {

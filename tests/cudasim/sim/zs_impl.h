@@ -64,9 +64,21 @@ typedef struct {
     /* ZT_SIM_STATS=1: at exit, a "zt-sim: stats:" line on stderr (the
      * longest a collective was queued behind its stream's earlier work). */
     bool stats;
+    /* ZT_SIM_LAUNCH_LOG=PATH: every distinct launch configuration (kernel,
+     * block, dynamic shared memory) is appended to PATH once per process,
+     * for the SASS audit's occupancy (scripts/gpu_audit.py); NULL when
+     * unset. */
+    const char *launch_log;
 } zs_config;
 
 const zs_config &zs_cfg();
+/* With ZT_SIM_LAUNCH_LOG, appends "OP ENTRY BX BY BZ SHARED TEXT FILE:LINE
+ * EXE" (tab-separated) the first time this process sees the line's first six
+ * fields: OP is the op --profile-time is in ("-" outside one), ENTRY a
+ * kernel's offset in the executable EXE or the library call
+ * ("cublas-tensor": 16-bit or TF32 operands, "cublas-fma": plain fp32). */
+void zs_log_launch(const char *entry, dim3 block, size_t shared_bytes, const char *text,
+                   const char *file, int line);
 /* "zt-sim: error: ..." (with the MPI rank when there is one) on stderr. */
 void zs_report(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void zs_vreport(const char *fmt, va_list ap);
