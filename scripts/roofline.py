@@ -9,6 +9,7 @@ calls, FLOPs and bytes read and written per dtype over the profiled steps
 (engine/monitor/profile.h). Each op's predicted time per step is
 
     matmul ops (gemm, gemm_batched):  max(FLOPs / (0.7 x GEMM peak), bytes / (0.8 x HBM))
+    fma ops (the flash attention):    max(FLOPs / (0.25 x fp32 peak), bytes / (0.8 x HBM))
     memory ops (everything else):     bytes / (0.8 x HBM)
     host transfers (copy_h2d/d2h):    bytes / (0.8 x PCIe, one direction)
 
@@ -60,6 +61,13 @@ GPUS = {
 }
 GEMM_EFF = 0.7
 BW_EFF = 0.8
+# fma-class ops (the flash attention: scalar fp32 FFMA, no tensor cores, per
+# docs/gpu-audit.md): their FLOPs at this share of the fp32 peak. Its SASS
+# issues about 3 shared-memory loads per 4 FFMA, so the shared-memory pipe,
+# not the FMA pipe, bounds it near a quarter of the FMA peak
+# (../shared/reference/gpu-audit-2026-12-01.md: >= 20.8 ms a GPT-2 small
+# step at 100% of the peak, about 87 ms as issued).
+FMA_EFF = 0.25
 # bytes one rank sends per byte counted (engine/comm/comm.h counts whole buffers)
 RING = {"all_reduce": lambda p: 2 * (p - 1) / p, "reduce_scatter": lambda p: (p - 1) / p,
         "all_gather": lambda p: (p - 1) / p, "broadcast": lambda p: 1.0 if p > 1 else 0.0,
@@ -187,7 +195,9 @@ def main():
             t, bound = nbytes / pcie, "pcie"
         else:
             t_mem = nbytes / hbm
-            t_fl = o["flops"] / (GEMM_EFF * gemm_peak * 1e12) if o["class"] == "matmul" else 0.0
+            t_fl = (o["flops"] / (GEMM_EFF * gemm_peak * 1e12) if o["class"] == "matmul"
+                    else o["flops"] / (FMA_EFF * g["fp32"] * 1e12) if o["class"] == "fma"
+                    else 0.0)
             t, bound = (t_fl, "compute") if t_fl > t_mem else (t_mem, "memory")
         rows.append([name, o["calls"], o["flops"], nbytes, t, bound, o.get("ms")])
     comm_bytes = sum(RING.get(k, lambda q: 1.0)(world) * v for k, v in comm.items()) \
@@ -212,6 +222,8 @@ def main():
           f"{g['nvlink']:.0f} GB/s per direction; PCIe {g['pcie']:.0f} GB/s per direction.")
     print(f"- GEMMs ({gemm_name}): max(FLOPs / ({GEMM_EFF:.0%} x {gemm_peak} TFLOP/s), "
           f"bytes / ({BW_EFF:.0%} x HBM)).")
+    print(f"- The flash attention (fp32 FFMA, no tensor cores): max(FLOPs / ({FMA_EFF:.0%} x "
+          f"{g['fp32']} TFLOP/s fp32), bytes / ({BW_EFF:.0%} x HBM)).")
     print(f"- Every other op: its counted bytes / ({BW_EFF:.0%} x HBM); host copies: bytes / "
           f"({BW_EFF:.0%} x PCIe). Ops run one after another (no overlap).")
     print("- Bytes are each op's tensor arguments once (its compulsory traffic); "

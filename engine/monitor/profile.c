@@ -19,8 +19,8 @@
     X(layernorm_forward, MEMORY) X(layernorm_backward, MEMORY) X(gelu_forward, MEMORY)        \
     X(gelu_backward, MEMORY) X(residual_layernorm_forward, MEMORY)                          \
     X(linear_act_forward, MATMUL) X(act_bias_grad, MEMORY) X(gemm_batched, MATMUL) X(attn_softmax_forward, MEMORY)          \
-    X(attn_softmax_backward, MEMORY) X(attn_flash_forward, MATMUL)                          \
-    X(attn_flash_backward, MATMUL) X(dropout, MEMORY) X(mean_pool_forward, MEMORY)          \
+    X(attn_softmax_backward, MEMORY) X(attn_flash_forward, FMA)                             \
+    X(attn_flash_backward, FMA) X(dropout, MEMORY)    X(mean_pool_forward, MEMORY)          \
     X(mean_pool_backward, MEMORY) X(quantize, MEMORY) X(dequantize, MEMORY) X(adam, MEMORY)  \
     X(sgd, MEMORY)
 
@@ -54,6 +54,8 @@ static uint64_t u(int64_t v) { return v > 0 ? (uint64_t)v : 0; }
  * none. Per thread, since ops may come from more than one. */
 static _Thread_local int tl_op = -1;
 static _Thread_local uint64_t tl_t0_ns;
+
+const char *zt_profile_current_op(void) { return tl_op < 0 ? NULL : prof_names[tl_op]; }
 
 static uint64_t now_ns(void)
 {
@@ -781,7 +783,7 @@ static json_t *prof_kinds_json(const uint64_t *bytes)
 
 json_t *zt_profile_json(const zt_backend *be)
 {
-    static const char *const class_names[] = {"matmul", "memory", "transfer"};
+    static const char *const class_names[] = {"matmul", "memory", "transfer", "fma"};
     const prof_impl *p = prof_of(be);
     const zt_profile_options *o = &p->opt;
     json_t *ops = json_object();

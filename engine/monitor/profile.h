@@ -74,9 +74,12 @@ typedef enum {
     ZT_PROF_NKINDS
 } zt_profile_kind;
 
-/* How the roofline bounds an op: tensor-core FLOPs or HBM bytes, host
- * transfers by the host link. */
-typedef enum { ZT_PROF_MATMUL = 0, ZT_PROF_MEMORY, ZT_PROF_TRANSFER } zt_profile_class;
+/* How the roofline bounds an op: tensor-core FLOPs or HBM bytes (MATMUL),
+ * HBM bytes (MEMORY), host transfers by the host link, fp32 FLOPs on the
+ * CUDA cores' FMA pipe or HBM bytes (FMA: the flash attention, whose CUDA
+ * kernels have no tensor-core instruction). The SASS audit's tensor rule
+ * (scripts/gpu_audit.py) fails an op classed MATMUL whose kernels have none. */
+typedef enum { ZT_PROF_MATMUL = 0, ZT_PROF_MEMORY, ZT_PROF_TRANSFER, ZT_PROF_FMA } zt_profile_class;
 
 typedef struct {
     uint64_t calls, flops;
@@ -103,6 +106,11 @@ const char *zt_profile_op_name(int op);
 zt_profile_class zt_profile_op_class(int op);
 void zt_profile_get(const zt_backend *be, int op, zt_profile_counts *out);
 const char *zt_profile_kind_name(zt_profile_kind k);
+/* With timing (--profile-time): the name of the op this thread is inside,
+ * else NULL. The CUDA simulator's launch log (ZT_SIM_LAUNCH_LOG) tags each
+ * kernel with it, which ties the profile's ops to the kernels the SASS audit
+ * reads (scripts/gpu_audit.py). */
+const char *zt_profile_current_op(void);
 
 /* The report's "profile" object (docs/usage.md); a new reference. */
 json_t *zt_profile_json(const zt_backend *be);

@@ -65,7 +65,7 @@ assert ops["attn_flash_forward"]["flops"] == want_fwd, (ops["attn_flash_forward"
 assert ops["attn_flash_backward"]["flops"] == want_bwd, (ops["attn_flash_backward"], want_bwd)
 assert "gemm_batched" not in ops, ops["gemm_batched"]
 assert ops["gemm"]["class"] == "matmul" and ops["layernorm_forward"]["class"] == "memory"
-assert ops["attn_flash_forward"]["class"] == "matmul"
+assert ops["attn_flash_forward"]["class"] == "fma"
 # typed: GEMM operands are bf16 as stored, never cast
 assert "gemm_operand_cast" not in ops, ops["gemm_operand_cast"]
 for name in ("gemm", "linear_act_forward"):
