@@ -19,8 +19,9 @@
  *             results are deterministic.
  *
  * Two paths. Heads up to FR_MAX_HS (128) wide take the register path: a
- * thread's own rows (q and the y accumulator; dQ's q and accumulator; dK's and
- * dV's accumulators) live in registers, sized by the head width rounded up to
+ * thread's own rows (q and the y accumulator, the forward's q in shared
+ * memory at 128; dQ's q and accumulator; dK's and dV's accumulators) live in
+ * registers, sized by the head width rounded up to
  * 32, 64 or 128 (a template parameter, so loops over it unroll; at 128 two
  * blocks share a row, each accumulating half its columns), and the rows a
  * thread reads of its own in the backward (dy; k and v) sit in shared memory
@@ -43,6 +44,8 @@
  */
 #include "engine/cuda/cuda_nn.cuh"
 #include "engine/rng.h"
+
+#include <type_traits>
 
 #define FL_ROWS 64   /* threads per block: query (or key) rows it owns */
 #define FL_TILE 32   /* rows per staged tile at most */
@@ -129,7 +132,12 @@ fl_stage(const fl_geom &g, float *sh, const raw_t<T> *src, int64_t ld, int64_t r
  * sizes keep static shared memory under 48 KB. SPLIT: blocks (grid z) that
  * share a row, each accumulating HA = HSM / SPLIT of its columns, so that the
  * accumulators fit in registers (two 128-wide ones spill); each recomputes
- * the row's scores. */
+ * the row's scores. OWNSH: at 128 the forward's q row sits in shared memory
+ * (padded as dy's), and the rows a thread reads of its own there are read
+ * through volatile pointers, so that the compiler cannot hoist them out of
+ * the loops into registers: with them, 128-wide rows need more than the 255
+ * registers a thread has, and spilled up to 768 bytes (docs/gpu-audit.md's
+ * spill rule). */
 template <int HSM> struct fr {
     static constexpr int ROWS = HSM <= 64 ? 64 : 32;
     static constexpr int TILE = HSM <= 64 ? 32 : 16;
@@ -137,10 +145,14 @@ template <int HSM> struct fr {
     static constexpr int OWN = HSM + 1;
     static constexpr int SPLIT = HSM <= 64 ? 1 : 2;
     static constexpr int HA = HSM / SPLIT;
+    static constexpr bool OWNSH = HSM > 64;
 };
 
+/* A thread's own row in shared memory: volatile when fr<HSM>::OWNSH. */
+template <int HSM> using fr_own_t = std::conditional_t<fr<HSM>::OWNSH, const volatile float *, const float *>;
+
 /* a . b over HSM floats, in four partial sums (independent FMA chains). */
-template <int HSM> static __device__ float fr_dot(const float *a, const float *b)
+template <int HSM, class P> static __device__ float fr_dot(P a, const float *b)
 {
     float p[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
@@ -190,7 +202,9 @@ static __global__ void __launch_bounds__(fr<HSM>::ROWS)
     flash_forward_reg(fl_geom g, raw_t<T> *y, float *lse, const raw_t<T> *__restrict__ qkv)
 {
     constexpr int R = fr<HSM>::ROWS, TL = fr<HSM>::TILE, HA = fr<HSM>::HA;
-    __shared__ float sk[TL * HSM], sv[TL * HSM];
+    constexpr int OWN = fr<HSM>::OWN;
+    constexpr bool OWNSH = fr<HSM>::OWNSH;
+    __shared__ float sk[TL * HSM], sv[TL * HSM], sq[OWNSH ? R * OWN : 1];
     const int d0 = (int)blockIdx.z * HA; // this block's columns of y
     const int64_t pair = blockIdx.y, s = pair / g.h, hh = pair % g.h;
     const int64_t i0 = (int64_t)blockIdx.x * R, i = i0 + threadIdx.x;
@@ -200,8 +214,15 @@ static __global__ void __launch_bounds__(fr<HSM>::ROWS)
     const int64_t a = active ? fl_allowed(g, s, i) : 0;
     const uint64_t key = g.p > 0.0f ? fl_drop_key(g, s) : 0;
     const raw_t<T> *qi = q + (active ? i : 0) * g.ld;
-    float qr[HSM], o[HA] = {}; // (hs) zero padded, and columns d0.. of y
-    fr_load_row<HSM, T>(qr, qi, g.hs);
+    float qr[OWNSH ? 1 : HSM], o[HA] = {}; // (hs) zero padded, and columns d0.. of y
+    if constexpr (OWNSH) {
+        /* Visible after the first tile's second barrier, the first use. */
+        (void)qi;
+        fr_stage<HSM, T>(sq, OWN, q + i0 * g.ld, g.ld, g.hs, min_i64(R, g.t - i0), R);
+    } else {
+        fr_load_row<HSM, T>(qr, qi, g.hs);
+    }
+    const fr_own_t<HSM> qrow = OWNSH ? sq + threadIdx.x * OWN : qr;
     float m = -INFINITY, l = 0.0f;
     for (int64_t j0 = 0; j0 < kmax; j0 += TL) {
         const int64_t rows = min_i64(TL, kmax - j0);
@@ -219,7 +240,7 @@ static __global__ void __launch_bounds__(fr<HSM>::ROWS)
 #pragma unroll
             for (int jj = 0; jj < FR_CHUNK; jj++)
                 if (jj < nc) {
-                    sc[jj] = g.scale * fr_dot<HSM>(qr, kc + jj * HSM);
+                    sc[jj] = g.scale * fr_dot<HSM>(qrow, kc + jj * HSM);
                     mt = fmaxf(mt, sc[jj]);
                 }
             const float corr = expf(m - mt); // 0 on the first chunk (m = -inf)
@@ -278,7 +299,7 @@ static __global__ void __launch_bounds__(fr<HSM>::ROWS)
     const float li = active ? lse[pair * g.t + i] : 0.0f, di = active ? dd[pair * g.t + i] : 0.0f;
     const uint64_t key = g.p > 0.0f ? fl_drop_key(g, s) : 0;
     const raw_t<T> *qi = q + ir * g.ld;
-    const float *dyi = sdy + threadIdx.x * OWN;
+    const fr_own_t<HSM> dyi = sdy + threadIdx.x * OWN;
     float qr[HSM], dq[HA] = {}; // (hs) zero padded, and columns d0.. of dQ
     fr_load_row<HSM, T>(qr, qi, g.hs);
     /* Visible after the first tile's second barrier, the first use. */
