@@ -41,6 +41,7 @@ typedef struct {
     zt_profile_counts c[OP_N];
     int64_t steps_start, steps; /* the trainer's step counter at begin; steps since */
     uint64_t comm_start[ZT_COMM_NKINDS], comm_bytes[ZT_COMM_NKINDS];
+    uint64_t host_blocks_outside; /* host-blocking CUDA calls between ops */
 } prof_impl;
 
 static prof_impl *prof_of(const zt_backend *be) { return (prof_impl *)be->impl; }
@@ -50,12 +51,23 @@ static void add(uint64_t *x, uint64_t v) { __atomic_fetch_add(x, v, __ATOMIC_REL
 
 static uint64_t u(int64_t v) { return v > 0 ? (uint64_t)v : 0; }
 
-/* Timing (opt.timing): the op this thread is in and when it began; -1 when
- * none. Per thread, since ops may come from more than one. */
+/* While counting: the op this thread is in (-1 when none) and, with timing,
+ * when it began. Per thread, since ops may come from more than one. */
 static _Thread_local int tl_op = -1;
+static _Thread_local bool tl_timed;
 static _Thread_local uint64_t tl_t0_ns;
+/* The wrapper counting now (begin to end), for zt_profile_host_block. */
+static prof_impl *g_counting;
 
 const char *zt_profile_current_op(void) { return tl_op < 0 ? NULL : prof_names[tl_op]; }
+
+void zt_profile_host_block(void)
+{
+    prof_impl *p = __atomic_load_n(&g_counting, __ATOMIC_ACQUIRE);
+    if (!p || !__atomic_load_n(&p->on, __ATOMIC_RELAXED))
+        return;
+    add(tl_op >= 0 ? &p->c[tl_op].host_blocks : &p->host_blocks_outside, 1);
+}
 
 static uint64_t now_ns(void)
 {
@@ -74,23 +86,32 @@ static zt_profile_counts *count(const zt_backend *be, int op, uint64_t flops)
         return NULL;
     add(&p->c[op].calls, 1);
     add(&p->c[op].flops, flops);
-    if (p->opt.timing && op != OP_gemm_operand_cast) {
+    if (op == OP_gemm_operand_cast)
+        return &p->c[op];
+    if (p->opt.timing) {
         p->inner->sync(p->inner);
-        tl_op = op;
+        tl_timed = true;
         tl_t0_ns = now_ns();
     }
+    tl_op = op;
     return &p->c[op];
 }
 
-/* After the wrapped op: with timing, waits for it and adds its time. */
+/* After the wrapped op: with timing, waits for it and adds its time. The
+ * wait is the profiler's, not the op's: it is made outside the op, so the
+ * op's host_blocks are its own. */
 static void op_end(const zt_backend *be)
 {
-    if (tl_op < 0)
+    const int op = tl_op;
+    if (op < 0)
+        return;
+    tl_op = -1;
+    if (!tl_timed)
         return;
     prof_impl *p = prof_of(be);
     p->inner->sync(p->inner);
-    add(&p->c[tl_op].ns, now_ns() - tl_t0_ns);
-    tl_op = -1;
+    add(&p->c[op].ns, now_ns() - tl_t0_ns);
+    tl_timed = false;
 }
 
 static zt_profile_kind kind_of(zt_dtype dt)
@@ -744,15 +765,18 @@ void zt_profile_begin(const zt_backend *be, const zt_trainer *t)
     p->steps_start = t ? prof_steps_done(t) : 0;
     p->steps = 0;
     memset(p->comm_start, 0, sizeof p->comm_start);
+    p->host_blocks_outside = 0;
     if (t)
         prof_comm_bytes(t, p->comm_start);
     __atomic_store_n(&p->on, true, __ATOMIC_RELAXED);
+    __atomic_store_n(&g_counting, p, __ATOMIC_RELEASE);
 }
 
 void zt_profile_end(const zt_backend *be, const zt_trainer *t)
 {
     prof_impl *p = prof_of(be);
     __atomic_store_n(&p->on, false, __ATOMIC_RELAXED);
+    __atomic_store_n(&g_counting, NULL, __ATOMIC_RELEASE);
     if (!t)
         return;
     p->steps = prof_steps_done(t) - p->steps_start;
@@ -798,6 +822,9 @@ json_t *zt_profile_json(const zt_backend *be)
                                 prof_kinds_json(c->written));
         if (o->timing && op != OP_gemm_operand_cast)
             json_object_set_new(row, "time_ms", json_real((double)c->ns / 1e6));
+#ifdef ZT_CUDASIM
+        json_object_set_new(row, "host_blocking_calls", json_integer((json_int_t)c->host_blocks));
+#endif
         json_object_set_new(ops, prof_names[op], row);
     }
     json_t *comm = json_object();
@@ -806,8 +833,20 @@ json_t *zt_profile_json(const zt_backend *be)
                             json_integer(p->steps > 0 ? (json_int_t)(p->comm_bytes[k] /
                                                                      (uint64_t)p->steps)
                                                       : 0));
+    json_t *host_blocks = json_null();
+#ifdef ZT_CUDASIM
+    uint64_t in_ops = 0;
+    for (int op = 0; op < OP_N; op++)
+        in_ops += p->c[op].host_blocks;
+    host_blocks = json_pack("{s:s, s:I, s:I, s:f}", "counted_by", "cudasim", "in_ops",
+                            (json_int_t)in_ops, "outside_ops", (json_int_t)p->host_blocks_outside,
+                            "per_step",
+                            p->steps > 0 ? (double)(in_ops + p->host_blocks_outside) /
+                                               (double)p->steps
+                                         : 0.0);
+#endif
     return json_pack("{s:I, s:b, s:s, s:b, s:s, s:{s:s, s:I, s:I, s:I, s:I, s:I, s:I}, s:I, s:I, "
-                     "s:i, s:i, s:o, s:o}",
+                     "s:i, s:i, s:o, s:o, s:o}",
                      "steps", (json_int_t)p->steps, "timed", o->timing, "gemm_dtype",
                      zt_dtype_name(o->gemm_dtype), "tf32", o->tf32, "counts_model", "cuda",
                      "model", "name", o->model ? o->model : "", "n_layer",
@@ -816,5 +855,6 @@ json_t *zt_profile_json(const zt_backend *be)
                      "params", (json_int_t)o->params, "micro_batch_size",
                      (json_int_t)o->micro_batch_size, "gradient_accumulation_steps",
                      (json_int_t)o->gradient_accumulation_steps, "stage", o->stage,
-                     "world_size", o->world_size, "comm_bytes_per_step", comm, "ops", ops);
+                     "world_size", o->world_size, "comm_bytes_per_step", comm, "ops", ops,
+                     "host_blocking_calls", host_blocks);
 }

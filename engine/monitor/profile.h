@@ -85,6 +85,7 @@ typedef struct {
     uint64_t calls, flops;
     uint64_t read[ZT_PROF_NKINDS], written[ZT_PROF_NKINDS];
     uint64_t ns; /* with timing: the calls' wall time, summed */
+    uint64_t host_blocks; /* host-blocking CUDA calls inside the op (simulator only) */
 } zt_profile_counts;
 
 /* Makes *wrapper count the ops of inner (borrowed). */
@@ -106,11 +107,17 @@ const char *zt_profile_op_name(int op);
 zt_profile_class zt_profile_op_class(int op);
 void zt_profile_get(const zt_backend *be, int op, zt_profile_counts *out);
 const char *zt_profile_kind_name(zt_profile_kind k);
-/* With timing (--profile-time): the name of the op this thread is inside,
- * else NULL. The CUDA simulator's launch log (ZT_SIM_LAUNCH_LOG) tags each
- * kernel with it, which ties the profile's ops to the kernels the SASS audit
- * reads (scripts/gpu_audit.py). */
+/* While counting (--profile): the name of the op this thread is inside, else
+ * NULL. The CUDA simulator's launch log (ZT_SIM_LAUNCH_LOG) tags each kernel
+ * with it, which ties the profile's ops to the kernels the SASS audit reads
+ * (scripts/gpu_audit.py). */
 const char *zt_profile_current_op(void);
+/* Called by the CUDA simulator at every call that blocks the host on the
+ * device (stream, device and event synchronisation, a copy that returns when
+ * done): counted to the current op, or as between ops. A real CUDA runtime
+ * has no such hook, so only the simulator's builds report the counts (the
+ * report's "host_blocking_calls", docs/usage.md). Any thread. */
+void zt_profile_host_block(void);
 
 /* The report's "profile" object (docs/usage.md); a new reference. */
 json_t *zt_profile_json(const zt_backend *be);

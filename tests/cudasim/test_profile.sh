@@ -37,8 +37,26 @@ assert units == ("bf16", "bf16"), units
 a, b = cpu["profile"], sim["profile"]
 assert "gemm_operand_cast" not in b["ops"], b["ops"]["gemm_operand_cast"]
 assert a["ops"] and a["ops"].keys() == b["ops"].keys(), (sorted(a["ops"]), sorted(b["ops"]))
+def counts(o):
+    return {k: v for k, v in o.items() if k != "host_blocking_calls"}
 for op in a["ops"]:
-    assert a["ops"][op] == b["ops"][op], (op, a["ops"][op], b["ops"][op])
+    assert a["ops"][op] == counts(b["ops"][op]), (op, a["ops"][op], b["ops"][op])
+# Host-blocking calls: the simulator counts them (a real CUDA runtime has no
+# hook), the CPU build reports none. The backend's copies, check and sync
+# each wait for their stream once (engine/cuda/backend_cuda.cu), so those
+# ops block exactly once a call.
+assert a["host_blocking_calls"] is None, a["host_blocking_calls"]
+hb = b["host_blocking_calls"]
+assert hb["counted_by"] == "cudasim", hb
+assert hb["in_ops"] == sum(o["host_blocking_calls"] for o in b["ops"].values()), hb
+assert abs(hb["per_step"] - (hb["in_ops"] + hb["outside_ops"]) / b["steps"]) < 1e-9, hb
+for op in ("copy_h2d", "copy_d2h", "check", "sync"):
+    if op in b["ops"]:
+        o = b["ops"][op]
+        assert o["host_blocking_calls"] == o["calls"], (op, o)
+assert b["ops"]["gemm"]["host_blocking_calls"] == 0, b["ops"]["gemm"]
+print(f"host-blocking calls: {hb['per_step']:.1f} per step ({hb['in_ops']} in ops, "
+      f"{hb['outside_ops']} between them)")
 assert a["comm_bytes_per_step"] == b["comm_bytes_per_step"], (a["comm_bytes_per_step"],
                                                               b["comm_bytes_per_step"])
 assert a["comm_bytes_per_step"]["all_gather"] > 0
@@ -63,7 +81,9 @@ import json, sys
 a, b = (json.load(open(f))["profile"] for f in sys.argv[1:])
 assert b["timed"] and not a["timed"]
 for op, o in b["ops"].items():
-    assert {k: v for k, v in o.items() if k != "time_ms"} == a["ops"][op], op
+    # The timing's own waits are the profiler's, not the op's: the
+    # host-blocking counts equal the untimed run's.
+    assert {k: v for k, v in o.items() if k != "time_ms"} == a["ops"][op], (op, o, a["ops"][op])
     assert "time_ms" in o, (op, o)
 assert b["ops"]["attn_flash_forward"]["time_ms"] > 0, b["ops"]["attn_flash_forward"]
 print(f"profile timing: {sum(o.get('time_ms', 0) for o in b['ops'].values()):.1f} ms of ops timed")

@@ -134,6 +134,13 @@ cudaError_t check_config(const zs_launch_config &cfg, int device)
 /* The op --profile-time is in on this thread (engine/monitor/profile.c):
  * weak, since the simulator's own tests link no engine. */
 extern "C" const char *zt_profile_current_op(void) __attribute__((weak));
+extern "C" void zt_profile_host_block(void) __attribute__((weak));
+
+void zs_note_host_block()
+{
+    if (zt_profile_host_block)
+        zt_profile_host_block();
+}
 
 void zs_log_launch(const char *entry, dim3 block, size_t shared_bytes, const char *text,
                    const char *file, int line)

@@ -264,8 +264,10 @@ cudaError_t memcpy_impl(void *dst, const void *src, size_t count, cudaMemcpyKind
     }
     sync = sync || (!dd && di.kind == ZS_PTR_HOST);
     uint64_t seq = zs_enqueue(si, std::move(op));
-    if (sync)
+    if (sync) {
+        zs_note_host_block();
         zs_host_wait(si, seq);
+    }
     return zs_fail(sync ? zs_sticky(device) : cudaSuccess);
 }
 
@@ -434,6 +436,7 @@ extern "C" cudaError_t cudaFree(void *dev_ptr)
         return zs_fail(cudaErrorInvalidValue);
     }
     /* CUDA's cudaFree synchronises the device: nothing queued still uses it. */
+    zs_note_host_block();
     zs_device_wait(d);
     device_mem &m = g_dev[d];
     alloc_rec rec;

@@ -499,6 +499,7 @@ extern "C" cudaError_t cudaStreamDestroy(cudaStream_t stream)
 
 extern "C" cudaError_t cudaStreamSynchronize(cudaStream_t stream)
 {
+    zs_note_host_block();
     sched &g = S();
     std::unique_lock<std::mutex> l(g.lock);
     cudaError_t rc;
@@ -528,6 +529,7 @@ extern "C" cudaError_t cudaStreamQuery(cudaStream_t stream)
 
 extern "C" cudaError_t cudaDeviceSynchronize(void)
 {
+    zs_note_host_block();
     cudaError_t rc = zs_check_current();
     if (rc != cudaSuccess)
         return zs_fail(rc);
@@ -643,6 +645,7 @@ extern "C" cudaError_t cudaEventQuery(cudaEvent_t event)
 
 extern "C" cudaError_t cudaEventSynchronize(cudaEvent_t event)
 {
+    zs_note_host_block();
     sched &g = S();
     std::unique_lock<std::mutex> l(g.lock);
     zs_event_rec *e = event_at(g, event);

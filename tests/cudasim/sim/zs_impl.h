@@ -77,6 +77,10 @@ const zs_config &zs_cfg();
  * fields: OP is the op --profile-time is in ("-" outside one), ENTRY a
  * kernel's offset in the executable EXE or the library call
  * ("cublas-tensor": 16-bit or TF32 operands, "cublas-fma": plain fp32). */
+/* A call that blocks the host on the device (synchronisation, a copy that
+ * returns when done, cudaFree): counted by --profile (engine/monitor/profile.h,
+ * zt_profile_host_block, weak) to the op the host is in. */
+void zs_note_host_block();
 void zs_log_launch(const char *entry, dim3 block, size_t shared_bytes, const char *text,
                    const char *file, int line);
 /* "zt-sim: error: ..." (with the MPI rank when there is one) on stderr. */
