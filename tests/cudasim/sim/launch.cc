@@ -131,8 +131,9 @@ cudaError_t check_config(const zs_launch_config &cfg, int device)
 
 } // namespace
 
-/* The op --profile-time is in on this thread (engine/monitor/profile.c):
- * weak, since the simulator's own tests link no engine. */
+/* The op --profile is counting on this thread, and its count of
+ * host-blocking calls (engine/monitor/profile.c): weak, since the
+ * simulator's own tests link no engine. */
 extern "C" const char *zt_profile_current_op(void) __attribute__((weak));
 extern "C" void zt_profile_host_block(void) __attribute__((weak));
 

@@ -74,7 +74,7 @@ typedef struct {
 const zs_config &zs_cfg();
 /* With ZT_SIM_LAUNCH_LOG, appends "OP ENTRY BX BY BZ SHARED TEXT FILE:LINE
  * EXE" (tab-separated) the first time this process sees the line's first six
- * fields: OP is the op --profile-time is in ("-" outside one), ENTRY a
+ * fields: OP is the op --profile is counting ("-" outside one), ENTRY a
  * kernel's offset in the executable EXE or the library call
  * ("cublas-tensor": 16-bit or TF32 operands, "cublas-fma": plain fp32). */
 /* A call that blocks the host on the device (synchronisation, a copy that
