@@ -44,7 +44,7 @@ CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=s
              -gencode arch=compute_90,code=compute_90
 NVCCFLAGS := -std=c++17 -O3 -g -lineinfo $(CUDA_ARCH) --Werror all-warnings \
              -Xcompiler -Wall,-Wextra,-Werror -DZT_HAVE_CUDA -DZT_VERSION=\"$(VERSION)\" \
-             -I.
+             -I. -Xptxas -v
 
 ENGINE_SRC := $(wildcard engine/*.c engine/*/*.c models/*.c data/*.c)
 ENGINE_SRC := $(filter-out engine/comm/nccl.c engine/comm/nccl_absent.c engine/cuda/cuda_absent.c,$(ENGINE_SRC))
@@ -74,7 +74,7 @@ UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 TOOLS      := $(BUILD)/tests/comm-check $(BUILD)/tests/quant-dump $(BUILD)/tests/qgz-check $(if $(NVCC),$(BUILD)/tests/op-check)
 
-.PHONY: all deps test unit-test tests run clean toolkit FORCE bench bench-comm bench-check sanitize sanitize-build fuzz fuzz-build sim \
+.PHONY: all deps gpu-audit test unit-test tests run clean toolkit FORCE bench bench-comm bench-check sanitize sanitize-build fuzz fuzz-build sim \
         sim-sanitize
 all: toolkit $(BIN)
 
@@ -117,9 +117,15 @@ $(BUILD)/%.o: %.c $(BUILD_FLAGS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
+# ptxas's resource lines (-Xptxas -v: registers, stack, spills per kernel and
+# architecture) go to X.ptxas beside X.o for the SASS audit (make gpu-audit);
+# anything else nvcc prints still reaches the terminal.
+PTXAS_INFO := -e '/^ptxas info/d' -e '/^    [0-9]* bytes stack frame/d'
 $(BUILD)/%.o: %.cu $(BUILD_FLAGS)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -MMD -MP -MF $(@:.o=.d) -c $< -o $@
+	$(NVCC) $(NVCCFLAGS) -MMD -MP -MF $(@:.o=.d) -c $< -o $@ 2>$(@:.o=.ptxas) || \
+	    { sed $(PTXAS_INFO) $(@:.o=.ptxas) >&2; exit 1; }
+	@sed $(PTXAS_INFO) $(@:.o=.ptxas) >&2
 
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libzt.a
 	@mkdir -p $(dir $@)
@@ -171,8 +177,19 @@ tests: unit-test
 deps:
 	@bash scripts/install-deps.sh
 
-test: all unit-test sim
+# cuobjdump and nvdisasm for the SASS audit, from PyPI (the toolkit here has
+# neither); make test needs them where nvcc builds the CUDA objects.
+CUDA_TOOLS := $(BUILD)/tools/cuda/bin/cuobjdump
+$(CUDA_TOOLS): scripts/cuda-tools.txt scripts/get-cuda-tools.sh
+	@bash scripts/get-cuda-tools.sh $(BUILD)/tools/cuda
+
+test: all unit-test sim $(if $(NVCC),$(CUDA_TOOLS))
 	@bash tests/run.sh
+
+# docs/gpu-audit.md: every kernel's registers, spills, occupancy and
+# instruction mix from the built objects, launched as the simulator runs them.
+gpu-audit: all sim $(CUDA_TOOLS)
+	@bash scripts/gpu-audit.sh report
 
 run: deps
 	@$(MAKE) --no-print-directory all
