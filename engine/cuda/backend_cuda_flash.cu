@@ -137,7 +137,9 @@ fl_stage(const fl_geom &g, float *sh, const raw_t<T> *src, int64_t ld, int64_t r
  * through volatile pointers, so that the compiler cannot hoist them out of
  * the loops into registers: with them, 128-wide rows need more than the 255
  * registers a thread has, and spilled up to 768 bytes (docs/gpu-audit.md's
- * spill rule). */
+ * spill rule). engine/monitor/profile.c counts the FLOPs these shapes
+ * execute (the width HSM, SPLIT windows that each recompute the scores):
+ * keep it in step. */
 template <int HSM> struct fr {
     static constexpr int ROWS = HSM <= 64 ? 64 : 32;
     static constexpr int TILE = HSM <= 64 ? 32 : 16;

@@ -534,6 +534,24 @@ static uint64_t attn_pairs(int64_t n, int64_t h, int64_t t, bool causal)
     uint64_t tt = causal ? u(t) * (u(t) + 1) / 2 : u(t) * u(t);
     return u(n) * u(h) * tt;
 }
+/* The flash attention's FLOPs are what the CUDA kernels execute (the
+ * counts' model, "counts_model": "cuda"), recomputation included, per pair
+ * and head: heads up to 128 wide run at their width rounded up to 32, 64 or
+ * 128 (zero padded), in one column window (two at 128); wider heads at their
+ * width, in windows of 128 columns. Each window recomputes the scores (and,
+ * backward, dP) over the whole width; the outputs' columns are split among
+ * the windows. Keep in step with fr<HSM> and FL_COLS in
+ * engine/cuda/backend_cuda_flash.cu. */
+static void flash_shape(int64_t hs, uint64_t *width, uint64_t *windows)
+{
+    if (hs <= 128) {
+        *width = hs <= 0 ? 0 : hs <= 32 ? 32 : hs <= 64 ? 64 : 128;
+        *windows = hs <= 64 ? 1 : 2;
+    } else {
+        *width = u(hs);
+        *windows = (u(hs) + 127) / 128;
+    }
+}
 static void attn_side_reads(zt_profile_counts *c, int64_t n, const int32_t *lengths,
                             const zt_dropout_desc *drop)
 {
@@ -547,9 +565,11 @@ static void p_attn_flash_forward(const zt_backend *be, zt_dtype dt, void *y, flo
                                  int64_t c, float scale, bool causal, const int32_t *lengths,
                                  const zt_dropout_desc *drop)
 {
-    /* Q K^T and P V: two multiply-adds per pair and head dimension each. */
+    /* Q K^T in every window, P V once: 2 W + 2 FLOPs per pair and column. */
+    uint64_t width, w;
+    flash_shape(h > 0 ? c / h : 0, &width, &w);
     zt_profile_counts *k = count(be, OP_attn_flash_forward,
-                                 4 * attn_pairs(n, h, t, causal) * (h > 0 ? u(c / h) : 0));
+                                 (2 * w + 2) * attn_pairs(n, h, t, causal) * width);
     rd(k, kind_of(dt), 3 * u(n) * u(t) * u(c));
     attn_side_reads(k, n, lengths, drop);
     wr(k, kind_of(dt), u(n) * u(t) * u(c));
@@ -564,9 +584,14 @@ static void p_attn_flash_backward(const zt_backend *be, zt_dtype dt, void *dqkv,
                                   bool causal, const int32_t *lengths,
                                   const zt_dropout_desc *drop)
 {
-    /* Five products: Q K^T recomputed, dV, dP, dQ and dK. */
+    /* D = rowsum(dY Y), then Q K^T and dP in every window of both the dK/dV
+     * and the dQ kernels, dV, dK and dQ once: 8 W + 6 FLOPs per pair and
+     * column. */
+    uint64_t width, w;
+    flash_shape(h > 0 ? c / h : 0, &width, &w);
     zt_profile_counts *k = count(be, OP_attn_flash_backward,
-                                 10 * attn_pairs(n, h, t, causal) * (h > 0 ? u(c / h) : 0));
+                                 (8 * w + 6) * attn_pairs(n, h, t, causal) * width +
+                                     2 * u(n) * u(t) * u(c));
     rd(k, kind_of(dt), 5 * u(n) * u(t) * u(c));
     rd(k, ZT_PROF_FP32, u(n) * u(h) * u(t));
     attn_side_reads(k, n, lengths, drop);

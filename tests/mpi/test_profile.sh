@@ -4,9 +4,11 @@
 # - GPT-lite (L 2, C 32, H 4, T 32, vocab 65), micro 2, GAS 2, np 2, ZeRO 2,
 #   bf16, 2 steps: per step, the gemm FLOPs are 3 x 2 x tokens x (12 L C^2 +
 #   C V) (each Linear's forward, input gradient and weight gradient) and the
-#   fused attention's 4 x B P C per layer forward (QK^T and PV over the P =
-#   T (T + 1) / 2 causal pairs) and 10 x B P C backward (QK^T again, dV, dP,
-#   dQ, dK); the units run on bf16 tensors (typed ops), so no operand is
+#   fused attention's FLOPs as the CUDA kernels execute them, over the P =
+#   T (T + 1) / 2 causal pairs at the head width padded to 32 (8 -> 32, one
+#   window): 4 x B P H 32 per layer forward (QK^T and PV) and 14 x B P H 32
+#   + 2 B T C backward (D = rowsum(dY Y); QK^T and dP in both the dK/dV and
+#   the dQ kernel, dV, dK, dQ); the units run on bf16 tensors (typed ops), so no operand is
 #   cast and every GEMM reads bf16 only; the blocks' Linear forwards counted
 #   under linear_act_forward (GEMM and its bias / GELU epilogue);
 #   layernorm_forward's and residual_layernorm_forward's calls and bytes
@@ -51,8 +53,9 @@ ops = p["ops"]
 tokens = B * T * gas * steps  # per rank, over the profiled steps
 want_gemm = 3 * 2 * tokens * (12 * L * C * C + C * V)
 pairs = T * (T + 1) // 2
-want_fwd = 4 * L * B * pairs * C * gas * steps
-want_bwd = 10 * L * B * pairs * C * gas * steps
+width = 32  # the head width 8, padded as the register path runs it
+want_fwd = 4 * L * B * pairs * H * width * gas * steps
+want_bwd = L * (14 * B * pairs * H * width + 2 * B * T * C) * gas * steps
 # the blocks' Linear forwards (qkv C->3C, proj C->C, fc C->4C with GELU,
 # proj 4C->C) run as linear_act_forward: the GEMM, then the bias (1 FLOP per
 # output) and GELU (8 more) epilogue; the head's Linear stays a gemm
