@@ -45,7 +45,7 @@ done
 # (or OPENBLAS_CORETYPE): the unit test under every core type this CPU runs,
 # the training comparison under one whose sgemm bits follow the thread count
 # (Haswell) and one whose do not (SkylakeX, or Sandybridge without AVX-512).
-coretypes=$(zt_blas_coretypes)
+coretypes=$(zt_blas_coretypes | tr "\n" " ")
 for ct in $coretypes; do
     run_one "unit/test_backend_fused@$ct" env OPENBLAS_CORETYPE="$ct" build/tests/test_backend_fused
 done
