@@ -19,11 +19,11 @@
  *             results are deterministic.
  *
  * Two paths. Heads up to FR_MAX_HS (128) wide take the register path: a
- * thread's own rows (q and the y accumulator, the forward's q in shared
- * memory at 128; dQ's q and accumulator; dK's and dV's accumulators) live in
- * registers, sized by the head width rounded up to
- * 32, 64 or 128 (a template parameter, so loops over it unroll; at 128 two
- * blocks share a row, each accumulating half its columns), and the rows a
+ * thread's own rows (q and the y accumulator, though at 128 the forward's q
+ * sits in shared memory; dQ's q and accumulator; dK's and dV's accumulators)
+ * live in registers, sized by the head width rounded up to 32, 64 or 128 (a
+ * template parameter, so loops over it unroll; at 128 two blocks share a
+ * row, each accumulating half its columns), and the rows a
  * thread reads of its own in the backward (dy; k and v) sit in shared memory
  * at a padded stride, so a warp's 32 rows fall in 32 banks. Tiles are zero
  * padded to that width. Wider heads take the wide path: a tile holds
@@ -151,7 +151,8 @@ template <int HSM> struct fr {
 };
 
 /* A thread's own row in shared memory: volatile when fr<HSM>::OWNSH. */
-template <int HSM> using fr_own_t = std::conditional_t<fr<HSM>::OWNSH, const volatile float *, const float *>;
+template <int HSM>
+using fr_own_t = std::conditional_t<fr<HSM>::OWNSH, const volatile float *, const float *>;
 
 /* a . b over HSM floats, in four partial sums (independent FMA chains). */
 template <int HSM, class P> static __device__ float fr_dot(P a, const float *b)

@@ -20,7 +20,7 @@
     X(gelu_backward, MEMORY) X(residual_layernorm_forward, MEMORY)                          \
     X(linear_act_forward, MATMUL) X(act_bias_grad, MEMORY) X(gemm_batched, MATMUL) X(attn_softmax_forward, MEMORY)          \
     X(attn_softmax_backward, MEMORY) X(attn_flash_forward, FMA)                             \
-    X(attn_flash_backward, FMA) X(dropout, MEMORY)    X(mean_pool_forward, MEMORY)          \
+    X(attn_flash_backward, FMA) X(dropout, MEMORY) X(mean_pool_forward, MEMORY)             \
     X(mean_pool_backward, MEMORY) X(quantize, MEMORY) X(dequantize, MEMORY) X(adam, MEMORY)  \
     X(sgd, MEMORY)
 
