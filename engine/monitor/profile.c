@@ -69,6 +69,21 @@ void zt_profile_host_block(void)
     add(tl_op >= 0 ? &p->c[tl_op].host_blocks : &p->host_blocks_outside, 1);
 }
 
+static const char *const prof_device_names[ZT_PROF_NDEV] = {
+    "launches",     "global_requests", "global_sectors",    "global_wavefronts",
+    "dram_sectors", "shared_requests", "shared_wavefronts", "shared_bank_conflicts"};
+
+void zt_profile_device_counts(const char *op, const char *const *names, const uint64_t *values,
+                              int n)
+{
+    prof_impl *p = __atomic_load_n(&g_counting, __ATOMIC_ACQUIRE);
+    for (int i = 0; p && op && i < OP_N; i++)
+        for (int k = 0; !strcmp(prof_names[i], op) && k < n; k++)
+            for (int d = 0; d < ZT_PROF_NDEV; d++)
+                if (!strcmp(names[k], prof_device_names[d]))
+                    add(&p->c[i].device[d], values[k]);
+}
+
 static uint64_t now_ns(void)
 {
     struct timespec ts;
@@ -178,30 +193,19 @@ static void p_sync(const zt_backend *be)
     inner_of(be)->sync(inner_of(be));
     op_end(be);
 }
-static void p_copy_h2d(const zt_backend *be, void *dst, const void *src, size_t bytes)
-{
-    zt_profile_counts *c = count(be, OP_copy_h2d, 0);
-    rd(c, ZT_PROF_BYTES, bytes);
-    wr(c, ZT_PROF_BYTES, bytes);
-    inner_of(be)->copy_h2d(inner_of(be), dst, src, bytes);
-    op_end(be);
-}
-static void p_copy_d2h(const zt_backend *be, void *dst, const void *src, size_t bytes)
-{
-    zt_profile_counts *c = count(be, OP_copy_d2h, 0);
-    rd(c, ZT_PROF_BYTES, bytes);
-    wr(c, ZT_PROF_BYTES, bytes);
-    inner_of(be)->copy_d2h(inner_of(be), dst, src, bytes);
-    op_end(be);
-}
-static void p_copy_d2d(const zt_backend *be, void *dst, const void *src, size_t bytes)
-{
-    zt_profile_counts *c = count(be, OP_copy_d2d, 0);
-    rd(c, ZT_PROF_BYTES, bytes);
-    wr(c, ZT_PROF_BYTES, bytes);
-    inner_of(be)->copy_d2d(inner_of(be), dst, src, bytes);
-    op_end(be);
-}
+/* The copies: bytes read and written once. */
+#define PROF_COPY(name)                                                                         \
+    static void p_##name(const zt_backend *be, void *dst, const void *src, size_t bytes)        \
+    {                                                                                           \
+        zt_profile_counts *c = count(be, OP_##name, 0);                                         \
+        rd(c, ZT_PROF_BYTES, bytes);                                                            \
+        wr(c, ZT_PROF_BYTES, bytes);                                                            \
+        inner_of(be)->name(inner_of(be), dst, src, bytes);                                      \
+        op_end(be);                                                                             \
+    }
+PROF_COPY(copy_h2d)
+PROF_COPY(copy_d2h)
+PROF_COPY(copy_d2d)
 static void p_memset_zero(const zt_backend *be, void *dst, size_t bytes)
 {
     wr(count(be, OP_memset_zero, 0), ZT_PROF_BYTES, bytes);
@@ -849,6 +853,11 @@ json_t *zt_profile_json(const zt_backend *be)
             json_object_set_new(row, "time_ms", json_real((double)c->ns / 1e6));
 #ifdef ZT_CUDASIM
         json_object_set_new(row, "host_blocking_calls", json_integer((json_int_t)c->host_blocks));
+        json_t *dev = c->device[ZT_PROF_DEV_LAUNCHES] ? json_object() : NULL;
+        for (int d = 0; dev && d < ZT_PROF_NDEV; d++)
+            json_object_set_new(dev, prof_device_names[d], json_integer((json_int_t)c->device[d]));
+        if (dev)
+            json_object_set_new(row, "device", dev);
 #endif
         json_object_set_new(ops, prof_names[op], row);
     }

@@ -81,11 +81,26 @@ typedef enum {
  * (scripts/gpu_audit.py) fails an op classed MATMUL whose kernels have none. */
 typedef enum { ZT_PROF_MATMUL = 0, ZT_PROF_MEMORY, ZT_PROF_TRANSFER, ZT_PROF_FMA } zt_profile_class;
 
+/* The CUDA simulator's performance counters of an op's kernels (ZT_SIM_PERF=1,
+ * tests/cudasim/sim/perf.cc says what each counts; docs/simulator.md). */
+typedef enum {
+    ZT_PROF_DEV_LAUNCHES = 0,
+    ZT_PROF_DEV_GLOBAL_REQUESTS,
+    ZT_PROF_DEV_GLOBAL_SECTORS,
+    ZT_PROF_DEV_GLOBAL_WAVEFRONTS,
+    ZT_PROF_DEV_DRAM_SECTORS,
+    ZT_PROF_DEV_SHARED_REQUESTS,
+    ZT_PROF_DEV_SHARED_WAVEFRONTS,
+    ZT_PROF_DEV_SHARED_BANK_CONFLICTS,
+    ZT_PROF_NDEV
+} zt_profile_device_counter;
+
 typedef struct {
     uint64_t calls, flops;
     uint64_t read[ZT_PROF_NKINDS], written[ZT_PROF_NKINDS];
     uint64_t ns; /* with timing: the calls' wall time, summed */
     uint64_t host_blocks; /* host-blocking CUDA calls inside the op (simulator only) */
+    uint64_t device[ZT_PROF_NDEV]; /* ZT_SIM_PERF's counts (simulator only) */
 } zt_profile_counts;
 
 /* Makes *wrapper count the ops of inner (borrowed). */
@@ -118,6 +133,13 @@ const char *zt_profile_current_op(void);
  * has no such hook, so only the simulator's builds report the counts (the
  * report's "host_blocking_calls", docs/usage.md). Any thread. */
 void zt_profile_host_block(void);
+/* Called by the CUDA simulator with ZT_SIM_PERF=1 when a kernel (or cuBLAS
+ * call) launched inside op has run: n counters by name (zt_profile_device_
+ * counter's, lower case without the prefix: "launches", "global_sectors",
+ * ...), added to op's. Unknown names and ops are ignored; nothing happens
+ * when not counting. The device thread. */
+void zt_profile_device_counts(const char *op, const char *const *names, const uint64_t *values,
+                              int n);
 
 /* The report's "profile" object (docs/usage.md); a new reference. */
 json_t *zt_profile_json(const zt_backend *be);

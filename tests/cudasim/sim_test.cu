@@ -435,6 +435,8 @@ int main(int argc, char **argv)
         rc = st_nccl_hang();
     else if (!strcmp(c, "nccl-dup"))
         rc = st_nccl_dup();
+    else if (!strcmp(c, "perf"))
+        rc = st_perf();
     else {
         fprintf(stderr, "usage: sim-test limits | pointer plain|pinned|functor|freed|ok | shared "
                         "| events | race raw|war|waw|copy | illegal | warp exited|divergent | "

@@ -9,7 +9,8 @@
 # copies and memory; device UUIDs per node and ordinal, and the visible list;
 # cuBLAS; NCCL collectives at np 2, collectives issued in different orders on
 # two communicators, reported instead of hanging, and two ranks on one GPU
-# refused as NCCL does.
+# refused as NCCL does; the performance counters (ZT_SIM_PERF) on patterns
+# counted by hand.
 set -eu
 cd "$(dirname "$0")/../.."
 source tests/env.sh
@@ -117,4 +118,7 @@ args=nccl-hang case_is 0 \
 [ $((SECONDS - t0)) -lt 30 ] || fail "the hang took $((SECONDS - t0)) s to be reported"
 args=nccl-dup case_is 0 "rank 1: Duplicate GPU detected : rank 1 and rank 0 both on CUDA device" \
     -- $ZT_MPIRUN -np 2 -x ZT_SIM_DEVICES=1
+# The performance counters against hand-counted access patterns; off, nothing.
+args=perf case_is 0 "perf : ok" "shared shared_wavefronts 44" -- ZT_SIM_PERF=1
+args=perf case_is 1 "copy: launches 0, want 1" -- ZT_SIM_PERF=0
 echo "cudasim: all simulator checks passed"

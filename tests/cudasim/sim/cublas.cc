@@ -266,6 +266,7 @@ cublasStatus_t gemm(const char *call, cublasHandle_t h, cublasOperation_t ta, cu
     /* bf16/fp16 operands and TF32 go to the tensor cores; plain fp32 to SGEMM's FFMA. */
     zs_log_launch(at != CUDA_R_32F || op->round_tf32 ? "cublas-tensor" : "cublas-fma", dim3(1, 1, 1),
                   0, call, __FILE__, __LINE__);
+    zs_perf_library_call(zs_profile_op());
     op->what = zs_format("%s (m %lld, n %lld, k %lld, batch %lld)", call, (long long)m,
                          (long long)n, (long long)k, (long long)batch);
     zs_enqueue(si, std::move(op));

@@ -31,6 +31,14 @@
 
 #include <time.h>
 
+/* The op --profile is counting on this thread, and its count of
+ * host-blocking calls (engine/monitor/profile.c): weak, since the
+ * simulator's own tests link no engine. */
+extern "C" const char *zt_profile_current_op(void) __attribute__((weak));
+extern "C" void zt_profile_host_block(void) __attribute__((weak));
+
+const char *zs_profile_op() { return zt_profile_current_op ? zt_profile_current_op() : NULL; }
+
 namespace {
 
 class kernel_op final : public zs_op {
@@ -38,6 +46,7 @@ public:
     std::unique_ptr<zs_kernel_job> job;
     dim3 grid, block;
     const char *name;
+    const char *prof_op; /* the op --profile counted at the launch, or NULL */
 
     bool start() override
     {
@@ -48,7 +57,9 @@ public:
         }
         zs_exec *x = zs_exec_current();
         x->kernel = true;
+        zs_perf_launch_begin();
         zs_run_grid(*job, grid, block, name);
+        zs_perf_launch_end(prof_op);
         x->kernel = false;
         return true;
     }
@@ -131,12 +142,6 @@ cudaError_t check_config(const zs_launch_config &cfg, int device)
 
 } // namespace
 
-/* The op --profile is counting on this thread, and its count of
- * host-blocking calls (engine/monitor/profile.c): weak, since the
- * simulator's own tests link no engine. */
-extern "C" const char *zt_profile_current_op(void) __attribute__((weak));
-extern "C" void zt_profile_host_block(void) __attribute__((weak));
-
 void zs_note_host_block()
 {
     if (zt_profile_host_block)
@@ -149,7 +154,7 @@ void zs_log_launch(const char *entry, dim3 block, size_t shared_bytes, const cha
     const char *path = zs_cfg().launch_log;
     if (!path)
         return;
-    const char *op = zt_profile_current_op ? zt_profile_current_op() : NULL;
+    const char *op = zs_profile_op();
     std::string key = zs_format("%s\t%s\t%u\t%u\t%u\t%zu", op ? op : "-", entry, block.x,
                                 block.y, block.z, shared_bytes);
     static std::mutex lock;
@@ -230,6 +235,7 @@ void zs_launch_submit(const zs_launch_config &cfg, zs_kernel_job *raw)
     op->grid = cfg.grid;
     op->block = cfg.block;
     op->name = cfg.kernel;
+    op->prof_op = zs_profile_op();
     op->job = std::move(job);
     op->what = zs_format("kernel %s<<<(%u, %u, %u), (%u, %u, %u)>>> (%s:%d)", cfg.kernel,
                          cfg.grid.x, cfg.grid.y, cfg.grid.z, cfg.block.x, cfg.block.y,

@@ -179,9 +179,11 @@ void bounds_slow(zs_exec *x, uintptr_t a, size_t n, bool write)
 /* Every instrumented access. Outside the device window: one compare. In a
  * kernel: bounds, then the shadow, whose common case (this op already
  * touched the cell the same way) is decided here. */
-inline void access(const void *p, size_t n, bool write)
+inline void access(const void *p, size_t n, bool write, const void *site)
 {
     uintptr_t a = (uintptr_t)p;
+    if (zs_perf_active.load(std::memory_order_relaxed))
+        zs_perf_access(a, n, a - zs_dev_lo < zs_dev_span, site);
     if (a - zs_dev_lo >= zs_dev_span)
         return;
     zs_exec *x = t_exec;
@@ -251,13 +253,15 @@ void zs_race_range(const void *p, size_t n, bool write)
 
 /* ---- GCC's -fsanitize=thread instrumentation calls (see the top) ---- */
 
+/* The access site: the instrumented instruction, for perf.cc's requests. */
+#define ZS_SITE __builtin_return_address(0)
 #define ZS_TSAN_SIZED(n)                                                                          \
-    extern "C" void __tsan_read##n(void *p) { access(p, n, false); }                              \
-    extern "C" void __tsan_write##n(void *p) { access(p, n, true); }                              \
-    extern "C" void __tsan_unaligned_read##n(void *p) { access(p, n, false); }                    \
-    extern "C" void __tsan_unaligned_write##n(void *p) { access(p, n, true); }                    \
-    extern "C" void __tsan_volatile_read##n(void *p) { access(p, n, false); }                     \
-    extern "C" void __tsan_volatile_write##n(void *p) { access(p, n, true); }
+    extern "C" void __tsan_read##n(void *p) { access(p, n, false, ZS_SITE); }                     \
+    extern "C" void __tsan_write##n(void *p) { access(p, n, true, ZS_SITE); }                     \
+    extern "C" void __tsan_unaligned_read##n(void *p) { access(p, n, false, ZS_SITE); }           \
+    extern "C" void __tsan_unaligned_write##n(void *p) { access(p, n, true, ZS_SITE); }           \
+    extern "C" void __tsan_volatile_read##n(void *p) { access(p, n, false, ZS_SITE); }            \
+    extern "C" void __tsan_volatile_write##n(void *p) { access(p, n, true, ZS_SITE); }
 
 ZS_TSAN_SIZED(1)
 ZS_TSAN_SIZED(2)
@@ -301,8 +305,8 @@ ZS_TSAN_ATOMIC(64, uint64_t)
 
 extern "C" void __tsan_atomic_thread_fence(int) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 extern "C" void __tsan_atomic_signal_fence(int) { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
-extern "C" void __tsan_read_range(void *p, unsigned long n) { access(p, n, false); }
-extern "C" void __tsan_write_range(void *p, unsigned long n) { access(p, n, true); }
+extern "C" void __tsan_read_range(void *p, unsigned long n) { access(p, n, false, ZS_SITE); }
+extern "C" void __tsan_write_range(void *p, unsigned long n) { access(p, n, true, ZS_SITE); }
 extern "C" void __tsan_init(void) {}
 extern "C" void __tsan_func_entry(void *) {}
 extern "C" void __tsan_func_exit(void) {}

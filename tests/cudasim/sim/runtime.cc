@@ -93,6 +93,7 @@ zs_config load_config()
     c.stats = env_uint("ZT_SIM_STATS", 0, 0, 1, "1 (print stats at exit) or 0") != 0;
     const char *log = getenv("ZT_SIM_LAUNCH_LOG");
     c.launch_log = log && *log ? log : NULL;
+    c.perf = env_uint("ZT_SIM_PERF", 0, 0, 1, "1 (count requests, sectors and wavefronts) or 0") != 0;
     c.stall_rank = -1;
     c.stall_n = 0;
     if (const char *st = getenv("ZT_SIM_NCCL_STALL"); st && *st) {

@@ -11,6 +11,7 @@
  *   racecheck.cc  vector clocks, the shadow of device memory, access hooks, reports
  *   fiber.cc      CUDA threads as fibers: context switch, blocks, barriers, shuffles
  *   launch.cc     launch checks (limits, pointer arguments) and the kernel operation
+ *   perf.cc       performance counters: requests, sectors, wavefronts, bank conflicts
  *   cublas.cc     cuBLAS: argument checks and GEMMs on OpenBLAS
  *   nccl.cc       NCCL communicators over MPI; nccl_coll.cc their collectives
  *
@@ -30,6 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -69,6 +71,9 @@ typedef struct {
      * for the SASS audit's occupancy (scripts/gpu_audit.py); NULL when
      * unset. */
     const char *launch_log;
+    /* ZT_SIM_PERF=1: the performance counters of perf.cc, per kernel
+     * launch, into --profile's report. */
+    bool perf;
 } zs_config;
 
 const zs_config &zs_cfg();
@@ -81,6 +86,9 @@ const zs_config &zs_cfg();
  * returns when done, cudaFree): counted by --profile (engine/monitor/profile.h,
  * zt_profile_host_block, weak) to the op the host is in. */
 void zs_note_host_block();
+/* zt_profile_current_op (weak): the op --profile is counting on this thread,
+ * or NULL. */
+const char *zs_profile_op();
 void zs_log_launch(const char *entry, dim3 block, size_t shared_bytes, const char *text,
                    const char *file, int line);
 /* "zt-sim: error: ..." (with the MPI rank when there is one) on stderr. */
@@ -238,6 +246,19 @@ void zs_shadow_release(uintptr_t lo, size_t len);
 void zs_shadow_init(uintptr_t shadow_base);
 /* Bytes of shadow per byte of device window. */
 size_t zs_shadow_bytes(size_t device_bytes);
+
+/* ---- performance counters (perf.cc, ZT_SIM_PERF) ---- */
+
+/* True while a kernel runs with ZT_SIM_PERF: the access hooks then call
+ * zs_perf_access for every access (device: in the device window). */
+extern std::atomic<bool> zs_perf_active;
+void zs_perf_access(uintptr_t a, size_t n, bool device, const void *site);
+/* Around a kernel on the device thread; op: what --profile was counting
+ * when it was launched (NULL: nothing). */
+void zs_perf_launch_begin();
+void zs_perf_launch_end(const char *op);
+/* A cuBLAS call of op: one launch, no accesses counted. */
+void zs_perf_library_call(const char *op);
 
 /* ---- kernels (fiber.cc, launch.cc) ---- */
 

@@ -1,0 +1,120 @@
+/*
+ * sim_test_perf: the performance counters (ZT_SIM_PERF=1, sim/perf.cc)
+ * against counts worked out by hand for access patterns whose cost on a GPU
+ * is textbook: a coalesced warp, a strided one, a loop, and shared memory
+ * without conflicts, with a 2-way and a 32-way conflict, a broadcast and
+ * 16-byte accesses. This file stands in for --profile: it names the op each
+ * launch belongs to and collects what the simulator reports for it.
+ */
+#include "tests/cudasim/sim_test.h"
+
+#include "engine/cuda/kernel_launch.cuh"
+
+#include <stdint.h>
+#include <string.h>
+
+#include <map>
+#include <string>
+
+namespace {
+
+const char *g_op;
+std::map<std::string, std::map<std::string, unsigned long long>> g_counts;
+
+__global__ void k_copy(const float *in, float *out)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    out[i] = in[i];
+}
+
+__global__ void k_strided(const float *in, float *out)
+{
+    out[threadIdx.x] = in[threadIdx.x * 32]; /* 128 bytes apart: a line per lane */
+}
+
+__global__ void k_loop(const float *in, float *out)
+{
+    float acc = 0.f;
+    for (int i = 0; i < 4; i++)
+        acc += in[i * 32 + threadIdx.x];
+    out[threadIdx.x] = acc;
+}
+
+__global__ void k_shared(float *out)
+{
+    __shared__ float s[1024];
+    __shared__ float4 q[32];
+    const unsigned t = threadIdx.x;
+    s[t] = (float)t;                       /* 1 wavefront */
+    q[t] = make_float4(1.f, 2.f, 3.f, 4.f); /* 4 wavefronts, no conflict */
+    __syncthreads();
+    float a = s[(t * 2) % 1024];  /* 2 words a bank: 2 wavefronts, 1 conflict */
+    float b = s[0];               /* a broadcast: 1 */
+    float c = s[t * 32];          /* one bank, 32 words: 32 wavefronts, 31 conflicts */
+    float4 d = q[t];              /* 4 */
+    out[t] = a + b + c + d.x + d.y + d.z + d.w;
+}
+
+/* What must hold for op: every counter named, and the others zero. */
+void expect(const char *op, const std::map<std::string, unsigned long long> &want)
+{
+    const auto &got = g_counts[op];
+    for (const auto &kv : want) {
+        auto it = got.find(kv.first);
+        unsigned long long v = it == got.end() ? 0 : it->second;
+        ST_CHECK(v == kv.second, "%s: %s %llu, want %llu", op, kv.first.c_str(), v, kv.second);
+    }
+    for (const auto &kv : got)
+        printf("%s %s %llu\n", op, kv.first.c_str(), kv.second);
+}
+
+template <class F> void in_op(const char *op, F f)
+{
+    g_op = op;
+    f();
+    g_op = NULL;
+    ST_CUDA(cudaDeviceSynchronize());
+}
+
+} // namespace
+
+/* What --profile provides the simulator (engine/monitor/profile.h). */
+extern "C" const char *zt_profile_current_op(void) { return g_op; }
+extern "C" void zt_profile_device_counts(const char *op, const char *const *names,
+                                         const uint64_t *values, int n)
+{
+    for (int i = 0; i < n; i++)
+        g_counts[op][names[i]] += values[i];
+}
+
+int st_perf(void)
+{
+    float *in, *out;
+    ST_CUDA(cudaMalloc(&in, 32 * 32 * sizeof(float)));
+    ST_CUDA(cudaMalloc(&out, 64 * sizeof(float)));
+    ST_CHECK((uintptr_t)in % 128 == 0 && (uintptr_t)out % 128 == 0, "allocations 128-aligned");
+    ST_CUDA(cudaMemsetAsync(in, 0, 32 * 32 * sizeof(float), 0));
+    in_op("copy", [&] { ZT_LAUNCH(2, 32, 0, 0, k_copy)(in, out); });
+    in_op("strided", [&] { ZT_LAUNCH(1, 32, 0, 0, k_strided)(in, out); });
+    in_op("loop", [&] { ZT_LAUNCH(1, 32, 0, 0, k_loop)(in, out); });
+    in_op("shared", [&] { ZT_LAUNCH(1, 32, 0, 0, k_shared)(out); });
+    ZT_LAUNCH(1, 32, 0, 0, k_copy)(in, out); /* outside any op: counted nowhere */
+    ST_CUDA(cudaDeviceSynchronize());
+    /* Two blocks of one warp: a load and a store each, 4 sectors in 1 line. */
+    expect("copy", {{"launches", 1}, {"global_requests", 4}, {"global_sectors", 16},
+                    {"global_wavefronts", 4}, {"dram_sectors", 16}, {"shared_requests", 0}});
+    /* The load: 32 lines of one sector; the store: 1 line of 4. */
+    expect("strided", {{"launches", 1}, {"global_requests", 2}, {"global_sectors", 36},
+                       {"global_wavefronts", 33}, {"dram_sectors", 36}});
+    /* Four coalesced loads (the k-th pass of each lane is one request) and the store. */
+    expect("loop", {{"launches", 1}, {"global_requests", 5}, {"global_sectors", 20},
+                    {"global_wavefronts", 5}, {"dram_sectors", 20}});
+    expect("shared", {{"launches", 1}, {"shared_requests", 6}, {"shared_wavefronts", 44},
+                      {"shared_bank_conflicts", 32}, {"global_requests", 1},
+                      {"global_sectors", 4}, {"dram_sectors", 4}});
+    ST_CHECK(g_counts.size() == 4, "%zu ops counted, want 4 (none outside an op)",
+             g_counts.size());
+    ST_CUDA(cudaFree(in));
+    ST_CUDA(cudaFree(out));
+    return st_failed;
+}
