@@ -18,7 +18,7 @@
 # Env: N_LAYER, N_EMBD, N_HEAD, BLOCK, MICRO, DATA (a text file, default tiny
 # shakespeare from $ZT_SHARED/data), TOKENIZER (default the GPT-2 BPE folder
 # beside it; "none" uses the data's characters with VOCAB, default 50257),
-# ZT_BIN (./zerotrain), MPIRUN.
+# ZT_BIN (./zerotrain), ZT_SIM_BIN, MPIRUN.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=./roofline-results TOP=8 WORLD=
@@ -38,10 +38,12 @@ TOKENIZER=${TOKENIZER:-$SHARED/data/gpt2-bpe}
 N_LAYER=${N_LAYER:-12} N_EMBD=${N_EMBD:-768} N_HEAD=${N_HEAD:-12} BLOCK=${BLOCK:-1024}
 MICRO=${MICRO:-16}
 BIN=${ZT_BIN:-./zerotrain}
+SIM_BIN=${ZT_SIM_BIN:-build/sim/zerotrain}
 # mpirun refuses root unless told; CI and containers run as root.
 [ "$(id -u)" = 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 read -ra mpirun <<<"${MPIRUN:-mpirun --oversubscribe --bind-to none}"
 [ -x "$BIN" ] || { echo "roofline-gpt2: no $BIN: run make first" >&2; exit 2; }
+[ -x "$SIM_BIN" ] || { echo "roofline-gpt2: no $SIM_BIN: run make sim first" >&2; exit 2; }
 [ -f "$DATA" ] || { echo "roofline-gpt2: DATA=$DATA: no such file" >&2; exit 2; }
 if [ "$TOKENIZER" = none ]; then
     tok=(--vocab-size "${VOCAB:-50257}")
@@ -70,10 +72,18 @@ JSON
             { tail -5 "$OUT/$tag.log" >&2; echo "roofline-gpt2: run $tag failed" >&2; exit 1; }
     }
 done
+echo "roofline-gpt2: device counters on the simulator (ZT_SIM_PERF=1)" >&2
+# two heads of the real head size: the attention's tiles are the real ones
+ZT_SIM_PERF=1 "${mpirun[@]}" -np 1 "$SIM_BIN" --config "$OUT/s0-b1.cfg.json" --model gptlite \
+    --data "$DATA" "${tok[@]}" --n-layer 1 --n-embd $((2 * N_EMBD / N_HEAD)) --n-head 2 \
+    --block-size "$BLOCK" --activation gelu --dropout 0.1 --steps 1 --device cuda --profile \
+    --report "$OUT/sim.json" >"$OUT/sim.log" 2>&1 ||
+    { tail -5 "$OUT/sim.log" >&2; echo "roofline-gpt2: the simulator run failed" >&2; exit 1; }
+dev=(--device-counts "$OUT/sim.json")
 for s in 0 3; do
     for g in h100 a100; do
         python3 scripts/roofline.py "$OUT/s$s-b1.json" "$OUT/s$s-b2.json" --scale-batch "$MICRO" \
-            --gpu $g >"$OUT/s$s-$g.md"
+            "${dev[@]}" --gpu $g >"$OUT/s$s-$g.md"
     done
 done
 val() { sed -n "s/^$1 //p" "$2"; }
@@ -97,7 +107,7 @@ if [ -n "$WORLD" ]; then
         for g in h100 a100; do
             python3 scripts/roofline.py "$OUT/s$s-b1.json" "$OUT/s$s-b2.json" \
                 --scale-batch "$MICRO" --comm-from "$OUT/s$s-np2.json" --world "$WORLD" \
-                --gpu $g >"$OUT/s$s-$g-np$WORLD.md"
+                "${dev[@]}" --gpu $g >"$OUT/s$s-$g-np$WORLD.md"
         done
         echo "| $s | $(ms "$OUT/s$s-h100-np$WORLD.md") | $(val predicted_mfu "$OUT/s$s-h100-np$WORLD.md")" \
             "| $(ms "$OUT/s$s-a100-np$WORLD.md") | $(val predicted_mfu "$OUT/s$s-a100-np$WORLD.md") |"
@@ -108,5 +118,5 @@ for s in 0 3; do
     echo "ZeRO stage $s on the H100, top $TOP ops:"
     echo
     python3 scripts/roofline.py "$OUT/s$s-b1.json" "$OUT/s$s-b2.json" --scale-batch "$MICRO" \
-        --gpu h100 --top "$TOP" | sed -n '/^| op /,/^$/p' | sed '$d'
+        "${dev[@]}" --gpu h100 --top "$TOP" | sed -n '/^| op /,/^$/p' | sed '$d'
 done

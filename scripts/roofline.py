@@ -1,25 +1,35 @@
 #!/usr/bin/env python3
-"""roofline: a predicted GPU step time and MFU from a --profile report.
+"""roofline: a predicted GPU step time and MFU from --profile reports (roofline v2).
 
     python3 scripts/roofline.py REPORT [REPORT2] --gpu h100|h200|a100 [--scale-batch N]
-                                [--comm include|exclude] [--top K]
+                                [--device-counts SIM] [--comm include|exclude] [--top K]
+    python3 scripts/roofline.py --calibrate FIXTURE
 
 REPORT is a zerotrain --report written with --profile: per backend op, its
-calls, FLOPs and bytes read and written per dtype over the profiled steps
-(engine/monitor/profile.h). Each op's predicted time per step is
+calls, FLOPs (what the CUDA kernels execute, recomputation included) and
+bytes read and written per dtype over the profiled steps
+(engine/monitor/profile.h). SIM, given, is a --profile report of the same
+model on the CUDA simulator with ZT_SIM_PERF=1, at any shape (a smaller one:
+one layer, two heads, micro-batch 1): its per-op "device" counters
+(tests/cudasim/sim/perf.cc) become densities, per FLOP for the fma-class ops
+(the flash attention, whose work grows with T^2) and per counted byte for the
+others, and are applied to REPORT's counts. Each op's predicted time per step:
 
-    matmul ops (gemm, gemm_batched):  max(FLOPs / (0.7 x GEMM peak), bytes / (0.8 x HBM))
-    fma ops (the flash attention):    max(FLOPs / (0.25 x fp32 peak), bytes / (0.8 x HBM))
-    memory ops (everything else):     bytes / (0.8 x HBM)
-    host transfers (copy_h2d/d2h):    bytes / (0.8 x PCIe, one direction)
+    work  = max(tensor FLOPs / (TENSOR_EFF x tensor peak)   matmul ops (cuBLAS)
+                FMA FLOPs / (FMA_EFF x fp32 peak)           fma ops (our kernels, no HMMA)
+                DRAM bytes / (DRAM_EFF x HBM)               sectors x 32 (bytes where uncounted)
+                L1 wavefronts / (LSU_EFF x SMs x clock))    global + shared wavefronts
+    time  = max(work, launches x LAUNCH_US) + host-blocking calls x SYNC_US
 
-with the GEMM peak the dense tensor-core peak of the run's GEMM dtype (bf16
-and fp16: the bf16 peak; fp32: TF32's with --tf32, else plain fp32's). Ops are
-summed as if serial (no overlap). Collectives (included by default) cost the
-bytes one rank sends over NVLink in one direction, for ring algorithms:
-all_reduce 2 (p-1)/p of the buffer, reduce_scatter and all_gather (p-1)/p of
-the full buffer, broadcast the buffer, all_to_all (p-1)/p; also serial, where
-the trainer overlaps them with compute.
+The GEMMs' peak is the tensor-core peak of the run's GEMM dtype (bf16, fp16:
+bf16's; fp32: TF32's with --tf32, else the fp32 FMA peak). Host copies take
+bytes / (DRAM_EFF x PCIe). Ops are summed as if serial (no overlap).
+Without SIM, launches are the op's calls, DRAM bytes its compulsory bytes and
+the L1 term and host syncs are not known (0). Collectives (included by
+default) cost the bytes one rank sends over NVLink in one direction, for ring
+algorithms: all_reduce 2 (p-1)/p of the buffer, reduce_scatter and
+all_gather (p-1)/p of the full buffer, broadcast the buffer, all_to_all
+(p-1)/p; also serial, where the trainer overlaps them with compute.
 
 Predicted MFU = model FLOPs per step / (predicted step time x dense bf16 peak),
 model FLOPs per rank per step = (6 (params - (V + T) C) + 12 L C T) x tokens
@@ -37,37 +47,55 @@ collectives for P ranks (default: the world size the bytes were counted at).
 The ops' counts stay the report's: at P ranks a partitioned optimizer step
 would be 1/P of it, which the prediction leaves as counted.
 
+--calibrate FIXTURE: predicts every run of a calibration fixture (reports of
+a commit that ran on a GPU, with the measured step; scripts/roofline-
+calibrate.sh makes them, tests/fixtures/roofline/) and prints predicted
+against measured; exit 1 when one is off by more than the fixture's
+tolerance (docs/roofline.md, "Calibration").
+
 python3's standard library only.
 """
 import argparse
 import json
 import sys
 
-# Data-sheet numbers (dense, no sparsity), TFLOP/s and GB/s:
+# Data-sheet numbers (dense, no sparsity), TFLOP/s and GB/s; SMs and the
+# boost clock their FP32 peak implies (SMs x 128 FP32 lanes x 2 x clock on
+# Hopper, x 64 on Ampere):
 # H100 SXM5: NVIDIA H100 Tensor Core GPU datasheet (bf16 989.4, TF32 494.7,
 #   FP32 66.9; HBM3 3.35 TB/s; NVLink 4 900 GB/s total = 450 per direction;
-#   PCIe Gen5 x16 64 GB/s per direction).
+#   PCIe Gen5 x16 64 GB/s per direction; 132 SMs, 1.98 GHz).
 # H200 SXM: NVIDIA H200 datasheet (the H100's compute; HBM3e 4.8 TB/s).
 # A100 SXM4 80GB: NVIDIA A100 Tensor Core GPU datasheet (bf16 312, TF32 156,
 #   FP32 19.5; HBM2e 2.039 TB/s; NVLink 3 600 GB/s total = 300 per direction;
-#   PCIe Gen4 x16 32 GB/s per direction).
+#   PCIe Gen4 x16 32 GB/s per direction; 108 SMs, 1.41 GHz).
 GPUS = {
     "h100": {"name": "H100 SXM5", "bf16": 989.4, "tf32": 494.7, "fp32": 66.9, "hbm": 3350.0,
-             "nvlink": 450.0, "pcie": 64.0},
+             "nvlink": 450.0, "pcie": 64.0, "sms": 132, "ghz": 1.98},
     "h200": {"name": "H200 SXM", "bf16": 989.4, "tf32": 494.7, "fp32": 66.9, "hbm": 4800.0,
-             "nvlink": 450.0, "pcie": 64.0},
+             "nvlink": 450.0, "pcie": 64.0, "sms": 132, "ghz": 1.98},
     "a100": {"name": "A100 SXM4 80GB", "bf16": 312.0, "tf32": 156.0, "fp32": 19.5,
-             "hbm": 2039.0, "nvlink": 300.0, "pcie": 32.0},
+             "hbm": 2039.0, "nvlink": 300.0, "pcie": 32.0, "sms": 108, "ghz": 1.41},
 }
-GEMM_EFF = 0.7
-BW_EFF = 0.8
-# fma-class ops (the flash attention: scalar fp32 FFMA, no tensor cores, per
-# docs/gpu-audit.md): their FLOPs at this share of the fp32 peak. Its SASS
-# issues about 3 shared-memory loads per 4 FFMA, so the shared-memory pipe,
-# not the FMA pipe, bounds it near a quarter of the FMA peak
-# (../shared/reference/gpu-audit-2026-12-01.md: >= 20.8 ms a GPT-2 small
-# step at 100% of the peak, about 87 ms as issued).
-FMA_EFF = 0.25
+# The efficiencies, each a share of a data-sheet rate, set from what limits
+# the pipe and not fitted to a measurement (docs/roofline.md, "Roofline v2"):
+# TENSOR_EFF: cuBLAS's GEMMs of GPT-2's shapes; the 8192^3 bf16 GEMM measured
+#   790 of 989 TFLOP/s (80%) on the H100 run of 6380f99, smaller ones less.
+# FMA_EFF: our kernels' scalar FFMA at 8 warps an SM (their 12.5% occupancy):
+#   two warps a scheduler, each a chain of dependent FFMAs of 4 clocks'
+#   latency, issue about every other clock.
+# DRAM_EFF: streaming kernels reach about 80% of HBM's bandwidth.
+# LSU_EFF: L1/shared memory passes one wavefront (128 bytes) a clock per SM.
+# LAUNCH_US: the spacing of back-to-back kernel launches on one stream (no
+#   CUDA graphs): an op cannot finish faster than its launches issue.
+# SYNC_US: a call that blocks the host on the device drains the queue; the
+#   GPU idles for the round trip and the next launch.
+TENSOR_EFF = 0.7
+FMA_EFF = 0.5
+DRAM_EFF = 0.8
+LSU_EFF = 1.0
+LAUNCH_US = 2.5
+SYNC_US = 10.0
 # bytes one rank sends per byte counted (engine/comm/comm.h counts whole buffers)
 RING = {"all_reduce": lambda p: 2 * (p - 1) / p, "reduce_scatter": lambda p: (p - 1) / p,
         "all_gather": lambda p: (p - 1) / p, "broadcast": lambda p: 1.0 if p > 1 else 0.0,
@@ -91,6 +119,15 @@ def load(path):
     if p["steps"] <= 0:
         fail(f"{path}: no step was profiled")
     return p
+
+
+DEVICE_COUNTERS = ("launches", "global_requests", "global_sectors", "global_wavefronts",
+                   "dram_sectors", "shared_requests", "shared_wavefronts",
+                   "shared_bank_conflicts")
+
+
+def nbytes(o):
+    return sum(o["read"].values()) + sum(o["written"].values())
 
 
 def per_step(p):
@@ -129,18 +166,160 @@ def extrapolate(a, b, ma, mb, n):
     return ops, comm
 
 
+def densities(sim, where):
+    """Per op of a ZT_SIM_PERF report: its counters per unit of work (FLOPs for
+    fma ops, counted bytes for the rest), launches and host-blocking calls per
+    call; and the host-blocking calls outside ops per step."""
+    hb = sim.get("host_blocking_calls")
+    if not isinstance(hb, dict):
+        fail(f"{where}: no host_blocking_calls: not a report of the CUDA simulator")
+    d = {}
+    for name, o in sim["ops"].items():
+        if not o["calls"]:
+            continue
+        e = {"hb_per_call": o.get("host_blocking_calls", 0) / o["calls"]}
+        dev = o.get("device")
+        if dev:
+            unit = o["flops"] if o["class"] == "fma" else \
+                sum(o["bytes_read"].values()) + sum(o["bytes_written"].values())
+            e["launches_per_call"] = dev["launches"] / o["calls"]
+            if unit > 0:
+                e.update({k: dev.get(k, 0) / unit for k in DEVICE_COUNTERS if k != "launches"})
+        d[name] = e
+    if not any("launches_per_call" in e for e in d.values()):
+        fail(f"{where}: no op has device counters: run the simulator with ZT_SIM_PERF=1")
+    return d, hb["outside_ops"] / sim["steps"]
+
+
+def predict(ops, comm, p, g, world, comm_on, dens=None):
+    """Each op's predicted time per step: rows [name, calls, flops, dram bytes,
+    wavefronts, launches, host blocks, seconds, bound, measured ms]."""
+    gd = p["gemm_dtype"]
+    gemm_peak = g["bf16"] if gd in ("bf16", "fp16") else g["tf32"] if p["tf32"] else g["fp32"]
+    hbm, pcie = DRAM_EFF * g["hbm"] * 1e9, DRAM_EFF * g["pcie"] * 1e9
+    lsu = LSU_EFF * g["sms"] * g["ghz"] * 1e9
+    dens, outside = dens or ({}, 0.0)
+    rows = []
+    for name, o in ops.items():
+        e = dens.get(name, {})
+        nb = nbytes(o)
+        hb = e.get("hb_per_call", 0.0) * o["calls"]
+        if o["class"] == "transfer":
+            nb = sum(o["read"].values())
+            rows.append([name, o["calls"], o["flops"], nb, 0.0, 0.0, hb,
+                         nb / pcie + hb * SYNC_US * 1e-6, "pcie", o.get("ms")])
+            continue
+        unit = o["flops"] if o["class"] == "fma" else nb
+        dram = max(nb, 32 * e.get("dram_sectors", 0.0) * unit)
+        wav = (e.get("global_wavefronts", 0.0) + e.get("shared_wavefronts", 0.0)) * unit
+        launches = e.get("launches_per_call", 1.0 if name not in ("sync", "check") else 0.0) \
+            * o["calls"]
+        terms = {"dram": dram / hbm, "l1": wav / lsu, "launch": launches * LAUNCH_US * 1e-6}
+        if o["class"] == "matmul":
+            terms["tensor" if gemm_peak != g["fp32"] else "fma"] = \
+                o["flops"] / (TENSOR_EFF * gemm_peak * 1e12)
+        elif o["class"] == "fma":
+            terms["fma"] = o["flops"] / (FMA_EFF * g["fp32"] * 1e12)
+        bound = max(terms, key=terms.get)
+        if terms[bound] == 0 and hb > 0:
+            bound = "sync"
+        t = terms[bound if bound != "sync" else "dram"] + hb * SYNC_US * 1e-6
+        rows.append([name, o["calls"], o["flops"], dram, wav, launches, hb, t, bound, o.get("ms")])
+    if outside > 0:
+        rows.append(["(host syncs between ops)", 0, 0, 0, 0, 0, outside,
+                     outside * SYNC_US * 1e-6, "sync", None])
+    comm_bytes = sum(RING.get(k, lambda q: 1.0)(world) * v for k, v in comm.items()) \
+        if world > 1 else 0.0
+    t_comm = comm_bytes / (g["nvlink"] * 1e9)
+    if comm_on and comm_bytes > 0:
+        rows.append(["collectives (sent over NVLink)", 0, 0, comm_bytes, 0, 0, 0, t_comm,
+                     "nvlink", None])
+    return rows, comm_bytes, t_comm
+
+
+def model_flops(p, micro):
+    m = p["model"]
+    L, C, T, V = m["n_layer"], m["n_embd"], m["block_size"], m["vocab_size"]
+    tokens = micro * p["gradient_accumulation_steps"] * T
+    return (6 * (m["params"] - (V + T) * C) + 12 * L * C * T) * tokens, tokens
+
+
+def check_same_model(p, q, where, keys=("model",)):
+    for k in keys:
+        a, b = p[k], q[k]
+        if k == "model":
+            a, b = a["name"], b["name"]
+        if a != b:
+            fail(f"{where} differs in {k} ({a} and {b})")
+
+
+def scaled_counts(p, p2, n, where):
+    ops, comm = per_step(p)
+    for k in ("gemm_dtype", "tf32", "stage", "world_size", "model",
+              "gradient_accumulation_steps"):
+        if p[k] != p2[k]:
+            fail(f"the two reports differ in {k} ({p[k]} and {p2[k]}): not the same run")
+    if p2["micro_batch_size"] == p["micro_batch_size"]:
+        fail("the two reports have the same micro-batch: nothing to extrapolate from")
+    return extrapolate((ops, comm), per_step(p2), p["micro_batch_size"],
+                       p2["micro_batch_size"], n)
+
+
+def sim_densities(sim, p, where):
+    check_same_model(sim, p, f"--device-counts {where}", ("model", "gemm_dtype", "tf32"))
+    return densities(sim, where)
+
+
+def calibrate(path):
+    try:
+        with open(path) as f:
+            fx = json.load(f)
+    except (OSError, ValueError) as e:
+        fail(f"cannot read calibration fixture {path}: {e}")
+    g, tol = GPUS[fx["gpu"]], fx["tolerance"]
+    print(f"# roofline v2 calibration: {fx['what']}\n")
+    print(f"{g['name']}; the counts of commit {fx['commit']} ({fx['made_by']}); "
+          f"tolerance +-{tol:.0%}. Efficiencies: TENSOR_EFF {TENSOR_EFF}, FMA_EFF {FMA_EFF}, "
+          f"DRAM_EFF {DRAM_EFF}, LSU_EFF {LSU_EFF}, LAUNCH_US {LAUNCH_US}, SYNC_US {SYNC_US}.\n")
+    print("| run | micro | predicted ms | measured ms | predicted / measured | top ops "
+          "(predicted ms, bound) | |")
+    print("|---|---:|---:|---:|---:|---|---|")
+    bad = 0
+    for run in fx["runs"]:
+        p, p2, sim = (fx["profiles"][k] for k in (run["cpu"][0], run["cpu"][1], run["sim"]))
+        ops, comm = scaled_counts(p, p2, run["micro"], run["name"])
+        rows, _, _ = predict(ops, comm, p, g, 1, False, sim_densities(sim, p, run["sim"]))
+        step = sum(r[7] for r in rows)
+        rows.sort(key=lambda r: -r[7])
+        top = ", ".join(f"{r[0]} {r[7] * 1e3:,.0f} ({r[8]})" for r in rows[:3])
+        ratio = step * 1e3 / run["measured_ms"]
+        ok = abs(ratio - 1) <= tol
+        bad += not ok
+        print(f"| {run['name']} | {run['micro']} | {step * 1e3:,.1f} | "
+              f"{run['measured_ms']:,.1f} | {ratio:.2f} | {top} | {'ok' if ok else 'OFF'} |")
+    print(f"\ncalibration_runs {len(fx['runs'])}\ncalibration_off {bad}")
+    sys.exit(1 if bad else 0)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("report")
+    ap.add_argument("report", nargs="?")
     ap.add_argument("report2", nargs="?", help="the same run at another micro-batch")
-    ap.add_argument("--gpu", required=True, choices=sorted(GPUS))
+    ap.add_argument("--gpu", choices=sorted(GPUS))
     ap.add_argument("--scale-batch", type=int, metavar="N",
                     help="predict micro-batch N (needs REPORT2)")
+    ap.add_argument("--device-counts", metavar="SIM",
+                    help="a --profile report of the simulator with ZT_SIM_PERF=1")
     ap.add_argument("--comm", choices=["include", "exclude"], default="include")
     ap.add_argument("--comm-from", metavar="R", help="collective bytes from report R (np > 1)")
     ap.add_argument("--world", type=int, metavar="P", help="predict collectives for P ranks")
     ap.add_argument("--top", type=int, default=0, help="rows of the op table (0: all)")
+    ap.add_argument("--calibrate", metavar="FIXTURE", help="predict a calibration fixture")
     a = ap.parse_args()
+    if a.calibrate:
+        calibrate(a.calibrate)
+    if not a.report or not a.gpu:
+        fail("give REPORT and --gpu (or --calibrate FIXTURE)")
     g = GPUS[a.gpu]
     p = load(a.report)
     ops, comm = per_step(p)
@@ -151,16 +330,9 @@ def main():
                  "give REPORT REPORT2 --scale-batch N")
         if a.scale_batch < 1:
             fail("--scale-batch must be at least 1")
-        p2 = load(a.report2)
-        for k in ("gemm_dtype", "tf32", "stage", "world_size", "model",
-                  "gradient_accumulation_steps"):
-            if p[k] != p2[k]:
-                fail(f"the two reports differ in {k} ({p[k]} and {p2[k]}): not the same run")
-        if p2["micro_batch_size"] == micro:
-            fail("the two reports have the same micro-batch: nothing to extrapolate from")
-        ops, comm = extrapolate((ops, comm), per_step(p2), micro, p2["micro_batch_size"],
-                                a.scale_batch)
+        ops, comm = scaled_counts(p, load(a.report2), a.scale_batch, a.report2)
         micro = a.scale_batch
+    dens = sim_densities(load(a.device_counts), p, a.device_counts) if a.device_counts else None
 
     world = p["world_size"]
     comm_src = f"counted in {a.report} at np {world}"
@@ -183,52 +355,37 @@ def main():
     gd = p["gemm_dtype"]
     gemm_peak = g["bf16"] if gd in ("bf16", "fp16") else g["tf32"] if p["tf32"] else g["fp32"]
     gemm_name = ("bf16/fp16 tensor cores" if gd in ("bf16", "fp16")
-                 else "TF32 tensor cores" if p["tf32"] else "fp32 (no tensor cores)")
-    hbm = BW_EFF * g["hbm"] * 1e9
-    pcie = BW_EFF * g["pcie"] * 1e9
-
-    rows = []
-    for name, o in ops.items():
-        nbytes = sum(o["read"].values()) + sum(o["written"].values())
-        if o["class"] == "transfer":
-            nbytes = sum(o["read"].values())
-            t, bound = nbytes / pcie, "pcie"
-        else:
-            t_mem = nbytes / hbm
-            t_fl = (o["flops"] / (GEMM_EFF * gemm_peak * 1e12) if o["class"] == "matmul"
-                    else o["flops"] / (FMA_EFF * g["fp32"] * 1e12) if o["class"] == "fma"
-                    else 0.0)
-            t, bound = (t_fl, "compute") if t_fl > t_mem else (t_mem, "memory")
-        rows.append([name, o["calls"], o["flops"], nbytes, t, bound, o.get("ms")])
-    comm_bytes = sum(RING.get(k, lambda q: 1.0)(world) * v for k, v in comm.items()) \
-        if world > 1 else 0.0
-    t_comm = comm_bytes / (g["nvlink"] * 1e9)
-    if a.comm == "include" and comm_bytes > 0:
-        rows.append(["collectives (sent over NVLink)", 0, 0, comm_bytes, t_comm, "nvlink", None])
-    step = sum(r[4] for r in rows)
-    tokens = micro * p["gradient_accumulation_steps"] * T
-    model_flops = (6 * (m["params"] - (V + T) * C) + 12 * L * C * T) * tokens
-    mfu = model_flops / (step * g["bf16"] * 1e12) if step > 0 else 0.0
+                 else "TF32 tensor cores" if p["tf32"] else "fp32 FFMA (no tensor cores)")
+    rows, comm_bytes, t_comm = predict(ops, comm, p, g, world, a.comm == "include", dens)
+    step = sum(r[7] for r in rows)
+    mflops, tokens = model_flops(p, micro)
+    mfu = mflops / (step * g["bf16"] * 1e12) if step > 0 else 0.0
 
     scaled = (f"; counts extrapolated to micro-batch {micro} from micro-batches "
               f"{p['micro_batch_size']} and {load(a.report2)['micro_batch_size']}"
               if a.report2 else "")
-    print(f"# roofline: {m['name']} L {L}, C {C}, heads {m['n_head']}, T {T}, V {V}, "
+    print(f"# roofline v2: {m['name']} L {L}, C {C}, heads {m['n_head']}, T {T}, V {V}, "
           f"{m['params']:,} params; micro-batch {micro} x GAS "
           f"{p['gradient_accumulation_steps']}, ZeRO stage {p['stage']}, world {world}, "
           f"GEMM dtype {gd}{scaled}\n")
     print(f"Assumptions ({g['name']}, data sheet): dense bf16 {g['bf16']} TFLOP/s, TF32 "
           f"{g['tf32']}, fp32 {g['fp32']}; HBM {g['hbm'] / 1000:.2f} TB/s; NVLink "
-          f"{g['nvlink']:.0f} GB/s per direction; PCIe {g['pcie']:.0f} GB/s per direction.")
-    print(f"- GEMMs ({gemm_name}): max(FLOPs / ({GEMM_EFF:.0%} x {gemm_peak} TFLOP/s), "
-          f"bytes / ({BW_EFF:.0%} x HBM)).")
-    print(f"- The flash attention (fp32 FFMA, no tensor cores): max(FLOPs / ({FMA_EFF:.0%} x "
-          f"{g['fp32']} TFLOP/s fp32), bytes / ({BW_EFF:.0%} x HBM)).")
-    print(f"- Every other op: its counted bytes / ({BW_EFF:.0%} x HBM); host copies: bytes / "
-          f"({BW_EFF:.0%} x PCIe). Ops run one after another (no overlap).")
-    print("- Bytes are each op's tensor arguments once (its compulsory traffic); "
-          + ("the GEMM operand casts of the CUDA backend's 16-bit path are modelled "
-             "(gemm_operand_cast)." if gd != "fp32" else "fp32 GEMMs read fp32 operands."))
+          f"{g['nvlink']:.0f} GB/s per direction; PCIe {g['pcie']:.0f} GB/s per direction; "
+          f"{g['sms']} SMs at {g['ghz']} GHz.")
+    print(f"- Each op: the largest of its FLOPs at the peak of its pipe (GEMMs: {gemm_name}, "
+          f"{gemm_peak} TFLOP/s x TENSOR_EFF {TENSOR_EFF}; the fma ops, our kernels: "
+          f"{g['fp32']} TFLOP/s fp32 x FMA_EFF {FMA_EFF}), its DRAM bytes at HBM x DRAM_EFF "
+          f"{DRAM_EFF}, its L1 wavefronts at one a clock per SM x LSU_EFF {LSU_EFF}, and its "
+          f"launches x LAUNCH_US {LAUNCH_US}; plus its host-blocking calls x SYNC_US {SYNC_US}. "
+          f"Host copies: bytes / (DRAM_EFF x PCIe). Ops run one after another (no overlap).")
+    if dens:
+        print(f"- Device counts (DRAM sectors, L1 wavefronts, launches, host-blocking calls): "
+              f"the simulator's (ZT_SIM_PERF) from {a.device_counts}, per FLOP (fma ops) or "
+              "per counted byte (the rest); DRAM bytes are at least the op's counted bytes.")
+    else:
+        print("- No device counts (--device-counts): DRAM bytes are each op's tensor "
+              "arguments once (its compulsory traffic), launches its calls; L1 wavefronts and "
+              "host syncs unknown (0): a lower bound for kernels that do not coalesce.")
     if world > 1:
         print(f"- Collectives: {'included' if a.comm == 'include' else 'excluded'}: "
               f"{comm_bytes / 1e9:.3f} GB ({comm_bytes:.0f} bytes) sent per rank per step at "
@@ -237,20 +394,20 @@ def main():
     else:
         print("- Collectives: none (world size 1).")
     print(f"- MFU: model FLOPs per step (6 (params - (V + T) C) + 12 L C T) x {tokens:,} "
-          f"tokens = {model_flops / 1e12:.3f} TFLOP, over predicted time x "
+          f"tokens = {mflops / 1e12:.3f} TFLOP, over predicted time x "
           f"{g['bf16']} TFLOP/s.\n")
     # --profile-time's measured op times, where the counts are this run's own
     timed = bool(p.get("timed")) and not a.report2
+    head = "| op | calls | GFLOP | DRAM GB | L1 Gwavefronts | predicted ms | % of step | bound |"
     if timed:
         print("Measured (--profile-time): each op's wall time on the device that ran, with "
               "the device drained before and after it, per step; a GEMM's includes its "
               "operand casts.\n")
-        print("| op | calls | GFLOP | GB | predicted ms | % of step | bound | measured ms "
-              "| measured / predicted |")
-        print("|---|---:|---:|---:|---:|---:|---|---:|---:|")
+        print(head + " measured ms | measured / predicted |")
+        print("|---|---:|---:|---:|---:|---:|---:|---|---:|---:|")
     else:
-        print("| op | calls | GFLOP | GB | predicted ms | % of step | bound |")
-        print("|---|---:|---:|---:|---:|---:|---|")
+        print(head)
+        print("|---|---:|---:|---:|---:|---:|---:|---|")
 
     def measured(name, ms, t):
         if not timed:
@@ -261,24 +418,25 @@ def main():
             return " | |"
         return f" {ms:,.3f} | {ms / (t * 1e3) if t > 0 else float('inf'):,.2f} |"
 
-    rows.sort(key=lambda r: -r[4])
+    rows.sort(key=lambda r: -r[7])
     shown = rows[:a.top] if a.top > 0 else rows
-    for name, calls, fl, nb, t, bound, ms in shown:
-        print(f"| {name} | {calls:,.0f} | {fl / 1e9:,.1f} | {nb / 1e9:,.3f} | {t * 1e3:,.3f} | "
-              f"{100 * t / step if step else 0:.1f}% | {bound} |" + measured(name, ms, t))
+    for name, calls, fl, nb, wav, _, _, t, bound, ms in shown:
+        print(f"| {name} | {calls:,.0f} | {fl / 1e9:,.1f} | {nb / 1e9:,.3f} | {wav / 1e9:,.3f} | "
+              f"{t * 1e3:,.3f} | {100 * t / step if step else 0:.1f}% | {bound} |" +
+              measured(name, ms, t))
     if len(shown) < len(rows):
         rest = rows[len(shown):]
-        t = sum(r[4] for r in rest)
-        ms = sum(r[6] or 0.0 for r in rest)
+        t = sum(r[7] for r in rest)
+        ms = sum(r[9] or 0.0 for r in rest)
         print(f"| ({len(rest)} more ops) | | | {sum(r[3] for r in rest) / 1e9:,.3f} | "
-              f"{t * 1e3:,.3f} | {100 * t / step if step else 0:.1f}% | |" +
-              measured("", ms, t))
+              f"{sum(r[4] for r in rest) / 1e9:,.3f} | {t * 1e3:,.3f} | "
+              f"{100 * t / step if step else 0:.1f}% | |" + measured("", ms, t))
     print(f"\npredicted_step_ms {step * 1e3:.6g}")
     print(f"predicted_mfu {100 * mfu:.1f}%")
     if a.comm == "exclude" and comm_bytes > 0:
         print(f"excluded_comm_ms {t_comm * 1e3:.3f}")
     if timed:
-        print(f"measured_ops_ms {sum(r[6] or 0.0 for r in rows):.6g}")
+        print(f"measured_ops_ms {sum(r[9] or 0.0 for r in rows):.6g}")
 
 
 if __name__ == "__main__":
