@@ -64,7 +64,9 @@
 #      characters, which counts the same), bf16, micro-batch ROOF_MICRO (16),
 #      ZeRO stages 0 and 3 at np 1, ROOF_STEPS (8) steps with --profile: the
 #      step time scripts/roofline.py predicts from the run's own counts (for
-#      the GPU by nvidia-smi name: h100/h200 or a100; ROOF_GPU overrides)
+#      the GPU by nvidia-smi name: h100/h200 or a100; ROOF_GPU overrides;
+#      ROOF_COUNTS, a ZT_SIM_PERF report of the same kernels, adds roofline
+#      v2's device counters: gpu-lease.sh sets it)
 #      next to the measured median step (CurrSamplesPerSec after the first 2
 #      steps), with both MFUs, into roofline.md; then stage 0 for 3 steps with
 #      --profile-time: each op's measured time next to its prediction
@@ -728,6 +730,10 @@ if want roofline; then
     fi
     rcomm=()
     [ "$rdev" = cuda ] && rcomm=(--comm nccl)
+    # ROOF_COUNTS: a ZT_SIM_PERF report of the same kernels (gpu-lease.sh
+    # prepare makes one): roofline v2's device counters
+    rcounts=()
+    [ -n "${ROOF_COUNTS:-}" ] && rcounts=(--device-counts "$ROOF_COUNTS")
     for s in 0 3; do
         tag=gpt2-bf16-s$s-b$rmicro
         cat >"$RDIR/$tag.cfg.json" <<JSON
@@ -746,7 +752,8 @@ JSON
             fail_part "roofline: zerotrain stage $s failed ($RDIR/$tag.log)"
             continue
         fi
-        $PY scripts/roofline.py "$RDIR/$tag.json" --gpu "$rgpu" >"$RDIR/$tag.roofline.md" ||
+        $PY scripts/roofline.py "$RDIR/$tag.json" --gpu "$rgpu" "${rcounts[@]}" \
+            >"$RDIR/$tag.roofline.md" ||
             fail_part "roofline: scripts/roofline.py failed on $RDIR/$tag.json"
     done
     # Stage 0 again with every op timed: predicted against measured, op by op
@@ -758,7 +765,7 @@ JSON
         --n-layer "$N_LAYER" --n-embd "$N_EMBD" --n-head "$N_HEAD" --block-size "$BLOCK" \
         --activation gelu --dropout 0.1 --steps 3 --device "$rdev" "${rcomm[@]}" \
         --profile-time --report "$RDIR/$tag-timed.json" >"$RDIR/$tag-timed.log" 2>&1; then
-        if $PY scripts/roofline.py "$RDIR/$tag-timed.json" --gpu "$rgpu" --top 15 \
+        if $PY scripts/roofline.py "$RDIR/$tag-timed.json" --gpu "$rgpu" "${rcounts[@]}" --top 15 \
             >"$RDIR/$tag-timed.roofline.md"; then
             sed -n '/^| op |/,$p' "$RDIR/$tag-timed.roofline.md"
         else

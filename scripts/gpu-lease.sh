@@ -10,7 +10,10 @@
 # copies them stripped into DIR with the runtime libraries (gpu-check.sh
 # --pack-deps), tiny shakespeare and the GPT-2 BPE files from ../shared/data,
 # and adds DIR to .git/info/exclude: the folder to name in the device tool's
-# `carry` (about 40 MB).
+# `carry` (about 40 MB); and the device counters roofline v2 predicts with
+# (docs/roofline.md): one GPT-lite step of the same kernels on the CUDA
+# simulator (ZT_SIM_PERF=1; 1 layer, 2 heads of 64, T 1024, the GPT-2 BPE,
+# bf16, micro-batch 1: about 3 minutes) as DIR/sim-counts.json.
 # run: puts the binaries in place and runs gpu-check.sh's parts in the order
 # that matters most when time runs short, each under its own cap: ops (quick),
 # roofline, bench (quick; its table rebuilt when the cap cut it short), stages
@@ -32,7 +35,7 @@ DIR=${2:-.gpu}
 prepare() {
     local data=${ZT_SHARED:-$ROOT/../shared}/data
     [ -f "$data/tinyshakespeare/input.txt" ] || die "no $data/tinyshakespeare/input.txt (set ZT_SHARED)"
-    make --no-print-directory zerotrain build/tests/op-check >/dev/null || die "make failed"
+    make --no-print-directory zerotrain build/tests/op-check sim >/dev/null || die "make failed"
     ldd ./zerotrain | grep -q libcudart || die "./zerotrain is a CPU-only build: no nvcc found"
     rm -rf "$DIR"
     mkdir -p "$DIR/data/tinyshakespeare" "$DIR/data/gpt2-bpe" "$DIR/data/imdb"
@@ -42,6 +45,15 @@ prepare() {
     cp "$data/tinyshakespeare/input.txt" "$DIR/data/tinyshakespeare/"
     [ -d "$data/gpt2-bpe" ] && cp "$data/gpt2-bpe/"* "$DIR/data/gpt2-bpe/"
     [ -f "$data/imdb/imdb-2500.csv" ] && cp "$data/imdb/imdb-2500.csv" "$DIR/data/imdb/"
+    [ "$(id -u)" = 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    printf '%s\n' '{"train_batch_size": 1, "train_micro_batch_size_per_gpu": 1,' \
+        '"optimizer": {"type": "AdamW", "params": {"lr": 3e-4, "weight_decay": 0.01}},' \
+        '"bf16": {"enabled": true}}' >"$DIR/sim-counts.cfg.json"
+    ZT_SIM_PERF=1 mpirun --oversubscribe -np 1 build/sim/zerotrain --config "$DIR/sim-counts.cfg.json" \
+        --model gptlite --data "$data/tinyshakespeare/input.txt" --tokenizer "$data/gpt2-bpe" \
+        --n-layer 1 --n-embd 128 --n-head 2 --block-size 1024 --activation gelu --dropout 0.1 \
+        --steps 1 --device cuda --profile --report "$DIR/sim-counts.json" >"$DIR/sim-counts.log" 2>&1 ||
+        die "the simulator's counting run failed ($DIR/sim-counts.log)"
     local ex
     ex=$(git rev-parse --git-path info/exclude)
     mkdir -p "$(dirname "$ex")"
@@ -56,6 +68,7 @@ run() {
     [ -x "$DIR/zerotrain" ] || die "no $DIR/zerotrain: run 'prepare' where the CUDA toolkit is"
     cp "$DIR/zerotrain" ./zerotrain && mkdir -p build/tests && cp "$DIR/op-check" build/tests/op-check
     export PYTHONUNBUFFERED=1 DATA=$ROOT/$DIR/data/tinyshakespeare/input.txt
+    [ -f "$DIR/sim-counts.json" ] && export ROOF_COUNTS=$ROOT/$DIR/sim-counts.json
     mkdir -p "$res" "$out"
     local kit=(bash scripts/gpu-check.sh --quick --deps "$DIR/gpu-deps.tar.xz" --out "$res")
     t0=$(date +%s)
