@@ -107,13 +107,16 @@ def fail(msg):
     sys.exit(2)
 
 
-def load(path):
+def read_json(path, what):
     try:
         with open(path) as f:
-            r = json.load(f)
+            return json.load(f)
     except (OSError, ValueError) as e:
-        fail(f"cannot read report {path}: {e}")
-    p = r.get("profile")
+        fail(f"cannot read {what} {path}: {e}")
+
+
+def load(path):
+    p = read_json(path, "report").get("profile")
     if not p:
         fail(f"{path} has no profile: run zerotrain with --profile --report FILE")
     if p["steps"] <= 0:
@@ -271,11 +274,7 @@ def sim_densities(sim, p, where):
 
 
 def calibrate(path):
-    try:
-        with open(path) as f:
-            fx = json.load(f)
-    except (OSError, ValueError) as e:
-        fail(f"cannot read calibration fixture {path}: {e}")
+    fx = read_json(path, "calibration fixture")
     g, tol = GPUS[fx["gpu"]], fx["tolerance"]
     print(f"# roofline v2 calibration: {fx['what']}\n")
     print(f"{g['name']}; the counts of commit {fx['commit']} ({fx['made_by']}); "

@@ -98,27 +98,29 @@ bool is_builtin(uintptr_t a)
     return false;
 }
 
-size_t distinct(std::vector<uint64_t> &v)
-{
-    std::sort(v.begin(), v.end());
-    return (size_t)(std::unique(v.begin(), v.end()) - v.begin());
-}
-
-void count_global(state &s, const req &r)
+/* The distinct (1 << shift)-byte units r's accesses touch, sorted, in
+ * s.scratch; their count. */
+size_t units(state &s, const req &r, unsigned shift)
 {
     std::vector<uint64_t> &v = s.scratch;
     v.clear();
     for (uint64_t e : r.acc) {
         uint64_t a = e >> 5, n = e & 31;
-        for (uint64_t x = a >> 5; x <= (a + n - 1) >> 5; x++)
+        for (uint64_t x = a >> shift; x <= (a + n - 1) >> shift; x++)
             v.push_back(x);
     }
-    size_t sectors = distinct(v);
-    v.resize(sectors);
+    std::sort(v.begin(), v.end());
+    v.resize((size_t)(std::unique(v.begin(), v.end()) - v.begin()));
+    return v.size();
+}
+
+void count_global(state &s, const req &r)
+{
+    size_t sectors = units(s, r, 5);
     s.c[C_GREQ]++;
     s.c[C_GSECT] += sectors;
     uint64_t lines = 0, last = UINT64_MAX;
-    for (uint64_t x : v) {
+    for (uint64_t x : s.scratch) {
         s.dram.insert(x);
         if (x >> 2 != last)
             lines++;
@@ -129,18 +131,11 @@ void count_global(state &s, const req &r)
 
 void count_shared(state &s, const req &r)
 {
-    std::vector<uint64_t> &v = s.scratch;
-    v.clear();
-    for (uint64_t e : r.acc) {
-        uint64_t a = e >> 5, n = e & 31;
-        for (uint64_t w = a >> 2; w <= (a + n - 1) >> 2; w++)
-            v.push_back(w);
-    }
-    size_t words = distinct(v);
+    size_t words = units(s, r, 2);
     unsigned per_bank[32] = {};
     unsigned most = 0;
-    for (size_t i = 0; i < words; i++)
-        most = std::max(most, ++per_bank[v[i] & 31]);
+    for (uint64_t w : s.scratch)
+        most = std::max(most, ++per_bank[w & 31]);
     uint64_t ideal = (words + 31) / 32;
     s.c[C_SREQ]++;
     s.c[C_SWAVE] += most;
