@@ -78,8 +78,10 @@ assert on["gemm"]["device"]["global_requests"] == 0, "cuBLAS is not counted acce
 print("ok: per-op device counters of a simulated step")
 PY
 out=$(python3 scripts/roofline.py "$tmp/perf.json" --gpu h100 --device-counts "$tmp/perf.json")
-echo "$out" | grep -q "^| attn_flash_backward | 2 |" || { echo "$out"; fail "roofline v2: no attention row"; }
-echo "$out" | grep -q "LSU_EFF 1.0" || { echo "$out"; fail "roofline v2: efficiencies not printed"; }
+echo "$out" | grep -q "^| attn_flash_backward | 2 |" ||
+    { echo "$out"; fail "roofline v2: no attention row"; }
+echo "$out" | grep -q "LSU_EFF 1.0" ||
+    { echo "$out"; fail "roofline v2: efficiencies not printed"; }
 v2=$(echo "$out" | sed -n 's/^predicted_step_ms //p')
 v1=$(python3 scripts/roofline.py "$tmp/perf.json" --gpu h100 | sed -n 's/^predicted_step_ms //p')
 python3 -c "import sys; a, b = map(float, sys.argv[1:]); assert b > a > 0, (a, b)" "$v1" "$v2" ||

@@ -170,7 +170,8 @@ void zs_perf_access(uintptr_t a, size_t n, bool device, const void *site)
     }
     state &s = *g;
     const unsigned tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
-    const uint64_t block = blockIdx.x + (uint64_t)gridDim.x * (blockIdx.y + (uint64_t)gridDim.y * blockIdx.z);
+    const uint64_t block =
+        blockIdx.x + (uint64_t)gridDim.x * (blockIdx.y + (uint64_t)gridDim.y * blockIdx.z);
     const uint64_t warp = block << 6 | tid / 32;
     if (warp != s.warp) {
         flush_warp(s);
