@@ -72,7 +72,7 @@ ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/%.o) $(CUDA_SRC:%.cu=$(BUILD)/%.o)
 CMD_OBJ    := $(patsubst %.c,$(BUILD)/%.o,$(wildcard cmd/*.c))
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
-TOOLS      := $(BUILD)/tests/comm-check $(BUILD)/tests/quant-dump $(BUILD)/tests/qgz-check $(if $(NVCC),$(BUILD)/tests/op-check)
+TOOLS      := $(BUILD)/tests/comm-check $(BUILD)/tests/quant-dump $(BUILD)/tests/qgz-check $(if $(NVCC),$(BUILD)/tests/op-check $(BUILD)/tests/mma-check)
 
 .PHONY: all deps gpu-audit test unit-test tests run clean toolkit FORCE bench bench-comm bench-check sanitize sanitize-build fuzz fuzz-build sim \
         sim-sanitize
@@ -169,6 +169,13 @@ OP_CHECK_SRC := $(wildcard tests/tools/op_check/*.c)
 $(BUILD)/tests/op-check: $(OP_CHECK_SRC) tests/tools/op_check/op_check.h $(BUILD)/libzt.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $(OP_CHECK_SRC) $(BUILD)/libzt.a $(LDLIBS)
+
+# engine/cuda/mma.cuh's primitives on a GPU against tests/cudasim/sim_test_mma.cu's
+# scalar references (scripts/gpu-lease.sh run starts with it).
+MMA_CHECK_SRC := tests/tools/mma_check.cu tests/cudasim/sim_test_mma.cu
+$(BUILD)/tests/mma-check: $(MMA_CHECK_SRC) tests/cudasim/sim_test.h engine/cuda/mma.cuh
+	@mkdir -p $(dir $@)
+	$(NVCC) $(filter-out -Xptxas -v,$(NVCCFLAGS)) -o $@ $(MMA_CHECK_SRC)
 
 unit-test: $(UNIT_BIN) $(TOOLS)
 # `make tests` would otherwise name the tests/ folder and do nothing.

@@ -14,7 +14,10 @@
 # (docs/roofline.md): one GPT-lite step of the same kernels on the CUDA
 # simulator (ZT_SIM_PERF=1; 1 layer, 2 heads of 64, T 1024, the GPT-2 BPE,
 # bf16, micro-batch 1: about 3 minutes) as DIR/sim-counts.json.
-# run: puts the binaries in place and runs gpu-check.sh's parts in the order
+# run: first build/tests/mma-check (engine/cuda/mma.cuh's tensor-core and
+# async-copy primitives on the hardware against the simulator's scalar
+# references: seconds; its output is mma-check.txt), then puts the binaries
+# in place and runs gpu-check.sh's parts in the order
 # that matters most when time runs short, each under its own cap: ops (quick),
 # roofline, bench (quick; its table rebuilt when the cap cut it short), stages
 # (quick, with what is left of TOTAL). The results go to $OUT (or OUT_DIR):
@@ -35,12 +38,13 @@ DIR=${2:-.gpu}
 prepare() {
     local data=${ZT_SHARED:-$ROOT/../shared}/data
     [ -f "$data/tinyshakespeare/input.txt" ] || die "no $data/tinyshakespeare/input.txt (set ZT_SHARED)"
-    make --no-print-directory zerotrain build/tests/op-check sim >/dev/null || die "make failed"
+    make --no-print-directory zerotrain build/tests/op-check build/tests/mma-check sim >/dev/null ||
+        die "make failed"
     ldd ./zerotrain | grep -q libcudart || die "./zerotrain is a CPU-only build: no nvcc found"
     rm -rf "$DIR"
     mkdir -p "$DIR/data/tinyshakespeare" "$DIR/data/gpt2-bpe" "$DIR/data/imdb"
-    { strip -o "$DIR/zerotrain" ./zerotrain && strip -o "$DIR/op-check" build/tests/op-check; } ||
-        die "strip failed"
+    { strip -o "$DIR/zerotrain" ./zerotrain && strip -o "$DIR/op-check" build/tests/op-check &&
+        strip -o "$DIR/mma-check" build/tests/mma-check; } || die "strip failed"
     bash scripts/gpu-check.sh --pack-deps "$DIR/gpu-deps.tar.xz" >/dev/null || die "--pack-deps failed"
     cp "$data/tinyshakespeare/input.txt" "$DIR/data/tinyshakespeare/"
     [ -d "$data/gpt2-bpe" ] && cp "$data/gpt2-bpe/"* "$DIR/data/gpt2-bpe/"
@@ -71,6 +75,9 @@ run() {
     [ -f "$DIR/sim-counts.json" ] && export ROOF_COUNTS=$ROOT/$DIR/sim-counts.json
     mkdir -p "$res" "$out"
     local kit=(bash scripts/gpu-check.sh --quick --deps "$DIR/gpu-deps.tar.xz" --out "$res")
+    LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/cuda/lib64 timeout 60 "$DIR/mma-check" \
+        >"$out/mma-check.txt" 2>&1
+    echo "gpu-lease: mma-check exit $? ($(tail -1 "$out/mma-check.txt"))"
     t0=$(date +%s)
     since() { echo "gpu-lease: $1 done at $(($(date +%s) - t0)) s"; }
     OPCHECK_TIMEOUT=$((${OPS_T:-130} - 20)) timeout "${OPS_T:-130}" "${kit[@]}" --parts ops

@@ -437,10 +437,13 @@ int main(int argc, char **argv)
         rc = st_nccl_dup();
     else if (!strcmp(c, "perf"))
         rc = st_perf();
+    else if (!strcmp(c, "mma"))
+        rc = st_mma(arg);
     else {
         fprintf(stderr, "usage: sim-test limits | pointer plain|pinned|functor|freed|ok | shared "
                         "| events | race raw|war|waw|copy | illegal | warp exited|divergent | "
-                        "memory | uuid | cublas | nccl | nccl-hang | nccl-dup\n");
+                        "memory | uuid | cublas | nccl | nccl-hang | nccl-dup | perf "
+                        "| mma mma|ldmatrix|cp-async|early|nowait\n");
         return 2;
     }
     printf("%s %s: %s\n", c, arg, rc ? "FAIL" : "ok");

@@ -3,7 +3,7 @@
  * which tests/cudasim/test_sim.sh runs one process per case and judges by
  * exit status and output: sim_test.cu has the runtime and kernel cases,
  * sim_test_lib.cu the cuBLAS and NCCL ones, sim_test_perf.cu the performance
- * counters.
+ * counters, sim_test_mma.cu the warp-level matrix and async-copy primitives.
  *
  * A case returns 0 when everything it checked held; a failed check prints
  * "FAIL: ..." and the case returns 1. Cases that provoke an error the
@@ -44,5 +44,6 @@ int st_nccl(void);
 int st_nccl_hang(void);
 int st_nccl_dup(void);
 int st_perf(void);
+int st_mma(const char *arg);
 
 #endif

@@ -10,7 +10,8 @@
 # cuBLAS; NCCL collectives at np 2, collectives issued in different orders on
 # two communicators, reported instead of hanging, and two ranks on one GPU
 # refused as NCCL does; the performance counters (ZT_SIM_PERF) on patterns
-# counted by hand.
+# counted by hand; mma.sync, ldmatrix and cp.async against scalar references,
+# and cp.async's misuses reported.
 set -eu
 cd "$(dirname "$0")/../.."
 source tests/env.sh
@@ -121,4 +122,12 @@ args=nccl-dup case_is 0 "rank 1: Duplicate GPU detected : rank 1 and rank 0 both
 # The performance counters against hand-counted access patterns; off, nothing.
 args=perf case_is 0 "perf : ok" "shared shared_wavefronts 44" -- ZT_SIM_PERF=1
 args=perf case_is 1 "copy: launches 0, want 1" -- ZT_SIM_PERF=0
+# The warp-level matrix and async-copy primitives (engine/cuda/mma.cuh) against
+# scalar references, and the misuses of cp.async reported.
+args="mma mma" case_is 0 "mma bf16: worst" "mma fp16: worst" "mma mma: ok" -- X=1
+args="mma ldmatrix" case_is 0 "ldmatrix \+ mma \(Q K\^T\)" "mma ldmatrix: ok" -- X=1
+args="mma cp-async" case_is 0 "mma cp-async: ok" -- X=1
+args="mma early" case_is 0 "reads shared memory at 0x[0-9a-f]+ that a cp.async of thread 0 has not landed in" \
+    "mma early: ok" -- X=1
+args="mma nowait" case_is 0 "64 cp.async copies never waited for" "mma nowait: ok" -- X=1
 echo "cudasim: all simulator checks passed"

@@ -28,6 +28,12 @@ __host__ __device__ inline __nv_bfloat16 __float2bfloat16_rn(float x)
     return b;
 }
 
+__host__ __device__ inline __nv_bfloat16 __ushort_as_bfloat16(unsigned short u)
+{
+    __nv_bfloat16 b;
+    b.__x = u;
+    return b;
+}
 __host__ __device__ inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 b) { return b.__x; }
 
 __host__ __device__ inline float __bfloat162float(__nv_bfloat16 b)

@@ -38,6 +38,12 @@ __host__ __device__ inline __half __float2half_rn(float x)
     return h;
 }
 
+__host__ __device__ inline __half __ushort_as_half(unsigned short u)
+{
+    __half h;
+    h.__x = u;
+    return h;
+}
 __host__ __device__ inline unsigned short __half_as_ushort(__half h) { return h.__x; }
 
 __host__ __device__ inline float __half2float(__half h)

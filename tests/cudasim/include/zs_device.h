@@ -194,6 +194,28 @@ inline unsigned int __ballot_sync(unsigned int mask, int pred)
     return zs_vote(mask, pred, ZS_VOTE_BALLOT, "__ballot_sync");
 }
 
+/* ---- warp-level matrix and asynchronous-copy instructions ----
+ * What engine/cuda/mma.cuh's wrappers call under the simulator (the inline
+ * PTX they stand for is there); tests/cudasim/sim/warpmma.cc runs them as the
+ * warp collectives they are, with the PTX ISA's fragment layouts. */
+
+/* mma.sync.aligned.m16n8k16.row.col.f32.{bf16|f16}.{bf16|f16}.f32 by the
+ * whole warp: this lane's fragments of A (4 registers of two 16-bit values),
+ * B (2) and C (4 floats) in, its 4 floats of D = A B + C out. */
+void zs_mma_m16n8k16(float d[4], const uint32_t a[4], const uint32_t b[2], const float c[4],
+                     bool bf16);
+/* ldmatrix.sync.aligned.m8n8.x{num}[.trans].shared.b16 by the whole warp: row
+ * is this lane's row address (lanes 8 j .. 8 j + 7 give matrix j's 8 rows of
+ * 16 bytes); r[j] receives this lane's two elements of matrix j. */
+void zs_ldmatrix(uint32_t *r, int num, bool trans, const void *row);
+/* cp.async.{ca|cg}.shared.global of bytes (4, 8 or 16) from device memory
+ * to shared memory; commit_group; wait_group n (the thread's copies of all
+ * but its n newest committed groups are complete). The copy lands at the
+ * wait: an access to its bytes before then is reported. */
+void zs_cp_async(void *smem, const void *gmem, int bytes);
+void zs_cp_async_commit();
+void zs_cp_async_wait(int n);
+
 /* ---- atomics: the old value, as CUDA's (see the top of the file) ---- */
 
 template <class T> inline T zs_atomic_add(T *p, T v)

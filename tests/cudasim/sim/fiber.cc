@@ -159,6 +159,7 @@ struct fiber_thread {
 struct warp_state {
     uint64_t slot[2][32];
     uint32_t gen;
+    uint32_t ran; /* 1 + the generation whose warp collective has run */
 };
 
 struct block_run {
@@ -375,7 +376,7 @@ bool run_block(block_run &r)
         t.stack = NULL;
     }
     for (int w = 0; w < nw; w++)
-        r.warps[(size_t)w].gen = 0;
+        r.warps[(size_t)w].gen = r.warps[(size_t)w].ran = 0;
     for (;;) {
         for (int w = 0; w < nw && !r.aborted; w++) {
             do {
@@ -397,7 +398,7 @@ bool run_block(block_run &r)
             warp_waiters += s == T_WAIT_WARP;
         }
         if (done == n)
-            return true;
+            return zs_async_block_end(true);
         if (done + at_barrier == n) {
             for (int i = 0; i < n; i++)
                 if (r.threads[(size_t)i].state == T_WAIT_BLOCK)
@@ -509,6 +510,24 @@ uint64_t zs_shfl(unsigned int mask, uint64_t bits, zs_shfl_mode mode, int arg, i
     return g_run->warps[(size_t)(tid >> 5)].slot[gen & 1][src];
 }
 
+/* The lanes wait in exchange() until the last of the mask arrives; the
+ * scheduler then resumes them in lane order, so the first one back runs fn
+ * while every other lane's data is still on its parked stack. */
+void zs_warp_collective(unsigned mask, void *mine, void (*fn)(void *const lanes[32], void *ctx),
+                        void *ctx, const char *what)
+{
+    fiber_thread *t;
+    uint32_t gen = exchange(mask, (uint64_t)(uintptr_t)mine, what, &t);
+    warp_state &w = g_run->warps[(size_t)((t - g_run->threads.data()) >> 5)];
+    if (w.ran == gen + 1)
+        return;
+    void *lanes[32];
+    for (int l = 0; l < 32; l++)
+        lanes[l] = mask >> l & 1 ? (void *)(uintptr_t)w.slot[gen & 1][l] : NULL;
+    fn(lanes, ctx);
+    w.ran = gen + 1;
+}
+
 unsigned int zs_vote(unsigned int mask, int pred, zs_vote_mode mode, const char *what)
 {
     fiber_thread *t;
@@ -578,8 +597,10 @@ bool zs_run_grid(zs_kernel_job &job, dim3 grid, dim3 block, const char *name)
                 blockIdx = uint3{x, y, z};
                 ok = run_block(*r);
             }
-    if (!ok)
+    if (!ok) {
+        zs_async_block_end(false);
         reclaim(*r);
+    }
     r->cur = NULL;
     g_run = NULL;
     return ok;

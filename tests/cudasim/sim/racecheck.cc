@@ -184,6 +184,8 @@ inline void access(const void *p, size_t n, bool write, const void *site)
     uintptr_t a = (uintptr_t)p;
     if (zs_perf_active.load(std::memory_order_relaxed))
         zs_perf_access(a, n, a - zs_dev_lo < zs_dev_span, site);
+    if (zs_async_pending.load(std::memory_order_relaxed))
+        zs_async_access(a, n, write);
     if (a - zs_dev_lo >= zs_dev_span)
         return;
     zs_exec *x = t_exec;
@@ -242,6 +244,8 @@ void zs_exec_begin(zs_exec *x, const zs_op *op, bool kernel)
 void zs_exec_end() { t_exec = NULL; }
 
 zs_exec *zs_exec_current() { return t_exec; }
+
+void zs_kernel_access(const void *p, size_t n, bool write) { access(p, n, write, NULL); }
 
 void zs_race_range(const void *p, size_t n, bool write)
 {

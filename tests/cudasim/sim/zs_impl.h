@@ -267,6 +267,23 @@ void zs_perf_library_call(const char *op);
 size_t zs_max_dynamic_shared(const void *func);
 
 class zs_kernel_job;
+/* A warp collective (warpmma.cc): the lanes of mask arrive with a pointer to
+ * their own data; once all are in, fn runs once with every lane's pointer
+ * (NULL outside the mask) while they wait, then they go on. */
+void zs_warp_collective(unsigned mask, void *mine, void (*fn)(void *const lanes[32], void *ctx),
+                        void *ctx, const char *what);
+/* cp.async copies not yet waited for: the access hooks then call
+ * zs_async_access, which reports an access to their bytes (warpmma.cc). */
+extern std::atomic<int> zs_async_pending;
+void zs_async_access(uintptr_t a, size_t n, bool write);
+/* At the end of a block: copies never waited for are forgotten, and with
+ * report, reported (the kernel fails: false). */
+bool zs_async_block_end(bool report);
+/* A kernel's access to device memory [p, p + n) made by the simulator on its
+ * behalf (a cp.async's source): the bounds and race checks of the access
+ * hooks (racecheck.cc). */
+void zs_kernel_access(const void *p, size_t n, bool write);
+
 /* Runs the grid block by block; false when a thread faulted or the block's
  * threads could not all finish (a barrier misused): the device then has a
  * sticky error and the message was printed. */
