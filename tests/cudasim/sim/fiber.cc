@@ -560,6 +560,18 @@ void zs_kernel_abort()
     __builtin_unreachable();
 }
 
+unsigned zs_thread_in_block()
+{
+    return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+}
+
+extern "C" char __bss_start[], _end[];
+
+bool zs_in_shared(uintptr_t a, size_t n)
+{
+    return a >= (uintptr_t)__bss_start && a + n <= (uintptr_t)_end;
+}
+
 std::string zs_kernel_where()
 {
     if (!g_run || !g_run->cur)

@@ -43,7 +43,6 @@
 #include <unordered_map>
 #include <unordered_set>
 
-extern "C" char __bss_start[], _end[];
 extern uint3 threadIdx, blockIdx, blockDim, gridDim;
 
 extern "C" void zt_profile_device_counts(const char *op, const char *const *names,
@@ -164,12 +163,12 @@ void zs_perf_access(uintptr_t a, size_t n, bool device, const void *site)
         return;
     bool shared = false;
     if (!device) {
-        if (a < (uintptr_t)__bss_start || a >= (uintptr_t)_end || is_builtin(a))
+        if (!zs_in_shared(a, n) || is_builtin(a))
             return;
         shared = true;
     }
     state &s = *g;
-    const unsigned tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    const unsigned tid = zs_thread_in_block();
     const uint64_t block =
         blockIdx.x + (uint64_t)gridDim.x * (blockIdx.y + (uint64_t)gridDim.y * blockIdx.z);
     const uint64_t warp = block << 6 | tid / 32;

@@ -42,8 +42,7 @@
 
 #include <unordered_map>
 
-extern "C" char __bss_start[], _end[];
-extern uint3 threadIdx, blockIdx, blockDim;
+extern uint3 blockIdx;
 
 std::atomic<int> zs_async_pending;
 
@@ -55,14 +54,6 @@ namespace {
     zs_fault(x->device, cudaErrorLaunchFailure);
     zs_report("%s at %s: %s", x->op->what.c_str(), zs_kernel_where().c_str(), why.c_str());
     zs_kernel_abort();
-}
-
-unsigned thread_id() { return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z); }
-
-bool in_shared(const void *p, size_t n)
-{
-    uintptr_t a = (uintptr_t)p;
-    return a >= (uintptr_t)__bss_start && a + n <= (uintptr_t)_end;
 }
 
 /* ---- mma.sync.m16n8k16 ---- */
@@ -196,9 +187,9 @@ void zs_ldmatrix(uint32_t *r, int num, bool trans, const void *row)
                                     {{1, true}, {1, true}, {2, true}, {2, true}, {4, true}}};
     if (num != 1 && num != 2 && num != 4)
         fail(zs_format("ldmatrix.x%d: x1, x2 or x4 only", num));
-    const unsigned lane = thread_id() % 32;
+    const unsigned lane = zs_thread_in_block() % 32;
     if (lane < 8u * (unsigned)num) {
-        if ((uintptr_t)row % 16 || !in_shared(row, 16))
+        if ((uintptr_t)row % 16 || !zs_in_shared((uintptr_t)row, 16))
             fail(zs_format("ldmatrix: lane %u's row address %p is not 16 bytes of shared memory "
                            "at a 16-byte boundary",
                            lane, row));
@@ -218,14 +209,14 @@ void zs_cp_async(void *smem, const void *gmem, int bytes)
     if ((uintptr_t)smem % (unsigned)bytes || (uintptr_t)gmem % (unsigned)bytes)
         fail(zs_format("cp.async of %d bytes from %p to %p: both must be %d-byte aligned", bytes,
                        gmem, smem, bytes));
-    if (!in_shared(smem, (size_t)bytes))
+    if (!zs_in_shared((uintptr_t)smem, (size_t)bytes))
         fail(zs_format("cp.async to %p: not shared memory", smem));
     if ((uintptr_t)gmem - zs_dev_lo >= zs_dev_span)
         fail(zs_format("cp.async from %p: not device memory", gmem));
     zs_kernel_access(gmem, (size_t)bytes, false);
     zs_async_access((uintptr_t)smem, (size_t)bytes, true);
     async_state &s = async();
-    const unsigned tid = thread_id();
+    const unsigned tid = zs_thread_in_block();
     s.copies[tid].push_back(copy{s.committed[tid], static_cast<uint8_t *>(smem),
                                  static_cast<const uint8_t *>(gmem), bytes});
     for (int o = 0; o < bytes; o += 4)
@@ -233,12 +224,12 @@ void zs_cp_async(void *smem, const void *gmem, int bytes)
     zs_async_pending.fetch_add(1, std::memory_order_relaxed);
 }
 
-void zs_cp_async_commit() { async().committed[thread_id()]++; }
+void zs_cp_async_commit() { async().committed[zs_thread_in_block()]++; }
 
 void zs_cp_async_wait(int n)
 {
     async_state &s = async();
-    const unsigned tid = thread_id();
+    const unsigned tid = zs_thread_in_block();
     const uint64_t done = s.committed[tid];
     auto it = s.copies.find(tid);
     if (it == s.copies.end())

@@ -293,5 +293,11 @@ bool zs_run_grid(zs_kernel_job &job, dim3 grid, dim3 block, const char *name);
 [[noreturn]] void zs_kernel_abort();
 /* "block (1, 0, 0) thread (33, 0, 0)" of the running thread, or "". */
 std::string zs_kernel_where();
+/* The running thread's index in its block (x fastest), for the kernels'
+ * helpers (perf.cc, warpmma.cc). */
+unsigned zs_thread_in_block();
+/* Whether [a, a + n) is __shared__ memory: `static` in the simulator
+ * (zs_device.h), so the executable's .bss. */
+bool zs_in_shared(uintptr_t a, size_t n);
 
 #endif
