@@ -84,12 +84,15 @@ typedef struct {
  * (64 queries by all their keys) and the size of their scratch. */
 #define ZT_ATTN_FLASH_TILE 64
 
-/* Scratch floats attn_flash_forward/backward need: two (tile, t) blocks per
- * (sample, head) pair, so every pair runs on its own; linear in t. */
-static inline int64_t zt_attn_flash_work_numel(int64_t n, int64_t h, int64_t t)
+/* Scratch floats attn_flash_forward/backward need for heads of size hs:
+ * the CPU's two (tile, t) blocks per (sample, head) pair, so every pair runs
+ * on its own, or the CUDA tensor-core backward's row sums and fp32 dQ
+ * accumulator, (hs + 1) floats a row, whichever is more; linear in t. */
+static inline int64_t zt_attn_flash_work_numel(int64_t n, int64_t h, int64_t t, int64_t hs)
 {
     int64_t tile = t < ZT_ATTN_FLASH_TILE ? t : ZT_ATTN_FLASH_TILE;
-    return n * h * 2 * tile * t;
+    int64_t per_row = 2 * tile > hs + 1 ? 2 * tile : hs + 1;
+    return n * h * per_row * t;
 }
 
 /* torch.optim.SGD semantics. */
@@ -310,7 +313,7 @@ struct zt_backend {
      *   y(s, i, hh) = sum_j drop(p)_j v_j   into y (n * t, c), heads side by side,
      *   lse(s, hh, i) = log sum_j exp(scale q_i . k_j)   into lse (n, h, t).
      * A row with no allowed key gets y = 0 and lse = 0. No (t, t) tensor is
-     * stored: `work` holds at least zt_attn_flash_work_numel(n, h, t) floats of
+     * stored: `work` holds at least zt_attn_flash_work_numel(n, h, t, hs) floats of
      * scratch. Softmax in float32; each output from one fixed order of sums.
      * qkv, y (dt); lse, work fp32. */
     void (*attn_flash_forward)(const zt_backend *be, zt_dtype dt, void *y, float *lse,

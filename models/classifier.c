@@ -116,7 +116,7 @@ static void layer_view_init(layer_view *v, const zt_unit *u, const void *params,
     v->act = zt_layer_take(&s, dt, n * th);
     v->z2 = s;
     void *w = work;
-    v->w_att = zt_layer_take_f32(&w, n * zt_attention_work_numel(t, v->heads, v->unfused));
+    v->w_att = zt_layer_take_f32(&w, n * zt_attention_work_numel(t, v->e, v->heads, v->unfused));
     v->w_z = zt_layer_take(&w, dt, n * te);
     v->w_t = zt_layer_take(&w, dt, n * te);
     v->w_h = zt_layer_take(&w, dt, n * th);
@@ -247,7 +247,7 @@ void zt_classifier_layer(zt_unit *u, const char *name, int64_t max_len, int64_t 
     int64_t stats = 4 * t + zt_attention_saved_numel(t, heads, unfused_attention);
     u->saved_numel = 7 * t * e + 2 * t * hidden +
                      (unfused_attention ? stats : zt_layer_stats_room(stats, ZT_BF16));
-    u->work_numel = 7 * t * e + t * hidden + zt_attention_work_numel(t, heads, unfused_attention);
+    u->work_numel = 7 * t * e + t * hidden + zt_attention_work_numel(t, e, heads, unfused_attention);
     if (!gelu) /* the count above holds hid, which only GELU keeps */
         u->saved_numel -= t * hidden;
     float lin_e = 1.0f / sqrtf((float)e), lin_h = 1.0f / sqrtf((float)hidden);

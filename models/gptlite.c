@@ -119,7 +119,7 @@ static void block_view_init(block_view *v, const zt_unit *u, const void *params,
         v->fch = zt_layer_take(&s, dt, n * t * v->f);
     v->fca = s;
     void *w = work;
-    v->w_att = zt_layer_take_f32(&w, n * zt_attention_work_numel(t, v->heads, v->unfused));
+    v->w_att = zt_layer_take_f32(&w, n * zt_attention_work_numel(t, v->c, v->heads, v->unfused));
     v->w_f = zt_layer_take(&w, dt, n * t * v->f);
     v->w_c1 = zt_layer_take(&w, dt, n * tc);
     v->w_c2 = zt_layer_take(&w, dt, n * tc);
@@ -144,7 +144,7 @@ static int64_t block_saved_numel(int64_t t, int64_t c, int64_t heads, int64_t f,
 
 static int64_t block_work_numel(int64_t t, int64_t c, int64_t heads, int64_t f, bool unfused)
 {
-    return t * f + 3 * t * c + zt_attention_work_numel(t, heads, unfused) + 3 * t * c;
+    return t * f + 3 * t * c + zt_attention_work_numel(t, c, heads, unfused) + 3 * t * c;
 }
 
 static void block_forward(const zt_unit *u, const zt_backend *be, const void *params,

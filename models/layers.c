@@ -122,9 +122,9 @@ int64_t zt_attention_saved_numel(int64_t t, int64_t heads, bool unfused)
     return unfused ? heads * t * t : heads * t;
 }
 
-int64_t zt_attention_work_numel(int64_t t, int64_t heads, bool unfused)
+int64_t zt_attention_work_numel(int64_t t, int64_t c, int64_t heads, bool unfused)
 {
-    return unfused ? heads * t * t : zt_attn_flash_work_numel(1, heads, t);
+    return unfused ? heads * t * t : zt_attn_flash_work_numel(1, heads, t, c / heads);
 }
 
 static void attention_unfused_forward(const zt_backend *be, float *y, float *att, float *work,

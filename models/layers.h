@@ -93,9 +93,9 @@ const void *zt_layer_dropped(const zt_backend *be, zt_dtype dt, void *dst, const
  * log-sum-exp of the fused path, or the (H, t, t) probabilities of the
  * unfused one. */
 int64_t zt_attention_saved_numel(int64_t t, int64_t heads, bool unfused);
-/* Its scratch per sample: the fused ops' tiles (linear in t), or one more
- * (H, t, t) tensor unfused. */
-int64_t zt_attention_work_numel(int64_t t, int64_t heads, bool unfused);
+/* Its scratch per sample at width c: the fused ops' tiles (linear in t), or
+ * one more (H, t, t) tensor unfused. */
+int64_t zt_attention_work_numel(int64_t t, int64_t c, int64_t heads, bool unfused);
 
 /* y(rows, C) = concat over heads of drop(softmax(scale Q K^T, masks)) V with
  * Q, K, V the column blocks of qkv (rows, 3C). Fused (the default): one

@@ -42,8 +42,7 @@
  * Memory: ops allocate nothing; backward uses n * h * t floats of `work`.
  * Collective: none.
  */
-#include "engine/cuda/cuda_nn.cuh"
-#include "engine/rng.h"
+#include "engine/cuda/cuda_flash.cuh"
 
 #include <type_traits>
 
@@ -51,41 +50,6 @@
 #define FL_TILE 32   /* rows per staged tile at most */
 #define FL_SMEM 4096 /* floats per staged tile */
 #define FL_COLS 128  /* output columns a wide-path block accumulates */
-
-typedef struct {
-    int64_t n, h, t, c, hs, ld; /* ld = 3c, the row stride of qkv and dqkv */
-    float scale;
-    bool causal;
-    const int32_t *lengths;
-    /* dropout: p == 0 draws nothing */
-    float p, dscale;
-    uint64_t seed, site;
-    int64_t step, key_b, key_c;
-    const uint64_t *row_keys;
-    int tile;    /* rows per staged tile */
-    bool staged; /* tiles fit FL_SMEM (the host picks the wide kernels by it) */
-} fl_geom;
-
-static __device__ int64_t fl_allowed(const fl_geom &g, int64_t s, int64_t i)
-{
-    int64_t a = g.causal ? i + 1 : g.t;
-    return g.lengths ? min_i64(a, (int64_t)g.lengths[s]) : a;
-}
-
-static __device__ uint64_t fl_drop_key(const fl_geom &g, int64_t s)
-{
-    return zt_rng_mix(zt_rng_mix(zt_dropout_row_seed(g.seed, g.site, g.step, g.row_keys[s])));
-}
-
-/* The dropout factor of element (s, hh, i, j): 0 or dscale (1 without dropout). */
-static __device__ float fl_kept(const fl_geom &g, uint64_t key, int64_t hh, int64_t i, int64_t j)
-{
-    if (g.p == 0.0f)
-        return 1.0f;
-    uint64_t ctr = (uint64_t)((hh * g.key_b + i) * g.key_c + j);
-    float u = (float)(zt_rng_mix(key ^ ctr) >> 40) * (1.0f / 16777216.0f);
-    return u >= g.p ? g.dscale : 0.0f;
-}
 
 /* a . b over n elements of a tensor of A and one of B. */
 template <zt_dtype A, zt_dtype B>
@@ -667,6 +631,11 @@ static void cuda_attn_flash_forward(const zt_backend *be, zt_dtype dt, void *y, 
         return;
     fl_geom g = fl_geom_of(n, h, t, c, scale, causal, lengths, drop);
     cudaStream_t st = impl->stream;
+    if (flash_mma_fits(dt, g, qkv, y)) {
+        flash_mma_forward(st, dt, g, y, lse, qkv);
+        nn_record(be, "attn_flash_forward");
+        return;
+    }
     with_dtype(dt, [&](auto tag) {
         constexpr zt_dtype T = decltype(tag)::value;
         raw_t<T> *yt = static_cast<raw_t<T> *>(y);
@@ -696,6 +665,11 @@ static void cuda_attn_flash_backward(const zt_backend *be, zt_dtype dt, void *dq
         return;
     fl_geom g = fl_geom_of(n, h, t, c, scale, causal, lengths, drop);
     cudaStream_t st = impl->stream;
+    if (flash_mma_fits(dt, g, qkv, dy) && aligned16(y) && aligned16(dqkv)) {
+        flash_mma_backward(st, dt, g, dqkv, dy, y, lse, work, qkv);
+        nn_record(be, "attn_flash_backward");
+        return;
+    }
     with_dtype(dt, [&](auto tag) {
         constexpr zt_dtype T = decltype(tag)::value;
         using R = raw_t<T>;

@@ -125,7 +125,7 @@ static void run_case(const zt_backend *be, const flash_case *fc)
     float *qkv = xmalloc_floats(N * T * 3 * C), *dy = xmalloc_floats(N * T * C);
     fill_uniform(qkv, N * T * 3 * C, -1.5f, 1.5f);
     fill_uniform(dy, N * T * C, -1, 1);
-    int64_t wn = zt_attn_flash_work_numel(N, H, T);
+    int64_t wn = zt_attn_flash_work_numel(N, H, T, HS);
     float *work = xmalloc_floats(wn), *y = xmalloc_floats(N * T * C);
     float *lse = xmalloc_floats(N * H * T), *dqkv = xmalloc_floats(N * T * 3 * C);
     /* Stale values everywhere: the ops must assign every output. */
@@ -221,7 +221,7 @@ static void test_flash_matches_three_ops(void **state)
                          .b = T, .c = T, .key_b = KEY, .key_c = KEY, .p = 0.25f};
     float *qkv = xmalloc_floats(N * T * 3 * C), *y = xmalloc_floats(N * T * C);
     float *y3 = xmalloc_floats(N * T * C), *lse = xmalloc_floats(N * H * T);
-    float *work = xmalloc_floats(zt_attn_flash_work_numel(N, H, T));
+    float *work = xmalloc_floats(zt_attn_flash_work_numel(N, H, T, HS));
     float *att = xmalloc_floats(N * H * T * T);
     fill_uniform(qkv, N * T * 3 * C, -1, 1);
     be->attn_flash_forward(be, ZT_F32, y, lse, work, qkv, N, H, T, C, scale, true, NULL, &d);
@@ -258,7 +258,7 @@ static void check_flash_typed(const zt_backend *be, zt_dtype dt, const flash_cas
     int64_t nq = TN * TT * 3 * TC, ny = TN * TT * TC, nl = TN * TH * TT;
     float *qkv = xmalloc_floats(nq), *dy = xmalloc_floats(ny), *y = xmalloc_floats(ny);
     float *lse = xmalloc_floats(nl), *lse16 = xmalloc_floats(nl), *dqkv = xmalloc_floats(nq);
-    float *work = xmalloc_floats(zt_attn_flash_work_numel(TN, TH, TT));
+    float *work = xmalloc_floats(zt_attn_flash_work_numel(TN, TH, TT, TC / TH));
     fill_uniform(qkv, nq, -1, 1);
     fill_uniform(dy, ny, -1, 1);
     uint16_t *qkv16 = to_dt(dt, qkv, nq), *dy16 = to_dt(dt, dy, ny);

@@ -31,6 +31,10 @@
 /* Typed cases: one unit in the last place of a 16-bit output's dtype. */
 #define THR_ULP_BF16 1e-2
 #define THR_ULP_FP16 2e-3
+/* Tensor-core attention (`mag`): 3u + u^2 with u = 2^-8 (bf16), 2^-11 (fp16)
+ * plus fp32 accumulation (ops_flash_mma.c). */
+#define THR_ATTN_BF16 1.2e-2
+#define THR_ATTN_FP16 2e-3
 
 /* The CUDA backend's GEMM settings, each a backend of its own. */
 typedef struct {
@@ -206,6 +210,8 @@ void typed_layernorm_forward(void);
 void typed_layernorm_backward(void);
 void typed_residual_layernorm(void);
 void typed_attn_flash(void);
+/* ops_flash_mma.c: the tensor-core shapes */
+void typed_attn_flash_mma(void);
 void typed_dropout(void);
 void typed_sinusoid_add(void);
 void typed_mean_pool(void);

@@ -54,7 +54,7 @@ static void flash_case(const flash_shape *a)
     float *hqkv = oc_rand_f32(rows * 3 * c, -1.5f, 1.5f), *hdy = oc_rand_f32(rows * c, -1, 1);
     float *hy = oc_filled(rows * c, NAN), *hl = oc_filled(n * h * t, NAN);
     float *hd = oc_filled(rows * 3 * c, NAN);
-    int64_t wn = zt_attn_flash_work_numel(n, h, t);
+    int64_t wn = zt_attn_flash_work_numel(n, h, t, a->hs);
     float *hw = oc_filled(wn, NAN);
     pair keys = oc_pair_new(hkeys, (size_t)n * sizeof *hkeys);
     pair len = oc_pair_new(hlen, hlen ? (size_t)n * sizeof *hlen : 0);
@@ -107,4 +107,5 @@ void op_attn_flash(void)
         if (!oc.quick || !flash_shapes[s].big)
             flash_case(&flash_shapes[s]);
     typed_attn_flash();
+    typed_attn_flash_mma();
 }

@@ -260,7 +260,7 @@ static void typed_flash_case(zt_dtype dt, size_t s)
     const int64_t n = typed_flash_shapes[s].n, h = typed_flash_shapes[s].h;
     const int64_t t = typed_flash_shapes[s].t, hs = typed_flash_shapes[s].hs;
     const bool causal = typed_flash_shapes[s].causal;
-    const int64_t c = h * hs, rows = n * t, nl = n * h * t, wn = zt_attn_flash_work_numel(n, h, t);
+    const int64_t c = h * hs, rows = n * t, nl = n * h * t, wn = zt_attn_flash_work_numel(n, h, t, hs);
     const float scale = 1.0f / sqrtf((float)hs), p = typed_flash_shapes[s].p;
     uint64_t hkeys[8];
     for (int64_t i = 0; i < n; i++)

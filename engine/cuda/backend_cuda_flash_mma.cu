@@ -1,0 +1,491 @@
+/*
+ * backend_cuda_flash_mma: the tensor-core path of the fused attention ops
+ * (attn_flash_forward, attn_flash_backward; engine/backend.h) for bf16 and
+ * fp16 at head sizes 64 and 128, the FlashAttention-2 schedule on
+ * engine/cuda/mma.cuh's mma.sync m16n8k16, ldmatrix and cp.async. Other head
+ * sizes and fp32 keep backend_cuda_flash.cu's scalar kernels.
+ *
+ *   forward:  a block of 4 warps owns 64 query rows of one (sample, head),
+ *             16 per warp, its Q fragments in registers; K and V tiles of BN
+ *             keys are double-buffered in shared memory by cp.async (the next
+ *             tile in flight while this one is used); S = Q K^T and O += P V
+ *             on tensor cores, the online softmax on S's accumulator
+ *             fragments in registers (a row's four lanes reduce by shuffles),
+ *             P rounded to the dtype as the A operand of P V; y and the O(t)
+ *             log-sum-exp written last.
+ *   backward: D = rowsum(dy * y) by a warp a row (coalesced), which also
+ *             clears dQ's fp32 accumulator; then one kernel whose block owns
+ *             BN keys (16 a warp, dK and dV accumulated in registers) and
+ *             walks the query tiles that see them: S^T = K Q^T and
+ *             dP^T = V dO^T, recomputed once, P^T from the saved lse,
+ *             dV += P^T dO, dK += dS^T Q on tensor cores; dS goes through
+ *             shared memory so that the block's warps add dQ += dS K for the
+ *             tile into the fp32 accumulator with atomics (FA2's schedule:
+ *             one recomputation of the scores); a last pass rounds dQ.
+ *
+ * Grid x is (sample, head) pairs, y the row blocks, so batch times heads has
+ * no 65,535 limit. Causal forward blocks run the longest rows first.
+ *
+ * Shared memory rows are padded by 8 elements (16 bytes), so the 8 rows an
+ * ldmatrix reads fall in distinct banks. Tiles past the sequence are zero
+ * filled, so masked products never meet uninitialised memory.
+ *
+ * Numerics (docs/gpu-results.md's tolerances): products of 16-bit operands
+ * are exact in the fp32 accumulators; the differences from the CPU are the
+ * order of the fp32 additions, P and dS rounded to the dtype as tensor-core
+ * operands, and dQ's atomic fp32 sums, whose order is the arrival order:
+ * dQ can differ between runs in the last bits before its rounding (y, lse,
+ * dK and dV are deterministic). The keyed dropout is the scalar path's.
+ *
+ * Memory: nothing is allocated; backward uses n h t (hs + 1) floats of
+ * `work` (D, then the dQ accumulator (n t, c)). Collective: none.
+ */
+#include "engine/cuda/cuda_flash.cuh"
+#include "engine/cuda/mma.cuh"
+
+namespace {
+
+/* Tile shapes by head size: LDS the padded row stride (elements) of every
+ * shared tile; the forward's BN keys a tile; the backward's BWARPS warps
+ * owning 16 keys each, over query tiles of BBM rows. Each block's static
+ * shared memory stays under 48 KB and its registers under 255 a thread
+ * without spills (docs/gpu-audit.md). */
+template <int HD> struct fm {
+    static_assert(HD == 64 || HD == 128, "tensor-core attention has head sizes 64 and 128");
+    static constexpr int LDS = HD + 8;
+    static constexpr int FWARPS = 4, FBM = 16 * FWARPS, FBN = HD <= 64 ? 64 : 32;
+    static constexpr int BWARPS = HD <= 64 ? 4 : 2, BBN = 16 * BWARPS, BBM = 16 * BWARPS;
+};
+
+constexpr unsigned FM_FULL = 0xffffffffu;
+
+/* Two fp32 values rounded to T, packed as an mma operand register: the
+ * lower-numbered element in the low half. */
+template <zt_dtype T> __device__ __forceinline__ uint32_t fm_pack(float lo, float hi)
+{
+    return (uint32_t)elem<T>::narrow(lo) | ((uint32_t)elem<T>::narrow(hi) << 16);
+}
+
+/* The pair of 16-bit elements at p (4-byte aligned), or zeros. */
+__device__ __forceinline__ uint32_t fm_load_pair(const uint16_t *p, bool valid)
+{
+    return valid ? *reinterpret_cast<const uint32_t *>(p) : 0u;
+}
+
+__device__ __forceinline__ void fm_store_pair(uint16_t *p, uint32_t v)
+{
+    *reinterpret_cast<uint32_t *>(p) = v;
+}
+
+/* `rows` rows of HD elements from src (row stride ld) into the tile dst
+ * (row stride LDS), the first `valid` by cp.async, the rest zeros, with the
+ * whole block (nthreads). The caller commits and waits. */
+template <int HD>
+__device__ __forceinline__ void fm_load_tile(uint16_t *dst, const uint16_t *src, int64_t ld,
+                                             int rows, int64_t valid, int nthreads)
+{
+    constexpr int CH = HD / 8; /* 16-byte chunks a row */
+    for (int e = threadIdx.x; e < rows * CH; e += nthreads) {
+        const int r = e / CH, cc = e % CH;
+        uint16_t *d = dst + r * fm<HD>::LDS + cc * 8;
+        if (r < valid)
+            zt_cp_async<16>(d, src + r * ld + cc * 8);
+        else
+            *reinterpret_cast<uint4 *>(d) = make_uint4(0u, 0u, 0u, 0u);
+    }
+}
+
+/* acc[nb] += A (16 x 16k, fragments a[k]) times B^T, B's 8 rows a block
+ * (nb) of a row-major tile (rows of the tile are B's columns: ldmatrix
+ * without .trans), k over the HD / 16 steps of the tile's columns. */
+template <int HD, int NB, bool BF16>
+__device__ __forceinline__ void fm_mma_abt(float (&acc)[NB][4], const uint32_t (&a)[HD / 16][4],
+                                           const uint16_t *tile, int lane)
+{
+    constexpr int LDS = fm<HD>::LDS;
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; kk += 2)
+#pragma unroll
+        for (int nb = 0; nb < NB; nb++) {
+            uint32_t b[4];
+            zt_ldmatrix<4, false>(b, tile + (nb * 8 + lane % 8) * LDS + kk * 16 + (lane / 8) * 8);
+            zt_mma_16816<BF16>(acc[nb], a[kk], b, acc[nb]);
+            zt_mma_16816<BF16>(acc[nb], a[kk + 1], b + 2, acc[nb]);
+        }
+}
+
+/* acc[nw] (16 x 8 NW) += A (16 x 16 KS: fragments a) times B, B the first
+ * 16 KS rows and the 8 NW columns from 8 c0 of a row-major tile (row stride
+ * LD; k along its rows: ldmatrix .trans). */
+template <int LD, int KS, int NW, bool BF16>
+__device__ __forceinline__ void fm_mma_ab(float (&acc)[NW][4], const uint32_t (&a)[KS][4],
+                                          const uint16_t *tile, int c0, int lane)
+{
+    static_assert(NW % 2 == 0, "ldmatrix x4 feeds two column blocks");
+#pragma unroll
+    for (int kk = 0; kk < KS; kk++)
+#pragma unroll
+        for (int nw = 0; nw < NW; nw += 2) {
+            uint32_t b[4];
+            zt_ldmatrix<4, true>(b, tile + (kk * 16 + lane % 8 + 8 * ((lane / 8) & 1)) * LD +
+                                        (c0 + nw) * 8 + 8 * (lane / 16));
+            zt_mma_16816<BF16>(acc[nw], a[kk], b, acc[nw]);
+            zt_mma_16816<BF16>(acc[nw + 1], a[kk], b + 2, acc[nw + 1]);
+        }
+}
+
+/* The A fragments of a (16 x 16 KS) product held as accumulators c[2 KS]
+ * (16 x 8 blocks): the C layout of two adjacent blocks is the A layout of
+ * their 16 columns, rounded to T. */
+template <zt_dtype T, int KS>
+__device__ __forceinline__ void fm_to_a(uint32_t (&a)[KS][4], const float (&c)[2 * KS][4])
+{
+#pragma unroll
+    for (int kk = 0; kk < KS; kk++) {
+        a[kk][0] = fm_pack<T>(c[2 * kk][0], c[2 * kk][1]);
+        a[kk][1] = fm_pack<T>(c[2 * kk][2], c[2 * kk][3]);
+        a[kk][2] = fm_pack<T>(c[2 * kk + 1][0], c[2 * kk + 1][1]);
+        a[kk][3] = fm_pack<T>(c[2 * kk + 1][2], c[2 * kk + 1][3]);
+    }
+}
+
+/* A fragments of rows r0 .. r0 + 15 of a row-major tile (row stride LD),
+ * its first W columns. */
+template <int W, int LD>
+__device__ __forceinline__ void fm_frag_rows(uint32_t (&a)[W / 16][4], const uint16_t *tile, int r0,
+                                             int lane)
+{
+#pragma unroll
+    for (int kk = 0; kk < W / 16; kk++)
+        zt_ldmatrix<4, false>(a[kk], tile + (r0 + lane % 8 + 8 * ((lane / 8) & 1)) * LD +
+                                         kk * 16 + 8 * (lane / 16));
+}
+
+/* ---- forward ---- */
+
+template <int HD, zt_dtype T>
+__global__ void __launch_bounds__(32 * fm<HD>::FWARPS)
+    flash_fwd_mma(fl_geom g, uint16_t *y, float *lse, const uint16_t *__restrict__ qkv)
+{
+    constexpr int BM = fm<HD>::FBM, BN = fm<HD>::FBN, LDS = fm<HD>::LDS, KS = HD / 16;
+    constexpr int NB = BN / 8, ND = HD / 8, NT = 32 * fm<HD>::FWARPS;
+    constexpr bool BF16 = T == ZT_BF16;
+    __shared__ uint4 smem[4 * BN * LDS / 8]; // K and V, two buffers each
+    uint16_t *const sk0 = reinterpret_cast<uint16_t *>(smem), *const sv0 = sk0 + 2 * BN * LDS;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gq = lane / 4, tq = lane % 4;
+    const int64_t pair = blockIdx.x, s = pair / g.h, hh = pair % g.h;
+    const int64_t i0 = (int64_t)(gridDim.y - 1 - blockIdx.y) * BM; // longest rows first
+    const int64_t rw[2] = {i0 + warp * 16 + gq, i0 + warp * 16 + gq + 8}; // this lane's rows
+    const int64_t kmax = fl_allowed(g, s, min_i64(i0 + BM, g.t) - 1);    // block-uniform
+    int64_t al[2];
+    for (int r = 0; r < 2; r++)
+        al[r] = rw[r] < g.t ? fl_allowed(g, s, rw[r]) : 0;
+    const uint16_t *q = qkv + s * g.t * g.ld + hh * g.hs, *k = q + g.c, *v = q + 2 * g.c;
+    const uint64_t key = g.p > 0.0f ? fl_drop_key(g, s) : 0;
+    uint32_t qf[KS][4]; // the warp's 16 rows of Q as A fragments, read once
+#pragma unroll
+    for (int kk = 0; kk < KS; kk++)
+#pragma unroll
+        for (int x = 0; x < 4; x++) {
+            const int64_t r = rw[x & 1];
+            qf[kk][x] = fm_load_pair(q + (r < g.t ? r : 0) * g.ld + kk * 16 + 8 * (x / 2) + 2 * tq,
+                                     r < g.t);
+        }
+    float o[ND][4] = {}, m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    const int64_t ntiles = (kmax + BN - 1) / BN;
+    if (ntiles > 0) {
+        fm_load_tile<HD>(sk0, k, g.ld, BN, min_i64(BN, kmax), NT);
+        fm_load_tile<HD>(sv0, v, g.ld, BN, min_i64(BN, kmax), NT);
+        zt_cp_async_commit();
+    }
+    for (int64_t jt = 0; jt < ntiles; jt++) {
+        const int b = (int)(jt & 1) * BN * LDS; // this tile's buffer; the other's at BN LDS - b
+        const int64_t j0 = jt * BN;
+        if (jt + 1 < ntiles) {
+            const int64_t jn = j0 + BN;
+            const int nb = BN * LDS - b;
+            fm_load_tile<HD>(sk0 + nb, k + jn * g.ld, g.ld, BN, min_i64(BN, kmax - jn), NT);
+            fm_load_tile<HD>(sv0 + nb, v + jn * g.ld, g.ld, BN, min_i64(BN, kmax - jn), NT);
+            zt_cp_async_commit();
+            zt_cp_async_wait<1>();
+        } else {
+            zt_cp_async_wait<0>();
+        }
+        __syncthreads();
+        float sc[NB][4] = {}; // (16, BN) scores of the warp's rows
+        fm_mma_abt<HD, NB, BF16>(sc, qf, sk0 + b, lane);
+        float mx[2] = {m[0], m[1]};
+#pragma unroll
+        for (int nb = 0; nb < NB; nb++)
+#pragma unroll
+            for (int x = 0; x < 4; x++) {
+                const int64_t j = j0 + nb * 8 + 2 * tq + (x & 1);
+                sc[nb][x] = j < al[x / 2] ? g.scale * sc[nb][x] : -INFINITY;
+                mx[x / 2] = fmaxf(mx[x / 2], sc[nb][x]);
+            }
+        float base[2], corr[2];
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(FM_FULL, mx[r], 1));
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(FM_FULL, mx[r], 2));
+            base[r] = mx[r] == -INFINITY ? 0.0f : mx[r]; // nothing allowed yet: p = 0
+            corr[r] = expf(m[r] - base[r]);             // 0 on the first tile (m = -inf)
+            m[r] = mx[r];
+            l[r] *= corr[r];
+        }
+#pragma unroll
+        for (int nb = 0; nb < NB; nb++)
+#pragma unroll
+            for (int x = 0; x < 4; x++) {
+                float e = expf(sc[nb][x] - base[x / 2]);
+                l[x / 2] += e;
+                if (g.p > 0.0f && e > 0.0f)
+                    e *= fl_kept(g, key, hh, rw[x / 2], j0 + nb * 8 + 2 * tq + (x & 1));
+                sc[nb][x] = e;
+            }
+#pragma unroll
+        for (int nd = 0; nd < ND; nd++)
+#pragma unroll
+            for (int x = 0; x < 4; x++)
+                o[nd][x] *= corr[x / 2];
+        uint32_t pa[BN / 16][4];
+        fm_to_a<T, BN / 16>(pa, sc);
+        fm_mma_ab<LDS, BN / 16, ND, BF16>(o, pa, sv0 + b, 0, lane);
+        __syncthreads(); // buffer b is refilled by the next iteration but one
+    }
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        l[r] += __shfl_xor_sync(FM_FULL, l[r], 1);
+        l[r] += __shfl_xor_sync(FM_FULL, l[r], 2);
+        if (rw[r] >= g.t)
+            continue;
+        /* A row with no allowed key: y = 0, lse = 0. */
+        const float inv = al[r] > 0 ? 1.0f / l[r] : 0.0f;
+        uint16_t *yr = y + (s * g.t + rw[r]) * g.c + hh * g.hs + 2 * tq;
+#pragma unroll
+        for (int nd = 0; nd < ND; nd++)
+            fm_store_pair(yr + nd * 8, fm_pack<T>(o[nd][2 * r] * inv, o[nd][2 * r + 1] * inv));
+        if (tq == 0)
+            lse[pair * g.t + rw[r]] = al[r] > 0 ? m[r] + logf(l[r]) : 0.0f;
+    }
+}
+
+/* ---- backward ---- */
+
+/* D(s, hh, i) = dy_i . y_i into dd (n, h, t), a warp a row (lanes over the
+ * head's columns, then a shuffle tree), and row (s, i)'s columns of head hh
+ * in dQ's accumulator cleared. */
+template <zt_dtype T>
+__global__ void flash_rowdot_mma(fl_geom g, float *dd, float *dq_acc, const uint16_t *__restrict__ dy,
+                                 const uint16_t *__restrict__ y)
+{
+    const int64_t total = g.n * g.h * g.t, warps = (int64_t)gridDim.x * blockDim.x / 32;
+    const int lane = threadIdx.x % 32;
+    for (int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32; r < total; r += warps) {
+        const int64_t s = r / (g.h * g.t), hh = r / g.t % g.h, i = r % g.t;
+        const int64_t off = (s * g.t + i) * g.c + hh * g.hs;
+        float acc = 0.0f;
+        for (int64_t d = lane; d < g.hs; d += 32) {
+            acc = fmaf(elem<T>::widen(dy[off + d]), elem<T>::widen(y[off + d]), acc);
+            dq_acc[off + d] = 0.0f;
+        }
+#pragma unroll
+        for (int w = 16; w > 0; w /= 2)
+            acc += __shfl_xor_sync(FM_FULL, acc, w);
+        if (lane == 0)
+            dd[r] = acc;
+    }
+}
+
+template <int HD, zt_dtype T>
+__global__ void __launch_bounds__(32 * fm<HD>::BWARPS)
+    flash_bwd_mma(fl_geom g, uint16_t *dqkv, float *dq_acc, const uint16_t *__restrict__ dy,
+                  const float *__restrict__ lse, const float *__restrict__ dd,
+                  const uint16_t *__restrict__ qkv)
+{
+    constexpr int BN = fm<HD>::BBN, BM = fm<HD>::BBM, LDS = fm<HD>::LDS, KS = HD / 16;
+    constexpr int NQ = BM / 8, ND = HD / 8, NT = 32 * fm<HD>::BWARPS, LDD = BN + 8;
+    constexpr bool BF16 = T == ZT_BF16;
+    __shared__ uint4 smem[(2 * BN + 2 * BM) * LDS / 8 + BM * LDD / 8];
+    __shared__ float slse[BM], sdd[BM];
+    uint16_t *sk = reinterpret_cast<uint16_t *>(smem), *sv = sk + BN * LDS;
+    uint16_t *sq = sv + BN * LDS, *sdo = sq + BM * LDS, *sds = sdo + BM * LDS; // sds: (BM, BN) dS
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gq = lane / 4, tq = lane % 4;
+    const int64_t pair = blockIdx.x, s = pair / g.h, hh = pair % g.h;
+    const int64_t j0 = (int64_t)blockIdx.y * BN;
+    const int64_t kw[2] = {j0 + warp * 16 + gq, j0 + warp * 16 + gq + 8}; // this lane's keys
+    const uint16_t *q = qkv + s * g.t * g.ld + hh * g.hs, *k = q + g.c, *v = q + 2 * g.c;
+    const uint16_t *dys = dy + s * g.t * g.c + hh * g.hs;
+    float *dqs = dq_acc + s * g.t * g.c + hh * g.hs;
+    const float *ls = lse + pair * g.t, *ds = dd + pair * g.t;
+    const int64_t len = g.lengths ? g.lengths[s] : g.t;
+    const uint64_t key = g.p > 0.0f ? fl_drop_key(g, s) : 0;
+    fm_load_tile<HD>(sk, k + j0 * g.ld, g.ld, BN, min_i64(BN, g.t - j0), NT);
+    fm_load_tile<HD>(sv, v + j0 * g.ld, g.ld, BN, min_i64(BN, g.t - j0), NT);
+    zt_cp_async_commit();
+    float dk[ND][4] = {}, dv[ND][4] = {};
+    /* Block-uniform: queries before the first key see none of it (causal),
+     * and keys at or past the length are seen by no query. */
+    const int64_t start = j0 >= len ? g.t : (g.causal ? j0 / BM * BM : 0);
+    for (int64_t i0 = start; i0 < g.t; i0 += BM) {
+        const int64_t rows = min_i64(BM, g.t - i0);
+        __syncthreads(); // the previous tile's Q, dO, lse, D and dS are done
+        fm_load_tile<HD>(sq, q + i0 * g.ld, g.ld, BM, rows, NT);
+        fm_load_tile<HD>(sdo, dys + i0 * g.c, g.c, BM, rows, NT);
+        zt_cp_async_commit();
+        for (int r = threadIdx.x; r < BM; r += NT) {
+            slse[r] = r < rows ? ls[i0 + r] : 0.0f;
+            sdd[r] = r < rows ? ds[i0 + r] : 0.0f;
+        }
+        zt_cp_async_wait<0>();
+        __syncthreads();
+        uint32_t ka[KS][4];
+        float st[NQ][4] = {}, dpt[NQ][4] = {}; // (16 keys, BM queries): S^T and dP^T
+        fm_frag_rows<HD, LDS>(ka, sk, warp * 16, lane);
+        fm_mma_abt<HD, NQ, BF16>(st, ka, sq, lane);
+        fm_frag_rows<HD, LDS>(ka, sv, warp * 16, lane);
+        fm_mma_abt<HD, NQ, BF16>(dpt, ka, sdo, lane);
+        uint32_t pa[BM / 16][4]; // P^T with dropout, rounded: dV's A operand
+#pragma unroll
+        for (int nq = 0; nq < NQ; nq++)
+#pragma unroll
+            for (int x = 0; x < 4; x += 2) {
+                float pd[2];
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int ic = nq * 8 + 2 * tq + e;
+                    const int64_t i = i0 + ic, j = kw[x / 2];
+                    const bool seen = i < g.t && j < len && (!g.causal || j <= i);
+                    const float p = seen ? expf(g.scale * st[nq][x + e] - slse[ic]) : 0.0f;
+                    const float kept = g.p > 0.0f && seen ? fl_kept(g, key, hh, i, j) : 1.0f;
+                    pd[e] = p * kept;
+                    st[nq][x + e] = g.scale * p * (dpt[nq][x + e] * kept - sdd[ic]); // dS^T
+                }
+                /* fm_to_a's placement: blocks 2 kk and 2 kk + 1 make A's kk. */
+                pa[nq / 2][2 * (nq % 2) + x / 2] = fm_pack<T>(pd[0], pd[1]);
+            }
+        fm_mma_ab<LDS, BM / 16, ND, BF16>(dv, pa, sdo, 0, lane);
+        fm_to_a<T, BM / 16>(pa, st);
+        fm_mma_ab<LDS, BM / 16, ND, BF16>(dk, pa, sq, 0, lane);
+        /* dS (BM queries, BN keys) for the block's dQ: this warp's 16 keys. */
+#pragma unroll
+        for (int nq = 0; nq < NQ; nq++)
+#pragma unroll
+            for (int x = 0; x < 4; x += 2) {
+                /* S^T's element (key gq + 8 (x / 2), query nq * 8 + 2 tq + (x & 1)). */
+                const int kc = warp * 16 + gq + 8 * (x / 2), ic = nq * 8 + 2 * tq;
+                sds[ic * LDD + kc] = elem<T>::narrow(st[nq][x]);
+                sds[(ic + 1) * LDD + kc] = elem<T>::narrow(st[nq][x + 1]);
+            }
+        __syncthreads();
+        /* dQ of the warp's 16 queries += dS K over the block's BN keys, in
+         * windows of 32 columns, added into the accumulator. */
+        uint32_t sa[BN / 16][4];
+        fm_frag_rows<BN, LDD>(sa, sds, warp * 16, lane);
+#pragma unroll
+        for (int c0 = 0; c0 < ND; c0 += 4) {
+            float dq[4][4] = {};
+            fm_mma_ab<LDS, BN / 16, 4, BF16>(dq, sa, sk, c0, lane);
+#pragma unroll
+            for (int x = 0; x < 4; x++) {
+                const int64_t i = i0 + warp * 16 + gq + 8 * (x / 2);
+                if (i < g.t)
+#pragma unroll
+                    for (int nd = 0; nd < 4; nd++)
+                        atomicAdd(dqs + i * g.c + (c0 + nd) * 8 + 2 * tq + (x & 1), dq[nd][x]);
+            }
+        }
+    }
+    zt_cp_async_wait<0>(); // K and V, when no query sees these keys
+    uint16_t *dks = dqkv + s * g.t * g.ld + g.c + hh * g.hs;
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        if (kw[r] >= g.t)
+            continue;
+        uint16_t *dkr = dks + kw[r] * g.ld + 2 * tq, *dvr = dkr + g.c;
+#pragma unroll
+        for (int nd = 0; nd < ND; nd++) {
+            fm_store_pair(dkr + nd * 8, fm_pack<T>(dk[nd][2 * r], dk[nd][2 * r + 1]));
+            fm_store_pair(dvr + nd * 8, fm_pack<T>(dv[nd][2 * r], dv[nd][2 * r + 1]));
+        }
+    }
+}
+
+/* dQ's accumulator (n t, c) rounded to T into dqkv's Q columns. */
+template <zt_dtype T>
+__global__ void flash_dq_round(fl_geom g, uint16_t *dqkv, const float *__restrict__ dq_acc)
+{
+    const int64_t total = g.n * g.t * g.c;
+    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total;
+         e += (int64_t)gridDim.x * blockDim.x)
+        dqkv[e / g.c * g.ld + e % g.c] = elem<T>::narrow(dq_acc[e]);
+}
+
+template <int HD, zt_dtype T>
+void fm_forward(cudaStream_t st, const fl_geom &g, uint16_t *y, float *lse, const uint16_t *qkv)
+{
+    dim3 grid((unsigned)(g.n * g.h), (unsigned)((g.t + fm<HD>::FBM - 1) / fm<HD>::FBM));
+    ZT_LAUNCH(grid, 32 * fm<HD>::FWARPS, 0, st, flash_fwd_mma<HD, T>)(g, y, lse, qkv);
+}
+
+template <int HD, zt_dtype T>
+void fm_backward(cudaStream_t st, const fl_geom &g, uint16_t *dqkv, float *dq_acc,
+                 const uint16_t *dy, const float *lse, const float *dd, const uint16_t *qkv)
+{
+    dim3 grid((unsigned)(g.n * g.h), (unsigned)((g.t + fm<HD>::BBN - 1) / fm<HD>::BBN));
+    ZT_LAUNCH(grid, 32 * fm<HD>::BWARPS, 0, st, flash_bwd_mma<HD, T>)
+    (g, dqkv, dq_acc, dy, lse, dd, qkv);
+}
+
+/* A grid-stride grid of about `items` threads, capped at 8 waves of a large GPU. */
+unsigned fm_grid(int64_t items, int threads)
+{
+    return (unsigned)min_i64((items + threads - 1) / threads, 8 * 132 * 8);
+}
+
+} // namespace
+
+bool flash_mma_fits(zt_dtype dt, const fl_geom &g, const void *qkv, const void *rows_c)
+{
+    return (dt == ZT_BF16 || dt == ZT_F16) && (g.hs == 64 || g.hs == 128) && aligned16(qkv) &&
+           aligned16(rows_c);
+}
+
+void flash_mma_forward(cudaStream_t st, zt_dtype dt, const fl_geom &g, void *y, float *lse,
+                       const void *qkv)
+{
+    with_dtype(dt, [&](auto tag) {
+        constexpr zt_dtype T = decltype(tag)::value;
+        if constexpr (T != ZT_F32) {
+            uint16_t *yt = static_cast<uint16_t *>(y);
+            const uint16_t *qt = static_cast<const uint16_t *>(qkv);
+            if (g.hs == 64)
+                fm_forward<64, T>(st, g, yt, lse, qt);
+            else
+                fm_forward<128, T>(st, g, yt, lse, qt);
+        }
+    });
+}
+
+void flash_mma_backward(cudaStream_t st, zt_dtype dt, const fl_geom &g, void *dqkv,
+                        const void *dy, const void *y, const float *lse, float *work,
+                        const void *qkv)
+{
+    with_dtype(dt, [&](auto tag) {
+        constexpr zt_dtype T = decltype(tag)::value;
+        if constexpr (T != ZT_F32) {
+            uint16_t *d = static_cast<uint16_t *>(dqkv);
+            const uint16_t *gy = static_cast<const uint16_t *>(dy);
+            const uint16_t *qt = static_cast<const uint16_t *>(qkv);
+            float *dd = work, *dq_acc = work + g.n * g.h * g.t;
+            const int64_t rows = g.n * g.h * g.t;
+            ZT_LAUNCH(fm_grid(32 * rows, 256), 256, 0, st, flash_rowdot_mma<T>)
+            (g, dd, dq_acc, gy, static_cast<const uint16_t *>(y));
+            if (g.hs == 64)
+                fm_backward<64, T>(st, g, d, dq_acc, gy, lse, dd, qt);
+            else
+                fm_backward<128, T>(st, g, d, dq_acc, gy, lse, dd, qt);
+            ZT_LAUNCH(fm_grid(g.n * g.t * g.c, 256), 256, 0, st, flash_dq_round<T>)(g, d, dq_acc);
+        }
+    });
+}
