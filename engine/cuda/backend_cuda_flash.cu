@@ -598,6 +598,7 @@ static fl_geom fl_geom_of(int64_t n, int64_t h, int64_t t, int64_t c, float scal
     g.n = n, g.h = h, g.t = t, g.c = c, g.hs = c / h, g.ld = 3 * c;
     g.scale = scale, g.causal = causal, g.lengths = lengths;
     g.p = drop->p, g.dscale = drop->p > 0.0f ? 1.0f / (1.0f - drop->p) : 1.0f;
+    g.keep_min = (uint32_t)ceilf(drop->p * 16777216.0f);
     g.seed = drop->seed, g.site = drop->site, g.step = drop->step;
     g.key_b = drop->key_b, g.key_c = drop->key_c, g.row_keys = drop->row_keys;
     g.staged = g.hs <= FL_SMEM;

@@ -59,6 +59,8 @@ template <int HD> struct fm {
 
 constexpr unsigned FM_FULL = 0xffffffffu;
 
+__device__ __forceinline__ int64_t max_i64(int64_t a, int64_t b) { return a > b ? a : b; }
+
 /* Two fp32 values rounded to T, packed as an mma operand register: the
  * lower-numbered element in the low half. */
 template <zt_dtype T> __device__ __forceinline__ uint32_t fm_pack(float lo, float hi)
@@ -77,16 +79,19 @@ __device__ __forceinline__ void fm_store_pair(uint16_t *p, uint32_t v)
     *reinterpret_cast<uint32_t *>(p) = v;
 }
 
-/* `rows` rows of HD elements from src (row stride ld) into the tile dst
- * (row stride LDS), the first `valid` by cp.async, the rest zeros, with the
- * whole block (nthreads). The caller commits and waits. */
-template <int HD>
+/* ROWS rows of HD elements from src (row stride ld) into the tile dst (row
+ * stride LDS), the first `valid` by cp.async, the rest zeros, with the
+ * whole block of NT threads (a fixed number of 16-byte chunks each). The
+ * caller commits and waits. */
+template <int HD, int ROWS, int NT>
 __device__ __forceinline__ void fm_load_tile(uint16_t *dst, const uint16_t *src, int64_t ld,
-                                             int rows, int64_t valid, int nthreads)
+                                             int64_t valid)
 {
     constexpr int CH = HD / 8; /* 16-byte chunks a row */
-    for (int e = threadIdx.x; e < rows * CH; e += nthreads) {
-        const int r = e / CH, cc = e % CH;
+    static_assert(ROWS * CH % NT == 0, "every thread copies the same number of chunks");
+#pragma unroll
+    for (int it = 0; it < ROWS * CH / NT; it++) {
+        const int e = (int)threadIdx.x + it * NT, r = e / CH, cc = e % CH;
         uint16_t *d = dst + r * fm<HD>::LDS + cc * 8;
         if (r < valid)
             zt_cp_async<16>(d, src + r * ld + cc * 8);
@@ -136,16 +141,16 @@ __device__ __forceinline__ void fm_mma_ab(float (&acc)[NW][4], const uint32_t (&
 
 /* The A fragments of a (16 x 16 KS) product held as accumulators c[2 KS]
  * (16 x 8 blocks): the C layout of two adjacent blocks is the A layout of
- * their 16 columns, rounded to T. */
-template <zt_dtype T, int KS>
+ * their 16 columns, rounded to bf16 (BF16) or fp16. */
+template <bool BF16, int KS>
 __device__ __forceinline__ void fm_to_a(uint32_t (&a)[KS][4], const float (&c)[2 * KS][4])
 {
 #pragma unroll
     for (int kk = 0; kk < KS; kk++) {
-        a[kk][0] = fm_pack<T>(c[2 * kk][0], c[2 * kk][1]);
-        a[kk][1] = fm_pack<T>(c[2 * kk][2], c[2 * kk][3]);
-        a[kk][2] = fm_pack<T>(c[2 * kk + 1][0], c[2 * kk + 1][1]);
-        a[kk][3] = fm_pack<T>(c[2 * kk + 1][2], c[2 * kk + 1][3]);
+        a[kk][0] = zt_pack_rn<BF16>(c[2 * kk][0], c[2 * kk][1]);
+        a[kk][1] = zt_pack_rn<BF16>(c[2 * kk][2], c[2 * kk][3]);
+        a[kk][2] = zt_pack_rn<BF16>(c[2 * kk + 1][0], c[2 * kk + 1][1]);
+        a[kk][3] = zt_pack_rn<BF16>(c[2 * kk + 1][2], c[2 * kk + 1][3]);
     }
 }
 
@@ -163,8 +168,16 @@ __device__ __forceinline__ void fm_frag_rows(uint32_t (&a)[W / 16][4], const uin
 
 /* ---- forward ---- */
 
+constexpr float FM_LOG2E = 1.4426950408889634f;
+
+/* The dropout counter of element (row i, key 0) of head hh. */
+__device__ __forceinline__ uint64_t fm_row_ctr(const fl_geom &g, int64_t hh, int64_t i)
+{
+    return (uint64_t)((hh * g.key_b + i) * g.key_c);
+}
+
 template <int HD, zt_dtype T>
-__global__ void __launch_bounds__(32 * fm<HD>::FWARPS)
+__global__ void __launch_bounds__(32 * fm<HD>::FWARPS, 2)
     flash_fwd_mma(fl_geom g, uint16_t *y, float *lse, const uint16_t *__restrict__ qkv)
 {
     constexpr int BM = fm<HD>::FBM, BN = fm<HD>::FBN, LDS = fm<HD>::LDS, KS = HD / 16;
@@ -181,7 +194,10 @@ __global__ void __launch_bounds__(32 * fm<HD>::FWARPS)
     for (int r = 0; r < 2; r++)
         al[r] = rw[r] < g.t ? fl_allowed(g, s, rw[r]) : 0;
     const uint16_t *q = qkv + s * g.t * g.ld + hh * g.hs, *k = q + g.c, *v = q + 2 * g.c;
-    const uint64_t key = g.p > 0.0f ? fl_drop_key(g, s) : 0;
+    const bool drop = g.p > 0.0f;
+    const uint64_t key = drop ? fl_drop_key(g, s) : 0;
+    const uint64_t ctr[2] = {drop ? fm_row_ctr(g, hh, rw[0]) : 0, drop ? fm_row_ctr(g, hh, rw[1]) : 0};
+    const float sl2 = g.scale * FM_LOG2E; // exp(scale x) = exp2(sl2 x)
     uint32_t qf[KS][4]; // the warp's 16 rows of Q as A fragments, read once
 #pragma unroll
     for (int kk = 0; kk < KS; kk++)
@@ -191,11 +207,13 @@ __global__ void __launch_bounds__(32 * fm<HD>::FWARPS)
             qf[kk][x] = fm_load_pair(q + (r < g.t ? r : 0) * g.ld + kk * 16 + 8 * (x / 2) + 2 * tq,
                                      r < g.t);
         }
+    /* m: the running maximum of the unscaled scores (scale > 0 keeps the
+     * order); l: this lane's part of the row sums. */
     float o[ND][4] = {}, m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
     const int64_t ntiles = (kmax + BN - 1) / BN;
     if (ntiles > 0) {
-        fm_load_tile<HD>(sk0, k, g.ld, BN, min_i64(BN, kmax), NT);
-        fm_load_tile<HD>(sv0, v, g.ld, BN, min_i64(BN, kmax), NT);
+        fm_load_tile<HD, BN, NT>(sk0, k, g.ld, min_i64(BN, kmax));
+        fm_load_tile<HD, BN, NT>(sv0, v, g.ld, min_i64(BN, kmax));
         zt_cp_async_commit();
     }
     for (int64_t jt = 0; jt < ntiles; jt++) {
@@ -204,32 +222,38 @@ __global__ void __launch_bounds__(32 * fm<HD>::FWARPS)
         if (jt + 1 < ntiles) {
             const int64_t jn = j0 + BN;
             const int nb = BN * LDS - b;
-            fm_load_tile<HD>(sk0 + nb, k + jn * g.ld, g.ld, BN, min_i64(BN, kmax - jn), NT);
-            fm_load_tile<HD>(sv0 + nb, v + jn * g.ld, g.ld, BN, min_i64(BN, kmax - jn), NT);
+            fm_load_tile<HD, BN, NT>(sk0 + nb, k + jn * g.ld, g.ld, min_i64(BN, kmax - jn));
+            fm_load_tile<HD, BN, NT>(sv0 + nb, v + jn * g.ld, g.ld, min_i64(BN, kmax - jn));
             zt_cp_async_commit();
             zt_cp_async_wait<1>();
         } else {
             zt_cp_async_wait<0>();
         }
         __syncthreads();
-        float sc[NB][4] = {}; // (16, BN) scores of the warp's rows
+        float sc[NB][4] = {}; // (16, BN) unscaled scores of the warp's rows
         fm_mma_abt<HD, NB, BF16>(sc, qf, sk0 + b, lane);
+        /* Keys at or past a row's allowed count are masked: tile-local
+         * indices against 32-bit limits (nothing allowed: <= 0). */
+        const int lim[2] = {(int)max_i64(-1, min_i64(BN, al[0] - j0)),
+                            (int)max_i64(-1, min_i64(BN, al[1] - j0))};
         float mx[2] = {m[0], m[1]};
 #pragma unroll
         for (int nb = 0; nb < NB; nb++)
 #pragma unroll
             for (int x = 0; x < 4; x++) {
-                const int64_t j = j0 + nb * 8 + 2 * tq + (x & 1);
-                sc[nb][x] = j < al[x / 2] ? g.scale * sc[nb][x] : -INFINITY;
+                if (nb * 8 + 2 * tq + (x & 1) >= lim[x / 2])
+                    sc[nb][x] = -INFINITY;
                 mx[x / 2] = fmaxf(mx[x / 2], sc[nb][x]);
             }
-        float base[2], corr[2];
+        float nbase[2], corr[2];
 #pragma unroll
         for (int r = 0; r < 2; r++) {
             mx[r] = fmaxf(mx[r], __shfl_xor_sync(FM_FULL, mx[r], 1));
             mx[r] = fmaxf(mx[r], __shfl_xor_sync(FM_FULL, mx[r], 2));
-            base[r] = mx[r] == -INFINITY ? 0.0f : mx[r]; // nothing allowed yet: p = 0
-            corr[r] = expf(m[r] - base[r]);             // 0 on the first tile (m = -inf)
+            /* Nothing allowed yet: p = 0 against base 0; corr is 0 on the
+             * first tile (m = -inf). */
+            nbase[r] = mx[r] == -INFINITY ? 0.0f : -mx[r] * sl2;
+            corr[r] = exp2f(fmaf(m[r], sl2, nbase[r]));
             m[r] = mx[r];
             l[r] *= corr[r];
         }
@@ -237,10 +261,12 @@ __global__ void __launch_bounds__(32 * fm<HD>::FWARPS)
         for (int nb = 0; nb < NB; nb++)
 #pragma unroll
             for (int x = 0; x < 4; x++) {
-                float e = expf(sc[nb][x] - base[x / 2]);
+                float e = exp2f(fmaf(sc[nb][x], sl2, nbase[x / 2]));
                 l[x / 2] += e;
-                if (g.p > 0.0f && e > 0.0f)
-                    e *= fl_kept(g, key, hh, rw[x / 2], j0 + nb * 8 + 2 * tq + (x & 1));
+                if (drop)
+                    e = fl_keep_bits(g, key, ctr[x / 2] + (uint64_t)(j0 + nb * 8 + 2 * tq + (x & 1)))
+                            ? e * g.dscale
+                            : 0.0f;
                 sc[nb][x] = e;
             }
 #pragma unroll
@@ -249,7 +275,7 @@ __global__ void __launch_bounds__(32 * fm<HD>::FWARPS)
             for (int x = 0; x < 4; x++)
                 o[nd][x] *= corr[x / 2];
         uint32_t pa[BN / 16][4];
-        fm_to_a<T, BN / 16>(pa, sc);
+        fm_to_a<BF16, BN / 16>(pa, sc);
         fm_mma_ab<LDS, BN / 16, ND, BF16>(o, pa, sv0 + b, 0, lane);
         __syncthreads(); // buffer b is refilled by the next iteration but one
     }
@@ -266,7 +292,7 @@ __global__ void __launch_bounds__(32 * fm<HD>::FWARPS)
         for (int nd = 0; nd < ND; nd++)
             fm_store_pair(yr + nd * 8, fm_pack<T>(o[nd][2 * r] * inv, o[nd][2 * r + 1] * inv));
         if (tq == 0)
-            lse[pair * g.t + rw[r]] = al[r] > 0 ? m[r] + logf(l[r]) : 0.0f;
+            lse[pair * g.t + rw[r]] = al[r] > 0 ? m[r] * g.scale + logf(l[r]) : 0.0f;
     }
 }
 
@@ -297,19 +323,31 @@ __global__ void flash_rowdot_mma(fl_geom g, float *dd, float *dq_acc, const uint
     }
 }
 
+/* dst[0] += a, dst[1] += b in global memory (dst 8-byte aligned): one
+ * vector reduction where the architecture has it (sm_90). */
+__device__ __forceinline__ void fm_red_add2(float *dst, float a, float b)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    atomicAdd(reinterpret_cast<float2 *>(dst), make_float2(a, b));
+#else
+    atomicAdd(dst, a);
+    atomicAdd(dst + 1, b);
+#endif
+}
+
 template <int HD, zt_dtype T>
 __global__ void __launch_bounds__(32 * fm<HD>::BWARPS)
     flash_bwd_mma(fl_geom g, uint16_t *dqkv, float *dq_acc, const uint16_t *__restrict__ dy,
                   const float *__restrict__ lse, const float *__restrict__ dd,
                   const uint16_t *__restrict__ qkv)
 {
-    constexpr int BN = fm<HD>::BBN, BM = fm<HD>::BBM, LDS = fm<HD>::LDS, KS = HD / 16;
-    constexpr int NQ = BM / 8, ND = HD / 8, NT = 32 * fm<HD>::BWARPS, LDD = BN + 8;
+    constexpr int BN = fm<HD>::BBN, BM = fm<HD>::BBM, LDS = fm<HD>::LDS;
+    constexpr int NQ = BM / 8, ND = HD / 8, NT = 32 * fm<HD>::BWARPS, LDD = BM + 8;
     constexpr bool BF16 = T == ZT_BF16;
-    __shared__ uint4 smem[(2 * BN + 2 * BM) * LDS / 8 + BM * LDD / 8];
+    __shared__ uint4 smem[(2 * BN + 2 * BM) * LDS / 8 + BN * LDD / 8];
     __shared__ float slse[BM], sdd[BM];
     uint16_t *sk = reinterpret_cast<uint16_t *>(smem), *sv = sk + BN * LDS;
-    uint16_t *sq = sv + BN * LDS, *sdo = sq + BM * LDS, *sds = sdo + BM * LDS; // sds: (BM, BN) dS
+    uint16_t *sq = sv + BN * LDS, *sdo = sq + BM * LDS, *sds = sdo + BM * LDS; // sds: (BN, BM) dS^T
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gq = lane / 4, tq = lane % 4;
     const int64_t pair = blockIdx.x, s = pair / g.h, hh = pair % g.h;
     const int64_t j0 = (int64_t)blockIdx.y * BN;
@@ -319,80 +357,97 @@ __global__ void __launch_bounds__(32 * fm<HD>::BWARPS)
     float *dqs = dq_acc + s * g.t * g.c + hh * g.hs;
     const float *ls = lse + pair * g.t, *ds = dd + pair * g.t;
     const int64_t len = g.lengths ? g.lengths[s] : g.t;
-    const uint64_t key = g.p > 0.0f ? fl_drop_key(g, s) : 0;
-    fm_load_tile<HD>(sk, k + j0 * g.ld, g.ld, BN, min_i64(BN, g.t - j0), NT);
-    fm_load_tile<HD>(sv, v + j0 * g.ld, g.ld, BN, min_i64(BN, g.t - j0), NT);
+    const bool drop = g.p > 0.0f;
+    const uint64_t key = drop ? fl_drop_key(g, s) : 0;
+    const float sl2 = g.scale * FM_LOG2E;
+    fm_load_tile<HD, BN, NT>(sk, k + j0 * g.ld, g.ld, min_i64(BN, g.t - j0));
+    fm_load_tile<HD, BN, NT>(sv, v + j0 * g.ld, g.ld, min_i64(BN, g.t - j0));
     zt_cp_async_commit();
     float dk[ND][4] = {}, dv[ND][4] = {};
     /* Block-uniform: queries before the first key see none of it (causal),
      * and keys at or past the length are seen by no query. */
     const int64_t start = j0 >= len ? g.t : (g.causal ? j0 / BM * BM : 0);
+    /* A lane's key kw[r] is seen by query i when i < t, kw[r] < len and,
+     * causal, kw[r] <= i: i - i0 >= first[r] and i < t. */
+    const int64_t kfirst[2] = {kw[0] < len ? (g.causal ? kw[0] : 0) : g.t,
+                               kw[1] < len ? (g.causal ? kw[1] : 0) : g.t};
     for (int64_t i0 = start; i0 < g.t; i0 += BM) {
         const int64_t rows = min_i64(BM, g.t - i0);
         __syncthreads(); // the previous tile's Q, dO, lse, D and dS are done
-        fm_load_tile<HD>(sq, q + i0 * g.ld, g.ld, BM, rows, NT);
-        fm_load_tile<HD>(sdo, dys + i0 * g.c, g.c, BM, rows, NT);
+        fm_load_tile<HD, BM, NT>(sq, q + i0 * g.ld, g.ld, rows);
+        fm_load_tile<HD, BM, NT>(sdo, dys + i0 * g.c, g.c, rows);
         zt_cp_async_commit();
         for (int r = threadIdx.x; r < BM; r += NT) {
-            slse[r] = r < rows ? ls[i0 + r] : 0.0f;
+            slse[r] = r < rows ? ls[i0 + r] * FM_LOG2E : 0.0f; // exp(x - lse) = exp2(x log2e - this)
             sdd[r] = r < rows ? ds[i0 + r] : 0.0f;
         }
         zt_cp_async_wait<0>();
         __syncthreads();
-        uint32_t ka[KS][4];
+        uint32_t ka[HD / 16][4];
         float st[NQ][4] = {}, dpt[NQ][4] = {}; // (16 keys, BM queries): S^T and dP^T
         fm_frag_rows<HD, LDS>(ka, sk, warp * 16, lane);
         fm_mma_abt<HD, NQ, BF16>(st, ka, sq, lane);
         fm_frag_rows<HD, LDS>(ka, sv, warp * 16, lane);
         fm_mma_abt<HD, NQ, BF16>(dpt, ka, sdo, lane);
-        uint32_t pa[BM / 16][4]; // P^T with dropout, rounded: dV's A operand
+        /* Tile-local query limits: seen when lo[r] <= ic < hi. */
+        const int hi = (int)rows;
+        const int lo[2] = {(int)max_i64(0, min_i64(BM, kfirst[0] - i0)),
+                           (int)max_i64(0, min_i64(BM, kfirst[1] - i0))};
+        /* Dropout counters: element (query i0 + ic, key kw[r]) is at
+         * cb[r] + (ic - 2 tq) key_c. */
+        const uint64_t kc = (uint64_t)g.key_c, cb0 = drop ? fm_row_ctr(g, hh, i0) + 2 * tq * kc : 0;
+        const uint64_t cb[2] = {cb0 + (uint64_t)kw[0], cb0 + (uint64_t)kw[1]};
+        uint32_t pa[BM / 16][4], sa[BM / 16][4]; // P^T with dropout and dS^T, rounded
 #pragma unroll
         for (int nq = 0; nq < NQ; nq++)
 #pragma unroll
             for (int x = 0; x < 4; x += 2) {
-                float pd[2];
+                float pd[2], dsv[2];
 #pragma unroll
                 for (int e = 0; e < 2; e++) {
                     const int ic = nq * 8 + 2 * tq + e;
-                    const int64_t i = i0 + ic, j = kw[x / 2];
-                    const bool seen = i < g.t && j < len && (!g.causal || j <= i);
-                    const float p = seen ? expf(g.scale * st[nq][x + e] - slse[ic]) : 0.0f;
-                    const float kept = g.p > 0.0f && seen ? fl_kept(g, key, hh, i, j) : 1.0f;
-                    pd[e] = p * kept;
-                    st[nq][x + e] = g.scale * p * (dpt[nq][x + e] * kept - sdd[ic]); // dS^T
+                    const bool seen = ic >= lo[x / 2] && ic < hi;
+                    const float p = seen ? exp2f(fmaf(st[nq][x + e], sl2, -slse[ic])) : 0.0f;
+                    float dpk = dpt[nq][x + e];
+                    pd[e] = p;
+                    if (drop) {
+                        const bool keep =
+                            fl_keep_bits(g, key, cb[x / 2] + (uint64_t)(nq * 8 + e) * kc);
+                        pd[e] = keep ? p * g.dscale : 0.0f;
+                        dpk = keep ? dpk * g.dscale : 0.0f;
+                    }
+                    dsv[e] = g.scale * p * (dpk - sdd[ic]);
                 }
                 /* fm_to_a's placement: blocks 2 kk and 2 kk + 1 make A's kk. */
-                pa[nq / 2][2 * (nq % 2) + x / 2] = fm_pack<T>(pd[0], pd[1]);
+                pa[nq / 2][2 * (nq % 2) + x / 2] = zt_pack_rn<BF16>(pd[0], pd[1]);
+                const uint32_t dsp = zt_pack_rn<BF16>(dsv[0], dsv[1]);
+                sa[nq / 2][2 * (nq % 2) + x / 2] = dsp;
+                /* S^T's (key gq + 8 (x / 2), queries nq * 8 + 2 tq, + 1). */
+                fm_store_pair(sds + (warp * 16 + gq + 8 * (x / 2)) * LDD + nq * 8 + 2 * tq, dsp);
             }
         fm_mma_ab<LDS, BM / 16, ND, BF16>(dv, pa, sdo, 0, lane);
-        fm_to_a<T, BM / 16>(pa, st);
-        fm_mma_ab<LDS, BM / 16, ND, BF16>(dk, pa, sq, 0, lane);
-        /* dS (BM queries, BN keys) for the block's dQ: this warp's 16 keys. */
-#pragma unroll
-        for (int nq = 0; nq < NQ; nq++)
-#pragma unroll
-            for (int x = 0; x < 4; x += 2) {
-                /* S^T's element (key gq + 8 (x / 2), query nq * 8 + 2 tq + (x & 1)). */
-                const int kc = warp * 16 + gq + 8 * (x / 2), ic = nq * 8 + 2 * tq;
-                sds[ic * LDD + kc] = elem<T>::narrow(st[nq][x]);
-                sds[(ic + 1) * LDD + kc] = elem<T>::narrow(st[nq][x + 1]);
-            }
+        fm_mma_ab<LDS, BM / 16, ND, BF16>(dk, sa, sq, 0, lane);
         __syncthreads();
         /* dQ of the warp's 16 queries += dS K over the block's BN keys, in
-         * windows of 32 columns, added into the accumulator. */
-        uint32_t sa[BN / 16][4];
-        fm_frag_rows<BN, LDD>(sa, sds, warp * 16, lane);
+         * windows of 32 columns, added into the accumulator. dS is stored
+         * (key, query): its A fragments (query, key) load transposed. */
+        uint32_t qa[BN / 16][4];
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; kk++)
+            zt_ldmatrix<4, true>(qa[kk], sds + (kk * 16 + lane % 8 + 8 * (lane / 16)) * LDD +
+                                             warp * 16 + 8 * ((lane / 8) & 1));
 #pragma unroll
         for (int c0 = 0; c0 < ND; c0 += 4) {
             float dq[4][4] = {};
-            fm_mma_ab<LDS, BN / 16, 4, BF16>(dq, sa, sk, c0, lane);
+            fm_mma_ab<LDS, BN / 16, 4, BF16>(dq, qa, sk, c0, lane);
 #pragma unroll
-            for (int x = 0; x < 4; x++) {
-                const int64_t i = i0 + warp * 16 + gq + 8 * (x / 2);
+            for (int r = 0; r < 2; r++) {
+                const int64_t i = i0 + warp * 16 + gq + 8 * r;
                 if (i < g.t)
 #pragma unroll
                     for (int nd = 0; nd < 4; nd++)
-                        atomicAdd(dqs + i * g.c + (c0 + nd) * 8 + 2 * tq + (x & 1), dq[nd][x]);
+                        fm_red_add2(dqs + i * g.c + (c0 + nd) * 8 + 2 * tq, dq[nd][2 * r],
+                                    dq[nd][2 * r + 1]);
             }
         }
     }
@@ -447,8 +502,8 @@ unsigned fm_grid(int64_t items, int threads)
 
 bool flash_mma_fits(zt_dtype dt, const fl_geom &g, const void *qkv, const void *rows_c)
 {
-    return (dt == ZT_BF16 || dt == ZT_F16) && (g.hs == 64 || g.hs == 128) && aligned16(qkv) &&
-           aligned16(rows_c);
+    return (dt == ZT_BF16 || dt == ZT_F16) && (g.hs == 64 || g.hs == 128) && g.scale > 0.0f &&
+           aligned16(qkv) && aligned16(rows_c);
 }
 
 void flash_mma_forward(cudaStream_t st, zt_dtype dt, const fl_geom &g, void *y, float *lse,

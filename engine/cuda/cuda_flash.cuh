@@ -27,6 +27,7 @@ typedef struct {
     const int32_t *lengths;
     /* dropout: p == 0 draws nothing */
     float p, dscale;
+    uint32_t keep_min; /* kept when a draw's top 24 bits reach ceil(p 2^24) */
     uint64_t seed, site;
     int64_t step, key_b, key_c;
     const uint64_t *row_keys;
@@ -56,8 +57,17 @@ static __device__ __forceinline__ float fl_kept(const fl_geom &g, uint64_t key, 
     return u >= g.p ? g.dscale : 0.0f;
 }
 
+/* Whether the draw at counter ctr of row key `key` keeps its element: the
+ * integer form of fl_kept's test (u >= p with u = bits 2^-24 exact in fp32,
+ * so bits >= ceil(p 2^24)). */
+static __device__ __forceinline__ bool fl_keep_bits(const fl_geom &g, uint64_t key, uint64_t ctr)
+{
+    return (uint32_t)(zt_rng_mix(key ^ ctr) >> 40) >= g.keep_min;
+}
+
 /* The tensor-core path (backend_cuda_flash_mma.cu) takes a call when
- * flash_mma_fits: a 16-bit dtype, a head size it has kernels for and the
+ * flash_mma_fits: a 16-bit dtype, a head size it has kernels for, a
+ * positive scale (its softmax keeps the unscaled running maximum) and the
  * alignment its 16-byte copies need. The entry points queue the kernels on
  * st and record nothing. */
 bool flash_mma_fits(zt_dtype dt, const fl_geom &g, const void *qkv, const void *rows_c);

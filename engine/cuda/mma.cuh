@@ -1,8 +1,9 @@
 /*
  * mma: the warp-level tensor-core instructions and asynchronous copies the
  * CUDA kernels build on (sm_80 and later): mma.sync m16n8k16 for bf16 and
- * fp16 with fp32 accumulators, ldmatrix (x1, x2, x4, with .trans) and
- * cp.async with commit and wait groups.
+ * fp16 with fp32 accumulators, ldmatrix (x1, x2, x4, with .trans),
+ * cp.async with commit and wait groups, and the packing of two fp32 values
+ * into a 16-bit operand register.
  *
  * Under nvcc each is one inline PTX instruction. Under the CUDA simulator
  * (ZT_CUDASIM) each calls the simulator's implementation
@@ -26,6 +27,8 @@
 
 #include <stdint.h>
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #ifndef ZT_CUDASIM
@@ -110,6 +113,30 @@ template <int BYTES> __device__ __forceinline__ void zt_cp_async(void *smem, con
         asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(zt_smem_addr(smem)),
                      "l"(gmem), "n"(BYTES)
                      : "memory");
+#endif
+}
+
+/* Two fp32 values rounded to nearest even and packed as an operand register
+ * of mma (bf16 when BF16, else fp16; lo in the low half): cvt.rn.bf16x2.f32
+ * or cvt.rn.f16x2.f32, one instruction. NaN becomes the canonical NaN, so
+ * this rounds operands, not stored tensors (those keep cuda_common.cuh's
+ * bit rules). */
+template <bool BF16> __device__ __forceinline__ uint32_t zt_pack_rn(float lo, float hi)
+{
+#ifdef ZT_CUDASIM
+    if constexpr (BF16)
+        return (uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(lo)) |
+               ((uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(hi)) << 16);
+    else
+        return (uint32_t)__half_as_ushort(__float2half_rn(lo)) |
+               ((uint32_t)__half_as_ushort(__float2half_rn(hi)) << 16);
+#else
+    uint32_t r;
+    if constexpr (BF16)
+        asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+    else
+        asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
 #endif
 }
 
