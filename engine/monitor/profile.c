@@ -3,6 +3,8 @@
  */
 #include "engine/monitor/profile.h"
 
+#include "engine/monitor/attn_flops.h"
+
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -150,6 +152,13 @@ static void wr(zt_profile_counts *c, zt_profile_kind k, uint64_t numel)
 {
     if (c)
         add(&c->written[k], numel * size_of(k));
+}
+/* Of the call's FLOPs, those on tensor cores (ops whose kernels pick
+ * tensor cores by dtype and shape). */
+static void tensor(zt_profile_counts *c, uint64_t flops)
+{
+    if (c)
+        add(&c->tensor_flops, flops);
 }
 
 /* ---- memory and control: passed through, copies counted ---- */
@@ -530,32 +539,6 @@ static void p_attn_softmax_backward(const zt_backend *be, float *datt, const flo
     inner_of(be)->attn_softmax_backward(inner_of(be), datt, p, rows, t, scale);
     op_end(be);
 }
-/* Query-key pairs a fused attention call scores: all t^2, or the causal
- * triangle. Its tiles live in on-chip memory on a GPU, so only the operands
- * and results are traffic. */
-static uint64_t attn_pairs(int64_t n, int64_t h, int64_t t, bool causal)
-{
-    uint64_t tt = causal ? u(t) * (u(t) + 1) / 2 : u(t) * u(t);
-    return u(n) * u(h) * tt;
-}
-/* The flash attention's FLOPs are what the CUDA kernels execute (the
- * counts' model, "counts_model": "cuda"), recomputation included, per pair
- * and head: heads up to 128 wide run at their width rounded up to 32, 64 or
- * 128 (zero padded), in one column window (two at 128); wider heads at their
- * width, in windows of 128 columns. Each window recomputes the scores (and,
- * backward, dP) over the whole width; the outputs' columns are split among
- * the windows. Keep in step with fr<HSM> and FL_COLS in
- * engine/cuda/backend_cuda_flash.cu. */
-static void flash_shape(int64_t hs, uint64_t *width, uint64_t *windows)
-{
-    if (hs <= 128) {
-        *width = hs <= 0 ? 0 : hs <= 32 ? 32 : hs <= 64 ? 64 : 128;
-        *windows = hs <= 64 ? 1 : 2;
-    } else {
-        *width = u(hs);
-        *windows = (u(hs) + 127) / 128;
-    }
-}
 static void attn_side_reads(zt_profile_counts *c, int64_t n, const int32_t *lengths,
                             const zt_dropout_desc *drop)
 {
@@ -569,11 +552,11 @@ static void p_attn_flash_forward(const zt_backend *be, zt_dtype dt, void *y, flo
                                  int64_t c, float scale, bool causal, const int32_t *lengths,
                                  const zt_dropout_desc *drop)
 {
-    /* Q K^T in every window, P V once: 2 W + 2 FLOPs per pair and column. */
-    uint64_t width, w;
-    flash_shape(h > 0 ? c / h : 0, &width, &w);
-    zt_profile_counts *k = count(be, OP_attn_flash_forward,
-                                 (2 * w + 2) * attn_pairs(n, h, t, causal) * width);
+    /* The tiles live in on-chip memory on a GPU: only the operands and the
+     * results are traffic. */
+    zt_attn_flops f = zt_attn_flops_forward(dt, n, h, t, c, scale, causal);
+    zt_profile_counts *k = count(be, OP_attn_flash_forward, f.flops);
+    tensor(k, f.tensor_flops);
     rd(k, kind_of(dt), 3 * u(n) * u(t) * u(c));
     attn_side_reads(k, n, lengths, drop);
     wr(k, kind_of(dt), u(n) * u(t) * u(c));
@@ -588,18 +571,15 @@ static void p_attn_flash_backward(const zt_backend *be, zt_dtype dt, void *dqkv,
                                   bool causal, const int32_t *lengths,
                                   const zt_dropout_desc *drop)
 {
-    /* D = rowsum(dY Y), then Q K^T and dP in every window of both the dK/dV
-     * and the dQ kernels, dV, dK and dQ once: 8 W + 6 FLOPs per pair and
-     * column. */
-    uint64_t width, w;
-    flash_shape(h > 0 ? c / h : 0, &width, &w);
-    zt_profile_counts *k = count(be, OP_attn_flash_backward,
-                                 (8 * w + 6) * attn_pairs(n, h, t, causal) * width +
-                                     2 * u(n) * u(t) * u(c));
+    zt_attn_flops f = zt_attn_flops_backward(dt, n, h, t, c, scale, causal);
+    zt_profile_counts *k = count(be, OP_attn_flash_backward, f.flops);
+    tensor(k, f.tensor_flops);
     rd(k, kind_of(dt), 5 * u(n) * u(t) * u(c));
     rd(k, ZT_PROF_FP32, u(n) * u(h) * u(t));
     attn_side_reads(k, n, lengths, drop);
     wr(k, kind_of(dt), 3 * u(n) * u(t) * u(c));
+    if (f.tensor_flops) /* dQ's fp32 accumulator: cleared, then rounded */
+        wr(k, ZT_PROF_FP32, u(n) * u(t) * u(c)), rd(k, ZT_PROF_FP32, u(n) * u(t) * u(c));
     inner_of(be)->attn_flash_backward(inner_of(be), dt, dqkv, dy, y, lse, qkv, work, n, h, t, c,
                                       scale, causal, lengths, drop);
     op_end(be);
@@ -849,6 +829,8 @@ json_t *zt_profile_json(const zt_backend *be)
                                 "flops", (json_int_t)c->flops, "bytes_read",
                                 prof_kinds_json(c->read), "bytes_written",
                                 prof_kinds_json(c->written));
+        if (c->tensor_flops)
+            json_object_set_new(row, "tensor_flops", json_integer((json_int_t)c->tensor_flops));
         if (o->timing && op != OP_gemm_operand_cast)
             json_object_set_new(row, "time_ms", json_real((double)c->ns / 1e6));
 #ifdef ZT_CUDASIM

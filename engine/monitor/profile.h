@@ -75,10 +75,13 @@ typedef enum {
 } zt_profile_kind;
 
 /* How the roofline bounds an op: tensor-core FLOPs or HBM bytes (MATMUL),
- * HBM bytes (MEMORY), host transfers by the host link, fp32 FLOPs on the
- * CUDA cores' FMA pipe or HBM bytes (FMA: the flash attention, whose CUDA
- * kernels have no tensor-core instruction). The SASS audit's tensor rule
- * (scripts/gpu_audit.py) fails an op classed MATMUL whose kernels have none. */
+ * HBM bytes (MEMORY), host transfers by the host link, our kernels' FLOPs
+ * or HBM bytes (FMA: the flash attention; its tensor_flops, counted where
+ * its kernels run on tensor cores (bf16, fp16 at head sizes 64 and 128,
+ * engine/monitor/attn_flops.h), at mma.sync's rate and the instructions
+ * issued around them, the rest on the CUDA cores' FMA pipe). The SASS
+ * audit's tensor rule (scripts/gpu_audit.py) fails an op classed MATMUL, or
+ * an op with tensor_flops, whose kernels have no tensor-core instruction. */
 typedef enum { ZT_PROF_MATMUL = 0, ZT_PROF_MEMORY, ZT_PROF_TRANSFER, ZT_PROF_FMA } zt_profile_class;
 
 /* The CUDA simulator's performance counters of an op's kernels (ZT_SIM_PERF=1,
@@ -97,6 +100,7 @@ typedef enum {
 
 typedef struct {
     uint64_t calls, flops;
+    uint64_t tensor_flops; /* of flops, those on tensor cores (FMA-class ops that pick them) */
     uint64_t read[ZT_PROF_NKINDS], written[ZT_PROF_NKINDS];
     uint64_t ns; /* with timing: the calls' wall time, summed */
     uint64_t host_blocks; /* host-blocking CUDA calls inside the op (simulator only) */

@@ -95,6 +95,29 @@ assert p["comm_bytes_per_step"]["reduce_scatter"] > 0
 print("profile counts: ok")
 PY
 
+# The tensor-core attention (bf16, head size 64; engine/monitor/attn_flops.h):
+# its FLOPs over whole tiles, 64-row query blocks and 64-key tiles forward
+# (4 hs a pair), 64-key blocks and 64-query tiles backward (10 hs a pair,
+# plus the row sums on FMA), all of them tensor_flops; T 96 leaves the last
+# block half empty.
+expect 0 "zerotrain: done" -- $ZT_MPIRUN -np 2 $ZT_BIN --config "$(cfg 2 2 2)" \
+    --model gptlite --data "$data" --n-layer 2 --n-embd 128 --n-head 2 --block-size 96 \
+    --dropout 0 --activation gelu --steps 2 --profile --report "$tmp/t.json"
+python3 - "$tmp/t.json" <<'PY'
+import json, sys
+ops = json.load(open(sys.argv[1]))["profile"]["ops"]
+L, C, H, T, B, gas, steps = 2, 128, 2, 96, 2, 2, 2
+hs, calls = C // H, L * gas * steps
+ceil = lambda a, b: -(-a // b)
+fwd_pairs = sum(64 * 64 * ceil(min(i0 + 64, T), 64) for i0 in range(0, T, 64))
+bwd_pairs = sum(64 * 64 * ceil(T - j0, 64) for j0 in range(0, T, 64))
+f, b = ops["attn_flash_forward"], ops["attn_flash_backward"]
+assert f["tensor_flops"] == f["flops"] == calls * 4 * hs * B * H * fwd_pairs, f
+assert b["tensor_flops"] == calls * 10 * hs * B * H * bwd_pairs, b
+assert b["flops"] == b["tensor_flops"] + calls * 2 * B * T * C, b
+print("tensor-core attention counts: ok")
+PY
+
 out=$(python3 scripts/roofline.py "$tmp/p.json" --gpu h100)
 echo "$out" | grep -q "^| gemm |" || { echo "$out"; fail "roofline: no gemm row"; }
 echo "$out" | grep -q "^predicted_mfu [0-9.]*%$" || { echo "$out"; fail "roofline: no MFU"; }
