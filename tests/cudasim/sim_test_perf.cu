@@ -3,12 +3,14 @@
  * against counts worked out by hand for access patterns whose cost on a GPU
  * is textbook: a coalesced warp, a strided one, a loop, and shared memory
  * without conflicts, with a 2-way and a 32-way conflict, a broadcast and
- * 16-byte accesses. This file stands in for --profile: it names the op each
+ * 16-byte accesses; ldmatrix x4 on padded and on unpadded rows, and a warp's
+ * 16-byte cp.async copies. This file stands in for --profile: it names the op each
  * launch belongs to and collects what the simulator reports for it.
  */
 #include "tests/cudasim/sim_test.h"
 
 #include "engine/cuda/kernel_launch.cuh"
+#include "engine/cuda/mma.cuh"
 
 #include <stdint.h>
 #include <string.h>
@@ -55,6 +57,30 @@ __global__ void k_shared(float *out)
     out[t] = a + b + c + d.x + d.y + d.z + d.w;
 }
 
+/* ldmatrix x4 of a warp over 32 rows of 16 bytes: at a stride of 144 bytes
+ * (rows padded by 16) the 8 rows of each matrix fall in distinct banks, 4
+ * wavefronts; at 128 bytes every row starts in bank 0, and banks 0-3 hold
+ * 32 words each: 32 wavefronts, 28 conflicts. Then cp.async: each lane 16
+ * bytes of one 512-byte run, a global request of 16 sectors in 4 lines and a
+ * shared one of 4 wavefronts. */
+__global__ void k_mma_mem(const uint4 *in, uint32_t *out)
+{
+    __shared__ uint4 pad[32 * 9], flat[32 * 8], dst[32];
+    const unsigned t = threadIdx.x;
+    for (unsigned i = t; i < 32 * 9; i += 32) /* 9 requests of 4 */
+        pad[i] = make_uint4(i, i, i, i);
+    for (unsigned i = t; i < 32 * 8; i += 32) /* 8 of 4 */
+        flat[i] = make_uint4(i, i, i, i);
+    __syncthreads();
+    uint32_t a[4], b[4];
+    zt_ldmatrix<4, false>(a, &pad[t * 9]);
+    zt_ldmatrix<4, false>(b, &flat[t * 8]);
+    zt_cp_async<16>(&dst[t], &in[t]);
+    zt_cp_async_commit();
+    zt_cp_async_wait<0>();
+    out[t] = a[0] + b[0] + dst[t].x; /* a word every 16 bytes: 4 wavefronts, 3 conflicts */
+}
+
 /* What must hold for op: every counter named, and the others zero. */
 void expect(const char *op, const std::map<std::string, unsigned long long> &want)
 {
@@ -98,6 +124,10 @@ int st_perf(void)
     in_op("strided", [&] { ZT_LAUNCH(1, 32, 0, 0, k_strided)(in, out); });
     in_op("loop", [&] { ZT_LAUNCH(1, 32, 0, 0, k_loop)(in, out); });
     in_op("shared", [&] { ZT_LAUNCH(1, 32, 0, 0, k_shared)(out); });
+    in_op("mma_mem", [&] {
+        ZT_LAUNCH(1, 32, 0, 0, k_mma_mem)(reinterpret_cast<const uint4 *>(in),
+                                          reinterpret_cast<uint32_t *>(out));
+    });
     ZT_LAUNCH(1, 32, 0, 0, k_copy)(in, out); /* outside any op: counted nowhere */
     ST_CUDA(cudaDeviceSynchronize());
     /* Two blocks of one warp: a load and a store each, 4 sectors in 1 line. */
@@ -112,7 +142,15 @@ int st_perf(void)
     expect("shared", {{"launches", 1}, {"shared_requests", 6}, {"shared_wavefronts", 44},
                       {"shared_bank_conflicts", 32}, {"global_requests", 1},
                       {"global_sectors", 4}, {"dram_sectors", 4}});
-    ST_CHECK(g_counts.size() == 4, "%zu ops counted, want 4 (none outside an op)",
+    /* The fills (9 + 8 requests of 4 wavefronts), the two ldmatrix (4, then
+     * 32 with 28 conflicts), the copy's write (4) and the read of dst (4, 3
+     * conflicts); globally the copy's read and the store of out. */
+    expect("mma_mem", {{"launches", 1}, {"shared_requests", 21},
+                       {"shared_wavefronts", 17 * 4 + 4 + 32 + 4 + 4},
+                       {"shared_bank_conflicts", 28 + 3}, {"global_requests", 2},
+                       {"global_sectors", 16 + 4}, {"global_wavefronts", 4 + 1},
+                       {"dram_sectors", 20}});
+    ST_CHECK(g_counts.size() == 5, "%zu ops counted, want 5 (none outside an op)",
              g_counts.size());
     ST_CUDA(cudaFree(in));
     ST_CUDA(cudaFree(out));

@@ -195,6 +195,9 @@ void zs_ldmatrix(uint32_t *r, int num, bool trans, const void *row)
                            lane, row));
         if (zs_async_pending.load(std::memory_order_relaxed))
             zs_async_access((uintptr_t)row, 16, false);
+        /* One request of the warp: each lane's 16-byte row (perf.cc). */
+        if (zs_perf_active.load(std::memory_order_relaxed))
+            zs_perf_access((uintptr_t)row, 16, false, __builtin_return_address(0));
     }
     ld_lane me{static_cast<const uint8_t *>(row), {0, 0, 0, 0}};
     zs_warp_collective(0xffffffffu, &me, ld_run, &shapes[trans][num],
@@ -215,6 +218,10 @@ void zs_cp_async(void *smem, const void *gmem, int bytes)
         fail(zs_format("cp.async from %p: not device memory", gmem));
     zs_kernel_access(gmem, (size_t)bytes, false);
     zs_async_access((uintptr_t)smem, (size_t)bytes, true);
+    /* The copy's write of shared memory, a request of the warp at this call
+     * site (perf.cc; zs_kernel_access counted the read). */
+    if (zs_perf_active.load(std::memory_order_relaxed))
+        zs_perf_access((uintptr_t)smem, (size_t)bytes, false, __builtin_return_address(0));
     async_state &s = async();
     const unsigned tid = zs_thread_in_block();
     s.copies[tid].push_back(copy{s.committed[tid], static_cast<uint8_t *>(smem),
