@@ -2,7 +2,7 @@
 # gpu-audit: the SASS audit of the CUDA kernels (scripts/gpu_audit.py) with
 # the simulator runs that say how they are launched.
 #
-#   bash scripts/gpu-audit.sh report   # writes docs/gpu-audit.md (make gpu-audit)
+#   bash scripts/gpu-audit.sh report   # writes docs/gpu-audit.md and docs/gpu-audit-loops.json (make gpu-audit)
 #   bash scripts/gpu-audit.sh check    # the rules only (make test)
 #   bash scripts/gpu-audit.sh hash     # prints the sources' hash the doc records
 #
@@ -63,6 +63,8 @@ if [ "$mode" = report ]; then
     ZT_SIM_LAUNCH_LOG="$dir/op-check.log" build/sim/op-check --quick >"$dir/op-check.out" 2>&1 ||
         { tail -20 "$dir/op-check.out" >&2; die "op-check failed on the simulator"; }
     logs+=(--log "op-check=$dir/op-check.log")
+    /usr/bin/python3 scripts/gpu_audit.py loops --out docs/gpu-audit-loops.json \
+        --sources-hash "$(sources_hash)"
     exec /usr/bin/python3 scripts/gpu_audit.py report --out docs/gpu-audit.md "${logs[@]}" \
         "${reports[@]}" "${paths[@]}" --sources-hash "$(sources_hash)"
 fi

@@ -3,6 +3,7 @@
 
     python3 scripts/gpu_audit.py report --out docs/gpu-audit.md [inputs]
     python3 scripts/gpu_audit.py check [inputs]
+    python3 scripts/gpu_audit.py loops --out docs/gpu-audit-loops.json [--objects ...]
 
 Inputs (defaults in brackets):
     --objects O.o ...   nvcc objects [build/engine/cuda/*.o]; each needs the
@@ -26,13 +27,19 @@ Per kernel instantiation and architecture (sm_80, sm_90) it takes:
       launch logs, and so its occupancy on an H100 (sm_90) and an A100
       (sm_80) with the limiter.
 These are static counts: instructions in the code, not executed ones.
+For kernels with tensor-core instructions it also takes the main loop (the
+backward branch's span with the most of them) by pipe, one iteration's
+instructions: the report tabulates them, and `loops --out FILE` writes them
+as JSON (docs/gpu-audit-loops.json, which scripts/roofline.py prices the
+tensor-core attention by).
 
 `check` applies the rules `make test` enforces (tests/cudasim/test_gpu_audit.sh)
 and exits 1 naming every violation:
-    tensor   every op the profile classes "matmul" (tensor-core work, which
-             scripts/roofline.py charges at the tensor peak) launches
-             tensor-core work: a cuBLAS call on 16-bit or TF32 operands, or
-             a kernel of ours whose SASS has tensor-core instructions;
+    tensor   every op the profile classes "matmul", or counts tensor_flops
+             for (tensor-core work, which scripts/roofline.py charges at a
+             tensor-core rate), launches tensor-core work: a cuBLAS call on
+             16-bit or TF32 operands, or a kernel of ours whose SASS has
+             tensor-core instructions;
     spill    no kernel launched by the path logs spills or uses local memory
              (stack frame, LDL/STL) on either architecture;
     occupancy  no kernel launched by the hot logs runs below OCC_FLOOR of
@@ -163,14 +170,60 @@ def classify(opcode):
     return None
 
 
+# The pipe an instruction issues to, for the main-loop model (Nsight
+# Compute's pipes; lanes per SM sub-partition): alu 16 (integer, logic,
+# compares, selects, min/max, conversions to 16 bits), fma 32 on sm_90 and
+# 16 on sm_80 (fp32 arithmetic), imad 16 (integer multiplies, on the fma
+# pipe's heavy half), xu 4 (MUFU, conversions to and from integers), tensor;
+# "other" (memory, branches, barriers, uniform-datapath ops) takes an issue
+# slot only.
+PIPE_ALU = {"IADD3", "LOP3", "SHF", "ISETP", "FSETP", "FSEL", "SEL", "FMNMX", "PRMT", "LEA",
+            "IMNMX", "VIADD", "VIMNMX", "PLOP3", "IABS", "BMSK", "SGXT", "F2FP", "MOV", "P2R",
+            "R2P", "HSETP2", "IADD", "VIADDMNMX"}
+PIPE_FMA = {"FFMA", "FMUL", "FADD", "HFMA2", "HADD2", "HMUL2", "FFMA2", "FMUL2", "FADD2"}
+PIPE_IMAD = {"IMAD", "IMUL"}
+PIPE_XU = {"MUFU", "I2F", "F2I", "F2F", "FRND", "POPC", "FLO", "BREV", "I2FP", "F2IP"}
+LOOP_PIPES = ("total", "tensor", "alu", "fma", "imad", "xu")
+
+
+def pipe_of(base):
+    if base in TENSOR_OPS:
+        return "tensor"
+    for name, ops in (("alu", PIPE_ALU), ("fma", PIPE_FMA), ("imad", PIPE_IMAD), ("xu", PIPE_XU)):
+        if base in ops:
+            return name
+    return "other"
+
+
+SASS_BRA = re.compile(r"\bBRA\s+(?:`\()?0x([0-9a-f]+)")
+SASS_ADDR = re.compile(r"^\s+/\*([0-9a-f]{4,})\*/")
+
+
+def main_loop(insns):
+    """The instructions by pipe of the loop (a backward branch's span) with
+    the most tensor-core instructions, or None: a static count of one
+    iteration, inner loops counted once."""
+    addrs = [a for a, _, _ in insns]
+    best = None
+    for i, (a, _, target) in enumerate(insns):
+        if target is None or target > a or target not in addrs:
+            continue
+        body = insns[addrs.index(target):i + 1]
+        c = collections.Counter(pipe_of(op.split(".")[0]) for _, op, _ in body)
+        c["total"] = len(body)
+        if c["tensor"] and (best is None or c["tensor"] > best["tensor"]):
+            best = c
+    return {k: best[k] for k in LOOP_PIPES} if best else None
+
+
 SASS_FN = re.compile(r"^\s+Function : (\S+)")
 SASS_ARCH = re.compile(r"^\s+code for (sm_\d+)")
 SASS_INSN = re.compile(r"^\s+/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)")
 
 
 def parse_sass(text):
-    """{(arch, mangled): Counter}"""
-    counts, arch, fn = {}, None, None
+    """{(arch, mangled): Counter}, and {(arch, mangled): main_loop}"""
+    counts, insns, arch, fn = {}, {}, None, None
     for line in text.splitlines():
         m = SASS_ARCH.match(line)
         if m:
@@ -180,6 +233,7 @@ def parse_sass(text):
         if m:
             fn = m.group(1)
             counts[(arch, fn)] = collections.Counter()
+            insns[(arch, fn)] = []
             continue
         if fn is None:
             continue
@@ -188,7 +242,10 @@ def parse_sass(text):
             k = classify(m.group(1))
             if k:
                 counts[(arch, fn)][k] += 1
-    return counts
+            b = SASS_BRA.search(line)
+            insns[(arch, fn)].append((int(SASS_ADDR.match(line).group(1), 16), m.group(1),
+                                      int(b.group(1), 16) if b else None))
+    return counts, {key: main_loop(v) for key, v in insns.items()}
 
 
 RES_ARCH = re.compile(r"^arch = (sm_\d+)")
@@ -259,13 +316,14 @@ def load_objects(objects, tools):
         for key, r in res.items():
             if key[0] not in ARCHS:
                 continue
-            if key not in sass:
+            if key not in sass[0]:
                 raise AuditError(f"{obj}: {key[1]} for {key[0]} has resources but no SASS")
             if key not in spills:
                 raise AuditError(f"{ptxas} has no ptxas line for {key[1]} on {key[0]}: "
                                  f"stale, rebuild {obj}")
             st, ld = spills[key]
-            kernels[key] = dict(r, spill_st=st, spill_ld=ld, counts=sass[key], obj=src)
+            kernels[key] = dict(r, spill_st=st, spill_ld=ld, counts=sass[0][key],
+                                loop=sass[1][key], obj=src)
     if not kernels:
         raise AuditError("no sm_80/sm_90 kernels in " + " ".join(objects))
     names = demangle({k[1] for k in kernels})
@@ -433,14 +491,15 @@ def check(kernels, logs, classes, paths, hot):
             if l["op"] != "-":
                 ops[l["op"]].append(l)
     for op, cls in sorted(classes.items()):
-        if cls != "matmul" or op not in ops:
+        if cls not in ("matmul", "tensor") or op not in ops:
             continue
         tensor = [l for l in ops[op] if l["entry"] == "cublas-tensor" or
                   (l.get("kernels") and
                    all(k["counts"]["tensor"] > 0 for k in l["kernels"].values()))]
         if not tensor:
             what = sorted({l.get("name", l["entry"]) for l in ops[op]})
-            bad.append(f"tensor: op {op} is profiled as tensor-core work (class matmul), but "
+            how = "class matmul" if cls == "matmul" else "tensor_flops"
+            bad.append(f"tensor: op {op} is profiled as tensor-core work ({how}), but "
                        f"none of what it launches has a tensor-core instruction or is a "
                        f"16-bit/TF32 cuBLAS call: {', '.join(what)}")
     path_names, hot_names = run_sets(logs, paths, hot)
@@ -538,6 +597,7 @@ def report(kernels, logs, classes, paths, hot, out, sources_hash):
             ops = sorted({l["op"] for l in k["launches"] if l["op"] != "-"})
             lines.append(row(k, arch, " ".join(ops)))
         lines.append("")
+    lines += loop_section(kernels)
     for arch in ARCHS:
         lines += [f"## Every kernel, {arch} ({GPUS[arch]['name']})", "", hdr, sep]
         for (a, _), k in sorted(kernels.items(), key=lambda x: (x[1]["obj"], x[1]["name"])):
@@ -547,6 +607,52 @@ def report(kernels, logs, classes, paths, hot, out, sources_hash):
     with open(out, "w", encoding="utf-8") as f:
         f.write("\n".join(lines))
     return bad
+
+
+# Cycles a warp-instruction of each pipe holds an SM sub-partition (32 lanes
+# over the pipe's lanes; docs/roofline.md): the fma pipe has 32 fp32 lanes
+# on sm_90 (its integer multiplies only the 16 of the heavy half), 16 on
+# sm_80.
+def loop_cycles(loop, arch):
+    fma = loop["fma"]
+    im = loop["imad"]
+    return {"issue": loop["total"], "alu": 2 * loop["alu"],
+            "fma": max(2 * im, im + fma) if arch == "sm_90" else 2 * (im + fma),
+            "xu": 8 * loop["xu"]}
+
+
+def loop_section(kernels):
+    lines = ["## Tensor-core kernels: main loops", "",
+             "One iteration of each kernel's main loop (the loop with the most tensor-core "
+             "instructions), its instructions by pipe, and the cycles per tensor-core "
+             "instruction each pipe needs of an SM sub-partition (alu 2 per instruction, xu 8, "
+             "fma 1 on sm_90 and 2 on sm_80, imad 2; issue 1). scripts/roofline.py prices "
+             "the tensor-core attention by these (docs/gpu-audit-loops.json).", "",
+             "| kernel | arch | tensor | total | alu | fma | imad | xu | cycles / tensor op "
+             "(issue, alu, fma, xu) | bound |", "|" + "---|" * 10]
+    for (arch, _), k in sorted(kernels.items(), key=lambda x: (x[1]["name"], x[0][0])):
+        lp = k.get("loop")
+        if not lp:
+            continue
+        cyc = loop_cycles(lp, arch)
+        per = ", ".join(f"{cyc[p] / lp['tensor']:.1f}" for p in ("issue", "alu", "fma", "xu"))
+        lines.append(f"| `{k['name']}` | {arch} | " +
+                     " | ".join(str(lp[p]) for p in LOOP_PIPES) +
+                     f" | {per} | {max(cyc, key=cyc.get)} |")
+    return lines + [""]
+
+
+def write_loops(kernels, out, sources_hash):
+    """{kernel name: {arch: pipes}} for the kernels with a tensor-core loop."""
+    loops = collections.defaultdict(dict)
+    for (arch, _), k in sorted(kernels.items()):
+        if k.get("loop"):
+            loops[k["name"]][arch] = k["loop"]
+    with open(out, "w", encoding="utf-8") as f:
+        json.dump({"what": "main loops of the tensor-core kernels (scripts/gpu_audit.py)",
+                   "sources_hash": sources_hash, "kernels": loops}, f, indent=1, sort_keys=True)
+        f.write("\n")
+    return len(loops)
 
 
 def row(k, arch, ops):
@@ -566,12 +672,14 @@ def load_classes(path):
     ops = (r.get("profile") or {}).get("ops")
     if not isinstance(ops, dict):
         raise AuditError(f"{path} has no profile.ops: write it with --profile")
-    return {n: o["class"] for n, o in ops.items()}
+    # An op whose FLOPs the profile puts on tensor cores (tensor_flops) must
+    # launch tensor-core work as a matmul op must.
+    return {n: "tensor" if o.get("tensor_flops") else o["class"] for n, o in ops.items()}
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("mode", choices=("report", "check"))
+    ap.add_argument("mode", choices=("report", "check", "loops"))
     ap.add_argument("--objects", nargs="+", default=None)
     ap.add_argument("--tools", default="build/tools/cuda/bin")
     ap.add_argument("--log", action="append", default=[])
@@ -585,6 +693,10 @@ def main():
                             for c in sorted(glob.glob("engine/cuda/*.cu"))]
     try:
         kernels = load_objects(objects, a.tools)
+        if a.mode == "loops":
+            n = write_loops(kernels, a.out, a.sources_hash)
+            print(f"gpu_audit: wrote {a.out}: {n} kernels with tensor-core loops")
+            return 0
         logs = load_logs(a.log)
         attach_launches(kernels, logs)
         classes = {}

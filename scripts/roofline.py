@@ -57,7 +57,11 @@ python3's standard library only.
 """
 import argparse
 import json
+import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gpu_audit  # noqa: E402  (the loops' pipe model, one definition)
 
 # Data-sheet numbers (dense, no sparsity), TFLOP/s and GB/s; SMs and the
 # boost clock their FP32 peak implies (SMs x 128 FP32 lanes x 2 x clock on
@@ -71,11 +75,12 @@ import sys
 #   PCIe Gen4 x16 32 GB/s per direction; 108 SMs, 1.41 GHz).
 GPUS = {
     "h100": {"name": "H100 SXM5", "bf16": 989.4, "tf32": 494.7, "fp32": 66.9, "hbm": 3350.0,
-             "nvlink": 450.0, "pcie": 64.0, "sms": 132, "ghz": 1.98},
+             "nvlink": 450.0, "pcie": 64.0, "sms": 132, "ghz": 1.98, "arch": "sm_90"},
     "h200": {"name": "H200 SXM", "bf16": 989.4, "tf32": 494.7, "fp32": 66.9, "hbm": 4800.0,
-             "nvlink": 450.0, "pcie": 64.0, "sms": 132, "ghz": 1.98},
+             "nvlink": 450.0, "pcie": 64.0, "sms": 132, "ghz": 1.98, "arch": "sm_90"},
     "a100": {"name": "A100 SXM4 80GB", "bf16": 312.0, "tf32": 156.0, "fp32": 19.5,
-             "hbm": 2039.0, "nvlink": 300.0, "pcie": 32.0, "sms": 108, "ghz": 1.41},
+             "hbm": 2039.0, "nvlink": 300.0, "pcie": 32.0, "sms": 108, "ghz": 1.41,
+             "arch": "sm_80"},
 }
 # The efficiencies, each a share of a data-sheet rate, set from what limits
 # the pipe and not fitted to a measurement (docs/roofline.md, "Roofline v2"):
@@ -96,6 +101,18 @@ DRAM_EFF = 0.8
 LSU_EFF = 1.0
 LAUNCH_US = 2.5
 SYNC_US = 10.0
+# The tensor-core attention (our mma.sync kernels; docs/roofline.md):
+# MMA_SYNC_EFF: the share of the dense 16-bit peak mma.sync reaches. On
+#   sm_80 it is the native path (TENSOR_EFF's 0.7); on sm_90 the full rate
+#   needs wgmma, and FlashAttention-2, on mma.sync, plateaus at 0.37 of it
+#   forward with its softmax in the loop: 0.5 for the tensor pipe alone, an
+#   assumption until a GPU measures it.
+# ISSUE_EFF: the share of the sub-partitions' issue cycles the loop's
+#   instructions get with 8 to 12 warps an SM (2 to 3 a scheduler).
+# HMMA_FLOPS: one mma.sync m16n8k16: 16 x 8 x 16 multiply-adds.
+MMA_SYNC_EFF = {"sm_90": 0.5, "sm_80": 0.7}
+ISSUE_EFF = 0.7
+HMMA_FLOPS = 2 * 16 * 8 * 16
 # bytes one rank sends per byte counted (engine/comm/comm.h counts whole buffers)
 RING = {"all_reduce": lambda p: 2 * (p - 1) / p, "reduce_scatter": lambda p: (p - 1) / p,
         "all_gather": lambda p: (p - 1) / p, "broadcast": lambda p: 1.0 if p > 1 else 0.0,
@@ -140,7 +157,10 @@ def per_step(p):
     for name, o in p["ops"].items():
         ops[name] = {"class": o["class"], "calls": o["calls"] / s, "flops": o["flops"] / s,
                      "read": {k: v / s for k, v in o["bytes_read"].items()},
-                     "written": {k: v / s for k, v in o["bytes_written"].items()}}
+                     "written": {k: v / s for k, v in o["bytes_written"].items()},
+                     "tensor_flops": o.get("tensor_flops", 0) / s,
+                     "tensor_width": o.get("tensor_width", 0),
+                     "dropout_share": o.get("dropout_calls", 0) / o["calls"] if o["calls"] else 0}
         if "time_ms" in o:
             ops[name]["ms"] = o["time_ms"] / s
     return ops, dict(p["comm_bytes_per_step"])
@@ -159,12 +179,17 @@ def extrapolate(a, b, ma, mb, n):
     ops = {}
     for name in set(a[0]) | set(b[0]):
         empty = {"class": (a[0].get(name) or b[0][name])["class"], "calls": 0, "flops": 0,
-                 "read": {}, "written": {}}
+                 "read": {}, "written": {}, "tensor_flops": 0, "tensor_width": 0,
+                 "dropout_share": 0}
         x, y = a[0].get(name, empty), b[0].get(name, empty)
         ops[name] = {"class": x["class"] if name in a[0] else y["class"],
                      "calls": lin(x["calls"], y["calls"]), "flops": lin(x["flops"], y["flops"]),
                      "read": kinds(x["read"], y["read"]),
-                     "written": kinds(x["written"], y["written"])}
+                     "written": kinds(x["written"], y["written"]),
+                     "tensor_flops": lin(x.get("tensor_flops", 0), y.get("tensor_flops", 0)),
+                     "tensor_width": x.get("tensor_width") or y.get("tensor_width", 0),
+                     "dropout_share": x.get("dropout_share", 0) if name in a[0]
+                     else y.get("dropout_share", 0)}
     comm = {k: lin(a[1].get(k, 0), b[1].get(k, 0)) for k in set(a[1]) | set(b[1])}
     return ops, comm
 
@@ -194,7 +219,49 @@ def densities(sim, where):
     return d, hb["outside_ops"] / sim["steps"]
 
 
-def predict(ops, comm, p, g, world, comm_on, dens=None):
+def load_loops(path):
+    """The tensor-core kernels' main loops (scripts/gpu_audit.py loops)."""
+    return read_json(path, "kernel loop counts")["kernels"]
+
+
+def attention_kernel(op, width, dropout, gemm_dtype):
+    """The tensor-core kernel an attention op's main loop runs in."""
+    kind = "fwd" if op == "attn_flash_forward" else "bwd"
+    dt = 2 if gemm_dtype == "bf16" else 1  # zt_dtype: ZT_F16 1, ZT_BF16 2
+    return f"flash_{kind}_mma<{int(width)}, (zt_dtype){dt}, {'true' if dropout else 'false'}>"
+
+
+def attention_terms(name, o, gemm_dtype, g, loops):
+    """The tensor-core attention's terms (docs/roofline.md, "The tensor-core
+    attention"): its tensor FLOPs at MMA_SYNC_EFF of the 16-bit peak; the
+    cycles its main loop's instructions hold an SM sub-partition per
+    tensor-core instruction, by pipe (the loop's SASS, gpu_audit.loop_cycles),
+    over ISSUE_EFF of the SMs' 4 sub-partitions a clock, the share of calls
+    with dropout priced by the kernel with the draws; the rest of its FLOPs
+    (the row sums) on FMA."""
+    if loops is None:
+        fail(f"{name} runs on tensor cores: give --loops (docs/gpu-audit-loops.json, "
+             "make gpu-audit)")
+    hmma = o["tensor_flops"] / HMMA_FLOPS
+    cyc = {}
+    for drop, share in ((False, 1 - o["dropout_share"]), (True, o["dropout_share"])):
+        if share <= 0:
+            continue
+        k = attention_kernel(name, o["tensor_width"], drop, gemm_dtype)
+        lp = loops.get(k, {}).get(g["arch"])
+        if not lp:
+            fail(f"no main loop of {k} on {g['arch']} in the loop counts: stale "
+                 "(make gpu-audit)")
+        for pipe, c in gpu_audit.loop_cycles(lp, g["arch"]).items():
+            cyc[pipe] = cyc.get(pipe, 0.0) + share * c / lp["tensor"]
+    t = {"tensor": o["tensor_flops"] / (MMA_SYNC_EFF[g["arch"]] * g["bf16"] * 1e12),
+         "fma": (o["flops"] - o["tensor_flops"]) / (FMA_EFF * g["fp32"] * 1e12)}
+    for pipe, c in cyc.items():
+        t[pipe] = hmma * c / (ISSUE_EFF * 4 * g["sms"] * g["ghz"] * 1e9)
+    return t
+
+
+def predict(ops, comm, p, g, world, comm_on, dens=None, loops=None):
     """Each op's predicted time per step: rows [name, calls, flops, dram bytes,
     wavefronts, launches, host blocks, seconds, bound, measured ms]."""
     gd = p["gemm_dtype"]
@@ -221,6 +288,8 @@ def predict(ops, comm, p, g, world, comm_on, dens=None):
         if o["class"] == "matmul":
             terms["tensor" if gemm_peak != g["fp32"] else "fma"] = \
                 o["flops"] / (TENSOR_EFF * gemm_peak * 1e12)
+        elif o["class"] == "fma" and o.get("tensor_flops"):
+            terms.update(attention_terms(name, o, p["gemm_dtype"], g, loops))
         elif o["class"] == "fma":
             terms["fma"] = o["flops"] / (FMA_EFF * g["fp32"] * 1e12)
         bound = max(terms, key=terms.get)
@@ -300,6 +369,57 @@ def calibrate(path):
     sys.exit(1 if bad else 0)
 
 
+def attention_ops(n, h, t, hs, causal, dropout, dt):
+    """One call each of attn_flash_forward and _backward as --profile counts
+    them on the tensor-core path (engine/monitor/attn_flops.c's model, kept
+    in step by tests/cudasim/test_roofline.sh)."""
+    ceil = lambda a, b: -(-a // b)  # noqa: E731
+    bn = 64 if hs <= 64 else 32
+    fwd = sum(64 * bn * ceil(min(i0 + 64, t) if causal else t, bn) for i0 in range(0, t, 64))
+    bwd = sum(bn * bn * ceil(t - (j0 // bn * bn if causal else 0), bn) for j0 in range(0, t, bn))
+    c, esz, share = h * hs, 2, 1.0 if dropout else 0.0
+    ntc, nht = n * t * c, n * h * t
+
+    def op(tf, fl, rd, wr):
+        return {"class": "fma", "calls": 1, "flops": fl, "tensor_flops": tf, "tensor_width": hs,
+                "dropout_share": share, "read": rd, "written": wr}
+    tf_f, tf_b = 4 * hs * n * h * fwd, 10 * hs * n * h * bwd
+    return {"attn_flash_forward": op(tf_f, tf_f, {dt: 3 * ntc * esz},
+                                     {dt: ntc * esz, "fp32": 4 * nht}),
+            "attn_flash_backward": op(tf_b, tf_b + 2 * ntc, {dt: 5 * ntc * esz,
+                                                             "fp32": 4 * nht + 4 * ntc},
+                                      {dt: 3 * ntc * esz, "fp32": 4 * ntc})}
+
+
+def attention_main(a, g, loops):
+    try:
+        n, h, t, hs = (int(x) for x in a.attention.split(","))
+    except ValueError:
+        fail(f"--attention {a.attention}: expected N,H,T,HS (batch, heads, tokens, head size)")
+    if min(n, h, t) < 1 or hs not in (64, 128):
+        fail(f"--attention {a.attention}: the tensor-core kernels take head sizes 64 and 128")
+    ops = attention_ops(n, h, t, hs, a.causal, a.dropout, a.dtype)
+    p = {"gemm_dtype": a.dtype}
+    rows, _, _ = predict(ops, {}, p, g, 1, False, None, loops)
+    # FlashAttention's convention (its papers' TFLOPs/s): 4 n h t^2 hs forward,
+    # halved when causal, and 2.5 times that backward.
+    conv = 4 * n * h * t * t * hs / (2 if a.causal else 1)
+    print(f"# roofline v2: the tensor-core attention, batch {n}, {h} heads, T {t}, head size "
+          f"{hs}, {'causal' if a.causal else 'not causal'}, dropout "
+          f"{'on' if a.dropout else 'off'}, {a.dtype}, {g['name']}\n")
+    print("| op | tensor GFLOP executed | predicted ms | bound | TFLOP/s (FlashAttention's "
+          "count) |")
+    print("|---|---:|---:|---|---:|")
+    total = 0.0
+    for name, calls, fl, nb, wav, _, _, tsec, bound, _ in rows:
+        f = conv * (2.5 if name == "attn_flash_backward" else 1)
+        total += tsec
+        print(f"| {name} | {ops[name]['tensor_flops'] / 1e9:,.1f} | {tsec * 1e3:,.3f} | {bound} | "
+              f"{f / tsec / 1e12:,.0f} |")
+    print(f"\npredicted_attention_ms {total * 1e3:.6g}")
+    print(f"predicted_attention_tflops {3.5 * conv / total / 1e12:.0f}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("report", nargs="?")
@@ -314,9 +434,23 @@ def main():
     ap.add_argument("--world", type=int, metavar="P", help="predict collectives for P ranks")
     ap.add_argument("--top", type=int, default=0, help="rows of the op table (0: all)")
     ap.add_argument("--calibrate", metavar="FIXTURE", help="predict a calibration fixture")
+    ap.add_argument("--loops", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                   "..", "docs", "gpu-audit-loops.json"),
+                    help="the tensor-core kernels' main loops (make gpu-audit)")
+    ap.add_argument("--attention", metavar="N,H,T,HS",
+                    help="predict one layer's tensor-core attention alone")
+    ap.add_argument("--causal", action="store_true", help="with --attention")
+    ap.add_argument("--dropout", action="store_true", help="with --attention: p > 0")
+    ap.add_argument("--dtype", choices=["bf16", "fp16"], default="bf16", help="with --attention")
     a = ap.parse_args()
     if a.calibrate:
         calibrate(a.calibrate)
+    loops = load_loops(a.loops) if os.path.exists(a.loops) else None
+    if a.attention:
+        if not a.gpu:
+            fail("--attention needs --gpu")
+        attention_main(a, GPUS[a.gpu], loops)
+        return
     if not a.report or not a.gpu:
         fail("give REPORT and --gpu (or --calibrate FIXTURE)")
     g = GPUS[a.gpu]
@@ -355,7 +489,7 @@ def main():
     gemm_peak = g["bf16"] if gd in ("bf16", "fp16") else g["tf32"] if p["tf32"] else g["fp32"]
     gemm_name = ("bf16/fp16 tensor cores" if gd in ("bf16", "fp16")
                  else "TF32 tensor cores" if p["tf32"] else "fp32 FFMA (no tensor cores)")
-    rows, comm_bytes, t_comm = predict(ops, comm, p, g, world, a.comm == "include", dens)
+    rows, comm_bytes, t_comm = predict(ops, comm, p, g, world, a.comm == "include", dens, loops)
     step = sum(r[7] for r in rows)
     mflops, tokens = model_flops(p, micro)
     mfu = mflops / (step * g["bf16"] * 1e12) if step > 0 else 0.0

@@ -55,6 +55,14 @@ template <int HD> struct fm {
     static constexpr int LDS = HD + 8;
     static constexpr int FWARPS = 4, FBM = 16 * FWARPS, FBN = HD <= 64 ? 64 : 32;
     static constexpr int BWARPS = HD <= 64 ? 4 : 2, BBN = 16 * BWARPS, BBM = 16 * BWARPS;
+    /* The backward takes a query tile in BPARTS parts, one part's scores,
+     * dP, P and dS live at a time; at 128, K's and V's A fragments are
+     * loaded two k-steps at a time (BAROWS) and ptxas is asked for 2 blocks
+     * an SM (BMINB; 0: no minimum): the settings under which neither width
+     * spills (ptxas's choices move with small changes: the audit's spill
+     * rule watches them). */
+    static constexpr int BPARTS = 2, BMINB = HD <= 64 ? 0 : 2;
+    static constexpr bool BAROWS = HD > 64;
 };
 
 constexpr unsigned FM_FULL = 0xffffffffu;
@@ -119,6 +127,30 @@ __device__ __forceinline__ void fm_mma_abt(float (&acc)[NB][4], const uint32_t (
         }
 }
 
+/* As fm_mma_abt with A rows r0 .. r0 + 15 of a row-major tile (row stride
+ * LDS), loaded two k-steps at a time: 8 registers of A live, not HD / 4. */
+template <int HD, int NB, bool BF16>
+__device__ __forceinline__ void fm_mma_abt_rows(float (&acc)[NB][4], const uint16_t *atile, int r0,
+                                                const uint16_t *tile, int lane)
+{
+    constexpr int LDS = fm<HD>::LDS;
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; kk += 2) {
+        uint32_t a[2][4];
+#pragma unroll
+        for (int k = 0; k < 2; k++)
+            zt_ldmatrix<4, false>(a[k], atile + (r0 + lane % 8 + 8 * ((lane / 8) & 1)) * LDS +
+                                            (kk + k) * 16 + 8 * (lane / 16));
+#pragma unroll
+        for (int nb = 0; nb < NB; nb++) {
+            uint32_t b[4];
+            zt_ldmatrix<4, false>(b, tile + (nb * 8 + lane % 8) * LDS + kk * 16 + (lane / 8) * 8);
+            zt_mma_16816<BF16>(acc[nb], a[0], b, acc[nb]);
+            zt_mma_16816<BF16>(acc[nb], a[1], b + 2, acc[nb]);
+        }
+    }
+}
+
 /* acc[nw] (16 x 8 NW) += A (16 x 16 KS: fragments a) times B, B the first
  * 16 KS rows and the 8 NW columns from 8 c0 of a row-major tile (row stride
  * LD; k along its rows: ldmatrix .trans). */
@@ -176,7 +208,7 @@ __device__ __forceinline__ uint64_t fm_row_ctr(const fl_geom &g, int64_t hh, int
     return (uint64_t)((hh * g.key_b + i) * g.key_c);
 }
 
-template <int HD, zt_dtype T>
+template <int HD, zt_dtype T, bool DROP>
 __global__ void __launch_bounds__(32 * fm<HD>::FWARPS, 2)
     flash_fwd_mma(fl_geom g, uint16_t *y, float *lse, const uint16_t *__restrict__ qkv)
 {
@@ -194,7 +226,7 @@ __global__ void __launch_bounds__(32 * fm<HD>::FWARPS, 2)
     for (int r = 0; r < 2; r++)
         al[r] = rw[r] < g.t ? fl_allowed(g, s, rw[r]) : 0;
     const uint16_t *q = qkv + s * g.t * g.ld + hh * g.hs, *k = q + g.c, *v = q + 2 * g.c;
-    const bool drop = g.p > 0.0f;
+    constexpr bool drop = DROP; // g.p > 0 (the host picks)
     const uint64_t key = drop ? fl_drop_key(g, s) : 0;
     const uint64_t ctr[2] = {drop ? fm_row_ctr(g, hh, rw[0]) : 0, drop ? fm_row_ctr(g, hh, rw[1]) : 0};
     const float sl2 = g.scale * FM_LOG2E; // exp(scale x) = exp2(sl2 x)
@@ -335,14 +367,14 @@ __device__ __forceinline__ void fm_red_add2(float *dst, float a, float b)
 #endif
 }
 
-template <int HD, zt_dtype T>
-__global__ void __launch_bounds__(32 * fm<HD>::BWARPS)
+template <int HD, zt_dtype T, bool DROP>
+__global__ void __launch_bounds__(32 * fm<HD>::BWARPS, fm<HD>::BMINB)
     flash_bwd_mma(fl_geom g, uint16_t *dqkv, float *dq_acc, const uint16_t *__restrict__ dy,
                   const float *__restrict__ lse, const float *__restrict__ dd,
                   const uint16_t *__restrict__ qkv)
 {
     constexpr int BN = fm<HD>::BBN, BM = fm<HD>::BBM, LDS = fm<HD>::LDS;
-    constexpr int NQ = BM / 8, ND = HD / 8, NT = 32 * fm<HD>::BWARPS, LDD = BM + 8;
+    constexpr int ND = HD / 8, NT = 32 * fm<HD>::BWARPS, LDD = BM + 8;
     constexpr bool BF16 = T == ZT_BF16;
     __shared__ uint4 smem[(2 * BN + 2 * BM) * LDS / 8 + BN * LDD / 8];
     __shared__ float slse[BM], sdd[BM];
@@ -357,7 +389,7 @@ __global__ void __launch_bounds__(32 * fm<HD>::BWARPS)
     float *dqs = dq_acc + s * g.t * g.c + hh * g.hs;
     const float *ls = lse + pair * g.t, *ds = dd + pair * g.t;
     const int64_t len = g.lengths ? g.lengths[s] : g.t;
-    const bool drop = g.p > 0.0f;
+    constexpr bool drop = DROP; // g.p > 0 (the host picks)
     const uint64_t key = drop ? fl_drop_key(g, s) : 0;
     const float sl2 = g.scale * FM_LOG2E;
     fm_load_tile<HD, BN, NT>(sk, k + j0 * g.ld, g.ld, min_i64(BN, g.t - j0));
@@ -383,50 +415,63 @@ __global__ void __launch_bounds__(32 * fm<HD>::BWARPS)
         }
         zt_cp_async_wait<0>();
         __syncthreads();
-        uint32_t ka[HD / 16][4];
-        float st[NQ][4] = {}, dpt[NQ][4] = {}; // (16 keys, BM queries): S^T and dP^T
-        fm_frag_rows<HD, LDS>(ka, sk, warp * 16, lane);
-        fm_mma_abt<HD, NQ, BF16>(st, ka, sq, lane);
-        fm_frag_rows<HD, LDS>(ka, sv, warp * 16, lane);
-        fm_mma_abt<HD, NQ, BF16>(dpt, ka, sdo, lane);
         /* Tile-local query limits: seen when lo[r] <= ic < hi. */
         const int hi = (int)rows;
         const int lo[2] = {(int)max_i64(0, min_i64(BM, kfirst[0] - i0)),
                            (int)max_i64(0, min_i64(BM, kfirst[1] - i0))};
         /* Dropout counters: element (query i0 + ic, key kw[r]) is at
          * cb[r] + (ic - 2 tq) key_c. */
-        const uint64_t kc = (uint64_t)g.key_c, cb0 = drop ? fm_row_ctr(g, hh, i0) + 2 * tq * kc : 0;
+        const uint64_t kc = (uint64_t)g.key_c;
+        const uint64_t cb0 = drop ? fm_row_ctr(g, hh, i0) + 2 * tq * kc : 0;
         const uint64_t cb[2] = {cb0 + (uint64_t)kw[0], cb0 + (uint64_t)kw[1]};
-        uint32_t pa[BM / 16][4], sa[BM / 16][4]; // P^T with dropout and dS^T, rounded
+        /* The tile's queries in parts (fm::BPARTS), so that registers hold
+         * one part's scores, dP, P and dS at a time: no spill. */
+        constexpr int QW = BM / fm<HD>::BPARTS, NQP = QW / 8; // queries a part
 #pragma unroll
-        for (int nq = 0; nq < NQ; nq++)
-#pragma unroll
-            for (int x = 0; x < 4; x += 2) {
-                float pd[2], dsv[2];
-#pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    const int ic = nq * 8 + 2 * tq + e;
-                    const bool seen = ic >= lo[x / 2] && ic < hi;
-                    const float p = seen ? exp2f(fmaf(st[nq][x + e], sl2, -slse[ic])) : 0.0f;
-                    float dpk = dpt[nq][x + e];
-                    pd[e] = p;
-                    if (drop) {
-                        const bool keep =
-                            fl_keep_bits(g, key, cb[x / 2] + (uint64_t)(nq * 8 + e) * kc);
-                        pd[e] = keep ? p * g.dscale : 0.0f;
-                        dpk = keep ? dpk * g.dscale : 0.0f;
-                    }
-                    dsv[e] = g.scale * p * (dpk - sdd[ic]);
-                }
-                /* fm_to_a's placement: blocks 2 kk and 2 kk + 1 make A's kk. */
-                pa[nq / 2][2 * (nq % 2) + x / 2] = zt_pack_rn<BF16>(pd[0], pd[1]);
-                const uint32_t dsp = zt_pack_rn<BF16>(dsv[0], dsv[1]);
-                sa[nq / 2][2 * (nq % 2) + x / 2] = dsp;
-                /* S^T's (key gq + 8 (x / 2), queries nq * 8 + 2 tq, + 1). */
-                fm_store_pair(sds + (warp * 16 + gq + 8 * (x / 2)) * LDD + nq * 8 + 2 * tq, dsp);
+        for (int q0 = 0; q0 < BM; q0 += QW) {
+            float st[NQP][4] = {}, dpt[NQP][4] = {}; // (16 keys, QW queries): S^T and dP^T
+            if constexpr (fm<HD>::BAROWS) {
+                fm_mma_abt_rows<HD, NQP, BF16>(st, sk, warp * 16, sq + q0 * LDS, lane);
+                fm_mma_abt_rows<HD, NQP, BF16>(dpt, sv, warp * 16, sdo + q0 * LDS, lane);
+            } else {
+                uint32_t ka[HD / 16][4];
+                fm_frag_rows<HD, LDS>(ka, sk, warp * 16, lane);
+                fm_mma_abt<HD, NQP, BF16>(st, ka, sq + q0 * LDS, lane);
+                fm_frag_rows<HD, LDS>(ka, sv, warp * 16, lane);
+                fm_mma_abt<HD, NQP, BF16>(dpt, ka, sdo + q0 * LDS, lane);
             }
-        fm_mma_ab<LDS, BM / 16, ND, BF16>(dv, pa, sdo, 0, lane);
-        fm_mma_ab<LDS, BM / 16, ND, BF16>(dk, sa, sq, 0, lane);
+            uint32_t pa[QW / 16][4], sa[QW / 16][4]; // P^T with dropout and dS^T, rounded
+#pragma unroll
+            for (int nq = 0; nq < NQP; nq++)
+#pragma unroll
+                for (int x = 0; x < 4; x += 2) {
+                    float pd[2], dsv[2];
+#pragma unroll
+                    for (int e = 0; e < 2; e++) {
+                        const int ic = q0 + nq * 8 + 2 * tq + e;
+                        const bool seen = ic >= lo[x / 2] && ic < hi;
+                        const float p = seen ? exp2f(fmaf(st[nq][x + e], sl2, -slse[ic])) : 0.0f;
+                        float dpk = dpt[nq][x + e];
+                        pd[e] = p;
+                        if (drop) {
+                            const bool keep = fl_keep_bits(
+                                g, key, cb[x / 2] + (uint64_t)(q0 + nq * 8 + e) * kc);
+                            pd[e] = keep ? p * g.dscale : 0.0f;
+                            dpk = keep ? dpk * g.dscale : 0.0f;
+                        }
+                        dsv[e] = g.scale * p * (dpk - sdd[ic]);
+                    }
+                    /* fm_to_a's placement: blocks 2 kk and 2 kk + 1 make A's kk. */
+                    pa[nq / 2][2 * (nq % 2) + x / 2] = zt_pack_rn<BF16>(pd[0], pd[1]);
+                    const uint32_t dsp = zt_pack_rn<BF16>(dsv[0], dsv[1]);
+                    sa[nq / 2][2 * (nq % 2) + x / 2] = dsp;
+                    /* S^T's (key gq + 8 (x / 2), queries q0 + nq * 8 + 2 tq, + 1). */
+                    fm_store_pair(sds + (warp * 16 + gq + 8 * (x / 2)) * LDD + q0 + nq * 8 + 2 * tq,
+                                  dsp);
+                }
+            fm_mma_ab<LDS, QW / 16, ND, BF16>(dv, pa, sdo + q0 * LDS, 0, lane);
+            fm_mma_ab<LDS, QW / 16, ND, BF16>(dk, sa, sq + q0 * LDS, 0, lane);
+        }
         __syncthreads();
         /* dQ of the warp's 16 queries += dS K over the block's BN keys, in
          * windows of 32 columns, added into the accumulator. dS is stored
@@ -476,11 +521,16 @@ __global__ void flash_dq_round(fl_geom g, uint16_t *dqkv, const float *__restric
         dqkv[e / g.c * g.ld + e % g.c] = elem<T>::narrow(dq_acc[e]);
 }
 
+/* Kernels come with and without the dropout draws (DROP), so that a run
+ * without dropout carries none of their instructions or registers. */
 template <int HD, zt_dtype T>
 void fm_forward(cudaStream_t st, const fl_geom &g, uint16_t *y, float *lse, const uint16_t *qkv)
 {
     dim3 grid((unsigned)(g.n * g.h), (unsigned)((g.t + fm<HD>::FBM - 1) / fm<HD>::FBM));
-    ZT_LAUNCH(grid, 32 * fm<HD>::FWARPS, 0, st, flash_fwd_mma<HD, T>)(g, y, lse, qkv);
+    if (g.p > 0.0f)
+        ZT_LAUNCH(grid, 32 * fm<HD>::FWARPS, 0, st, flash_fwd_mma<HD, T, true>)(g, y, lse, qkv);
+    else
+        ZT_LAUNCH(grid, 32 * fm<HD>::FWARPS, 0, st, flash_fwd_mma<HD, T, false>)(g, y, lse, qkv);
 }
 
 template <int HD, zt_dtype T>
@@ -488,8 +538,12 @@ void fm_backward(cudaStream_t st, const fl_geom &g, uint16_t *dqkv, float *dq_ac
                  const uint16_t *dy, const float *lse, const float *dd, const uint16_t *qkv)
 {
     dim3 grid((unsigned)(g.n * g.h), (unsigned)((g.t + fm<HD>::BBN - 1) / fm<HD>::BBN));
-    ZT_LAUNCH(grid, 32 * fm<HD>::BWARPS, 0, st, flash_bwd_mma<HD, T>)
-    (g, dqkv, dq_acc, dy, lse, dd, qkv);
+    if (g.p > 0.0f)
+        ZT_LAUNCH(grid, 32 * fm<HD>::BWARPS, 0, st, flash_bwd_mma<HD, T, true>)
+        (g, dqkv, dq_acc, dy, lse, dd, qkv);
+    else
+        ZT_LAUNCH(grid, 32 * fm<HD>::BWARPS, 0, st, flash_bwd_mma<HD, T, false>)
+        (g, dqkv, dq_acc, dy, lse, dd, qkv);
 }
 
 /* A grid-stride grid of about `items` threads, capped at 8 waves of a large GPU. */

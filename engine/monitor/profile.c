@@ -153,12 +153,19 @@ static void wr(zt_profile_counts *c, zt_profile_kind k, uint64_t numel)
     if (c)
         add(&c->written[k], numel * size_of(k));
 }
-/* Of the call's FLOPs, those on tensor cores (ops whose kernels pick
- * tensor cores by dtype and shape). */
-static void tensor(zt_profile_counts *c, uint64_t flops)
+/* An attention call's FLOPs on tensor cores (its kernels pick them by dtype
+ * and shape) at head size hs, and whether it drew a dropout mask: the
+ * roofline prices each kernel variant by its SASS. */
+static void attn_kind(zt_profile_counts *c, uint64_t tensor_flops, int64_t hs,
+                      const zt_dropout_desc *drop)
 {
-    if (c)
-        add(&c->tensor_flops, flops);
+    if (!c)
+        return;
+    add(&c->tensor_flops, tensor_flops);
+    if (tensor_flops)
+        __atomic_store_n(&c->tensor_width, u(hs), __ATOMIC_RELAXED);
+    if (drop && drop->p > 0.0f)
+        add(&c->dropout_calls, 1);
 }
 
 /* ---- memory and control: passed through, copies counted ---- */
@@ -556,7 +563,7 @@ static void p_attn_flash_forward(const zt_backend *be, zt_dtype dt, void *y, flo
      * results are traffic. */
     zt_attn_flops f = zt_attn_flops_forward(dt, n, h, t, c, scale, causal);
     zt_profile_counts *k = count(be, OP_attn_flash_forward, f.flops);
-    tensor(k, f.tensor_flops);
+    attn_kind(k, f.tensor_flops, h > 0 ? c / h : 0, drop);
     rd(k, kind_of(dt), 3 * u(n) * u(t) * u(c));
     attn_side_reads(k, n, lengths, drop);
     wr(k, kind_of(dt), u(n) * u(t) * u(c));
@@ -573,7 +580,7 @@ static void p_attn_flash_backward(const zt_backend *be, zt_dtype dt, void *dqkv,
 {
     zt_attn_flops f = zt_attn_flops_backward(dt, n, h, t, c, scale, causal);
     zt_profile_counts *k = count(be, OP_attn_flash_backward, f.flops);
-    tensor(k, f.tensor_flops);
+    attn_kind(k, f.tensor_flops, h > 0 ? c / h : 0, drop);
     rd(k, kind_of(dt), 5 * u(n) * u(t) * u(c));
     rd(k, ZT_PROF_FP32, u(n) * u(h) * u(t));
     attn_side_reads(k, n, lengths, drop);
@@ -829,8 +836,12 @@ json_t *zt_profile_json(const zt_backend *be)
                                 "flops", (json_int_t)c->flops, "bytes_read",
                                 prof_kinds_json(c->read), "bytes_written",
                                 prof_kinds_json(c->written));
-        if (c->tensor_flops)
+        if (c->tensor_flops) {
             json_object_set_new(row, "tensor_flops", json_integer((json_int_t)c->tensor_flops));
+            json_object_set_new(row, "tensor_width", json_integer((json_int_t)c->tensor_width));
+        }
+        if (op == OP_attn_flash_forward || op == OP_attn_flash_backward)
+            json_object_set_new(row, "dropout_calls", json_integer((json_int_t)c->dropout_calls));
         if (o->timing && op != OP_gemm_operand_cast)
             json_object_set_new(row, "time_ms", json_real((double)c->ns / 1e6));
 #ifdef ZT_CUDASIM

@@ -101,6 +101,8 @@ typedef enum {
 typedef struct {
     uint64_t calls, flops;
     uint64_t tensor_flops; /* of flops, those on tensor cores (FMA-class ops that pick them) */
+    uint64_t tensor_width;  /* the attention's head size on tensor cores (the last call's) */
+    uint64_t dropout_calls; /* calls that drew a dropout mask (the attention) */
     uint64_t read[ZT_PROF_NKINDS], written[ZT_PROF_NKINDS];
     uint64_t ns; /* with timing: the calls' wall time, summed */
     uint64_t host_blocks; /* host-blocking CUDA calls inside the op (simulator only) */

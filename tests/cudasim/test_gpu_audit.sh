@@ -5,8 +5,8 @@
 # the profile counts as tensor-core work, no spill or local memory on the
 # GPT-2 (head 64) and Llama-width (head 128) paths, the occupancy floor on
 # the GPT-2 path. Then each rule must fail where it should:
-#   - the attention ops classed "matmul" again (the label the profile had
-#     until the audit found their kernels free of tensor-core instructions);
+#   - the attention ops, which count tensor_flops in bf16, tagged onto the
+#     scalar flash kernels (no tensor-core instruction);
 #   - tests/cudasim/audit/broken.cu: a huge local array, a forced register
 #     spill, an FMA matrix product under a matmul op, a launch below the
 #     occupancy floor; its mma.sync kernel, the control, passes the tensor
@@ -28,38 +28,48 @@ ls build/engine/cuda/backend_cuda_flash.ptxas >/dev/null 2>&1 ||
     fail "nvcc is at $NVCC but build/engine/cuda has no objects with ptxas lines (make)"
 audit() { /usr/bin/python3 scripts/gpu_audit.py "$@"; }
 
-# The docs are as new as the kernels.
+# The docs are as new as the kernels, and the main loops the roofline
+# prices the tensor-core attention by are today's SASS.
 want=$(bash scripts/gpu-audit.sh hash)
 grep -q "engine/cuda hashes to \`$want\`" docs/gpu-audit.md ||
     fail "docs/gpu-audit.md is older than engine/cuda (its hash is $want): run make gpu-audit"
+audit loops --out "$tmp/loops.json" --sources-hash "$want" >/dev/null
+cmp -s "$tmp/loops.json" docs/gpu-audit-loops.json ||
+    { diff "$tmp/loops.json" docs/gpu-audit-loops.json | head -20
+      fail "docs/gpu-audit-loops.json is not today's SASS: run make gpu-audit"; }
 
 # The real kernels pass.
 ZT_AUDIT_DIR=$tmp/runs bash scripts/gpu-audit.sh check >"$tmp/check.out" 2>&1 ||
     { cat "$tmp/check.out"; fail "the audit rules fail on today's kernels"; }
 grep -q "^gpu_audit: rules pass" "$tmp/check.out" || { cat "$tmp/check.out"; fail "no pass line"; }
 for run in gpt2-h64 h128; do
-    grep -q "flash_forward_reg" "$tmp/runs/$run.log" || fail "the $run run launched no flash kernel"
+    grep -q "flash_fwd_mma" "$tmp/runs/$run.log" && grep -q "flash_bwd_mma" "$tmp/runs/$run.log" ||
+        fail "the $run run (bf16) launched no tensor-core attention kernel"
     grep -q "^attn_flash_backward" "$tmp/runs/$run.log" || fail "the $run log has no op tags"
 done
 
-# Tensor rule: the attention classed matmul again fails, naming both ops.
-/usr/bin/python3 - "$tmp/runs/gpt2-h64.json" "$tmp/relabel.json" <<'PY'
+# Tensor rule for the attention: its ops count tensor_flops in the bf16
+# runs; tagged onto the scalar kernels (no HMMA) instead, both fail.
+/usr/bin/python3 - "$tmp/runs/gpt2-h64.json" <<'PY'
 import json, sys
-r = json.load(open(sys.argv[1]))
+ops = json.load(open(sys.argv[1]))["profile"]["ops"]
 for op in ("attn_flash_forward", "attn_flash_backward"):
-    assert r["profile"]["ops"][op]["class"] == "fma", r["profile"]["ops"][op]
-    r["profile"]["ops"][op]["class"] = "matmul"
-json.dump(r, open(sys.argv[2], "w"))
+    assert ops[op]["class"] == "fma" and ops[op]["tensor_flops"] > 0, ops[op]
 PY
-grep '^attn_flash' "$tmp/runs/gpt2-h64.log" >"$tmp/attn.log"
+cuda_tools=build/tools/cuda/bin
+scalar=$("$cuda_tools/cuobjdump" -res-usage build/engine/cuda/backend_cuda_flash.o |
+    sed -n 's/^ *Function \(\S*flash_forward_reg\S*\):$/\1/p' | head -n 1)
+[ -n "$scalar" ] || fail "no flash_forward_reg in backend_cuda_flash.o"
+printf 'attn_flash_forward\tsym:%s\t64\t1\t1\t0\t%s\tx.cu:1\t-\nattn_flash_backward\tsym:%s\t64\t1\t1\t0\t%s\tx.cu:1\t-\n' \
+    "$scalar" "$scalar" "$scalar" "$scalar" >"$tmp/attn.log"
 set +e
 audit check --objects build/engine/cuda/backend_cuda_flash.o --log "gpt2-h64=$tmp/attn.log" \
-    --report "$tmp/relabel.json" >"$tmp/relabel.out" 2>&1
+    --report "$tmp/runs/gpt2-h64.json" >"$tmp/relabel.out" 2>&1
 rc=$?
 set -e
-[ $rc = 1 ] || { cat "$tmp/relabel.out"; fail "relabelled attention: exit $rc, want 1"; }
+[ $rc = 1 ] || { cat "$tmp/relabel.out"; fail "attention on scalar kernels: exit $rc, want 1"; }
 for op in attn_flash_forward attn_flash_backward; do
-    grep -q "FAIL tensor: op $op is profiled as tensor-core work" "$tmp/relabel.out" ||
+    grep -q "FAIL tensor: op $op is profiled as tensor-core work (tensor_flops)" "$tmp/relabel.out" ||
         { cat "$tmp/relabel.out"; fail "the tensor rule did not name $op"; }
 done
 

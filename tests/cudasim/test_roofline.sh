@@ -88,4 +88,40 @@ python3 -c "import sys; a, b = map(float, sys.argv[1:]); assert b > a > 0, (a, b
     fail "roofline v2: $v2 ms with the device counters, $v1 ms without: want more with them"
 expect 2 "no op has device counters: run the simulator with ZT_SIM_PERF=1" -- \
     python3 scripts/roofline.py "$tmp/perf.json" --gpu h100 --device-counts "$tmp/off.json"
+# The tensor-core attention's model: roofline.py's own counts of one call
+# (attention_ops, for --attention) are what --profile counts on a bf16 run
+# at head size 64 (engine/monitor/attn_flops.c), dropout on; the loops' JSON
+# prices it, slower with dropout's draws than without.
+$ZT_MPIRUN -np 1 ./zerotrain --config "$tmp/c.json" --model gptlite \
+    --data "$ZT_SHARED/data/tinyshakespeare/input.txt" --n-layer 1 --n-embd 128 --n-head 2 \
+    --block-size 96 --dropout 0.1 --activation gelu --steps 1 --profile --device cpu \
+    --report "$tmp/tc.json" >"$tmp/tc.log" 2>&1 || { cat "$tmp/tc.log"; fail "the hs 64 profile"; }
+python3 - "$tmp/tc.json" <<'PY'
+import json, sys
+sys.path.insert(0, "scripts")
+import roofline
+ops = json.load(open(sys.argv[1]))["profile"]["ops"]
+want = roofline.attention_ops(2, 2, 96, 64, True, True, "bf16")
+for name, w in want.items():
+    o = ops[name]
+    per = lambda v: v / o["calls"]
+    assert (per(o["flops"]), per(o["tensor_flops"]), o["tensor_width"]) == \
+        (w["flops"], w["tensor_flops"], 64), (name, o, w)
+    assert o["dropout_calls"] == o["calls"], o
+    for side, key in (("read", "bytes_read"), ("written", "bytes_written")):
+        got = {k: per(v) for k, v in o[key].items() if k in w[side]}
+        assert got == w[side], (name, side, got, w[side])
+print("ok: roofline.py's attention counts are --profile's")
+PY
+a=$(python3 scripts/roofline.py --gpu h100 --attention 16,12,1024,64 --causal)
+b=$(python3 scripts/roofline.py --gpu h100 --attention 16,12,1024,64 --causal --dropout)
+echo "$a" | grep -q "^| attn_flash_backward | [0-9.,]* | [0-9.]* | [a-z]* | [0-9,]* |$" ||
+    { echo "$a"; fail "--attention: no backward row"; }
+ta=$(echo "$a" | sed -n 's/^predicted_attention_ms //p')
+tb=$(echo "$b" | sed -n 's/^predicted_attention_ms //p')
+python3 -c "import sys; a, b = map(float, sys.argv[1:]); assert 0 < a < b, (a, b)" "$ta" "$tb" ||
+    fail "--attention: $ta ms without dropout, $tb ms with: want more with the draws"
+expect 2 "the tensor-core kernels take head sizes 64 and 128" -- \
+    python3 scripts/roofline.py --gpu h100 --attention 1,1,64,96
+echo "ok: --attention $ta ms (GPT-2 small's layer, no dropout), $tb ms with dropout"
 echo "cudasim: roofline v2 calibrated and the counters consistent"
