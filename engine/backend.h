@@ -314,7 +314,10 @@ struct zt_backend {
      *   lse(s, hh, i) = log sum_j exp(scale q_i . k_j)   into lse (n, h, t).
      * A row with no allowed key gets y = 0 and lse = 0. No (t, t) tensor is
      * stored: `work` holds at least zt_attn_flash_work_numel(n, h, t, hs) floats of
-     * scratch. Softmax in float32; each output from one fixed order of sums.
+     * scratch. Softmax in float32. The CPU backend sums in one fixed order;
+     * the CUDA backend's tensor-core path (bf16, fp16 at head sizes 64 and
+     * 128) rounds P (and backward dS) to dt as operands and adds dQ with
+     * atomics (docs/gpu.md), within op-check's stated tolerances.
      * qkv, y (dt); lse, work fp32. */
     void (*attn_flash_forward)(const zt_backend *be, zt_dtype dt, void *y, float *lse,
                                float *work, const void *qkv, int64_t n, int64_t h, int64_t t,

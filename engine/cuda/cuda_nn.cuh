@@ -29,7 +29,9 @@
  * the CPU's order, and expf/tanhf/log/exp/sin/cos are CUDA's (within 1-2 ulp of
  * glibc's), so those results differ from the CPU's by rounding only.
  *
- * Determinism: no floating-point atomics. Every sum has an order fixed by the
+ * Determinism: no floating-point atomics (the tensor-core attention's dQ,
+ * backend_cuda_flash_mma.cu, is the one exception: FlashAttention-2's
+ * schedule). Every sum has an order fixed by the
  * shape alone (not by timing, grid size or SM count): column sums walk rows in
  * increasing order in one thread, trees have a fixed shape, and the loss total
  * sums fixed row parts then the parts in index order.
