@@ -27,7 +27,7 @@ JSON
 run() {
     local tag=$1 steps=$2
     shift 2
-    local args=(--model gptlite --data "$ZT_SHARED/data/tinyshakespeare/input.txt" --n-layer 2
+    local args=(--model gptlite --data "$ZT_SHARED/data/tinyshakespeare/input.txt" --n-layer 1
                 --block-size 64 --dropout 0.1 --steps "$steps" --seed 5 "$@")
     ./zerotrain --config "$tmp/cfg.json" "${args[@]}" --device cpu --report "$tmp/$tag-cpu.json" \
         >"$tmp/$tag-cpu.log" 2>&1 || { cat "$tmp/$tag-cpu.log"; fail "$tag on the CPU"; }
