@@ -4,6 +4,8 @@
     python3 scripts/roofline.py REPORT [REPORT2] --gpu h100|h200|a100 [--scale-batch N]
                                 [--device-counts SIM] [--comm include|exclude] [--top K]
     python3 scripts/roofline.py --calibrate FIXTURE
+    python3 scripts/roofline.py --attention N,H,T,HS --gpu G [--causal] [--dropout]
+                                [--dtype bf16|fp16] [--device-counts SIM] [--loops FILE]
 
 REPORT is a zerotrain --report written with --profile: per backend op, its
 calls, FLOPs (what the CUDA kernels execute, recomputation included) and
@@ -46,6 +48,12 @@ not depend on the micro-batch or the world size). --world P: predict the
 collectives for P ranks (default: the world size the bytes were counted at).
 The ops' counts stay the report's: at P ranks a partitioned optimizer step
 would be 1/P of it, which the prediction leaves as counted.
+
+--attention N,H,T,HS: one layer's tensor-core attention alone (batch N, H
+heads, T tokens, head size 64 or 128), its counts as --profile would make
+them; with --device-counts, the densities of a simulated run at that head
+size. The tensor-core attention is priced by its kernels' main loops
+(--loops, default docs/gpu-audit-loops.json from make gpu-audit).
 
 --calibrate FIXTURE: predicts every run of a calibration fixture (reports of
 a commit that ran on a GPU, with the measured step; scripts/roofline-
@@ -400,7 +408,9 @@ def attention_main(a, g, loops):
         fail(f"--attention {a.attention}: the tensor-core kernels take head sizes 64 and 128")
     ops = attention_ops(n, h, t, hs, a.causal, a.dropout, a.dtype)
     p = {"gemm_dtype": a.dtype}
-    rows, _, _ = predict(ops, {}, p, g, 1, False, None, loops)
+    # The simulator's densities (per FLOP) of a run at the same head size.
+    dens = densities(load(a.device_counts), a.device_counts) if a.device_counts else None
+    rows, _, _ = predict(ops, {}, p, g, 1, False, dens, loops)
     # FlashAttention's convention (its papers' TFLOPs/s): 4 n h t^2 hs forward,
     # halved when causal, and 2.5 times that backward.
     conv = 4 * n * h * t * t * hs / (2 if a.causal else 1)

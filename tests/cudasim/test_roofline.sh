@@ -121,7 +121,17 @@ ta=$(echo "$a" | sed -n 's/^predicted_attention_ms //p')
 tb=$(echo "$b" | sed -n 's/^predicted_attention_ms //p')
 python3 -c "import sys; a, b = map(float, sys.argv[1:]); assert 0 < a < b, (a, b)" "$ta" "$tb" ||
     fail "--attention: $ta ms without dropout, $tb ms with: want more with the draws"
+# With the simulator's counters of the same layer (ldmatrix and cp.async
+# counted), the prediction can only grow.
+ZT_SIM_PERF=1 $ZT_MPIRUN -np 1 "$ZT_BIN" --config "$tmp/c.json" --model gptlite \
+    --data "$ZT_SHARED/data/tinyshakespeare/input.txt" --n-layer 1 --n-embd 128 --n-head 2 \
+    --block-size 96 --dropout 0.1 --activation gelu --steps 1 --profile $ZT_DEVICE_FLAGS \
+    --report "$tmp/tcs.json" >"$tmp/tcs.log" 2>&1 || { cat "$tmp/tcs.log"; fail "the hs 64 sim run"; }
+tc=$(python3 scripts/roofline.py --gpu h100 --attention 16,12,1024,64 --causal --dropout \
+    --device-counts "$tmp/tcs.json" | sed -n 's/^predicted_attention_ms //p')
+python3 -c "import sys; a, b = map(float, sys.argv[1:]); assert b >= a > 0, (a, b)" "$tb" "$tc" ||
+    fail "--attention --device-counts: $tc ms, $tb ms without the counters"
 expect 2 "the tensor-core kernels take head sizes 64 and 128" -- \
     python3 scripts/roofline.py --gpu h100 --attention 1,1,64,96
-echo "ok: --attention $ta ms (GPT-2 small's layer, no dropout), $tb ms with dropout"
+echo "ok: --attention $ta ms (GPT-2 small's layer, no dropout), $tb ms with dropout, $tc ms with the simulator's counters"
 echo "cudasim: roofline v2 calibrated and the counters consistent"
