@@ -202,12 +202,6 @@ __device__ __forceinline__ void fm_frag_rows(uint32_t (&a)[W / 16][4], const uin
 
 constexpr float FM_LOG2E = 1.4426950408889634f;
 
-/* The dropout counter of element (row i, key 0) of head hh. */
-__device__ __forceinline__ uint64_t fm_row_ctr(const fl_geom &g, int64_t hh, int64_t i)
-{
-    return (uint64_t)((hh * g.key_b + i) * g.key_c);
-}
-
 template <int HD, zt_dtype T, bool DROP>
 __global__ void __launch_bounds__(32 * fm<HD>::FWARPS, 2)
     flash_fwd_mma(fl_geom g, uint16_t *y, float *lse, const uint16_t *__restrict__ qkv)
@@ -228,7 +222,7 @@ __global__ void __launch_bounds__(32 * fm<HD>::FWARPS, 2)
     const uint16_t *q = qkv + s * g.t * g.ld + hh * g.hs, *k = q + g.c, *v = q + 2 * g.c;
     constexpr bool drop = DROP; // g.p > 0 (the host picks)
     const uint64_t key = drop ? fl_drop_key(g, s) : 0;
-    const uint64_t ctr[2] = {drop ? fm_row_ctr(g, hh, rw[0]) : 0, drop ? fm_row_ctr(g, hh, rw[1]) : 0};
+    const uint64_t ctr[2] = {drop ? fl_row_ctr(g, hh, rw[0]) : 0, drop ? fl_row_ctr(g, hh, rw[1]) : 0};
     const float sl2 = g.scale * FM_LOG2E; // exp(scale x) = exp2(sl2 x)
     uint32_t qf[KS][4]; // the warp's 16 rows of Q as A fragments, read once
 #pragma unroll
@@ -422,7 +416,7 @@ __global__ void __launch_bounds__(32 * fm<HD>::BWARPS, fm<HD>::BMINB)
         /* Dropout counters: element (query i0 + ic, key kw[r]) is at
          * cb[r] + (ic - 2 tq) key_c. */
         const uint64_t kc = (uint64_t)g.key_c;
-        const uint64_t cb0 = drop ? fm_row_ctr(g, hh, i0) + 2 * tq * kc : 0;
+        const uint64_t cb0 = drop ? fl_row_ctr(g, hh, i0) + 2 * tq * kc : 0;
         const uint64_t cb[2] = {cb0 + (uint64_t)kw[0], cb0 + (uint64_t)kw[1]};
         /* The tile's queries in parts (fm::BPARTS), so that registers hold
          * one part's scores, dP, P and dS at a time: no spill. */

@@ -46,23 +46,28 @@ static __device__ __forceinline__ uint64_t fl_drop_key(const fl_geom &g, int64_t
     return zt_rng_mix(zt_rng_mix(zt_dropout_row_seed(g.seed, g.site, g.step, g.row_keys[s])));
 }
 
+/* The dropout counter of element (row i, key 0) of head hh; key j's is
+ * this plus j. */
+static __device__ __forceinline__ uint64_t fl_row_ctr(const fl_geom &g, int64_t hh, int64_t i)
+{
+    return (uint64_t)((hh * g.key_b + i) * g.key_c);
+}
+
+/* Whether the draw at counter ctr of row key `key` keeps its element: u >=
+ * p with u = (bits >> 40) 2^-24, exact in fp32, so the integer test bits >=
+ * ceil(p 2^24) (keep_min). */
+static __device__ __forceinline__ bool fl_keep_bits(const fl_geom &g, uint64_t key, uint64_t ctr)
+{
+    return (uint32_t)(zt_rng_mix(key ^ ctr) >> 40) >= g.keep_min;
+}
+
 /* The dropout factor of element (s, hh, i, j): 0 or dscale (1 without dropout). */
 static __device__ __forceinline__ float fl_kept(const fl_geom &g, uint64_t key, int64_t hh,
                                                 int64_t i, int64_t j)
 {
     if (g.p == 0.0f)
         return 1.0f;
-    uint64_t ctr = (uint64_t)((hh * g.key_b + i) * g.key_c + j);
-    float u = (float)(zt_rng_mix(key ^ ctr) >> 40) * (1.0f / 16777216.0f);
-    return u >= g.p ? g.dscale : 0.0f;
-}
-
-/* Whether the draw at counter ctr of row key `key` keeps its element: the
- * integer form of fl_kept's test (u >= p with u = bits 2^-24 exact in fp32,
- * so bits >= ceil(p 2^24)). */
-static __device__ __forceinline__ bool fl_keep_bits(const fl_geom &g, uint64_t key, uint64_t ctr)
-{
-    return (uint32_t)(zt_rng_mix(key ^ ctr) >> 40) >= g.keep_min;
+    return fl_keep_bits(g, key, fl_row_ctr(g, hh, i) + (uint64_t)j) ? g.dscale : 0.0f;
 }
 
 /* The tensor-core path (backend_cuda_flash_mma.cu) takes a call when

@@ -585,8 +585,10 @@ static void p_attn_flash_backward(const zt_backend *be, zt_dtype dt, void *dqkv,
     rd(k, ZT_PROF_FP32, u(n) * u(h) * u(t));
     attn_side_reads(k, n, lengths, drop);
     wr(k, kind_of(dt), 3 * u(n) * u(t) * u(c));
-    if (f.tensor_flops) /* dQ's fp32 accumulator: cleared, then rounded */
-        wr(k, ZT_PROF_FP32, u(n) * u(t) * u(c)), rd(k, ZT_PROF_FP32, u(n) * u(t) * u(c));
+    if (f.tensor_flops) { /* dQ's fp32 accumulator: cleared, then rounded */
+        wr(k, ZT_PROF_FP32, u(n) * u(t) * u(c));
+        rd(k, ZT_PROF_FP32, u(n) * u(t) * u(c));
+    }
     inner_of(be)->attn_flash_backward(inner_of(be), dt, dqkv, dy, y, lse, qkv, work, n, h, t, c,
                                       scale, causal, lengths, drop);
     op_end(be);

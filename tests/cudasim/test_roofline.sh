@@ -133,5 +133,7 @@ python3 -c "import sys; a, b = map(float, sys.argv[1:]); assert b >= a > 0, (a, 
     fail "--attention --device-counts: $tc ms, $tb ms without the counters"
 expect 2 "the tensor-core kernels take head sizes 64 and 128" -- \
     python3 scripts/roofline.py --gpu h100 --attention 1,1,64,96
+expect 2 "expected N,H,T,HS" -- python3 scripts/roofline.py --gpu h100 --attention 1,2,64
+expect 2 "attention needs --gpu" -- python3 scripts/roofline.py --attention 1,2,64,64
 echo "ok: --attention $ta ms (GPT-2 small's layer, no dropout), $tb ms with dropout, $tc ms with the simulator's counters"
 echo "cudasim: roofline v2 calibrated and the counters consistent"
