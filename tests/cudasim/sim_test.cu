@@ -443,7 +443,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: sim-test limits | pointer plain|pinned|functor|freed|ok | shared "
                         "| events | race raw|war|waw|copy | illegal | warp exited|divergent | "
                         "memory | uuid | cublas | nccl | nccl-hang | nccl-dup | perf "
-                        "| mma mma|ldmatrix|cp-async|early|nowait\n");
+                        "| mma mma|ldmatrix|cp-async|early|nowait|dynamic|dynamic-overrun\n");
         return 2;
     }
     printf("%s %s: %s\n", c, arg, rc ? "FAIL" : "ok");

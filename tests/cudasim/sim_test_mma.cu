@@ -10,6 +10,9 @@
  * from a transposed tile: the flash attention's pattern), cp.async (4, 8 and
  * 16 bytes, two groups, wait_group 1 then 0), and the misuses the simulator
  * must report: a read before the wait, a block ending with copies in flight.
+ * Dynamic shared memory (zt_dynamic_shared): 64 KiB opted in and filled by
+ * cp.async, undefined (0xff bytes) at the launch, and a write one byte past
+ * the launch's size reported as an illegal address.
  */
 #include "tests/cudasim/sim_test.h"
 
@@ -284,6 +287,60 @@ int check_cp_async(const char *arg)
     return st_failed;
 }
 
+/* bytes of src through the launch's dynamic shared memory (as many) into
+ * dst, after dst[bytes] = its last byte as the launch found it; mode 1 also
+ * writes one byte past its end. */
+__global__ void k_dynamic(const uint8_t *src, uint8_t *dst, int bytes, int mode)
+{
+    uint8_t *s = reinterpret_cast<uint8_t *>(zt_dynamic_shared());
+    const int t = threadIdx.x;
+    if (t == 0)
+        dst[bytes] = s[bytes - 1];
+    __syncthreads();
+    for (int i = 16 * t; i < bytes; i += 16 * (int)blockDim.x)
+        zt_cp_async<16>(s + i, src + i);
+    zt_cp_async_commit();
+    zt_cp_async_wait<0>();
+    __syncthreads();
+    if (mode == 1 && t == 0)
+        s[bytes] = 1;
+    for (int i = t; i < bytes; i += (int)blockDim.x)
+        dst[i] = s[bytes - 1 - i];
+}
+
+int check_dynamic(const char *arg)
+{
+    const int bytes = 64 * 1024, mode = !strcmp(arg, "dynamic-overrun");
+    uint8_t *host = static_cast<uint8_t *>(malloc(bytes)), *back = static_cast<uint8_t *>(malloc(bytes + 1));
+    for (int i = 0; i < bytes; i++)
+        host[i] = (uint8_t)(i * 13 + 5);
+    uint8_t *src, *dst;
+    ST_CUDA(cudaMalloc(&src, bytes));
+    ST_CUDA(cudaMalloc(&dst, bytes + 1));
+    ST_CUDA(cudaMemcpy(src, host, bytes, cudaMemcpyHostToDevice));
+    ST_CUDA(zt_shared_optin(k_dynamic, bytes));
+    ZT_LAUNCH(1, 64, bytes, 0, k_dynamic)(src, dst, bytes, mode);
+    cudaError_t rc = cudaDeviceSynchronize();
+    if (mode) {
+        ST_CHECK(rc == cudaErrorIllegalAddress, "a write past the dynamic shared memory: %s",
+                 cudaGetErrorString(rc));
+        return st_failed;
+    }
+    ST_CUDA(rc);
+    ST_CUDA(cudaMemcpy(back, dst, bytes + 1, cudaMemcpyDeviceToHost));
+    int wrong = 0;
+    for (int i = 0; i < bytes; i++)
+        wrong += back[i] != host[bytes - 1 - i];
+    ST_CHECK(wrong == 0, "dynamic shared memory: %d of %d bytes came back wrong", wrong, bytes);
+    ST_CHECK(back[bytes] == 0xff, "dynamic shared memory at the launch: %#x, want 0xff",
+             back[bytes]);
+    cudaFree(src);
+    cudaFree(dst);
+    free(host);
+    free(back);
+    return st_failed;
+}
+
 } // namespace
 
 int st_mma(const char *arg)
@@ -293,5 +350,7 @@ int st_mma(const char *arg)
         return check_mma(true) | check_mma(false);
     if (!strcmp(arg, "ldmatrix"))
         return check_ldmatrix() | check_qk();
+    if (!strncmp(arg, "dynamic", 7))
+        return check_dynamic(arg);
     return check_cp_async(arg);
 }

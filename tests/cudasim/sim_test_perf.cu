@@ -3,8 +3,9 @@
  * against counts worked out by hand for access patterns whose cost on a GPU
  * is textbook: a coalesced warp, a strided one, a loop, and shared memory
  * without conflicts, with a 2-way and a 32-way conflict, a broadcast and
- * 16-byte accesses; ldmatrix x4 on padded and on unpadded rows, and a warp's
- * 16-byte cp.async copies. This file stands in for --profile: it names the op each
+ * 16-byte accesses; ldmatrix x4 on padded and on unpadded rows, a warp's
+ * 16-byte cp.async copies; atomics (one request each, as the one
+ * instruction they are, float2's included) and dynamic shared memory. This file stands in for --profile: it names the op each
  * launch belongs to and collects what the simulator reports for it.
  */
 #include "tests/cudasim/sim_test.h"
@@ -81,6 +82,20 @@ __global__ void k_mma_mem(const uint4 *in, uint32_t *out)
     out[t] = a[0] + b[0] + dst[t].x; /* a word every 16 bytes: 4 wavefronts, 3 conflicts */
 }
 
+/* A warp's atomicAdd of a float each (4 sectors in a line), of a float2
+ * each at acc + 64 (8 sectors in 2 lines), then a word each of dynamic
+ * shared memory written and read back (a wavefront each) and stored. */
+__global__ void k_atomics(float *acc, float *out)
+{
+    const unsigned t = threadIdx.x;
+    atomicAdd(&acc[t], 1.0f);
+    atomicAdd(reinterpret_cast<float2 *>(acc + 64) + t, make_float2(1.0f, 2.0f));
+    uint32_t *d = reinterpret_cast<uint32_t *>(zt_dynamic_shared());
+    d[t] = t;
+    __syncthreads();
+    out[t] = (float)d[31 - t];
+}
+
 /* What must hold for op: every counter named, and the others zero. */
 void expect(const char *op, const std::map<std::string, unsigned long long> &want)
 {
@@ -128,6 +143,7 @@ int st_perf(void)
         ZT_LAUNCH(1, 32, 0, 0, k_mma_mem)(reinterpret_cast<const uint4 *>(in),
                                           reinterpret_cast<uint32_t *>(out));
     });
+    in_op("atomics", [&] { ZT_LAUNCH(1, 32, 128, 0, k_atomics)(in, out); });
     ZT_LAUNCH(1, 32, 0, 0, k_copy)(in, out); /* outside any op: counted nowhere */
     ST_CUDA(cudaDeviceSynchronize());
     /* Two blocks of one warp: a load and a store each, 4 sectors in 1 line. */
@@ -150,7 +166,18 @@ int st_perf(void)
                        {"shared_bank_conflicts", 28 + 3}, {"global_requests", 2},
                        {"global_sectors", 16 + 4}, {"global_wavefronts", 4 + 1},
                        {"dram_sectors", 20}});
-    ST_CHECK(g_counts.size() == 5, "%zu ops counted, want 5 (none outside an op)",
+    /* Three global requests (the atomics read and write in one), two shared. */
+    expect("atomics", {{"launches", 1}, {"global_requests", 3}, {"global_sectors", 4 + 8 + 4},
+                       {"global_wavefronts", 1 + 2 + 1}, {"dram_sectors", 16},
+                       {"shared_requests", 2}, {"shared_wavefronts", 2},
+                       {"shared_bank_conflicts", 0}});
+    float acc[128];
+    ST_CUDA(cudaMemcpy(acc, in, sizeof acc, cudaMemcpyDeviceToHost));
+    for (int i = 0; i < 32; i++)
+        ST_CHECK(acc[i] == 1.0f && acc[64 + 2 * i] == 1.0f && acc[65 + 2 * i] == 2.0f,
+                 "atomics: lane %d's sums %g, %g, %g", i, acc[i], acc[64 + 2 * i],
+                 acc[65 + 2 * i]);
+    ST_CHECK(g_counts.size() == 6, "%zu ops counted, want 6 (none outside an op)",
              g_counts.size());
     ST_CUDA(cudaFree(in));
     ST_CUDA(cudaFree(out));

@@ -130,4 +130,8 @@ args="mma cp-async" case_is 0 "mma cp-async: ok" -- X=1
 args="mma early" case_is 0 "reads shared memory at 0x[0-9a-f]+ that a cp.async of thread 0 has not landed in" \
     "mma early: ok" -- X=1
 args="mma nowait" case_is 0 "64 cp.async copies never waited for" "mma nowait: ok" -- X=1
+# Dynamic shared memory: opted in, poisoned at the launch, bounded by its size.
+args="mma dynamic" case_is 0 "mma dynamic: ok" -- X=1
+args="mma dynamic-overrun" case_is 0 "writes 1 bytes of dynamic shared memory at offset 65536, past the launch's 65536 bytes" \
+    "mma dynamic-overrun: ok" -- X=1
 echo "cudasim: all simulator checks passed"

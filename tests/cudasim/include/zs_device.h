@@ -12,6 +12,10 @@
  * none of them runs from start to end without a switch. So:
  *  - __shared__ is `static`: one instance, used by one block at a time (its
  *    contents are not cleared between blocks, as on a GPU they are undefined);
+ *    the launch's dynamic shared memory (`extern __shared__` under nvcc) is
+ *    zs_dynamic_shared(), one buffer likewise, filled with 0xff bytes at
+ *    each launch, and an access past the launch's bytes is an illegal
+ *    address;
  *  - the built-in variables are plain globals the fiber scheduler sets before
  *    it resumes a thread (one device thread runs every kernel);
  *  - atomics are plain read-modify-writes: no two threads run at once.
@@ -52,6 +56,10 @@ struct dim3 {
     }
     constexpr dim3(uint3 v) : x(v.x), y(v.y), z(v.z) {}
 };
+
+/* The running launch's dynamic shared memory, 128-byte aligned (see the
+ * top of the file; fiber.cc). */
+void *zs_dynamic_shared();
 
 /* Set by the fiber scheduler (plain globals: see the top of the file). */
 extern uint3 threadIdx;
@@ -216,67 +224,127 @@ void zs_cp_async(void *smem, const void *gmem, int bytes);
 void zs_cp_async_commit();
 void zs_cp_async_wait(int n);
 
-/* ---- atomics: the old value, as CUDA's (see the top of the file) ---- */
+/* ---- atomics: the old value, as CUDA's (see the top of the file) ----
+ *
+ * An atomic is one instruction on a GPU, a read-modify-write: so it reaches
+ * the race and bounds checks and the performance counters once, through
+ * zs_atomic_access (racecheck.cc), whose caller's address (these functions
+ * are always inlined into the kernel) names the site. The memory itself is
+ * read and written through __atomic builtins, which the instrumentation
+ * passes to the simulator's host-memory atomics uncounted. */
 
-template <class T> inline T zs_atomic_add(T *p, T v)
+void zs_atomic_access(void *p, size_t n);
+
+template <class T> __forceinline__ T zs_atomic_get(T *p)
 {
-    T old = *p;
-    *p = old + v;
+    T v;
+    __atomic_load(p, &v, __ATOMIC_RELAXED);
+    return v;
+}
+template <class T> __forceinline__ void zs_atomic_put(T *p, T v)
+{
+    __atomic_store(p, &v, __ATOMIC_RELAXED);
+}
+
+template <class T> __forceinline__ T zs_atomic_add(T *p, T v)
+{
+    zs_atomic_access(p, sizeof(T));
+    T old = zs_atomic_get(p);
+    zs_atomic_put(p, (T)(old + v));
     return old;
 }
-inline int atomicAdd(int *p, int v) { return zs_atomic_add(p, v); }
-inline unsigned int atomicAdd(unsigned int *p, unsigned int v) { return zs_atomic_add(p, v); }
-inline unsigned long long atomicAdd(unsigned long long *p, unsigned long long v)
+__forceinline__ int atomicAdd(int *p, int v) { return zs_atomic_add(p, v); }
+__forceinline__ unsigned int atomicAdd(unsigned int *p, unsigned int v)
 {
     return zs_atomic_add(p, v);
 }
-inline float atomicAdd(float *p, float v) { return zs_atomic_add(p, v); }
-inline double atomicAdd(double *p, double v) { return zs_atomic_add(p, v); }
-
-template <class T> inline T zs_atomic_max(T *p, T v)
+__forceinline__ unsigned long long atomicAdd(unsigned long long *p, unsigned long long v)
 {
-    T old = *p;
-    *p = old < v ? v : old;
+    return zs_atomic_add(p, v);
+}
+__forceinline__ float atomicAdd(float *p, float v) { return zs_atomic_add(p, v); }
+__forceinline__ double atomicAdd(double *p, double v) { return zs_atomic_add(p, v); }
+/* The vector forms of sm_90 (one instruction of 8 or 16 bytes; their
+ * elements are atomic one by one, as CUDA documents). */
+__forceinline__ float2 atomicAdd(float2 *p, float2 v)
+{
+    zs_atomic_access(p, sizeof v);
+    float *f = &p->x;
+    float2 old = {zs_atomic_get(f), zs_atomic_get(f + 1)};
+    zs_atomic_put(f, old.x + v.x);
+    zs_atomic_put(f + 1, old.y + v.y);
     return old;
 }
-inline int atomicMax(int *p, int v) { return zs_atomic_max(p, v); }
-inline unsigned int atomicMax(unsigned int *p, unsigned int v) { return zs_atomic_max(p, v); }
-
-template <class T> inline T zs_atomic_min(T *p, T v)
+__forceinline__ float4 atomicAdd(float4 *p, float4 v)
 {
-    T old = *p;
-    *p = v < old ? v : old;
+    zs_atomic_access(p, sizeof v);
+    float *f = &p->x;
+    float4 old = {zs_atomic_get(f), zs_atomic_get(f + 1), zs_atomic_get(f + 2),
+                  zs_atomic_get(f + 3)};
+    zs_atomic_put(f, old.x + v.x);
+    zs_atomic_put(f + 1, old.y + v.y);
+    zs_atomic_put(f + 2, old.z + v.z);
+    zs_atomic_put(f + 3, old.w + v.w);
     return old;
 }
-inline int atomicMin(int *p, int v) { return zs_atomic_min(p, v); }
-inline unsigned int atomicMin(unsigned int *p, unsigned int v) { return zs_atomic_min(p, v); }
 
-template <class T> inline T zs_atomic_cas(T *p, T compare, T v)
+template <class T> __forceinline__ T zs_atomic_max(T *p, T v)
 {
-    T old = *p;
+    zs_atomic_access(p, sizeof(T));
+    T old = zs_atomic_get(p);
+    zs_atomic_put(p, old < v ? v : old);
+    return old;
+}
+__forceinline__ int atomicMax(int *p, int v) { return zs_atomic_max(p, v); }
+__forceinline__ unsigned int atomicMax(unsigned int *p, unsigned int v)
+{
+    return zs_atomic_max(p, v);
+}
+
+template <class T> __forceinline__ T zs_atomic_min(T *p, T v)
+{
+    zs_atomic_access(p, sizeof(T));
+    T old = zs_atomic_get(p);
+    zs_atomic_put(p, v < old ? v : old);
+    return old;
+}
+__forceinline__ int atomicMin(int *p, int v) { return zs_atomic_min(p, v); }
+__forceinline__ unsigned int atomicMin(unsigned int *p, unsigned int v)
+{
+    return zs_atomic_min(p, v);
+}
+
+template <class T> __forceinline__ T zs_atomic_cas(T *p, T compare, T v)
+{
+    zs_atomic_access(p, sizeof(T));
+    T old = zs_atomic_get(p);
     if (old == compare)
-        *p = v;
+        zs_atomic_put(p, v);
     return old;
 }
-inline int atomicCAS(int *p, int c, int v) { return zs_atomic_cas(p, c, v); }
-inline unsigned int atomicCAS(unsigned int *p, unsigned int c, unsigned int v)
+__forceinline__ int atomicCAS(int *p, int c, int v) { return zs_atomic_cas(p, c, v); }
+__forceinline__ unsigned int atomicCAS(unsigned int *p, unsigned int c, unsigned int v)
 {
     return zs_atomic_cas(p, c, v);
 }
-inline unsigned long long atomicCAS(unsigned long long *p, unsigned long long c,
-                                    unsigned long long v)
+__forceinline__ unsigned long long atomicCAS(unsigned long long *p, unsigned long long c,
+                                             unsigned long long v)
 {
     return zs_atomic_cas(p, c, v);
 }
 
-template <class T> inline T zs_atomic_exch(T *p, T v)
+template <class T> __forceinline__ T zs_atomic_exch(T *p, T v)
 {
-    T old = *p;
-    *p = v;
+    zs_atomic_access(p, sizeof(T));
+    T old = zs_atomic_get(p);
+    zs_atomic_put(p, v);
     return old;
 }
-inline int atomicExch(int *p, int v) { return zs_atomic_exch(p, v); }
-inline unsigned int atomicExch(unsigned int *p, unsigned int v) { return zs_atomic_exch(p, v); }
-inline float atomicExch(float *p, float v) { return zs_atomic_exch(p, v); }
+__forceinline__ int atomicExch(int *p, int v) { return zs_atomic_exch(p, v); }
+__forceinline__ unsigned int atomicExch(unsigned int *p, unsigned int v)
+{
+    return zs_atomic_exch(p, v);
+}
+__forceinline__ float atomicExch(float *p, float v) { return zs_atomic_exch(p, v); }
 
 #endif

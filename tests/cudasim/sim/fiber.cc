@@ -569,6 +569,8 @@ extern "C" char __bss_start[], _end[];
 
 bool zs_in_shared(uintptr_t a, size_t n)
 {
+    if (a - zs_dyn_lo < zs_dyn_cap) /* dynamic: only the running launch's bytes */
+        return a + n - zs_dyn_lo <= zs_dyn_bytes;
     return a >= (uintptr_t)__bss_start && a + n <= (uintptr_t)_end;
 }
 
@@ -581,7 +583,17 @@ std::string zs_kernel_where()
                      blockIdx.z, t.x, t.y, t.z);
 }
 
-bool zs_run_grid(zs_kernel_job &job, dim3 grid, dim3 block, const char *name)
+namespace {
+alignas(128) unsigned char g_dyn[zs_dyn_cap];
+}
+
+uintptr_t zs_dyn_lo = (uintptr_t)g_dyn;
+size_t zs_dyn_bytes;
+
+void *zs_dynamic_shared() { return g_dyn; }
+
+bool zs_run_grid(zs_kernel_job &job, dim3 grid, dim3 block, size_t shared_bytes,
+                 const char *name)
 {
     static block_run *r;
     if (!r) {
@@ -601,6 +613,10 @@ bool zs_run_grid(zs_kernel_job &job, dim3 grid, dim3 block, const char *name)
                                   (unsigned)i / (block.x * block.y)};
     blockDim = uint3{block.x, block.y, block.z};
     gridDim = uint3{grid.x, grid.y, grid.z};
+    /* Undefined at a kernel's start on a GPU: NaN-patterned here, so that
+     * a read before the kernel's own write shows. */
+    zs_dyn_bytes = shared_bytes;
+    memset(g_dyn, 0xff, shared_bytes);
     g_run = r;
     bool ok = true;
     for (unsigned z = 0; z < grid.z && ok; z++)
@@ -615,5 +631,6 @@ bool zs_run_grid(zs_kernel_job &job, dim3 grid, dim3 block, const char *name)
     }
     r->cur = NULL;
     g_run = NULL;
+    zs_dyn_bytes = 0;
     return ok;
 }

@@ -45,6 +45,7 @@ class kernel_op final : public zs_op {
 public:
     std::unique_ptr<zs_kernel_job> job;
     dim3 grid, block;
+    size_t shared_bytes;
     const char *name;
     const char *prof_op; /* the op --profile counted at the launch, or NULL */
 
@@ -58,7 +59,7 @@ public:
         zs_exec *x = zs_exec_current();
         x->kernel = true;
         zs_perf_launch_begin();
-        zs_run_grid(*job, grid, block, name);
+        zs_run_grid(*job, grid, block, shared_bytes, name);
         zs_perf_launch_end(prof_op);
         x->kernel = false;
         return true;
@@ -234,6 +235,7 @@ void zs_launch_submit(const zs_launch_config &cfg, zs_kernel_job *raw)
     std::unique_ptr<kernel_op> op(new kernel_op());
     op->grid = cfg.grid;
     op->block = cfg.block;
+    op->shared_bytes = cfg.shared_bytes;
     op->name = cfg.kernel;
     op->prof_op = zs_profile_op();
     op->job = std::move(job);

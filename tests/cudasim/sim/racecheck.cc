@@ -130,6 +130,25 @@ void check_shadow(zs_exec *x, uintptr_t a, size_t n, bool write)
     abort();
 }
 
+/* A kernel's access to dynamic shared memory past its launch's bytes. */
+[[noreturn]] void shared_overrun(uintptr_t a, size_t n, bool write)
+{
+    zs_exec *x = t_exec;
+    if (!x || !x->kernel) {
+        zs_report("%s %zu bytes of the simulator's dynamic shared memory outside a kernel",
+                  write ? "writes" : "reads", n);
+        abort();
+    }
+    zs_fault(x->device, cudaErrorIllegalAddress);
+    x->faulted = true;
+    if (g_reports++ < kMaxReports)
+        zs_report("illegal address: %s at %s %s %zu bytes of dynamic shared memory at offset "
+                  "%zu, past the launch's %zu bytes (a GPU reports cudaErrorIllegalAddress)",
+                  x->op->what.c_str(), zs_kernel_where().c_str(), write ? "writes" : "reads",
+                  n, (size_t)(a - zs_dyn_lo), zs_dyn_bytes);
+    zs_kernel_abort();
+}
+
 /* A kernel's access outside its allocations: reported, and the kernel ends. */
 [[noreturn]] void illegal_access(zs_exec *x, uintptr_t a, size_t n, bool write)
 {
@@ -186,8 +205,11 @@ inline void access(const void *p, size_t n, bool write, const void *site)
         zs_perf_access(a, n, a - zs_dev_lo < zs_dev_span, site);
     if (zs_async_pending.load(std::memory_order_relaxed))
         zs_async_access(a, n, write);
-    if (a - zs_dev_lo >= zs_dev_span)
+    if (a - zs_dev_lo >= zs_dev_span) {
+        if (a - zs_dyn_lo < zs_dyn_cap && a + n - zs_dyn_lo > zs_dyn_bytes)
+            shared_overrun(a, n, write);
         return;
+    }
     zs_exec *x = t_exec;
     if (!x)
         host_touch(a, n, write);
@@ -246,6 +268,10 @@ void zs_exec_end() { t_exec = NULL; }
 zs_exec *zs_exec_current() { return t_exec; }
 
 void zs_kernel_access(const void *p, size_t n, bool write) { access(p, n, write, NULL); }
+
+/* An atomic's one read-modify-write (zs_device.h): checked as a write, and
+ * one request of its caller's site, the kernel's instruction. */
+void zs_atomic_access(void *p, size_t n) { access(p, n, true, __builtin_return_address(0)); }
 
 void zs_race_range(const void *p, size_t n, bool write)
 {

@@ -287,7 +287,15 @@ void zs_kernel_access(const void *p, size_t n, bool write);
 /* Runs the grid block by block; false when a thread faulted or the block's
  * threads could not all finish (a barrier misused): the device then has a
  * sticky error and the message was printed. */
-bool zs_run_grid(zs_kernel_job &job, dim3 grid, dim3 block, const char *name);
+bool zs_run_grid(zs_kernel_job &job, dim3 grid, dim3 block, size_t shared_bytes,
+                 const char *name);
+/* The blocks' dynamic shared memory (zs_dynamic_shared, fiber.cc): a
+ * buffer of the opt-in's most in .bss, so that it is shared memory to the
+ * counters; [zs_dyn_lo, + zs_dyn_bytes) is the running launch's. An access
+ * to the buffer past that is the kernel's illegal address (racecheck.cc). */
+const size_t zs_dyn_cap = 227 * 1024;
+extern uintptr_t zs_dyn_lo;
+extern size_t zs_dyn_bytes;
 /* Ends the running kernel from inside one of its threads (an illegal
  * access): never returns. */
 [[noreturn]] void zs_kernel_abort();
