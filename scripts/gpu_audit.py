@@ -29,7 +29,9 @@ Per kernel instantiation and architecture (sm_80, sm_90) it takes:
 These are static counts: instructions in the code, not executed ones.
 For kernels with tensor-core instructions it also takes the main loop (the
 backward branch's span with the most of them) by pipe, one iteration's
-instructions: the report tabulates them, and `loops --out FILE` writes them
+instructions, a loop nested in it weighted by the trip count INNER_TRIPS
+states (none stated: the loop rule fails): the report tabulates them, and
+`loops --out FILE` writes them
 as JSON (docs/gpu-audit-loops.json, which scripts/roofline.py prices the
 tensor-core attention by).
 
@@ -40,6 +42,8 @@ and exits 1 naming every violation:
              tensor-core rate), launches tensor-core work: a cuBLAS call on
              16-bit or TF32 operands, or a kernel of ours whose SASS has
              tensor-core instructions;
+    loop     every tensor-core main loop of a kernel the path logs launch with a
+             loop inside has its trip count in INNER_TRIPS;
     spill    no kernel launched by the path logs spills or uses local memory
              (stack frame, LDL/STL) on either architecture;
     occupancy  no kernel launched by the hot logs runs below OCC_FLOOR of
@@ -199,21 +203,55 @@ SASS_BRA = re.compile(r"\bBRA\s+(?:`\()?0x([0-9a-f]+)")
 SASS_ADDR = re.compile(r"^\s+/\*([0-9a-f]{4,})\*/")
 
 
+# Trip counts of the loops nested in a tensor-core main loop, which the
+# static count cannot see: (kernel name prefix, trips of its one inner
+# loop). flash_bwd_mma at head size 128 keeps its query parts as a loop
+# (fm<128>::BPARTS = 4 parts a tile, backend_cuda_flash_mma.cu; unrolled it
+# spills with dropout). A main loop with an inner loop not listed here fails
+# the audit's loop rule instead of pricing the inner loop once.
+INNER_TRIPS = {"flash_bwd_mma<128,": 4}
+
+
+def pipes(body):
+    c = collections.Counter(pipe_of(op.split(".")[0]) for _, op, _ in body)
+    c["total"] = len(body)
+    return c
+
+
 def main_loop(insns):
-    """The instructions by pipe of the loop (a backward branch's span) with
-    the most tensor-core instructions, or None: a static count of one
-    iteration, inner loops counted once."""
+    """The loop (a backward branch's span) with the most tensor-core
+    instructions, or None: {pipes of one iteration as the code has them,
+    inner: [pipes of each outermost loop inside it]}."""
     addrs = [a for a, _, _ in insns]
+    spans = [(addrs.index(t), i) for i, (a, _, t) in enumerate(insns)
+             if t is not None and t <= a and t in addrs]
     best = None
-    for i, (a, _, target) in enumerate(insns):
-        if target is None or target > a or target not in addrs:
-            continue
-        body = insns[addrs.index(target):i + 1]
-        c = collections.Counter(pipe_of(op.split(".")[0]) for _, op, _ in body)
-        c["total"] = len(body)
-        if c["tensor"] and (best is None or c["tensor"] > best["tensor"]):
-            best = c
-    return {k: best[k] for k in LOOP_PIPES} if best else None
+    for lo, hi in spans:
+        c = pipes(insns[lo:hi + 1])
+        if c["tensor"] and (best is None or c["tensor"] > best[0]["tensor"]):
+            best = c, lo, hi
+    if best is None:
+        return None
+    c, lo, hi = best
+    inner = [(a, b) for a, b in spans if lo <= a and b < hi and (a, b) != (lo, hi)]
+    outer = [(a, b) for a, b in inner if not any(x <= a and b <= y and (x, y) != (a, b)
+                                                 for x, y in inner)]
+    loop = {k: c[k] for k in LOOP_PIPES}
+    loop["inner"] = [{k: pipes(insns[a:b + 1])[k] for k in LOOP_PIPES} for a, b in outer]
+    return loop
+
+
+def weigh_loop(loop, name):
+    """One iteration of a main loop with its inner loops run their stated
+    trips (INNER_TRIPS): (pipes, None), or (None, why) when an inner loop
+    has no stated trip count."""
+    if not loop["inner"]:
+        return {k: loop[k] for k in LOOP_PIPES}, None
+    trips = next((t for prefix, t in INNER_TRIPS.items() if name.startswith(prefix)), None)
+    if trips is None or len(loop["inner"]) != 1:
+        return None, (f"its main loop holds {len(loop['inner'])} inner loop(s) and "
+                      f"INNER_TRIPS states {'no' if trips is None else 'one'} trip count")
+    return {k: loop[k] + (trips - 1) * loop["inner"][0][k] for k in LOOP_PIPES}, None
 
 
 SASS_FN = re.compile(r"^\s+Function : (\S+)")
@@ -329,6 +367,8 @@ def load_objects(objects, tools):
     names = demangle({k[1] for k in kernels})
     for (arch, m), k in kernels.items():
         k["name"] = names[m]
+        if k["loop"]:
+            k["loop"], k["loop_why"] = weigh_loop(k["loop"], k["name"])
     return kernels
 
 
@@ -506,6 +546,9 @@ def check(kernels, logs, classes, paths, hot):
     for (arch, _), k in sorted(kernels.items()):
         runs = sorted({l["run"] for l in k["launches"] if l["run"] in path_names + hot_names})
         where = f"{k['name']} on {arch} ({k['obj']}; launched in {', '.join(runs)})"
+        if k.get("loop_why") and any(l["run"] in path_names for l in k["launches"]):
+            bad.append(f"loop: {where}: {k['loop_why']}: the roofline would price the "
+                       f"inner loop once")
         local = k["stack"] + k["local"] + k["counts"]["LDL/STL"]
         if (k["spill_st"] or k["spill_ld"] or local) and \
                 any(l["run"] in path_names for l in k["launches"]):
@@ -624,11 +667,12 @@ def loop_cycles(loop, arch):
 def loop_section(kernels):
     lines = ["## Tensor-core kernels: main loops", "",
              "One iteration of each kernel's main loop (the loop with the most tensor-core "
-             "instructions), its instructions by pipe, and the cycles per tensor-core "
+             "instructions; a loop nested in it counted its INNER_TRIPS times), its "
+             "instructions by pipe, and the cycles per tensor-core "
              "instruction each pipe needs of an SM sub-partition (alu 2 per instruction, xu 8, "
              "fma 1 on sm_90 and 2 on sm_80, imad 2; issue 1). scripts/roofline.py prices "
              "the tensor-core attention by these (docs/gpu-audit-loops.json).", "",
-             "| kernel | arch | tensor | total | alu | fma | imad | xu | cycles / tensor op "
+             "| kernel | arch | total | tensor | alu | fma | imad | xu | cycles / tensor op "
              "(issue, alu, fma, xu) | bound |", "|" + "---|" * 10]
     for (arch, _), k in sorted(kernels.items(), key=lambda x: (x[1]["name"], x[0][0])):
         lp = k.get("loop")

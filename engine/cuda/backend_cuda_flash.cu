@@ -666,8 +666,8 @@ static void cuda_attn_flash_backward(const zt_backend *be, zt_dtype dt, void *dq
         return;
     fl_geom g = fl_geom_of(n, h, t, c, scale, causal, lengths, drop);
     cudaStream_t st = impl->stream;
-    if (flash_mma_fits(dt, g, qkv, dy) && aligned16(y) && aligned16(dqkv)) {
-        flash_mma_backward(st, dt, g, dqkv, dy, y, lse, work, qkv);
+    if (flash_mma_fits(dt, g, qkv, dy) && aligned16(y) && aligned16(dqkv) &&
+        flash_mma_backward(st, dt, g, dqkv, dy, y, lse, work, qkv)) {
         nn_record(be, "attn_flash_backward");
         return;
     }

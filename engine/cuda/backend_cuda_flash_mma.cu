@@ -14,9 +14,11 @@
  *             P rounded to the dtype as the A operand of P V; y and the O(t)
  *             log-sum-exp written last.
  *   backward: D = rowsum(dy * y) by a warp a row (coalesced), which also
- *             clears dQ's fp32 accumulator; then one kernel whose block owns
- *             BN keys (16 a warp, dK and dV accumulated in registers) and
- *             walks the query tiles that see them: S^T = K Q^T and
+ *             clears dQ's fp32 accumulator; then one kernel whose block of
+ *             4 warps owns 64 keys (16 a warp, dK and dV accumulated in
+ *             registers) and walks the query tiles that see them, their Q
+ *             and dY copied by cp.async under the previous tile's work
+ *             (dynamic shared memory, fm::BSMEM): S^T = K Q^T and
  *             dP^T = V dO^T, recomputed once, P^T from the saved lse,
  *             dV += P^T dO, dK += dS^T Q on tensor cores; dS goes through
  *             shared memory so that the block's warps add dQ += dS K for the
@@ -46,23 +48,35 @@
 namespace {
 
 /* Tile shapes by head size: LDS the padded row stride (elements) of every
- * shared tile; the forward's BN keys a tile; the backward's BWARPS warps
- * owning 16 keys each, over query tiles of BBM rows. Each block's static
- * shared memory stays under 48 KB and its registers under 255 a thread
- * without spills (docs/gpu-audit.md). */
+ * shared tile; the forward's BN keys a tile (static shared memory, under
+ * 48 KB); the backward's BWARPS warps owning 16 keys each, over query tiles
+ * of BBM rows, in BSMEM bytes of dynamic shared memory. Registers stay
+ * under 255 a thread without spills (docs/gpu-audit.md). */
 template <int HD> struct fm {
     static_assert(HD == 64 || HD == 128, "tensor-core attention has head sizes 64 and 128");
     static constexpr int LDS = HD + 8;
     static constexpr int FWARPS = 4, FBM = 16 * FWARPS, FBN = HD <= 64 ? 64 : 32;
-    static constexpr int BWARPS = HD <= 64 ? 4 : 2, BBN = 16 * BWARPS, BBM = 16 * BWARPS;
+    static constexpr int BWARPS = 4, BBN = 16 * BWARPS, BBM = 16 * BWARPS;
     /* The backward takes a query tile in BPARTS parts, one part's scores,
      * dP, P and dS live at a time; at 128, K's and V's A fragments are
      * loaded two k-steps at a time (BAROWS) and ptxas is asked for 2 blocks
      * an SM (BMINB; 0: no minimum): the settings under which neither width
      * spills (ptxas's choices move with small changes: the audit's spill
      * rule watches them). */
-    static constexpr int BPARTS = 2, BMINB = HD <= 64 ? 0 : 2;
+    static constexpr int BPARTS = HD <= 64 ? 2 : 4, BMINB = HD <= 64 ? 0 : 2;
     static constexpr bool BAROWS = HD > 64;
+    /* The parts loop unrolled at 64; at 128 not, or ptxas hoists work
+     * across parts and spills with dropout. */
+    static constexpr int BPUNROLL = HD <= 64 ? BPARTS : 1;
+    /* dQ's product in windows of BDQW column blocks (8 columns each). */
+    static constexpr int BDQW = HD <= 64 ? 4 : 2;
+    /* Q and dY tiles in BQBUF buffers: two at 64 (63 KB, the next tile's
+     * copy runs under the whole of this one), one at 128, where two would
+     * leave one block an SM (77 KB: two blocks on an A100 or H100; the
+     * next tile's copy then runs under the dQ product). */
+    static constexpr int BQBUF = HD <= 64 ? 2 : 1;
+    static constexpr size_t BSMEM =
+        ((size_t)(2 * BBN + 2 * BQBUF * BBM) * LDS + (size_t)BBN * (BBM + 8)) * sizeof(uint16_t);
 };
 
 constexpr unsigned FM_FULL = 0xffffffffu;
@@ -350,10 +364,11 @@ __global__ void flash_rowdot_mma(fl_geom g, float *dd, float *dq_acc, const uint
 }
 
 /* dst[0] += a, dst[1] += b in global memory (dst 8-byte aligned): one
- * vector reduction where the architecture has it (sm_90). */
+ * vector reduction where the architecture has it (sm_90, which the
+ * simulator is). */
 __device__ __forceinline__ void fm_red_add2(float *dst, float a, float b)
 {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#if defined(ZT_CUDASIM) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900)
     atomicAdd(reinterpret_cast<float2 *>(dst), make_float2(a, b));
 #else
     atomicAdd(dst, a);
@@ -367,13 +382,14 @@ __global__ void __launch_bounds__(32 * fm<HD>::BWARPS, fm<HD>::BMINB)
                   const float *__restrict__ lse, const float *__restrict__ dd,
                   const uint16_t *__restrict__ qkv)
 {
-    constexpr int BN = fm<HD>::BBN, BM = fm<HD>::BBM, LDS = fm<HD>::LDS;
-    constexpr int ND = HD / 8, NT = 32 * fm<HD>::BWARPS, LDD = BM + 8;
+    constexpr int BN = fm<HD>::BBN, BM = fm<HD>::BBM, LDS = fm<HD>::LDS, QB = fm<HD>::BQBUF;
+    constexpr int ND = HD / 8, NT = 32 * fm<HD>::BWARPS, LDD = BM + 8, QTILE = BM * LDS;
+    constexpr int DQW = fm<HD>::BDQW;
     constexpr bool BF16 = T == ZT_BF16;
-    __shared__ uint4 smem[(2 * BN + 2 * BM) * LDS / 8 + BN * LDD / 8];
-    __shared__ float slse[BM], sdd[BM];
-    uint16_t *sk = reinterpret_cast<uint16_t *>(smem), *sv = sk + BN * LDS;
-    uint16_t *sq = sv + BN * LDS, *sdo = sq + BM * LDS, *sds = sdo + BM * LDS; // sds: (BN, BM) dS^T
+    __shared__ float slse[QB][BM], sdd[QB][BM]; // the tiles' lse and D
+    // (BN, LDS) K and V, QB x (BM, LDS) Q and dY, (BN, LDD) dS^T: fm::BSMEM
+    uint16_t *sk = reinterpret_cast<uint16_t *>(zt_dynamic_shared()), *sv = sk + BN * LDS;
+    uint16_t *sq0 = sv + BN * LDS, *sdo0 = sq0 + QB * QTILE, *sds = sdo0 + QB * QTILE;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gq = lane / 4, tq = lane % 4;
     const int64_t pair = blockIdx.x, s = pair / g.h, hh = pair % g.h;
     const int64_t j0 = (int64_t)blockIdx.y * BN;
@@ -389,6 +405,23 @@ __global__ void __launch_bounds__(32 * fm<HD>::BWARPS, fm<HD>::BMINB)
     fm_load_tile<HD, BN, NT>(sk, k + j0 * g.ld, g.ld, min_i64(BN, g.t - j0));
     fm_load_tile<HD, BN, NT>(sv, v + j0 * g.ld, g.ld, min_i64(BN, g.t - j0));
     zt_cp_async_commit();
+    /* Query tile i0's Q, dY, lse and D into buffer b, one commit group; rows
+     * past t are zeros. */
+    auto load_queries = [&](int64_t i0, int b) {
+        const int64_t rows = min_i64(BM, g.t - i0);
+        fm_load_tile<HD, BM, NT>(sq0 + b * QTILE, q + i0 * g.ld, g.ld, rows);
+        fm_load_tile<HD, BM, NT>(sdo0 + b * QTILE, dys + i0 * g.c, g.c, rows);
+        static_assert(BM <= NT, "a thread a row of lse and D");
+        const int r = threadIdx.x;
+        if (r < rows) {
+            zt_cp_async<4>(&slse[b][r], ls + i0 + r);
+            zt_cp_async<4>(&sdd[b][r], ds + i0 + r);
+        } else if (r < BM) {
+            slse[b][r] = 0.0f;
+            sdd[b][r] = 0.0f;
+        }
+        zt_cp_async_commit();
+    };
     float dk[ND][4] = {}, dv[ND][4] = {};
     /* Block-uniform: queries before the first key see none of it (causal),
      * and keys at or past the length are seen by no query. */
@@ -397,33 +430,42 @@ __global__ void __launch_bounds__(32 * fm<HD>::BWARPS, fm<HD>::BMINB)
      * causal, kw[r] <= i: i - i0 >= first[r] and i < t. */
     const int64_t kfirst[2] = {kw[0] < len ? (g.causal ? kw[0] : 0) : g.t,
                                kw[1] < len ? (g.causal ? kw[1] : 0) : g.t};
-    for (int64_t i0 = start; i0 < g.t; i0 += BM) {
+    if (start < g.t)
+        load_queries(start, 0);
+    int b = 0; // this tile's buffer
+    for (int64_t i0 = start; i0 < g.t; i0 += BM, b = (b + 1) % QB) {
         const int64_t rows = min_i64(BM, g.t - i0);
-        __syncthreads(); // the previous tile's Q, dO, lse, D and dS are done
-        fm_load_tile<HD, BM, NT>(sq, q + i0 * g.ld, g.ld, rows);
-        fm_load_tile<HD, BM, NT>(sdo, dys + i0 * g.c, g.c, rows);
-        zt_cp_async_commit();
-        for (int r = threadIdx.x; r < BM; r += NT) {
-            slse[r] = r < rows ? ls[i0 + r] * FM_LOG2E : 0.0f; // exp(x - lse) = exp2(x log2e - this)
-            sdd[r] = r < rows ? ds[i0 + r] : 0.0f;
+        /* Two buffers: the next tile's copy starts now, into the buffer
+         * the previous tile's part loop released before its dQ barrier. */
+        if constexpr (QB == 2) {
+            if (i0 + BM < g.t) {
+                load_queries(i0 + BM, 1 - b);
+                zt_cp_async_wait<1>();
+            } else {
+                zt_cp_async_wait<0>();
+            }
+        } else {
+            zt_cp_async_wait<0>();
         }
-        zt_cp_async_wait<0>();
-        __syncthreads();
+        __syncthreads(); // this tile's copies are in; the previous dQ product left dS
+        const uint16_t *sq = sq0 + b * QTILE, *sdo = sdo0 + b * QTILE;
+        const float *tlse = slse[b], *tdd = sdd[b];
         /* Tile-local query limits: seen when lo[r] <= ic < hi. */
         const int hi = (int)rows;
         const int lo[2] = {(int)max_i64(0, min_i64(BM, kfirst[0] - i0)),
                            (int)max_i64(0, min_i64(BM, kfirst[1] - i0))};
         /* Dropout counters: element (query i0 + ic, key kw[r]) is at
-         * cb[r] + (ic - 2 tq) key_c. */
+         * cb0 + 8 r + (ic - 2 tq) key_c. */
         const uint64_t kc = (uint64_t)g.key_c;
-        const uint64_t cb0 = drop ? fl_row_ctr(g, hh, i0) + 2 * tq * kc : 0;
-        const uint64_t cb[2] = {cb0 + (uint64_t)kw[0], cb0 + (uint64_t)kw[1]};
+        const uint32_t kc32 = (uint32_t)g.key_c; // the offsets in a part: flash_mma_fits
+        const uint64_t cb0 = drop ? fl_row_ctr(g, hh, i0) + 2 * tq * kc + (uint64_t)kw[0] : 0;
         /* The tile's queries in parts (fm::BPARTS), so that registers hold
          * one part's scores, dP, P and dS at a time: no spill. */
         constexpr int QW = BM / fm<HD>::BPARTS, NQP = QW / 8; // queries a part
-#pragma unroll
+#pragma unroll(fm<HD>::BPUNROLL)
         for (int q0 = 0; q0 < BM; q0 += QW) {
             float st[NQP][4] = {}, dpt[NQP][4] = {}; // (16 keys, QW queries): S^T and dP^T
+            const uint64_t cq = cb0 + (uint64_t)q0 * kc; // the part's first query
             if constexpr (fm<HD>::BAROWS) {
                 fm_mma_abt_rows<HD, NQP, BF16>(st, sk, warp * 16, sq + q0 * LDS, lane);
                 fm_mma_abt_rows<HD, NQP, BF16>(dpt, sv, warp * 16, sdo + q0 * LDS, lane);
@@ -444,16 +486,21 @@ __global__ void __launch_bounds__(32 * fm<HD>::BWARPS, fm<HD>::BMINB)
                     for (int e = 0; e < 2; e++) {
                         const int ic = q0 + nq * 8 + 2 * tq + e;
                         const bool seen = ic >= lo[x / 2] && ic < hi;
-                        const float p = seen ? exp2f(fmaf(st[nq][x + e], sl2, -slse[ic])) : 0.0f;
+                        // exp(x - lse) = exp2(x log2e - lse log2e)
+                        const float p =
+                            seen ? exp2f(fmaf(st[nq][x + e], sl2, -tlse[ic] * FM_LOG2E)) : 0.0f;
                         float dpk = dpt[nq][x + e];
                         pd[e] = p;
                         if (drop) {
                             const bool keep = fl_keep_bits(
-                                g, key, cb[x / 2] + (uint64_t)(q0 + nq * 8 + e) * kc);
+                                g, key,
+                                HD <= 64
+                                    ? cb0 + 8 * (x / 2) + (uint64_t)(q0 + nq * 8 + e) * kc
+                                    : cq + (8u * (x / 2) + (uint32_t)(nq * 8 + e) * kc32));
                             pd[e] = keep ? p * g.dscale : 0.0f;
                             dpk = keep ? dpk * g.dscale : 0.0f;
                         }
-                        dsv[e] = g.scale * p * (dpk - sdd[ic]);
+                        dsv[e] = g.scale * p * (dpk - tdd[ic]);
                     }
                     /* fm_to_a's placement: blocks 2 kk and 2 kk + 1 make A's kk. */
                     pa[nq / 2][2 * (nq % 2) + x / 2] = zt_pack_rn<BF16>(pd[0], pd[1]);
@@ -466,7 +513,10 @@ __global__ void __launch_bounds__(32 * fm<HD>::BWARPS, fm<HD>::BMINB)
             fm_mma_ab<LDS, QW / 16, ND, BF16>(dv, pa, sdo + q0 * LDS, 0, lane);
             fm_mma_ab<LDS, QW / 16, ND, BF16>(dk, sa, sq + q0 * LDS, 0, lane);
         }
-        __syncthreads();
+        __syncthreads(); // dS is whole; Q and dY are no longer read
+        if constexpr (QB == 1)
+            if (i0 + BM < g.t)
+                load_queries(i0 + BM, 0);
         /* dQ of the warp's 16 queries += dS K over the block's BN keys, in
          * windows of 32 columns, added into the accumulator. dS is stored
          * (key, query): its A fragments (query, key) load transposed. */
@@ -476,15 +526,15 @@ __global__ void __launch_bounds__(32 * fm<HD>::BWARPS, fm<HD>::BMINB)
             zt_ldmatrix<4, true>(qa[kk], sds + (kk * 16 + lane % 8 + 8 * (lane / 16)) * LDD +
                                              warp * 16 + 8 * ((lane / 8) & 1));
 #pragma unroll
-        for (int c0 = 0; c0 < ND; c0 += 4) {
-            float dq[4][4] = {};
-            fm_mma_ab<LDS, BN / 16, 4, BF16>(dq, qa, sk, c0, lane);
+        for (int c0 = 0; c0 < ND; c0 += DQW) {
+            float dq[DQW][4] = {};
+            fm_mma_ab<LDS, BN / 16, DQW, BF16>(dq, qa, sk, c0, lane);
 #pragma unroll
             for (int r = 0; r < 2; r++) {
                 const int64_t i = i0 + warp * 16 + gq + 8 * r;
                 if (i < g.t)
 #pragma unroll
-                    for (int nd = 0; nd < 4; nd++)
+                    for (int nd = 0; nd < DQW; nd++)
                         fm_red_add2(dqs + i * g.c + (c0 + nd) * 8 + 2 * tq, dq[nd][2 * r],
                                     dq[nd][2 * r + 1]);
             }
@@ -527,16 +577,28 @@ void fm_forward(cudaStream_t st, const fl_geom &g, uint16_t *y, float *lse, cons
         ZT_LAUNCH(grid, 32 * fm<HD>::FWARPS, 0, st, flash_fwd_mma<HD, T, false>)(g, y, lse, qkv);
 }
 
+/* The backward's kernel for g (with or without the draws) opted in to its
+ * shared memory on the current device: false where the device has less. */
+template <int HD, zt_dtype T>
+bool fm_backward_optin(const fl_geom &g)
+{
+    cudaError_t e = g.p > 0.0f ? zt_shared_optin(flash_bwd_mma<HD, T, true>, fm<HD>::BSMEM)
+                               : zt_shared_optin(flash_bwd_mma<HD, T, false>, fm<HD>::BSMEM);
+    if (e != cudaSuccess)
+        (void)cudaGetLastError(); // not sticky: the scalar kernels run instead
+    return e == cudaSuccess;
+}
+
 template <int HD, zt_dtype T>
 void fm_backward(cudaStream_t st, const fl_geom &g, uint16_t *dqkv, float *dq_acc,
                  const uint16_t *dy, const float *lse, const float *dd, const uint16_t *qkv)
 {
     dim3 grid((unsigned)(g.n * g.h), (unsigned)((g.t + fm<HD>::BBN - 1) / fm<HD>::BBN));
     if (g.p > 0.0f)
-        ZT_LAUNCH(grid, 32 * fm<HD>::BWARPS, 0, st, flash_bwd_mma<HD, T, true>)
+        ZT_LAUNCH(grid, 32 * fm<HD>::BWARPS, fm<HD>::BSMEM, st, flash_bwd_mma<HD, T, true>)
         (g, dqkv, dq_acc, dy, lse, dd, qkv);
     else
-        ZT_LAUNCH(grid, 32 * fm<HD>::BWARPS, 0, st, flash_bwd_mma<HD, T, false>)
+        ZT_LAUNCH(grid, 32 * fm<HD>::BWARPS, fm<HD>::BSMEM, st, flash_bwd_mma<HD, T, false>)
         (g, dqkv, dq_acc, dy, lse, dd, qkv);
 }
 
@@ -550,8 +612,10 @@ unsigned fm_grid(int64_t items, int threads)
 
 bool flash_mma_fits(zt_dtype dt, const fl_geom &g, const void *qkv, const void *rows_c)
 {
+    /* The backward adds a part's dropout counter offsets (under 16 rows
+     * of key_c) in 32 bits. */
     return (dt == ZT_BF16 || dt == ZT_F16) && (g.hs == 64 || g.hs == 128) && g.scale > 0.0f &&
-           aligned16(qkv) && aligned16(rows_c);
+           g.key_c < ((int64_t)1 << 27) && aligned16(qkv) && aligned16(rows_c);
 }
 
 void flash_mma_forward(cudaStream_t st, zt_dtype dt, const fl_geom &g, void *y, float *lse,
@@ -570,13 +634,16 @@ void flash_mma_forward(cudaStream_t st, zt_dtype dt, const fl_geom &g, void *y, 
     });
 }
 
-void flash_mma_backward(cudaStream_t st, zt_dtype dt, const fl_geom &g, void *dqkv,
+bool flash_mma_backward(cudaStream_t st, zt_dtype dt, const fl_geom &g, void *dqkv,
                         const void *dy, const void *y, const float *lse, float *work,
                         const void *qkv)
 {
+    bool ran = false;
     with_dtype(dt, [&](auto tag) {
         constexpr zt_dtype T = decltype(tag)::value;
         if constexpr (T != ZT_F32) {
+            if (!(g.hs == 64 ? fm_backward_optin<64, T>(g) : fm_backward_optin<128, T>(g)))
+                return;
             uint16_t *d = static_cast<uint16_t *>(dqkv);
             const uint16_t *gy = static_cast<const uint16_t *>(dy);
             const uint16_t *qt = static_cast<const uint16_t *>(qkv);
@@ -589,6 +656,8 @@ void flash_mma_backward(cudaStream_t st, zt_dtype dt, const fl_geom &g, void *dq
             else
                 fm_backward<128, T>(st, g, d, dq_acc, gy, lse, dd, qt);
             ZT_LAUNCH(fm_grid(g.n * g.t * g.c, 256), 256, 0, st, flash_dq_round<T>)(g, d, dq_acc);
+            ran = true;
         }
     });
+    return ran;
 }

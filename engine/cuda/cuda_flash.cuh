@@ -78,7 +78,9 @@ static __device__ __forceinline__ float fl_kept(const fl_geom &g, uint64_t key, 
 bool flash_mma_fits(zt_dtype dt, const fl_geom &g, const void *qkv, const void *rows_c);
 void flash_mma_forward(cudaStream_t st, zt_dtype dt, const fl_geom &g, void *y, float *lse,
                        const void *qkv);
-void flash_mma_backward(cudaStream_t st, zt_dtype dt, const fl_geom &g, void *dqkv,
+/* false, with nothing queued, where the device cannot give the backward's
+ * dynamic shared memory (fm::BSMEM, at most 77 KB: every sm_80+ GPU can). */
+bool flash_mma_backward(cudaStream_t st, zt_dtype dt, const fl_geom &g, void *dqkv,
                         const void *dy, const void *y, const float *lse, float *work,
                         const void *qkv);
 

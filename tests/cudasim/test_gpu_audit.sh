@@ -9,8 +9,8 @@
 #     scalar flash kernels (no tensor-core instruction);
 #   - tests/cudasim/audit/broken.cu: a huge local array, a forced register
 #     spill, an FMA matrix product under a matmul op, a launch below the
-#     occupancy floor; its mma.sync kernel, the control, passes the tensor
-#     rule.
+#     occupancy floor, a tensor-core loop with a loop of unstated trips
+#     inside; its mma.sync kernel, the control, passes the tensor rule.
 # And docs/gpu-audit.md must be as new as the kernels (make gpu-audit).
 # Needs nvcc (the CI machines have it at /usr/local/cuda); without one the
 # build has no CUDA objects and the test says it skipped.
@@ -101,6 +101,8 @@ case_ fma-matmul 1 "FAIL tensor: op gemm is profiled as tensor-core work .*audit
     "$(line gemm audit_fma_gemm 256 0)"$'\n'
 case_ occupancy 1 "FAIL occupancy: audit_low_occupancy on sm_90 .*1.6% of the H100's warps .*limited by shared memory" \
     "$(line scale audit_low_occupancy 32 204800)"$'\n'
+case_ nested 1 "FAIL loop: audit_nested_mma on sm_90 .* inner loop(s) and INNER_TRIPS states no trip count" \
+    "$(line scale audit_nested_mma 32 0)"$'\n'
 case_ control 0 "rules pass" \
     "$(line gemm audit_mma_gemm 32 0)"$'\n' "$(line scale audit_low_occupancy 256 4096)"$'\n'
 # A matmul op with both: one tensor-core kernel is enough.

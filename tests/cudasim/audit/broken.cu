@@ -70,6 +70,30 @@ extern "C" __global__ void audit_mma_gemm(float *d, const unsigned *a, const uns
     d[lane * 4 + 3] = c3;
 }
 
+/* A tensor-core loop with a loop of runtime trips inside: the static count
+ * of one iteration cannot say how often the inner one runs, so the loop
+ * rule wants its trip count stated (INNER_TRIPS). */
+extern "C" __global__ void audit_nested_mma(float *d, const unsigned *a, int n, int m)
+{
+    const int lane = threadIdx.x & 31;
+    float c0 = 0.0f, c1 = 0.0f, c2 = 0.0f, c3 = 0.0f;
+    for (int i = 0; i < n; i++) {
+        unsigned a0 = a[i * 128 + lane * 4], a1 = a[i * 128 + lane * 4 + 1];
+        for (int j = 0; j < m; j++) {
+            unsigned b0 = a[j * 64 + lane * 2], b1 = a[j * 64 + lane * 2 + 1];
+            asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                         "{%0, %1, %2, %3}, {%4, %5, %4, %5}, {%6, %7}, {%0, %1, %2, %3};"
+                         : "+f"(c0), "+f"(c1), "+f"(c2), "+f"(c3)
+                         : "r"(a0), "r"(a1), "r"(b0), "r"(b1));
+        }
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                     "{%0, %1, %2, %3}, {%4, %5, %4, %5}, {%5, %4}, {%0, %1, %2, %3};"
+                     : "+f"(c0), "+f"(c1), "+f"(c2), "+f"(c3)
+                     : "r"(a0), "r"(a1));
+    }
+    d[lane * 4] = c0 + c1 + c2 + c3;
+}
+
 /* Dynamic shared memory sized by the launch: with 200 KiB, one block of one
  * warp per SM (1.6% occupancy), below the floor. */
 extern "C" __global__ void audit_low_occupancy(float *out, int n)
