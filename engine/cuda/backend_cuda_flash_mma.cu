@@ -111,12 +111,13 @@ __device__ __forceinline__ void fm_load_tile(uint16_t *dst, const uint16_t *src,
 {
     constexpr int CH = HD / 8; /* 16-byte chunks a row */
     static_assert(ROWS * CH % NT == 0, "every thread copies the same number of chunks");
+    const int ld32 = (int)ld; /* a tile's offsets fit 32 bits: flash_mma_fits */
 #pragma unroll
     for (int it = 0; it < ROWS * CH / NT; it++) {
         const int e = (int)threadIdx.x + it * NT, r = e / CH, cc = e % CH;
         uint16_t *d = dst + r * fm<HD>::LDS + cc * 8;
         if (r < valid)
-            zt_cp_async<16>(d, src + r * ld + cc * 8);
+            zt_cp_async<16>(d, src + (r * ld32 + cc * 8));
         else
             *reinterpret_cast<uint4 *>(d) = make_uint4(0u, 0u, 0u, 0u);
     }
@@ -285,6 +286,9 @@ __global__ void __launch_bounds__(32 * fm<HD>::FWARPS, 2)
                     sc[nb][x] = -INFINITY;
                 mx[x / 2] = fmaxf(mx[x / 2], sc[nb][x]);
             }
+        /* The draws' counters of the tile's keys j0 + 2 tq (+ nb 8 + 1) in the two rows. */
+        const uint64_t cr[2] = {drop ? ctr[0] + (uint64_t)(j0 + 2 * tq) : 0,
+                                drop ? ctr[1] + (uint64_t)(j0 + 2 * tq) : 0};
         float nbase[2], corr[2];
 #pragma unroll
         for (int r = 0; r < 2; r++) {
@@ -303,10 +307,9 @@ __global__ void __launch_bounds__(32 * fm<HD>::FWARPS, 2)
             for (int x = 0; x < 4; x++) {
                 float e = exp2f(fmaf(sc[nb][x], sl2, nbase[x / 2]));
                 l[x / 2] += e;
-                if (drop)
-                    e = fl_keep_bits(g, key, ctr[x / 2] + (uint64_t)(j0 + nb * 8 + 2 * tq + (x & 1)))
-                            ? e * g.dscale
-                            : 0.0f;
+                /* Dropped: 0; kept, e (dscale is applied to the row at the end). */
+                if (drop && !fl_keep_bits(g, key, cr[x / 2] + (uint64_t)(nb * 8 + (x & 1))))
+                    e = 0.0f;
                 sc[nb][x] = e;
             }
 #pragma unroll
@@ -325,8 +328,9 @@ __global__ void __launch_bounds__(32 * fm<HD>::FWARPS, 2)
         l[r] += __shfl_xor_sync(FM_FULL, l[r], 2);
         if (rw[r] >= g.t)
             continue;
-        /* A row with no allowed key: y = 0, lse = 0. */
-        const float inv = al[r] > 0 ? 1.0f / l[r] : 0.0f;
+        /* A row with no allowed key: y = 0, lse = 0. The kept elements'
+         * dropout scale (1 without dropout) comes in here. */
+        const float inv = al[r] > 0 ? g.dscale / l[r] : 0.0f;
         uint16_t *yr = y + (s * g.t + rw[r]) * g.c + hh * g.hs + 2 * tq;
 #pragma unroll
         for (int nd = 0; nd < ND; nd++)
@@ -401,7 +405,7 @@ __global__ void __launch_bounds__(32 * fm<HD>::BWARPS, fm<HD>::BMINB)
     const int64_t len = g.lengths ? g.lengths[s] : g.t;
     constexpr bool drop = DROP; // g.p > 0 (the host picks)
     const uint64_t key = drop ? fl_drop_key(g, s) : 0;
-    const float sl2 = g.scale * FM_LOG2E;
+    const float sl2 = g.scale * FM_LOG2E, sd = g.scale * g.dscale; // dscale: 1 without dropout
     fm_load_tile<HD, BN, NT>(sk, k + j0 * g.ld, g.ld, min_i64(BN, g.t - j0));
     fm_load_tile<HD, BN, NT>(sv, v + j0 * g.ld, g.ld, min_i64(BN, g.t - j0));
     zt_cp_async_commit();
@@ -478,7 +482,10 @@ __global__ void __launch_bounds__(32 * fm<HD>::BWARPS, fm<HD>::BMINB)
             }
             uint32_t pa[QW / 16][4], sa[QW / 16][4]; // P^T with dropout and dS^T, rounded
 #pragma unroll
-            for (int nq = 0; nq < NQP; nq++)
+            for (int nq = 0; nq < NQP; nq++) {
+                /* The draws' counters of queries q0 + nq 8 + 2 tq (+ 1), key kw[0]. */
+                const uint64_t cn0 = drop ? cb0 + (uint64_t)(q0 + nq * 8) * kc : 0;
+                const uint64_t cn[2] = {cn0, cn0 + kc};
 #pragma unroll
                 for (int x = 0; x < 4; x += 2) {
                     float pd[2], dsv[2];
@@ -489,18 +496,21 @@ __global__ void __launch_bounds__(32 * fm<HD>::BWARPS, fm<HD>::BMINB)
                         // exp(x - lse) = exp2(x log2e - lse log2e)
                         const float p =
                             seen ? exp2f(fmaf(st[nq][x + e], sl2, -tlse[ic] * FM_LOG2E)) : 0.0f;
-                        float dpk = dpt[nq][x + e];
+                        /* dS = scale p (dP dscale [kept] - D), as p (dP sd - D scale)
+                         * with sd = scale dscale: one FFMA; P^T's dscale goes on dV
+                         * at the end. */
+                        const float dsd = tdd[ic] * g.scale;
+                        float t = fmaf(dpt[nq][x + e], sd, -dsd);
                         pd[e] = p;
                         if (drop) {
                             const bool keep = fl_keep_bits(
                                 g, key,
-                                HD <= 64
-                                    ? cb0 + 8 * (x / 2) + (uint64_t)(q0 + nq * 8 + e) * kc
-                                    : cq + (8u * (x / 2) + (uint32_t)(nq * 8 + e) * kc32));
-                            pd[e] = keep ? p * g.dscale : 0.0f;
-                            dpk = keep ? dpk * g.dscale : 0.0f;
+                                HD <= 64 ? cn[e] + 8 * (x / 2)
+                                         : cq + (8u * (x / 2) + (uint32_t)(nq * 8 + e) * kc32));
+                            pd[e] = keep ? p : 0.0f;
+                            t = keep ? t : -dsd;
                         }
-                        dsv[e] = g.scale * p * (dpk - tdd[ic]);
+                        dsv[e] = p * t;
                     }
                     /* fm_to_a's placement: blocks 2 kk and 2 kk + 1 make A's kk. */
                     pa[nq / 2][2 * (nq % 2) + x / 2] = zt_pack_rn<BF16>(pd[0], pd[1]);
@@ -510,6 +520,7 @@ __global__ void __launch_bounds__(32 * fm<HD>::BWARPS, fm<HD>::BMINB)
                     fm_store_pair(sds + (warp * 16 + gq + 8 * (x / 2)) * LDD + q0 + nq * 8 + 2 * tq,
                                   dsp);
                 }
+            }
             fm_mma_ab<LDS, QW / 16, ND, BF16>(dv, pa, sdo + q0 * LDS, 0, lane);
             fm_mma_ab<LDS, QW / 16, ND, BF16>(dk, sa, sq + q0 * LDS, 0, lane);
         }
@@ -550,7 +561,8 @@ __global__ void __launch_bounds__(32 * fm<HD>::BWARPS, fm<HD>::BMINB)
 #pragma unroll
         for (int nd = 0; nd < ND; nd++) {
             fm_store_pair(dkr + nd * 8, fm_pack<T>(dk[nd][2 * r], dk[nd][2 * r + 1]));
-            fm_store_pair(dvr + nd * 8, fm_pack<T>(dv[nd][2 * r], dv[nd][2 * r + 1]));
+            fm_store_pair(dvr + nd * 8,
+                          fm_pack<T>(dv[nd][2 * r] * g.dscale, dv[nd][2 * r + 1] * g.dscale));
         }
     }
 }
@@ -613,9 +625,11 @@ unsigned fm_grid(int64_t items, int threads)
 bool flash_mma_fits(zt_dtype dt, const fl_geom &g, const void *qkv, const void *rows_c)
 {
     /* The backward adds a part's dropout counter offsets (under 16 rows
-     * of key_c) in 32 bits. */
+     * of key_c) in 32 bits, and the tile copies their offsets (under 64
+     * rows of ld). */
     return (dt == ZT_BF16 || dt == ZT_F16) && (g.hs == 64 || g.hs == 128) && g.scale > 0.0f &&
-           g.key_c < ((int64_t)1 << 27) && aligned16(qkv) && aligned16(rows_c);
+           g.key_c < ((int64_t)1 << 27) && g.ld < ((int64_t)1 << 24) && aligned16(qkv) &&
+           aligned16(rows_c);
 }
 
 void flash_mma_forward(cudaStream_t st, zt_dtype dt, const fl_geom &g, void *y, float *lse,

@@ -28,6 +28,7 @@ typedef struct {
     /* dropout: p == 0 draws nothing */
     float p, dscale;
     uint32_t keep_min; /* kept when a draw's top 24 bits reach ceil(p 2^24) */
+    uint32_t keep_hi;  /* keep_min << 8: the same test on the top 32 bits */
     uint64_t seed, site;
     int64_t step, key_b, key_c;
     const uint64_t *row_keys;
@@ -54,11 +55,20 @@ static __device__ __forceinline__ uint64_t fl_row_ctr(const fl_geom &g, int64_t 
 }
 
 /* Whether the draw at counter ctr of row key `key` keeps its element: u >=
- * p with u = (bits >> 40) 2^-24, exact in fp32, so the integer test bits >=
- * ceil(p 2^24) (keep_min). */
+ * p with u = (bits >> 40) 2^-24, exact in fp32, so the integer test bits >>
+ * 40 >= ceil(p 2^24) (keep_min), which is bits >> 32 >= keep_min 2^8
+ * (keep_hi; p < 1, so keep_min < 2^24): one compare, no shift. */
 static __device__ __forceinline__ bool fl_keep_bits(const fl_geom &g, uint64_t key, uint64_t ctr)
 {
-    return (uint32_t)(zt_rng_mix(key ^ ctr) >> 40) >= g.keep_min;
+    /* zt_rng_mix(key ^ ctr) up to its last multiply (engine/rng.h), whose
+     * product's top 32 bits are all the test reads: the final x ^= x >> 31
+     * changes only their bit 0, below keep_hi's 8 zero bits. So the high
+     * word alone, without the low one's 64-bit product. */
+    uint64_t x = (key ^ ctr) + 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x ^= x >> 27;
+    const uint32_t lo = (uint32_t)x, hi = (uint32_t)(x >> 32);
+    return __umulhi(lo, 0x133111EBu) + lo * 0x94D049BBu + hi * 0x133111EBu >= g.keep_hi;
 }
 
 /* The dropout factor of element (s, hh, i, j): 0 or dscale (1 without dropout). */

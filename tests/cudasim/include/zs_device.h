@@ -116,6 +116,12 @@ __device__ inline double __dsub_rn(double a, double b) { return a - b; }
 __device__ inline double __dmul_rn(double a, double b) { return a * b; }
 __device__ inline double __ddiv_rn(double a, double b) { return a / b; }
 
+/* The high 32 bits of the 64-bit product. */
+__device__ inline unsigned int __umulhi(unsigned int a, unsigned int b)
+{
+    return (unsigned int)(((unsigned long long)a * b) >> 32);
+}
+
 __host__ __device__ inline unsigned int __float_as_uint(float x)
 {
     unsigned int u;
