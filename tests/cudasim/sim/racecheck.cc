@@ -130,6 +130,19 @@ void check_shadow(zs_exec *x, uintptr_t a, size_t n, bool write)
     abort();
 }
 
+/* Fails the running kernel with an illegal address: what it reached (`what`,
+ * "4 bytes at ..."), reported as a GPU would, and the kernel ends. */
+[[noreturn]] void kernel_illegal(zs_exec *x, bool write, const std::string &what)
+{
+    zs_fault(x->device, cudaErrorIllegalAddress);
+    x->faulted = true;
+    if (g_reports++ < kMaxReports)
+        zs_report("illegal address: %s at %s %s %s (a GPU reports cudaErrorIllegalAddress)",
+                  x->op->what.c_str(), zs_kernel_where().c_str(), write ? "writes" : "reads",
+                  what.c_str());
+    zs_kernel_abort();
+}
+
 /* A kernel's access to dynamic shared memory past its launch's bytes. */
 [[noreturn]] void shared_overrun(uintptr_t a, size_t n, bool write)
 {
@@ -139,14 +152,10 @@ void check_shadow(zs_exec *x, uintptr_t a, size_t n, bool write)
                   write ? "writes" : "reads", n);
         abort();
     }
-    zs_fault(x->device, cudaErrorIllegalAddress);
-    x->faulted = true;
-    if (g_reports++ < kMaxReports)
-        zs_report("illegal address: %s at %s %s %zu bytes of dynamic shared memory at offset "
-                  "%zu, past the launch's %zu bytes (a GPU reports cudaErrorIllegalAddress)",
-                  x->op->what.c_str(), zs_kernel_where().c_str(), write ? "writes" : "reads",
-                  n, (size_t)(a - zs_dyn_lo), zs_dyn_bytes);
-    zs_kernel_abort();
+    kernel_illegal(x, write,
+                   zs_format("%zu bytes of dynamic shared memory at offset %zu, past the "
+                             "launch's %zu bytes",
+                             n, (size_t)(a - zs_dyn_lo), zs_dyn_bytes));
 }
 
 /* A kernel's access outside its allocations: reported, and the kernel ends. */
@@ -159,14 +168,9 @@ void check_shadow(zs_exec *x, uintptr_t a, size_t n, bool write)
     const char *why = !found             ? "no live allocation holds it"
                       : dev != x->device ? "it is another device's memory"
                                          : "it runs past the end of its allocation";
-    zs_fault(x->device, cudaErrorIllegalAddress);
-    x->faulted = true;
-    if (g_reports++ < kMaxReports)
-        zs_report("illegal address: %s at %s %s %zu bytes at %s: %s (a GPU reports "
-                  "cudaErrorIllegalAddress)",
-                  x->op->what.c_str(), zs_kernel_where().c_str(), write ? "writes" : "reads",
-                  n, zs_describe_ptr((const void *)a).c_str(), why);
-    zs_kernel_abort();
+    kernel_illegal(x, write,
+                   zs_format("%zu bytes at %s: %s", n, zs_describe_ptr((const void *)a).c_str(),
+                             why));
 }
 
 /* The bounds check past the most recent allocation: the other cached ones,
