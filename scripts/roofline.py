@@ -382,9 +382,9 @@ def attention_ops(n, h, t, hs, causal, dropout, dt):
     them on the tensor-core path (engine/monitor/attn_flops.c's model, kept
     in step by tests/cudasim/test_roofline.sh)."""
     ceil = lambda a, b: -(-a // b)  # noqa: E731
-    bn = 64 if hs <= 64 else 32
+    bn, bb = 64 if hs <= 64 else 32, 64  # the forward's key tiles; the backward's blocks
     fwd = sum(64 * bn * ceil(min(i0 + 64, t) if causal else t, bn) for i0 in range(0, t, 64))
-    bwd = sum(bn * bn * ceil(t - (j0 // bn * bn if causal else 0), bn) for j0 in range(0, t, bn))
+    bwd = sum(bb * bb * ceil(t - (j0 // bb * bb if causal else 0), bb) for j0 in range(0, t, bb))
     c, esz, share = h * hs, 2, 1.0 if dropout else 0.0
     ntc, nht = n * t * c, n * h * t
 

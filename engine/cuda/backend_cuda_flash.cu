@@ -598,10 +598,10 @@ static fl_geom fl_geom_of(int64_t n, int64_t h, int64_t t, int64_t c, float scal
     g.n = n, g.h = h, g.t = t, g.c = c, g.hs = c / h, g.ld = 3 * c;
     g.scale = scale, g.causal = causal, g.lengths = lengths;
     g.p = drop->p, g.dscale = drop->p > 0.0f ? 1.0f / (1.0f - drop->p) : 1.0f;
-    g.keep_min = (uint32_t)ceilf(drop->p * 16777216.0f);
     /* p < 1 (the models refuse more), so keep_min < 2^24; a p of 1 would
      * keep the draws of 2^-32 instead of none. */
-    g.keep_hi = g.keep_min < (1u << 24) ? g.keep_min << 8 : UINT32_MAX;
+    const uint32_t keep_min = (uint32_t)ceilf(drop->p * 16777216.0f);
+    g.keep_hi = keep_min < (1u << 24) ? keep_min << 8 : UINT32_MAX;
     g.seed = drop->seed, g.site = drop->site, g.step = drop->step;
     g.key_b = drop->key_b, g.key_c = drop->key_c, g.row_keys = drop->row_keys;
     g.staged = g.hs <= FL_SMEM;

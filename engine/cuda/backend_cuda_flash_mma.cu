@@ -461,7 +461,6 @@ __global__ void __launch_bounds__(32 * fm<HD>::BWARPS, fm<HD>::BMINB)
         /* Dropout counters: element (query i0 + ic, key kw[r]) is at
          * cb0 + 8 r + (ic - 2 tq) key_c. */
         const uint64_t kc = (uint64_t)g.key_c;
-        const uint32_t kc32 = (uint32_t)g.key_c; // the offsets in a part: flash_mma_fits
         const uint64_t cb0 = drop ? fl_row_ctr(g, hh, i0) + 2 * tq * kc + (uint64_t)kw[0] : 0;
         /* The tile's queries in parts (fm::BPARTS), so that registers hold
          * one part's scores, dP, P and dS at a time: no spill. */
@@ -469,7 +468,6 @@ __global__ void __launch_bounds__(32 * fm<HD>::BWARPS, fm<HD>::BMINB)
 #pragma unroll(fm<HD>::BPUNROLL)
         for (int q0 = 0; q0 < BM; q0 += QW) {
             float st[NQP][4] = {}, dpt[NQP][4] = {}; // (16 keys, QW queries): S^T and dP^T
-            const uint64_t cq = cb0 + (uint64_t)q0 * kc; // the part's first query
             if constexpr (fm<HD>::BAROWS) {
                 fm_mma_abt_rows<HD, NQP, BF16>(st, sk, warp * 16, sq + q0 * LDS, lane);
                 fm_mma_abt_rows<HD, NQP, BF16>(dpt, sv, warp * 16, sdo + q0 * LDS, lane);
@@ -503,10 +501,7 @@ __global__ void __launch_bounds__(32 * fm<HD>::BWARPS, fm<HD>::BMINB)
                         float t = fmaf(dpt[nq][x + e], sd, -dsd);
                         pd[e] = p;
                         if (drop) {
-                            const bool keep = fl_keep_bits(
-                                g, key,
-                                HD <= 64 ? cn[e] + 8 * (x / 2)
-                                         : cq + (8u * (x / 2) + (uint32_t)(nq * 8 + e) * kc32));
+                            const bool keep = fl_keep_bits(g, key, cn[e] + 8 * (x / 2));
                             pd[e] = keep ? p : 0.0f;
                             t = keep ? t : -dsd;
                         }
@@ -624,12 +619,9 @@ unsigned fm_grid(int64_t items, int threads)
 
 bool flash_mma_fits(zt_dtype dt, const fl_geom &g, const void *qkv, const void *rows_c)
 {
-    /* The backward adds a part's dropout counter offsets (under 16 rows
-     * of key_c) in 32 bits, and the tile copies their offsets (under 64
-     * rows of ld). */
+    /* The tile copies add their offsets (under 64 rows of ld) in 32 bits. */
     return (dt == ZT_BF16 || dt == ZT_F16) && (g.hs == 64 || g.hs == 128) && g.scale > 0.0f &&
-           g.key_c < ((int64_t)1 << 27) && g.ld < ((int64_t)1 << 24) && aligned16(qkv) &&
-           aligned16(rows_c);
+           g.ld < ((int64_t)1 << 24) && aligned16(qkv) && aligned16(rows_c);
 }
 
 void flash_mma_forward(cudaStream_t st, zt_dtype dt, const fl_geom &g, void *y, float *lse,

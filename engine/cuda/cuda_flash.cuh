@@ -27,8 +27,7 @@ typedef struct {
     const int32_t *lengths;
     /* dropout: p == 0 draws nothing */
     float p, dscale;
-    uint32_t keep_min; /* kept when a draw's top 24 bits reach ceil(p 2^24) */
-    uint32_t keep_hi;  /* keep_min << 8: the same test on the top 32 bits */
+    uint32_t keep_hi; /* ceil(p 2^24) << 8: kept when a draw's top 32 bits reach it */
     uint64_t seed, site;
     int64_t step, key_b, key_c;
     const uint64_t *row_keys;
@@ -56,8 +55,8 @@ static __device__ __forceinline__ uint64_t fl_row_ctr(const fl_geom &g, int64_t 
 
 /* Whether the draw at counter ctr of row key `key` keeps its element: u >=
  * p with u = (bits >> 40) 2^-24, exact in fp32, so the integer test bits >>
- * 40 >= ceil(p 2^24) (keep_min), which is bits >> 32 >= keep_min 2^8
- * (keep_hi; p < 1, so keep_min < 2^24): one compare, no shift. */
+ * 40 >= ceil(p 2^24), which is bits >> 32 >= ceil(p 2^24) 2^8 (keep_hi;
+ * p < 1, so ceil(p 2^24) < 2^24): one compare, no shift. */
 static __device__ __forceinline__ bool fl_keep_bits(const fl_geom &g, uint64_t key, uint64_t ctr)
 {
     /* zt_rng_mix(key ^ ctr) up to its last multiply (engine/rng.h), whose

@@ -14,9 +14,8 @@ bool zt_attn_flops_tensor_path(zt_dtype dt, int64_t hs, float scale)
 
 /* The tensor-core kernels' tile sizes (fm<HD>): forward query rows a block
  * and keys a tile, backward keys a block and queries a tile. */
-enum { FM_FBM = 64 };
+enum { FM_FBM = 64, FM_BBN = 64 };
 static uint64_t fm_fbn(int64_t hs) { return hs <= 64 ? 64 : 32; }
-static uint64_t fm_bbn(int64_t hs) { return hs <= 64 ? 64 : 32; }
 
 /* Query-key pairs the tensor-core forward multiplies per (sample, head):
  * each 64-row block over whole key tiles up to its last row's keys. */
@@ -33,9 +32,9 @@ static uint64_t fm_forward_pairs(int64_t t, int64_t hs, bool causal)
 
 /* ... and the backward: each key block over whole query tiles from the
  * tile of its first key (causal) or from the start. */
-static uint64_t fm_backward_pairs(int64_t t, int64_t hs, bool causal)
+static uint64_t fm_backward_pairs(int64_t t, bool causal)
 {
-    const uint64_t bn = fm_bbn(hs), bm = bn, tt = u(t);
+    const uint64_t bn = FM_BBN, bm = bn, tt = u(t);
     uint64_t pairs = 0;
     for (uint64_t j0 = 0; j0 < tt; j0 += bn) {
         uint64_t start = causal ? j0 / bm * bm : 0;
@@ -87,7 +86,7 @@ zt_attn_flops zt_attn_flops_backward(zt_dtype dt, int64_t n, int64_t h, int64_t 
     const uint64_t rowdot = 2 * u(n) * u(t) * u(c); /* D = rowsum(dY Y) */
     zt_attn_flops f = {0, 0};
     if (zt_attn_flops_tensor_path(dt, hs, scale)) {
-        f.tensor_flops = 10 * u(hs) * u(n) * u(h) * fm_backward_pairs(t, hs, causal);
+        f.tensor_flops = 10 * u(hs) * u(n) * u(h) * fm_backward_pairs(t, causal);
         f.flops = f.tensor_flops + rowdot;
     } else {
         /* Q K^T and dP in every window of both the dK/dV and the dQ

@@ -72,8 +72,9 @@ void zt_profile_host_block(void)
 }
 
 static const char *const prof_device_names[ZT_PROF_NDEV] = {
-    "launches",     "global_requests", "global_sectors",    "global_wavefronts",
-    "dram_sectors", "shared_requests", "shared_wavefronts", "shared_bank_conflicts"};
+    "launches",          "global_requests",       "global_sectors",
+    "global_wavefronts", "dram_sectors",          "shared_requests",
+    "shared_wavefronts", "shared_bank_conflicts", "tensor_instructions"};
 
 void zt_profile_device_counts(const char *op, const char *const *names, const uint64_t *values,
                               int n)

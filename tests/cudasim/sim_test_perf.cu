@@ -5,7 +5,8 @@
  * without conflicts, with a 2-way and a 32-way conflict, a broadcast and
  * 16-byte accesses; ldmatrix x4 on padded and on unpadded rows, a warp's
  * 16-byte cp.async copies; atomics (one request each, as the one
- * instruction they are, float2's included) and dynamic shared memory. This file stands in for --profile: it names the op each
+ * instruction they are, float2's included), dynamic shared memory, and a
+ * warp's mma.sync instructions. This file stands in for --profile: it names the op each
  * launch belongs to and collects what the simulator reports for it.
  */
 #include "tests/cudasim/sim_test.h"
@@ -96,6 +97,16 @@ __global__ void k_atomics(float *acc, float *out)
     out[t] = (float)d[31 - t];
 }
 
+/* Two mma.sync of a warp (operands from registers): two tensor instructions. */
+__global__ void k_two_mma(float *out)
+{
+    const uint32_t a[4] = {threadIdx.x, 1u, 2u, 3u}, b[2] = {4u, 5u};
+    float c[4] = {};
+    zt_mma_16816<true>(c, a, b, c);
+    zt_mma_16816<true>(c, a, b, c);
+    out[threadIdx.x] = c[0];
+}
+
 /* What must hold for op: every counter named, and the others zero. */
 void expect(const char *op, const std::map<std::string, unsigned long long> &want)
 {
@@ -144,6 +155,7 @@ int st_perf(void)
                                           reinterpret_cast<uint32_t *>(out));
     });
     in_op("atomics", [&] { ZT_LAUNCH(1, 32, 128, 0, k_atomics)(in, out); });
+    in_op("mma", [&] { ZT_LAUNCH(1, 32, 0, 0, k_two_mma)(out); });
     ZT_LAUNCH(1, 32, 0, 0, k_copy)(in, out); /* outside any op: counted nowhere */
     ST_CUDA(cudaDeviceSynchronize());
     /* Two blocks of one warp: a load and a store each, 4 sectors in 1 line. */
@@ -177,7 +189,9 @@ int st_perf(void)
         ST_CHECK(acc[i] == 1.0f && acc[64 + 2 * i] == 1.0f && acc[65 + 2 * i] == 2.0f,
                  "atomics: lane %d's sums %g, %g, %g", i, acc[i], acc[64 + 2 * i],
                  acc[65 + 2 * i]);
-    ST_CHECK(g_counts.size() == 6, "%zu ops counted, want 6 (none outside an op)",
+    expect("mma", {{"launches", 1}, {"tensor_instructions", 2}, {"global_requests", 1},
+                   {"shared_requests", 0}});
+    ST_CHECK(g_counts.size() == 7, "%zu ops counted, want 7 (none outside an op)",
              g_counts.size());
     ST_CUDA(cudaFree(in));
     ST_CUDA(cudaFree(out));

@@ -33,4 +33,15 @@ for op in gemm bias_add bias_grad xent_forward_backward axpy embedding_forward \
         grep -qE "^$op(\[[a-z0-9]+\])? +$dt[ ,]" "$tmp/out" || fail "no $dt case of the typed $op"
     done
 done
+# A GPU that cannot give the tensor-core backward its dynamic shared memory
+# (an opt-in limit of 48 KiB): the backward falls back to the scalar kernels
+# and still passes; the forward (static shared memory) keeps tensor cores.
+ZT_SIM_SHARED_OPTIN_KB=48 ZT_SIM_LAUNCH_LOG="$tmp/optin.launches" \
+    "$bin" --quick --only attn_flash >"$tmp/optin" 2>&1 ||
+    { cat "$tmp/optin"; fail "op-check attn_flash with a 48 KiB opt-in limit"; }
+grep -q "zt-sim" "$tmp/optin" && { cat "$tmp/optin"; fail "the simulator reported an error"; }
+grep -q "flash_fwd_mma" "$tmp/optin.launches" || fail "48 KiB opt-in: no tensor-core forward ran"
+grep -q "flash_bwd_mma" "$tmp/optin.launches" &&
+    fail "48 KiB opt-in: the tensor-core backward launched without its shared memory"
+grep -q "flash_dkv" "$tmp/optin.launches" || fail "48 KiB opt-in: no scalar backward ran"
 echo "op-check: every op, dtype and GEMM setting passes on the simulator"

@@ -77,6 +77,27 @@ for name in ("attn_flash_forward", "attn_flash_backward"):
 assert on["gemm"]["device"]["global_requests"] == 0, "cuBLAS is not counted access by access"
 print("ok: per-op device counters of a simulated step")
 PY
+# The tensor-core attention's FLOP model (engine/monitor/attn_flops.c, which
+# --profile counts as tensor_flops and roofline.py prices) against the
+# mma.sync instructions the simulated kernels execute, 16 x 8 x 16
+# multiply-adds each, at both head sizes: causal, dropout, bf16, T 96.
+for hs in 64 128; do
+    ZT_SIM_PERF=1 $ZT_MPIRUN -np 1 "$ZT_BIN" --config "$tmp/c.json" --model gptlite \
+        --data "$ZT_SHARED/data/tinyshakespeare/input.txt" --n-layer 1 --n-embd 128 \
+        --n-head $((128 / hs)) --block-size 96 --dropout 0.1 --activation gelu --steps 1 --profile \
+        $ZT_DEVICE_FLAGS --report "$tmp/mma$hs.json" >"$tmp/mma$hs.log" 2>&1 ||
+        { cat "$tmp/mma$hs.log"; fail "ZT_SIM_PERF=1 run at head size $hs"; }
+    python3 - "$tmp/mma$hs.json" "$hs" <<'PY'
+import json, sys
+ops, hs = json.load(open(sys.argv[1]))["profile"]["ops"], int(sys.argv[2])
+for name in ("attn_flash_forward", "attn_flash_backward"):
+    o = ops[name]
+    assert o["tensor_width"] == hs, (name, o)
+    got = 2 * 16 * 8 * 16 * o["device"]["tensor_instructions"]
+    assert got == o["tensor_flops"] > 0, (name, hs, got, o["tensor_flops"])
+print(f"ok: head size {hs}: the profile's tensor_flops are the kernels' executed mma.sync")
+PY
+done
 out=$(python3 scripts/roofline.py "$tmp/perf.json" --gpu h100 --device-counts "$tmp/perf.json")
 echo "$out" | grep -q "^| attn_flash_backward | 2 |" ||
     { echo "$out"; fail "roofline v2: no attention row"; }

@@ -23,6 +23,9 @@
  *   shared_wavefronts    per request, the most distinct 4-byte words any of
  *                        the 32 banks holds (same word: a broadcast), summed
  *   shared_bank_conflicts  wavefronts beyond the ideal ceil(words / 32)
+ *   tensor_instructions  mma.sync instructions a warp executed (each 16 x 8
+ *                        x 16 multiply-adds): what the profile's tensor_flops
+ *                        model must add up to
  *   launches             kernels run (cuBLAS calls count one each)
  *
  * Shared memory is told apart by where it lives: __shared__ is `static` in
@@ -52,10 +55,10 @@ std::atomic<bool> zs_perf_active;
 
 namespace {
 
-enum { C_LAUNCHES, C_GREQ, C_GSECT, C_GWAVE, C_DRAM, C_SREQ, C_SWAVE, C_SCONF, C_N };
-const char *const kNames[C_N] = {"launches",        "global_requests",   "global_sectors",
-                                 "global_wavefronts", "dram_sectors",      "shared_requests",
-                                 "shared_wavefronts", "shared_bank_conflicts"};
+enum { C_LAUNCHES, C_GREQ, C_GSECT, C_GWAVE, C_DRAM, C_SREQ, C_SWAVE, C_SCONF, C_TENSOR, C_N };
+const char *const kNames[C_N] = {"launches",          "global_requests",      "global_sectors",
+                                 "global_wavefronts", "dram_sectors",         "shared_requests",
+                                 "shared_wavefronts", "shared_bank_conflicts", "tensor_instructions"};
 
 struct req {
     bool shared;
@@ -196,6 +199,12 @@ void zs_perf_access(uintptr_t a, size_t n, bool device, const void *site)
     s.last_tid = tid;
     s.last_lo = a + (n - 1) / 16 * 16;
     s.last_hi = a + n;
+}
+
+void zs_perf_tensor_instruction()
+{
+    if (zs_perf_active.load(std::memory_order_relaxed))
+        g->c[C_TENSOR]++;
 }
 
 void zs_perf_launch_begin()

@@ -25,7 +25,6 @@ namespace {
 
 /* The H100's launch limits (cudaDeviceProp of an H100 SXM). */
 const size_t kSharedPerBlock = 48 * 1024;
-const size_t kSharedOptin = 227 * 1024;
 
 thread_local cudaError_t t_last_error = cudaSuccess;
 thread_local int t_device = 0;
@@ -94,6 +93,10 @@ zs_config load_config()
     const char *log = getenv("ZT_SIM_LAUNCH_LOG");
     c.launch_log = log && *log ? log : NULL;
     c.perf = env_uint("ZT_SIM_PERF", 0, 0, 1, "1 (count requests, sectors and wavefronts) or 0") != 0;
+    c.shared_optin = (size_t)env_uint("ZT_SIM_SHARED_OPTIN_KB", zs_dyn_cap / 1024,
+                                      kSharedPerBlock / 1024, zs_dyn_cap / 1024,
+                                      "the dynamic shared memory opt-in's limit in KiB, 48 to "
+                                      "227") << 10;
     c.stall_rank = -1;
     c.stall_n = 0;
     if (const char *st = getenv("ZT_SIM_NCCL_STALL"); st && *st) {
@@ -354,7 +357,7 @@ extern "C" cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int 
     prop->l2CacheSize = 50 << 20;
     prop->maxThreadsPerMultiProcessor = 2048;
     prop->sharedMemPerMultiprocessor = 228 * 1024;
-    prop->sharedMemPerBlockOptin = kSharedOptin;
+    prop->sharedMemPerBlockOptin = zs_cfg().shared_optin;
     prop->pciBusID = 0x18 + zs_cfg().physical[device];
     prop->unifiedAddressing = 1;
     prop->memoryBusWidth = 5120;
@@ -399,7 +402,7 @@ extern "C" cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttri
     if (!func)
         return zs_fail(cudaErrorInvalidDeviceFunction);
     if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize || value < 0 ||
-        (size_t)value > kSharedOptin)
+        (size_t)value > zs_cfg().shared_optin)
         return zs_fail(cudaErrorInvalidValue);
     std::lock_guard<std::mutex> l(g_attr_lock);
     if (!g_max_dynamic_shared)

@@ -78,6 +78,7 @@ float half_value(uint32_t reg, int half, bool bf16)
 
 void mma_run(void *const lanes[32], void *ctx)
 {
+    zs_perf_tensor_instruction();
     const bool bf16 = *static_cast<const bool *>(ctx);
     float A[16][16], B[16][8], C[16][8];
     for (int l = 0; l < 32; l++) {

@@ -74,6 +74,10 @@ typedef struct {
     /* ZT_SIM_PERF=1: the performance counters of perf.cc, per kernel
      * launch, into --profile's report. */
     bool perf;
+    /* ZT_SIM_SHARED_OPTIN_KB: the most dynamic shared memory a kernel can
+     * be opted in to (cudaFuncSetAttribute), 48 to 227 KiB (the H100's,
+     * the default): a smaller GPU's limit, for the callers' fall backs. */
+    size_t shared_optin;
 } zs_config;
 
 const zs_config &zs_cfg();
@@ -253,6 +257,8 @@ size_t zs_shadow_bytes(size_t device_bytes);
  * zs_perf_access for every access (device: in the device window). */
 extern std::atomic<bool> zs_perf_active;
 void zs_perf_access(uintptr_t a, size_t n, bool device, const void *site);
+/* One warp's mma.sync (warpmma.cc, once per warp-instruction). */
+void zs_perf_tensor_instruction();
 /* Around a kernel on the device thread; op: what --profile was counting
  * when it was launched (NULL: nothing). */
 void zs_perf_launch_begin();
@@ -290,9 +296,10 @@ void zs_kernel_access(const void *p, size_t n, bool write);
 bool zs_run_grid(zs_kernel_job &job, dim3 grid, dim3 block, size_t shared_bytes,
                  const char *name);
 /* The blocks' dynamic shared memory (zs_dynamic_shared, fiber.cc): a
- * buffer of the opt-in's most in .bss, so that it is shared memory to the
- * counters; [zs_dyn_lo, + zs_dyn_bytes) is the running launch's. An access
- * to the buffer past that is the kernel's illegal address (racecheck.cc). */
+ * buffer of the H100's opt-in (the most ZT_SIM_SHARED_OPTIN_KB allows) in
+ * .bss, so that it is shared memory to the counters; [zs_dyn_lo, +
+ * zs_dyn_bytes) is the running launch's. An access to the buffer past that
+ * is the kernel's illegal address (racecheck.cc). */
 const size_t zs_dyn_cap = 227 * 1024;
 extern uintptr_t zs_dyn_lo;
 extern size_t zs_dyn_bytes;
