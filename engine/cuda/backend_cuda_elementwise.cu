@@ -91,7 +91,7 @@ struct relu_backward_op {
     }
 };
 
-/* The vector form needs cols % 4 == 0, so a vector never straddles rows. */
+/* The vector form needs cols % W == 0, so a vector never straddles rows. */
 template <zt_dtype T> struct bias_add_op {
     void *y;
     const void *bias;
@@ -235,10 +235,11 @@ __global__ void bias_grad_seg_kernel(float *out, const float *dbias, const raw_t
 void cuda_bias_add(const zt_backend *be, zt_dtype dt, void *y, const void *bias, int64_t rows,
                    int64_t cols)
 {
-    bool vec4 = cols % 4 == 0 && vec_aligned(y, dt) && vec_aligned(bias, dt);
+    bool vec = cols % vec_elems(dt) == 0 && aligned(y, 16) && aligned(bias, 16);
     with_dtype(dt, [&](auto tag) {
         constexpr zt_dtype T = decltype(tag)::value;
-        launch_map4(impl_of(be), bias_add_op<T>{y, bias, cols}, rows * cols, vec4, "bias_add");
+        launch_map_vec<T>(impl_of(be), bias_add_op<T>{y, bias, cols}, rows * cols, vec,
+                          "bias_add");
     });
 }
 
@@ -291,10 +292,10 @@ void cuda_scale(const zt_backend *be, float *x, float a, int64_t n)
 
 void cuda_axpy(const zt_backend *be, zt_dtype dt, void *y, float a, const void *x, int64_t n)
 {
-    bool vec4 = vec_aligned(y, dt) && vec_aligned(x, dt);
+    bool vec = aligned(y, 16) && aligned(x, 16);
     with_dtype(dt, [&](auto tag) {
         constexpr zt_dtype T = decltype(tag)::value;
-        launch_map4(impl_of(be), axpy_op<T>{y, x, a}, n, vec4, "axpy");
+        launch_map_vec<T>(impl_of(be), axpy_op<T>{y, x, a}, n, vec, "axpy");
     });
 }
 
@@ -382,9 +383,11 @@ typedef void (*convert_fn)(zt_cuda_impl *impl, void *dst, const void *src, int64
 template <zt_dtype D, zt_dtype S, bool ACC>
 void convert_launch(zt_cuda_impl *impl, void *dst, const void *src, int64_t n, float alpha)
 {
-    bool vec4 = aligned(dst, 4 * sizeof(typename elem<D>::raw)) &&
-                aligned(src, 4 * sizeof(typename elem<S>::raw));
-    launch_map4(impl, convert_op<D, S, ACC>{dst, src, alpha}, n, vec4, "convert");
+    /* 8 elements a step when either side is 16-bit: its 16 bytes are one
+     * vector, an fp32 side's 32 bytes two. */
+    constexpr zt_dtype V = D == ZT_F32 ? S : D;
+    launch_map_vec<V>(impl, convert_op<D, S, ACC>{dst, src, alpha}, n,
+                      aligned(dst, 16) && aligned(src, 16), "convert");
 }
 
 #define ZT_CONVERT_PAIR(D, S) {convert_launch<D, S, false>, convert_launch<D, S, true>}

@@ -49,7 +49,7 @@ template <zt_act A> __device__ __forceinline__ float act_backward(float dy, floa
 }
 
 /* v = gemm output + bias; pre = v where given; y = act(v as stored). The
- * vector form needs cols % 4 == 0, so a vector never straddles rows. */
+ * vector form needs cols % W == 0, so a vector never straddles rows. */
 template <zt_act A, zt_dtype T> struct bias_act_op {
     void *y, *pre;
     const void *v, *bias;
@@ -73,7 +73,7 @@ template <zt_act A, zt_dtype T> struct bias_act_op {
     }
 };
 
-/* v (T) = the bias, broadcast over rows (cols % 4 == 0 for the vector form). */
+/* v (T) = the bias, broadcast over rows (cols % W == 0 for the vector form). */
 template <zt_dtype T> struct bias_fill_op {
     void *v;
     const void *bias;
@@ -152,29 +152,30 @@ static void cuda_linear_act_forward(const zt_backend *be, zt_dtype dt, void *y, 
     const void *kbias = dt == ZT_F32 ? bias : nullptr;
     float beta = 0.0f;
     if (bias && dt != ZT_F32) {
-        bool vec4 = out % 4 == 0 && vec_aligned(v, dt) && vec_aligned(bias, dt);
+        bool vec = out % vec_elems(dt) == 0 && aligned(v, 16) && aligned(bias, 16);
         with_dtype(dt, [&](auto tag) {
             constexpr zt_dtype T = decltype(tag)::value;
-            launch_map4(impl, bias_fill_op<T>{v, bias, out}, n, vec4, "linear_act_forward");
+            launch_map_vec<T>(impl, bias_fill_op<T>{v, bias, out}, n, vec,
+                              "linear_act_forward");
         });
         beta = 1.0f;
     }
     be->gemm(be, dt, dt, false, true, rows, out, in, 1.0f, x, in, w, in, beta, v, out);
     if (!kbias && act == ZT_ACT_NONE && v == y)
         return;
-    bool vec4 = out % 4 == 0 && vec_aligned(y, dt) && vec_aligned(v, dt) &&
-                (!kbias || vec_aligned(kbias, dt));
+    bool vec = out % vec_elems(dt) == 0 && aligned(y, 16) && aligned(v, 16) &&
+               (!kbias || aligned(kbias, 16));
     with_dtype(dt, [&](auto tag) {
         constexpr zt_dtype T = decltype(tag)::value;
         if (act == ZT_ACT_GELU)
-            launch_map4(impl, bias_act_op<ZT_ACT_GELU, T>{y, pre, v, kbias, out}, n, vec4,
-                        "linear_act_forward");
+            launch_map_vec<T>(impl, bias_act_op<ZT_ACT_GELU, T>{y, pre, v, kbias, out}, n, vec,
+                              "linear_act_forward");
         else if (act == ZT_ACT_RELU)
-            launch_map4(impl, bias_act_op<ZT_ACT_RELU, T>{y, pre, v, kbias, out}, n, vec4,
-                        "linear_act_forward");
+            launch_map_vec<T>(impl, bias_act_op<ZT_ACT_RELU, T>{y, pre, v, kbias, out}, n, vec,
+                              "linear_act_forward");
         else
-            launch_map4(impl, bias_act_op<ZT_ACT_NONE, T>{y, pre, v, kbias, out}, n, vec4,
-                        "linear_act_forward");
+            launch_map_vec<T>(impl, bias_act_op<ZT_ACT_NONE, T>{y, pre, v, kbias, out}, n, vec,
+                              "linear_act_forward");
     });
 }
 

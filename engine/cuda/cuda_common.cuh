@@ -133,20 +133,48 @@ template <zt_dtype T> __device__ __forceinline__ float stored(float x)
     return elem<T>::widen(elem<T>::narrow(x));
 }
 
-/* W elements from element index i (W == 4: one vector access; i is then a
- * multiple of 4 and the pointer aligned to 4 elements). */
+/* One 16-byte vector of T holds VEC_ELEMS<T> elements: 4 fp32 or 8 16-bit
+ * ones, so a 16-bit tensor streams through LDG.128/STG.128 like an fp32 one
+ * (64-bit ushort4 accesses would halve the bytes each load instruction moves). */
+template <zt_dtype T> constexpr int VEC_ELEMS = T == ZT_F32 ? 4 : 8;
+
+/* The low (even element) and high (odd element) halves of a 32-bit word:
+ * little-endian, element 2k is word k's low 16 bits. */
+__device__ __forceinline__ uint16_t lo16(uint32_t w) { return (uint16_t)(w & 0xffffu); }
+__device__ __forceinline__ uint16_t hi16(uint32_t w) { return (uint16_t)(w >> 16); }
+__device__ __forceinline__ uint32_t pack16(uint16_t lo, uint16_t hi)
+{
+    return (uint32_t)lo | ((uint32_t)hi << 16);
+}
+
+/* W elements from element index i: W == 1, or W == 4 / 8 as whole 16-byte
+ * vectors (i a multiple of W, the pointer 16-byte aligned): fp32 at 8 is two
+ * float4, 16-bit at 8 one uint4; 16-bit at 4 one ushort4. */
 template <zt_dtype T, int W>
 __device__ __forceinline__ void load_elems(const void *p, int64_t i, float (&out)[W])
 {
     using E = elem<T>;
-    if constexpr (W == 4) {
+    if constexpr (W == 8 && T == ZT_F32) {
+        const float4 *q = static_cast<const float4 *>(p) + i / 4;
+        const float4 a = q[0], b = q[1];
+        out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w;
+        out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
+    } else if constexpr (W == 8) {
+        const uint4 q = static_cast<const uint4 *>(p)[i / 8];
+        const uint32_t w[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            out[2 * k] = E::widen(lo16(w[k]));
+            out[2 * k + 1] = E::widen(hi16(w[k]));
+        }
+    } else if constexpr (W == 4) {
         typename E::raw4 q = static_cast<const typename E::raw4 *>(p)[i / 4];
         out[0] = E::widen(q.x);
         out[1] = E::widen(q.y);
         out[2] = E::widen(q.z);
         out[3] = E::widen(q.w);
     } else {
-        static_assert(W == 1, "1 or 4 elements");
+        static_assert(W == 1, "1, 4 or 8 elements");
         out[0] = E::widen(static_cast<const typename E::raw *>(p)[i]);
     }
 }
@@ -155,7 +183,18 @@ template <zt_dtype T, int W>
 __device__ __forceinline__ void store_elems(void *p, int64_t i, const float (&in)[W])
 {
     using E = elem<T>;
-    if constexpr (W == 4) {
+    if constexpr (W == 8 && T == ZT_F32) {
+        float4 *q = static_cast<float4 *>(p) + i / 4;
+        q[0] = make_float4(in[0], in[1], in[2], in[3]);
+        q[1] = make_float4(in[4], in[5], in[6], in[7]);
+    } else if constexpr (W == 8) {
+        uint4 q;
+        q.x = pack16(E::narrow(in[0]), E::narrow(in[1]));
+        q.y = pack16(E::narrow(in[2]), E::narrow(in[3]));
+        q.z = pack16(E::narrow(in[4]), E::narrow(in[5]));
+        q.w = pack16(E::narrow(in[6]), E::narrow(in[7]));
+        static_cast<uint4 *>(p)[i / 8] = q;
+    } else if constexpr (W == 4) {
         typename E::raw4 q;
         q.x = E::narrow(in[0]);
         q.y = E::narrow(in[1]);
@@ -163,7 +202,7 @@ __device__ __forceinline__ void store_elems(void *p, int64_t i, const float (&in
         q.w = E::narrow(in[3]);
         static_cast<typename E::raw4 *>(p)[i / 4] = q;
     } else {
-        static_assert(W == 1, "1 or 4 elements");
+        static_assert(W == 1, "1, 4 or 8 elements");
         static_cast<typename E::raw *>(p)[i] = E::narrow(in[0]);
     }
 }
@@ -230,6 +269,10 @@ inline bool aligned(const void *p, size_t bytes) { return (uintptr_t)p % bytes =
 /* Whether p may be accessed four elements of dt at a time. */
 inline bool vec_aligned(const void *p, zt_dtype dt) { return aligned(p, 4 * zt_dtype_size(dt)); }
 
+/* Elements of dt in one 16-byte vector (VEC_ELEMS on the host); a map op
+ * takes that form (launch_map_vec) when its pointers are 16-byte aligned. */
+inline int64_t vec_elems(zt_dtype dt) { return dt == ZT_F32 ? 4 : 8; }
+
 /* A launch's configuration error, or an earlier kernel's failure. */
 inline void launched(zt_cuda_impl *impl, const char *what)
 {
@@ -252,6 +295,17 @@ void launch_map4(zt_cuda_impl *impl, const Op &op, int64_t n, bool vec4, const c
 {
     if (vec4)
         launch_map<4>(impl, op, n, what);
+    else
+        launch_map<1>(impl, op, n, what);
+}
+
+/* The 16-byte form of an op on tensors of T (VEC_ELEMS<T> elements a
+ * thread-step: 8 for 16-bit) when vec, the scalar form otherwise. */
+template <zt_dtype T, class Op>
+void launch_map_vec(zt_cuda_impl *impl, const Op &op, int64_t n, bool vec, const char *what)
+{
+    if (vec)
+        launch_map<VEC_ELEMS<T>>(impl, op, n, what);
     else
         launch_map<1>(impl, op, n, what);
 }
