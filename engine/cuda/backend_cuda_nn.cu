@@ -31,6 +31,11 @@ extern "C" {
  * flight while the previous tile is summed. */
 #define ZT_LNP_COLS 8
 #define ZT_LNP_ROWS 512
+/* ... and rows per segment: each (segment, 8 columns) is a block, so GPT-2
+ * small's 16,384 rows at C 768 make 16 x 96 = 1,536 blocks where one serial
+ * chain per column gave 96 (under one block per SM of an H100); up to 1,024
+ * rows stay one segment, the CPU's order. */
+#define ZT_LNP_SEG_ROWS 1024
 
 /* ---- embedding ---- */
 
@@ -371,30 +376,37 @@ static void cuda_residual_layernorm_forward(const zt_backend *be, zt_dtype dt, v
                              "residual_layernorm_forward");
 }
 
-/* dw, db over columns [blockIdx.x * 8, + 8): all threads stage a tile of rows
- * (the dw term dy * xhat, and dy) in shared memory, then 16 threads (dw and db
- * of each column) add the tile's rows in increasing order to registers that
- * started at the old value or 0: the CPU's exact sequence of roundings. The
- * next tile's loads are issued before that serial sum, so they overlap it. */
+/* dw, db over columns [blockIdx.x * 8, + 8) and the rows of segment
+ * blockIdx.y (seg_rows each): all threads stage a tile of rows (the dw term
+ * dy * xhat, and dy) in shared memory, then 16 threads (dw and db of each
+ * column) add the tile's rows in increasing order to registers that started
+ * at the old value (segment 0 when accumulating) or 0. One segment is the
+ * CPU's exact sequence of roundings and writes dw, db; with more, segment s
+ * writes part[s] (dw) and part[segs + s] (db), (cols) each, and the join adds
+ * them in segment order. The next tile's loads are issued before the serial
+ * sum, so they overlap it. */
 template <zt_dtype T>
 static __global__ void __launch_bounds__(ZT_NN_THREADS)
     layernorm_param_grads_kernel(float *__restrict__ dw, float *__restrict__ db,
-                                 const raw_t<T> *__restrict__ dy, const raw_t<T> *__restrict__ x,
-                                 const float *__restrict__ mean, const float *__restrict__ rstd,
-                                 int64_t rows, int64_t cols, bool accumulate)
+                                 float *__restrict__ part, const raw_t<T> *__restrict__ dy,
+                                 const raw_t<T> *__restrict__ x, const float *__restrict__ mean,
+                                 const float *__restrict__ rstd, int64_t rows, int64_t cols,
+                                 int64_t seg_rows, bool accumulate)
 {
     constexpr int kRowsPerPass = ZT_NN_THREADS / ZT_LNP_COLS;
     constexpr int kPer = ZT_LNP_ROWS / kRowsPerPass; // tile elements per thread
     __shared__ float tile[ZT_LNP_ROWS][2 * ZT_LNP_COLS]; // [row][dw terms | dy]
     const int c = threadIdx.x % ZT_LNP_COLS, rr = threadIdx.x / ZT_LNP_COLS;
     const int64_t j = (int64_t)blockIdx.x * ZT_LNP_COLS + c;
+    const int64_t seg = blockIdx.y, segs = gridDim.y;
+    const int64_t r_begin = seg * seg_rows, r_end = min_i64(rows, r_begin + seg_rows);
     float dyv[kPer], xv[kPer], mv[kPer], rv[kPer];
 
     auto load = [&](int64_t r0) {
 #pragma unroll
         for (int k = 0; k < kPer; k++) {
             int64_t r = r0 + rr + (int64_t)k * kRowsPerPass;
-            bool ok = r < rows && j < cols;
+            bool ok = r < r_end && j < cols;
             dyv[k] = ok ? elem<T>::widen(dy[r * cols + j]) : 0.0f;
             xv[k] = ok ? elem<T>::widen(x[r * cols + j]) : 0.0f;
             mv[k] = ok ? mean[r] : 0.0f;
@@ -405,13 +417,15 @@ static __global__ void __launch_bounds__(ZT_NN_THREADS)
     /* Thread t < 16 sums column (t % 8) of half t / 8 (0: dw, 1: db). */
     const bool summer = threadIdx.x < 2 * ZT_LNP_COLS;
     const int64_t sj = (int64_t)blockIdx.x * ZT_LNP_COLS + threadIdx.x % ZT_LNP_COLS;
-    float *out = threadIdx.x < ZT_LNP_COLS ? dw : db;
+    const int half = threadIdx.x < ZT_LNP_COLS ? 0 : 1;
+    float *param = half == 0 ? dw : db;
+    float *out = segs == 1 ? param : part + (half * segs + seg) * cols;
     float acc = 0.0f;
-    if (summer && sj < cols && accumulate)
-        acc = out[sj];
+    if (summer && sj < cols && accumulate && seg == 0)
+        acc = param[sj];
 
-    load(0);
-    for (int64_t r0 = 0; r0 < rows; r0 += ZT_LNP_ROWS) {
+    load(r_begin);
+    for (int64_t r0 = r_begin; r0 < r_end; r0 += ZT_LNP_ROWS) {
 #pragma unroll
         for (int k = 0; k < kPer; k++) {
             int i = rr + k * kRowsPerPass;
@@ -419,10 +433,10 @@ static __global__ void __launch_bounds__(ZT_NN_THREADS)
             tile[i][ZT_LNP_COLS + c] = dyv[k];
         }
         __syncthreads();
-        if (r0 + ZT_LNP_ROWS < rows)
+        if (r0 + ZT_LNP_ROWS < r_end)
             load(r0 + ZT_LNP_ROWS);
         if (summer) {
-            int nr = (int)min_i64(ZT_LNP_ROWS, rows - r0);
+            int nr = (int)min_i64(ZT_LNP_ROWS, r_end - r0);
 #pragma unroll 8
             for (int i = 0; i < nr; i++)
                 acc += tile[i][threadIdx.x];
@@ -496,7 +510,17 @@ static void cuda_layernorm_backward(const zt_backend *be, zt_dtype dt, void *dx,
     zt_cuda_impl *impl = nn_impl(be);
     if (cols <= 0)
         return;
-    unsigned pgrid = (unsigned)((cols + ZT_LNP_COLS - 1) / ZT_LNP_COLS);
+    /* Segments of at least ZT_LNP_SEG_ROWS rows, as many as the scratch
+     * holds partial dw and db for; they depend on rows, cols and the scratch
+     * size only, so the sums' order is the same on every GPU. */
+    const int64_t cap_segs = (int64_t)(impl->scratch_bytes / (2 * sizeof(float))) / cols;
+    int64_t segs = min_i64(min_i64(rows / ZT_LNP_SEG_ROWS, cap_segs), 65535);
+    segs = segs < 1 ? 1 : segs;
+    const int64_t seg_rows = rows > 0 ? (rows + segs - 1) / segs : 0;
+    if (rows > 0)
+        segs = (rows + seg_rows - 1) / seg_rows;
+    float *part = static_cast<float *>(impl->scratch);
+    dim3 pgrid((unsigned)((cols + ZT_LNP_COLS - 1) / ZT_LNP_COLS), (unsigned)segs);
     bool vec = cols % 4 == 0 && vec_aligned(dx, dt) && vec_aligned(dy, dt) &&
                vec_aligned(x, dt) && vec_aligned(w, dt);
     unsigned grid = nn_grid(impl, rows, ZT_NN_WARPS);
@@ -507,8 +531,16 @@ static void cuda_layernorm_backward(const zt_backend *be, zt_dtype dt, void *dx,
         /* Parameter gradients first: they read dy, which dx may overwrite.
          * With no rows they still assign 0 (or keep the accumulated value). */
         ZT_LAUNCH(pgrid, ZT_NN_THREADS, 0, impl->stream, layernorm_param_grads_kernel<T>)
-        (dw, db, dyt, xt, mean, rstd, rows, cols, accumulate_params);
+        (dw, db, part, dyt, xt, mean, rstd, rows, cols, seg_rows, accumulate_params);
         nn_record(be, "layernorm_backward (dw, db)");
+        if (segs > 1) {
+            const unsigned jgrid = (unsigned)((cols + ZT_NN_THREADS - 1) / ZT_NN_THREADS);
+            ZT_LAUNCH(jgrid, ZT_NN_THREADS, 0, impl->stream, bias_grad_join_kernel<>)
+            (dw, part, segs, cols);
+            ZT_LAUNCH(jgrid, ZT_NN_THREADS, 0, impl->stream, bias_grad_join_kernel<>)
+            (db, part + segs * cols, segs, cols);
+            nn_record(be, "layernorm_backward (dw, db join)");
+        }
         if (rows <= 0)
             return;
         row_dispatch(vec, cols, [&](auto shape) {
