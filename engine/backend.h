@@ -233,9 +233,9 @@ struct zt_backend {
      * dw, db : 0) + sums over rows, added to the starting value in increasing row
      * order (the CUDA backend: in that order within segments of at least 1,024
      * rows, then the segment sums in segment order, so that a long column is
-     * not one serial chain; a fixed order, within rounding of the CPU's:
-     * op-check holds it to THR_F32). dx == dy allowed. mean and rstd are what forward wrote. dx, dy, x,
-     * w are (dt); dw, db, mean, rstd fp32. */
+     * not one serial chain; a fixed order, within rounding of the CPU's).
+     * dx == dy allowed. mean and rstd are what forward wrote. dx, dy, x, w are
+     * (dt); dw, db, mean, rstd fp32. */
     void (*layernorm_backward)(const zt_backend *be, zt_dtype dt, void *dx, float *dw, float *db,
                                const void *dy, const void *x, const float *mean,
                                const float *rstd, const void *w, int64_t rows, int64_t cols,
